@@ -1,0 +1,81 @@
+"""Record codec: RecordBatch v2 (and legacy v0/v1 reading), CRC32C, compression, wire primitives.
+
+The Cython extension (built from ``_codec/``) and its pure-Python twin (``_python``) share module
+names and API; the choice is made once, here, at import. ``KAFKA_CORE_PURE_PYTHON=1`` forces the
+twin; ``KAFKA_CORE_REQUIRE_EXTENSION=1`` turns a missing extension into an ImportError instead of
+a warning (CI uses it so that a silent fallback cannot pass).
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+
+from kafka_core.codec.columns import BatchInfo, RecordColumns
+from kafka_core.errors import KafkaCodecError
+
+
+def _flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+if _flag("KAFKA_CORE_PURE_PYTHON"):
+    from kafka_core.codec._python import primitives, records
+
+    IMPLEMENTATION = "python"
+else:
+    try:
+        from kafka_core.codec._cython import primitives, records  # type: ignore[attr-defined,no-redef]
+
+        IMPLEMENTATION = "cython"
+    except ImportError as exc:
+        if _flag("KAFKA_CORE_REQUIRE_EXTENSION"):
+            raise ImportError(f"kafka_core: the Cython codec did not load ({exc})") from exc
+        warnings.warn(
+            f"kafka_core: Cython codec unavailable ({exc}); using the slower pure-Python codec",
+            RuntimeWarning,
+            stacklevel=2,
+        )
+        from kafka_core.codec._python import primitives, records
+
+        IMPLEMENTATION = "python"
+
+from kafka_core.codec.crc import crc32c  # noqa: E402
+
+KafkaRecord = records.KafkaRecord
+encode_record_batch = records.encode_record_batch
+decode_record_batches = records.decode_record_batches
+encode_record_batch_columns = records.encode_record_batch_columns
+decode_record_batches_columns = records.decode_record_batches_columns
+
+zigzag_encode = primitives.zigzag_encode
+zigzag_decode = primitives.zigzag_decode
+size_of_unsigned_varint = primitives.size_of_unsigned_varint
+size_of_varint = primitives.size_of_varint
+size_of_varlong = primitives.size_of_varlong
+encode_unsigned_varint = primitives.encode_unsigned_varint
+decode_unsigned_varint = primitives.decode_unsigned_varint
+encode_varint = primitives.encode_varint
+decode_varint = primitives.decode_varint
+encode_varlong = primitives.encode_varlong
+decode_varlong = primitives.decode_varlong
+encode_compact_string = primitives.encode_compact_string
+decode_compact_string = primitives.decode_compact_string
+encode_compact_bytes = primitives.encode_compact_bytes
+decode_compact_bytes = primitives.decode_compact_bytes
+encode_uuid = primitives.encode_uuid
+decode_uuid = primitives.decode_uuid
+
+__all__ = [
+    "IMPLEMENTATION",
+    "BatchInfo",
+    "KafkaCodecError",
+    "KafkaRecord",
+    "RecordColumns",
+    "crc32c",
+    "decode_record_batches",
+    "decode_record_batches_columns",
+    "encode_record_batch",
+    "encode_record_batch_columns",
+    *primitives.__all__,
+]

@@ -1,0 +1,1 @@
+"""Pure-Python twin of the Cython codec in ``_codec/``: same module names, same API."""

@@ -1,0 +1,15 @@
+"""CRC32C (Castagnoli) through the ``crc32c`` package: SSE4.2/ARMv8 hardware where available.
+
+The package releases the GIL for large buffers; both codec twins call this one function.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Buffer
+
+import crc32c as _crc32c
+
+
+def crc32c(data: Buffer, value: int = 0) -> int:
+    """CRC32C of ``data``, continuing from ``value``."""
+    return _crc32c.crc32c(data, value)

@@ -1,0 +1,79 @@
+"""Builds the Cython codec extensions from ``_codec/``.
+
+A failed build (no compiler, no Cython) is not fatal: the package installs with the pure-Python
+codec and warns, unless KAFKA_CORE_REQUIRE_EXTENSION=1 is set (CI sets it).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+HERE = Path(__file__).parent
+REQUIRE = os.environ.get("KAFKA_CORE_REQUIRE_EXTENSION", "") not in ("", "0")
+PURE = os.environ.get("KAFKA_CORE_PURE_PYTHON", "") not in ("", "0")
+
+
+def extensions() -> list[Extension]:
+    if PURE:
+        return []
+    sources = sorted((HERE / "_codec").glob("*.pyx"))
+    compile_args = ["-O3"] if sys.platform != "win32" else ["/O2"]
+    exts = [
+        Extension(
+            f"kafka_core.codec._cython.{pyx.stem}",
+            [str(pyx.relative_to(HERE))],
+            include_dirs=["_codec"],
+            extra_compile_args=compile_args,
+        )
+        for pyx in sources
+    ]
+    try:
+        from Cython.Build import cythonize
+    except ImportError:
+        if REQUIRE:
+            raise
+        print("WARNING: Cython is not installed; kafka_core will use its pure-Python codec", file=sys.stderr)
+        return []
+    return cythonize(
+        exts,
+        compiler_directives={
+            "language_level": "3",
+            "boundscheck": False,
+            "wraparound": False,
+            "cdivision": True,
+            "embedsignature": True,
+        },
+        quiet=True,
+    )
+
+
+class OptionalBuildExt(build_ext):
+    """Falls back to the pure-Python codec when compiling fails, with a loud warning."""
+
+    def run(self) -> None:
+        try:
+            super().run()
+        except Exception as exc:
+            self._fail(exc)
+
+    def build_extension(self, ext: Extension) -> None:
+        try:
+            super().build_extension(ext)
+        except Exception as exc:
+            self._fail(exc)
+
+    def _fail(self, exc: Exception) -> None:
+        if REQUIRE:
+            raise exc
+        print(
+            f"WARNING: building the Cython codec failed ({exc}); kafka_core will use its pure-Python codec",
+            file=sys.stderr,
+        )
+
+
+setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})
