@@ -5,7 +5,7 @@ The package releases the GIL for large buffers; both codec twins call this one f
 
 from __future__ import annotations
 
-from collections.abc import Buffer
+from kafka_core._typing import Buffer
 
 import crc32c as _crc32c
 

@@ -8,7 +8,7 @@ or overflowing encoding is rejected rather than silently truncated.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Buffer
+from kafka_core._typing import Buffer
 
 from kafka_core.errors import KafkaCodecError
 
