@@ -16,9 +16,7 @@ if TYPE_CHECKING:
 def headers_type() -> pa.DataType:
     import pyarrow as pa
 
-    return pa.list_(
-        pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])
-    )
+    return pa.list_(pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())]))
 
 
 @cache

@@ -5,9 +5,9 @@ The package releases the GIL for large buffers; both codec twins call this one f
 
 from __future__ import annotations
 
-from kafka_core._typing import Buffer
-
 import crc32c as _crc32c
+
+from kafka_core._typing import Buffer
 
 
 def crc32c(data: Buffer, value: int = 0) -> int:
