@@ -8,28 +8,28 @@ or overflowing encoding is rejected rather than silently truncated.
 from __future__ import annotations
 
 import uuid
-from kafka_core._typing import Buffer
 
+from kafka_core._typing import Buffer
 from kafka_core.errors import KafkaCodecError
 
 __all__ = [
-    "zigzag_encode",
-    "zigzag_decode",
+    "decode_compact_bytes",
+    "decode_compact_string",
+    "decode_unsigned_varint",
+    "decode_uuid",
+    "decode_varint",
+    "decode_varlong",
+    "encode_compact_bytes",
+    "encode_compact_string",
+    "encode_unsigned_varint",
+    "encode_uuid",
+    "encode_varint",
+    "encode_varlong",
     "size_of_unsigned_varint",
     "size_of_varint",
     "size_of_varlong",
-    "encode_unsigned_varint",
-    "decode_unsigned_varint",
-    "encode_varint",
-    "decode_varint",
-    "encode_varlong",
-    "decode_varlong",
-    "encode_compact_string",
-    "decode_compact_string",
-    "encode_compact_bytes",
-    "decode_compact_bytes",
-    "encode_uuid",
-    "decode_uuid",
+    "zigzag_decode",
+    "zigzag_encode",
 ]
 
 _INT32_MIN, _INT32_MAX = -(1 << 31), (1 << 31) - 1
