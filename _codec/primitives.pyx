@@ -5,6 +5,7 @@ The C-level readers and writers live in ``primitives.pxd`` so ``records.pyx`` ca
 
 import uuid
 
+cimport cython
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -45,6 +46,8 @@ cdef object _UINT64_MAX = (1 << 64) - 1
 _ZERO_UUID = uuid.UUID(int=0)
 
 
+@cython.freelist(16)
+@cython.final
 cdef class _View:
     """A read-only byte view of any buffer; bytes without the buffer-protocol round trip."""
 
@@ -72,6 +75,11 @@ cdef class _View:
 
 cdef Py_ssize_t _start(object pos, Py_ssize_t size, str what) except -2:
     """Clamp a Python position into the buffer; out-of-range positions fail like the twin."""
+    cdef Py_ssize_t p
+    if type(pos) is int and -size <= pos <= size:  # the common case, without big-int maths
+        p = pos
+        if p >= 0:
+            return p
     if pos < 0:
         raise KafkaCodecError(f"{what}: negative position {pos}")
     if pos > size:

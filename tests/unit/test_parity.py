@@ -8,6 +8,7 @@ unless KAFKA_CORE_PURE_PYTHON=1 says that the extension is deliberately absent.
 from __future__ import annotations
 
 import os
+import pickle
 import uuid
 from typing import Any
 
@@ -181,6 +182,22 @@ def test_record_objects_behave_alike() -> None:
     assert attrs([c]) == attrs([p])
     with pytest.raises(TypeError):
         hash(c)
+    assert crec.KafkaRecord(b"k", headers=None).headers is None  # kept as given, like the twin
+
+
+def test_cython_record_fields_are_read_only() -> None:
+    record = crec.decode_record_batches(crec.encode_record_batch([(b"k", b"v")], base_timestamp=1))[0]
+    for name in ("key", "value", "offset", "timestamp", "headers"):
+        with pytest.raises(AttributeError):
+            setattr(record, name, None)
+    assert (record.key, record.value) == (b"k", b"v")
+
+
+def test_decoded_records_pickle() -> None:
+    out = crec.encode_record_batch([(b"k", b"v", [("a", None)]), (None, b"x")], base_timestamp=3)
+    for mod in (crec, prec):
+        records = mod.decode_record_batches(out)
+        assert attrs(pickle.loads(pickle.dumps(records))) == attrs(records)
 
 
 # ------------------------------------------------------------------------------------------
@@ -234,6 +251,46 @@ def test_encode_columns_from_string_arrays() -> None:
         values = pa.array(["x", "yy", None], typ)
         c_out = crec.encode_record_batch_columns(keys, values, base_timestamp=1)
         assert c_out == prec.encode_record_batch_columns(keys, values, base_timestamp=1)
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        pa.array([b"ab", None, b"cd"], pa.binary(2)),
+        pa.array([b"ab", None, b"cd", b"ef"], pa.binary(2)).slice(1),
+        pa.array(["a", None, "bcd"], pa.string_view()),
+        pa.array([b"a", None, b"bcd"], pa.binary_view()),
+        pa.chunked_array([pa.array([b"a"], pa.binary()), pa.array([None, b"xyz"], pa.binary())]),
+    ],
+    ids=["fixed", "fixed-sliced", "string_view", "binary_view", "chunked"],
+)
+@pytest.mark.parametrize("timestamps", ["none", "int32-chunked", "uint8"])
+def test_encode_other_arrow_layouts(values: Any, timestamps: str) -> None:
+    ts: Any = {
+        "none": None,
+        "int32-chunked": pa.chunked_array([pa.array([1, None], pa.int32()), pa.array([3], pa.int32())]),
+        "uint8": pa.array([0, 1, 2], pa.uint8()),
+    }[timestamps]
+    c_out = crec.encode_record_batch_columns(values, values, timestamps=ts, base_timestamp=9)
+    assert c_out == prec.encode_record_batch_columns(values, values, timestamps=ts, base_timestamp=9)
+
+
+@pytest.mark.parametrize(
+    ("values", "timestamps"),
+    [
+        (pa.array([1, 2], pa.int64()), None),
+        (pa.array([[b"a"]], pa.list_(pa.binary())), None),
+        ([b"x"], pa.array([1], pa.timestamp("us"))),
+        ([b"x"], pa.array([1.5], pa.float64())),
+        ([b"x"], pa.array([1 << 63], pa.uint64())),
+        ([b"x", b"y"], [1]),
+        (b"not a column", None),
+    ],
+)
+def test_bad_columns_raise_alike(values: Any, timestamps: Any) -> None:
+    for mod in (crec, prec):
+        with pytest.raises(KafkaCodecError):
+            mod.encode_record_batch_columns(None, values, timestamps=timestamps, base_timestamp=1)
 
 
 @SETTINGS
