@@ -7,8 +7,8 @@ cd "$(dirname "$0")/.."
 
 PY=${PYTHON:-}
 if [ -z "$PY" ]; then
-  for cand in python3.13 python3.12 python3.11 python3; do
-    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  for cand in python3 python3.13 python3.12 python3.11; do
+    if command -v "$cand" >/dev/null 2>&1 && "$cand" -c 'import sys; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then
       PY=$cand; break
     fi
   done
@@ -26,7 +26,7 @@ want=$(cat pyproject.toml setup.py | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "==> installing kafka_core and its dev dependencies"
   python -m pip install -q --disable-pip-version-check -U pip
-  python -m pip install -q --disable-pip-version-check "Cython>=3.0.10" "setuptools>=68" wheel build
+  python -m pip install -q --disable-pip-version-check "Cython>=3.0.10" "setuptools>=77" wheel build
   python -m pip install -q --disable-pip-version-check -e ".[test,bench,spark,cli]"
   echo "$want" > "$stamp"
 fi

@@ -9,3 +9,52 @@ class KafkaError(Exception):
 
 class KafkaCodecError(KafkaError, ValueError):
     """A wire buffer could not be encoded or decoded (what went wrong and where)."""
+
+
+# --- network and client errors (owned by the network/client layer) ---
+
+
+class KafkaConfigError(KafkaError, ValueError):
+    """An option passed to a client is invalid or inconsistent with the others."""
+
+
+class KafkaConnectionError(KafkaError, ConnectionError):
+    """A broker connection failed, was dropped, or sent something that forced us to drop it.
+
+    In-flight requests on a dropped connection fail with this error; the request may or may not
+    have reached the broker, so callers decide whether resending is safe.
+    """
+
+
+class KafkaTimeoutError(KafkaError, TimeoutError):
+    """An operation did not complete within its deadline (connect, request, or a retry loop)."""
+
+
+class KafkaAuthenticationError(KafkaConnectionError):
+    """SASL or TLS authentication failed (bad credentials or certificate); retrying will not help."""
+
+
+class KafkaUnsupportedVersionError(KafkaError):
+    """The broker and this client share no usable version of an API."""
+
+
+class KafkaClosedError(KafkaError):
+    """The client or connection has been closed by its owner."""
+
+
+class KafkaProtocolError(KafkaError):
+    """An error code from a broker response, or a frame that breaks the protocol.
+
+    ``code``/``name``/``retriable`` follow Kafka's Errors.java table
+    (kafka_core.protocol.errors.ERRORS); ``message`` is the broker's message when it sent one.
+    """
+
+    def __init__(self, code: int, name: str, retriable: bool, message: str | None = None) -> None:
+        self.code = code
+        self.name = name
+        self.retriable = retriable
+        self.message = message
+        super().__init__(f"[Error {code}] {name}" + (f": {message}" if message else ""))
+
+    def __reduce__(self) -> tuple[type, tuple[int, str, bool, str | None]]:
+        return (type(self), (self.code, self.name, self.retriable, self.message))

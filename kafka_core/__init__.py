@@ -1,0 +1,53 @@
+"""kafka_core: a fast Kafka client for Python (asyncio core with a sync face).
+
+Blocking classes are importable from here (``kafka_core.KafkaClient``); their asyncio twins from
+``kafka_core.aio``. Imports are lazy so that ``import kafka_core.codec`` stays cheap and a
+problem in one component cannot break the import of the others.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from kafka_core.client.metadata import NewTopic, OffsetAndMetadata, TopicPartition
+    from kafka_core.consumer.sync import KafkaConsumer
+    from kafka_core.producer.sync import KafkaProducer
+    from kafka_core.sync_client import KafkaClient
+
+_LAZY = {
+    "KafkaClient": "kafka_core.sync_client",
+    "KafkaProducer": "kafka_core.producer.sync",
+    "KafkaConsumer": "kafka_core.consumer.sync",
+    "TopicPartition": "kafka_core.client.metadata",
+    "OffsetAndMetadata": "kafka_core.client.metadata",
+    "NewTopic": "kafka_core.client.metadata",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kafka_core' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])
+
+
+__all__ = [
+    "KafkaClient",
+    "KafkaConsumer",
+    "KafkaProducer",
+    "NewTopic",
+    "OffsetAndMetadata",
+    "TopicPartition",
+    "__version__",
+]

@@ -1,0 +1,59 @@
+"""The asyncio API: the same classes as ``kafka_core``, with coroutine methods."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kafka_core.client.cluster import KafkaClient
+from kafka_core.client.metadata import (
+    EARLIEST,
+    LATEST,
+    BrokerMeta,
+    ClusterMeta,
+    ListedOffset,
+    NewTopic,
+    OffsetAndMetadata,
+    PartitionMeta,
+    ProducerIdAndEpoch,
+    TopicMeta,
+    TopicPartition,
+)
+
+if TYPE_CHECKING:
+    from kafka_core.consumer.consumer import KafkaConsumer
+    from kafka_core.producer.producer import KafkaProducer
+
+# Producer and consumer load on first use, so the client never depends on them importing.
+_LAZY = {
+    "KafkaProducer": "kafka_core.producer.producer",
+    "KafkaConsumer": "kafka_core.consumer.consumer",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kafka_core.aio' has no attribute {name!r}")
+    import importlib
+
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+__all__ = [
+    "EARLIEST",
+    "LATEST",
+    "BrokerMeta",
+    "ClusterMeta",
+    "KafkaClient",
+    "KafkaConsumer",
+    "KafkaProducer",
+    "ListedOffset",
+    "NewTopic",
+    "OffsetAndMetadata",
+    "PartitionMeta",
+    "ProducerIdAndEpoch",
+    "TopicMeta",
+    "TopicPartition",
+]

@@ -1,0 +1,601 @@
+"""The asyncio cluster client: bootstrap, one connection per broker, metadata cache, retries.
+
+Higher-level calls (offsets, coordinators, producer ids, topics) live in ``operations.py`` as a
+mixin; this module owns connections and metadata, the state every call depends on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import ssl
+import time
+import uuid
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from kafka_core.client.metadata import BrokerMeta, ClusterMeta, PartitionMeta, TopicMeta
+from kafka_core.client.operations import ClientOperations
+from kafka_core.errors import (
+    KafkaAuthenticationError,
+    KafkaClosedError,
+    KafkaConfigError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+)
+from kafka_core.network.backoff import Backoff
+from kafka_core.network.connection import DEFAULT_MAX_RESPONSE_SIZE, BrokerConnection
+from kafka_core.network.sasl import SUPPORTED_MECHANISMS
+from kafka_core.network.tls import build_ssl_context
+from kafka_core.protocol import ApiKey
+from kafka_core.protocol.errors import error_for
+from kafka_core.protocol.messages import MetadataRequest
+
+log = logging.getLogger("kafka_core.client")
+T = TypeVar("T")
+
+SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+# Errors after which our picture of partition leadership is wrong and must be refreshed.
+STALE_METADATA_ERRORS = frozenset({3, 5, 6, 9, 13, 56, 74, 75, 100})
+COORDINATOR_ERRORS = frozenset({14, 15, 16})
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def _consume_exception(task: asyncio.Task[Any]) -> None:
+    # A shared refresh whose waiters all gave up must not log "exception never retrieved".
+    if not task.cancelled():
+        task.exception()
+
+
+def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
+    """``"h1:9092,h2"`` or a list of ``host[:port]`` (IPv6 as ``[::1]:9092``) into (host, port) pairs."""
+    items = servers.split(",") if isinstance(servers, str) else list(servers)
+    out: list[tuple[str, int]] = []
+    for raw in items:
+        item = raw.strip()
+        if not item:
+            continue
+        host, port = item, 9092
+        if item.startswith("["):
+            end = item.find("]")
+            if end < 0:
+                raise KafkaConfigError(f"bad bootstrap server {item!r}")
+            host, rest = item[1:end], item[end + 1 :]
+            if rest.startswith(":"):
+                port = _port(rest[1:], item)
+        elif item.count(":") == 1:
+            host, port_s = item.split(":")
+            port = _port(port_s, item)
+        out.append((host, port))
+    if not out:
+        raise KafkaConfigError("bootstrap_servers is empty")
+    return out
+
+
+def _port(text: str, item: str) -> int:
+    try:
+        port = int(text)
+    except ValueError:
+        raise KafkaConfigError(f"bad port in bootstrap server {item!r}") from None
+    if not 0 < port < 65536:
+        raise KafkaConfigError(f"port out of range in bootstrap server {item!r}")
+    return port
+
+
+@dataclass
+class _Node:
+    broker: BrokerMeta
+    backoff: Backoff
+    conn: BrokerConnection | None = None
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    next_attempt: float = 0.0
+
+
+class KafkaClient(ClientOperations):
+    """Asyncio Kafka cluster client. Use ``async with KafkaClient(...)`` or call ``close()``.
+
+    ``send`` is the raw primitive (no retries: resending is the caller's call); the named
+    operations (``metadata``, ``list_offsets``, ``commit_offsets``, ...) retry retriable errors
+    until ``api_timeout_ms``.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Iterable[str] = "localhost:9092",
+        *,
+        client_id: str = "kafka-core",
+        connect_timeout_ms: float = 10_000,
+        request_timeout_ms: float = 30_000,
+        api_timeout_ms: float = 60_000,
+        metadata_max_age_ms: float = 300_000,
+        retry_backoff_ms: float = 100,
+        retry_backoff_max_ms: float = 1_000,
+        reconnect_backoff_ms: float = 50,
+        reconnect_backoff_max_ms: float = 1_000,
+        allow_auto_create_topics: bool = True,
+        max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
+        connections_max_idle_ms: float = 540_000,
+        security_protocol: str = "PLAINTEXT",
+        ssl_context: ssl.SSLContext | None = None,
+        ssl_cafile: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
+        ssl_password: str | None = None,
+        ssl_check_hostname: bool = True,
+        sasl_mechanism: str | None = None,
+        sasl_username: str | None = None,
+        sasl_password: str | None = None,
+        api_version_caps: dict[int, int] | None = None,
+    ) -> None:
+        self._bootstrap = parse_bootstrap(bootstrap_servers)
+        protocol = security_protocol.upper()
+        if protocol not in SECURITY_PROTOCOLS:
+            raise KafkaConfigError(
+                f"security_protocol must be one of {SECURITY_PROTOCOLS}, not {security_protocol!r}"
+            )
+        self.security_protocol = protocol
+        self._ssl: ssl.SSLContext | None = None
+        if protocol in ("SSL", "SASL_SSL"):
+            self._ssl = ssl_context or build_ssl_context(
+                cafile=ssl_cafile,
+                certfile=ssl_certfile,
+                keyfile=ssl_keyfile,
+                password=ssl_password,
+                check_hostname=ssl_check_hostname,
+            )
+        self._sasl: str | None = None
+        if protocol.startswith("SASL"):
+            if not sasl_mechanism or sasl_mechanism.upper() not in SUPPORTED_MECHANISMS:
+                raise KafkaConfigError(f"{protocol} needs sasl_mechanism, one of {SUPPORTED_MECHANISMS}")
+            if sasl_username is None or sasl_password is None:
+                raise KafkaConfigError(f"{protocol} needs sasl_username and sasl_password")
+            self._sasl = sasl_mechanism.upper()
+        self.client_id = client_id
+        self._sasl_username = sasl_username
+        self._sasl_password = sasl_password
+        self._connect_timeout_ms = connect_timeout_ms
+        self._request_timeout_ms = request_timeout_ms
+        self.api_timeout_ms = api_timeout_ms
+        self._metadata_max_age = metadata_max_age_ms / 1000.0
+        self._retry_backoff = (retry_backoff_ms, retry_backoff_max_ms)
+        self._reconnect_backoff = (reconnect_backoff_ms, reconnect_backoff_max_ms)
+        self.allow_auto_create_topics = allow_auto_create_topics
+        self._max_response_size = max_response_size
+        self._max_idle = connections_max_idle_ms / 1000.0
+        self._version_caps = dict(api_version_caps or {})
+        self._nodes: dict[int, _Node] = {}
+        self._cluster = ClusterMeta(brokers=[], topics=[])
+        self._topics: dict[str, TopicMeta] = {}
+        self._topic_fetched: dict[str, float] = {}
+        self._stale_before = 0.0
+        self._background: set[asyncio.Task[Any]] = set()
+        self._full_refresh: asyncio.Task[ClusterMeta] | None = None
+        self._coordinators: dict[tuple[int, str], BrokerMeta] = {}
+        self._start_lock: asyncio.Lock | None = None
+        self._started = False
+        self._closed = False
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def __aenter__(self) -> KafkaClient:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Bootstrap: connect to the first reachable bootstrap server and load cluster metadata."""
+        self._check_open()
+        if self._started:
+            return
+        if self._start_lock is None:
+            self._start_lock = asyncio.Lock()
+        async with self._start_lock:
+            if not self._started:
+                await self._retry("bootstrap", self._bootstrap_once)
+                self._started = True
+
+    async def _bootstrap_once(self) -> None:
+        errors: list[str] = []
+        servers = list(self._bootstrap)
+        random.shuffle(servers)
+        for host, port in servers:
+            conn = self._new_connection(host, port, None)
+            try:
+                await conn.connect()
+                resp = await conn.send(self._metadata_request(conn, []))
+            except KafkaAuthenticationError:
+                await conn.close()
+                raise
+            except KafkaError as exc:
+                await conn.close()
+                errors.append(f"{host}:{port}: {exc}")
+                continue
+            self._apply_metadata(resp, full=False)
+            adopted = False
+            for node in self._nodes.values():
+                same = (node.broker.host, node.broker.port) == (host, port)
+                if same and (node.conn is None or not node.conn.connected):
+                    conn.node_id = node.broker.node_id
+                    node.conn = conn
+                    adopted = True
+                    break
+            if not adopted:
+                await conn.close()
+            return
+        raise KafkaConnectionError("no bootstrap server reachable: " + "; ".join(errors))
+
+    async def close(self) -> None:
+        """Close every connection; pending requests fail with KafkaClosedError. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._full_refresh is not None and not self._full_refresh.done():
+            self._full_refresh.cancel()
+        conns = [n.conn for n in self._nodes.values() if n.conn is not None]
+        await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaClosedError("KafkaClient is closed")
+
+    async def _ensure_started(self) -> None:
+        if not self._started:
+            await self.start()
+
+    # -- connections -----------------------------------------------------------------------
+
+    def _new_connection(self, host: str, port: int, node_id: int | None) -> BrokerConnection:
+        return BrokerConnection(
+            host,
+            port,
+            node_id=node_id,
+            client_id=self.client_id,
+            ssl_context=self._ssl,
+            sasl_mechanism=self._sasl,
+            sasl_username=self._sasl_username,
+            sasl_password=self._sasl_password,
+            connect_timeout_ms=self._connect_timeout_ms,
+            request_timeout_ms=self._request_timeout_ms,
+            max_response_size=self._max_response_size,
+            version_caps=self._version_caps,
+        )
+
+    def _register_broker(self, broker: BrokerMeta) -> None:
+        node = self._nodes.get(broker.node_id)
+        if node is None:
+            self._nodes[broker.node_id] = _Node(broker, Backoff(*self._reconnect_backoff))
+            return
+        if (node.broker.host, node.broker.port) != (broker.host, broker.port) and node.conn is not None:
+            old, node.conn = node.conn, None
+            task = asyncio.get_running_loop().create_task(old.close("broker address changed"))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+        node.broker = broker
+
+    async def connection(self, node_id: int) -> BrokerConnection:
+        """A ready connection to ``node_id``, (re)connecting with backoff if needed."""
+        self._check_open()
+        await self._ensure_started()
+        node = self._nodes.get(node_id)
+        if node is None:
+            raise KafkaConnectionError(f"unknown broker node id {node_id}")
+        conn = node.conn
+        if conn is not None and conn.connected:
+            if conn.in_flight_count or not (conn.reauthentication_due or conn.idle_for() > self._max_idle):
+                return conn
+            # Reconnect before the broker cuts us off (idle reaping at connections.max.idle.ms,
+            # SASL session expiry) rather than racing a request against its close.
+            await conn.close("idle too long or SASL session about to expire")
+        async with node.lock:
+            conn = node.conn
+            if conn is not None and conn.connected:
+                return conn
+            delay = node.next_attempt - asyncio.get_running_loop().time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self._check_open()
+            conn = self._new_connection(node.broker.host, node.broker.port, node_id)
+            try:
+                await conn.connect()
+            except KafkaError:
+                node.next_attempt = asyncio.get_running_loop().time() + node.backoff.next_s()
+                self._mark_all_stale()
+                raise
+            node.backoff.reset()
+            node.conn = conn
+            if self._closed:
+                await conn.close()
+                raise KafkaClosedError("KafkaClient is closed")
+            return conn
+
+    async def send(
+        self,
+        node_id: int,
+        request_body: Any,
+        version: int | None = None,
+        *,
+        timeout_ms: float | None = None,
+        max_version: int | None = None,
+    ) -> Any:
+        """Send one request to a broker and return the response body. No retries.
+
+        ``version=None`` uses the negotiated version (capped by ``max_version``). ``timeout_ms``
+        (default ``request_timeout_ms``) drops the connection when it expires, so keep it above
+        any broker-side wait such as Fetch ``max_wait_ms``. Error codes inside the body are the
+        caller's to interpret (``note_error`` invalidates caches for the stale-metadata ones).
+        """
+        conn = await self.connection(node_id)
+        if version is None:
+            version = conn.choose_version(request_body.API_KEY, max_version=max_version)
+        try:
+            return await conn.send(request_body, version, timeout_ms=timeout_ms)
+        except (KafkaConnectionError, KafkaTimeoutError):
+            self._mark_all_stale()
+            raise
+
+    async def send_to_leader(
+        self,
+        topic: str,
+        partition: int,
+        request_body: Any,
+        version: int | None = None,
+        *,
+        timeout_ms: float | None = None,
+        max_version: int | None = None,
+    ) -> Any:
+        """``send`` to the partition's current leader (looked up, waiting for one if needed)."""
+        node_id = await self.leader_for(topic, partition)
+        try:
+            return await self.send(
+                node_id, request_body, version, timeout_ms=timeout_ms, max_version=max_version
+            )
+        except (KafkaConnectionError, KafkaTimeoutError):
+            self.invalidate_metadata(topic)
+            raise
+
+    def least_loaded_node(self) -> int | None:
+        """A connected broker with the fewest requests in flight, else any known broker."""
+        connected = [n for n in self._nodes.values() if n.conn is not None and n.conn.connected]
+        if connected:
+            return min(connected, key=lambda n: n.conn.in_flight_count if n.conn else 0).broker.node_id
+        ready = [n for n in self._nodes.values() if n.next_attempt <= asyncio.get_running_loop().time()]
+        pool = ready or list(self._nodes.values())
+        return random.choice(pool).broker.node_id if pool else None
+
+    async def _any_node(self) -> int:
+        await self._ensure_started()
+        node_id = self.least_loaded_node()
+        if node_id is None:
+            raise KafkaConnectionError("no broker known")
+        return node_id
+
+    async def negotiated_versions(self, node_id: int | None = None) -> dict[int, dict[ApiKey, int]]:
+        """Per broker: the version this client will use for each API (connecting if needed)."""
+        await self._ensure_started()
+        ids = [node_id] if node_id is not None else sorted(self._nodes)
+        out: dict[int, dict[ApiKey, int]] = {}
+        for nid in ids:
+            out[nid] = (await self.connection(nid)).negotiated_versions()
+        return out
+
+    # -- metadata --------------------------------------------------------------------------
+
+    def _metadata_request(
+        self, conn: BrokerConnection, topics: list[str] | None, auto_create: bool = False
+    ) -> Any:
+        version = conn.choose_version(ApiKey.METADATA)
+        if topics is None and version == 0:
+            req_topics: list[Any] | None = []  # v0: empty list means all topics
+        elif topics is None:
+            req_topics = None
+        else:
+            req_topics = [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+        return MetadataRequest(topics=req_topics, allow_auto_topic_creation=auto_create)
+
+    def _apply_metadata(self, resp: Any, *, full: bool) -> ClusterMeta:
+        brokers = [BrokerMeta(b.node_id, b.host, b.port, getattr(b, "rack", None)) for b in resp.brokers]
+        for b in brokers:
+            self._register_broker(b)
+        topics: list[TopicMeta] = []
+        for t in resp.topics:
+            parts = [
+                PartitionMeta(
+                    partition=p.partition_index,
+                    leader=p.leader_id,
+                    replicas=tuple(p.replica_nodes),
+                    isr=tuple(p.isr_nodes),
+                    leader_epoch=getattr(p, "leader_epoch", -1),
+                    offline_replicas=tuple(getattr(p, "offline_replicas", ()) or ()),
+                    error_code=p.error_code,
+                )
+                for p in t.partitions
+            ]
+            parts.sort(key=lambda p: p.partition)
+            topic_id = getattr(t, "topic_id", None)
+            if topic_id is not None and not isinstance(topic_id, uuid.UUID):
+                topic_id = uuid.UUID(bytes=bytes(topic_id))
+            topics.append(
+                TopicMeta(
+                    name=t.name or "",
+                    partitions=parts,
+                    topic_id=None if topic_id in (None, _ZERO_UUID) else topic_id,
+                    is_internal=bool(getattr(t, "is_internal", False)),
+                    error_code=t.error_code,
+                )
+            )
+        now = time.monotonic()
+        if full:
+            self._topics = {t.name: t for t in topics if t.error_code == 0}
+            self._topic_fetched = dict.fromkeys(self._topics, now)
+        else:
+            for t in topics:
+                if t.error_code == 0:
+                    self._topics[t.name] = t
+                    self._topic_fetched[t.name] = now
+                else:
+                    self.invalidate_metadata(t.name)
+        controller = getattr(resp, "controller_id", -1)
+        cluster_id = getattr(resp, "cluster_id", None)
+        self._cluster = ClusterMeta(
+            brokers=brokers,
+            topics=list(self._topics.values()),
+            controller_id=controller,
+            cluster_id=cluster_id,
+        )
+        return ClusterMeta(brokers=brokers, topics=topics, controller_id=controller, cluster_id=cluster_id)
+
+    async def _metadata_once(self, topics: list[str] | None, auto_create: bool) -> ClusterMeta:
+        node_id = await self._any_node()
+        try:
+            conn = await self.connection(node_id)
+        except KafkaAuthenticationError:
+            raise
+        except KafkaConnectionError:
+            # No known broker answers: ask the bootstrap servers again (KIP-899), in case the
+            # cluster's nodes changed under us; the retry loop then tries the fresh picture.
+            if not any(n.conn is not None and n.conn.connected for n in self._nodes.values()):
+                await self._bootstrap_once()
+            raise
+        try:
+            resp = await conn.send(self._metadata_request(conn, topics, auto_create))
+        except (KafkaConnectionError, KafkaTimeoutError):
+            self._mark_all_stale()
+            raise
+        return self._apply_metadata(resp, full=topics is None)
+
+    async def metadata(
+        self, topics: list[str] | None = None, *, allow_auto_topic_creation: bool | None = None
+    ) -> ClusterMeta:
+        """Fresh metadata for ``topics`` (None: all topics), also refreshing the cache.
+
+        Per-topic errors (e.g. UNKNOWN_TOPIC_OR_PARTITION) are reported in ``TopicMeta.error_code``
+        rather than raised, so one missing topic does not hide the others.
+        """
+        self._check_open()
+        await self._ensure_started()
+        auto = (
+            self.allow_auto_create_topics if allow_auto_topic_creation is None else allow_auto_topic_creation
+        )
+        if topics is None:
+            # Concurrent full refreshes share one request.
+            task = self._full_refresh
+            if task is None or task.done():
+                task = asyncio.get_running_loop().create_task(
+                    self._retry("metadata", lambda: self._metadata_once(None, auto))
+                )
+                task.add_done_callback(_consume_exception)
+                self._full_refresh = task
+            try:
+                return await asyncio.shield(task)
+            except asyncio.CancelledError:
+                if task.cancelled() and self._closed:  # close() cancelled the shared refresh
+                    raise KafkaClosedError("KafkaClient is closed") from None
+                raise
+        return await self._retry("metadata", lambda: self._metadata_once(list(topics), auto))
+
+    def cached_metadata(self) -> ClusterMeta:
+        """The cache as it stands, without a request (may be stale or partial)."""
+        return self._cluster
+
+    def invalidate_metadata(self, topic: str | None = None) -> None:
+        """Forget what we know about ``topic`` (or mark everything stale) so the next lookup refreshes."""
+        if topic is None:
+            self._mark_all_stale()
+        else:
+            self._topics.pop(topic, None)
+            self._topic_fetched.pop(topic, None)
+
+    def _mark_all_stale(self) -> None:
+        self._stale_before = time.monotonic()
+
+    def note_error(
+        self, error_code: int, topic: str | None = None, *, coordinator_key: str | None = None
+    ) -> bool:
+        """Record a broker error: stale metadata or coordinator moves invalidate the cache. True if retriable."""
+        if error_code in STALE_METADATA_ERRORS:
+            self.invalidate_metadata(topic)
+            return True
+        if error_code in COORDINATOR_ERRORS:
+            if coordinator_key is not None and error_code != 14:  # 14: loading, same coordinator
+                for kt in (0, 1):
+                    self._coordinators.pop((kt, coordinator_key), None)
+            return True
+        return bool(error_code) and error_for(error_code).retriable
+
+    def _topic_fresh(self, topic: str) -> bool:
+        fetched = self._topic_fetched.get(topic)
+        if fetched is None or fetched <= self._stale_before:
+            return False
+        return time.monotonic() - fetched < self._metadata_max_age
+
+    async def leader_for(self, topic: str, partition: int, *, timeout_ms: float | None = None) -> int:
+        """Node id of the partition's leader, waiting (with metadata refreshes) while it has none."""
+        self._check_open()
+        await self._ensure_started()
+        t = self._topics.get(topic)
+        p = t.partition(partition) if t is not None and self._topic_fresh(topic) else None
+        if p is not None and p.leader >= 0 and p.leader in self._nodes:
+            return p.leader
+
+        async def lookup() -> int:
+            await self._metadata_once([topic], self.allow_auto_create_topics)
+            meta = self._topics.get(topic)
+            part = meta.partition(partition) if meta is not None else None
+            if part is None:
+                raise error_for(3, f"{topic}-{partition} not (yet) in metadata")
+            if part.leader < 0 or part.leader not in self._nodes:
+                raise error_for(5, f"{topic}-{partition} has no leader yet")
+            return part.leader
+
+        return await self._retry(f"leader lookup for {topic}-{partition}", lookup, timeout_ms)
+
+    async def await_topic_ready(
+        self, topic: str, min_partitions: int = 1, *, timeout_ms: float | None = None
+    ) -> TopicMeta:
+        """Wait until ``topic`` exists with at least ``min_partitions`` partitions, all with leaders."""
+        self._check_open()
+
+        async def check() -> TopicMeta:
+            meta = await self._metadata_once([topic], self.allow_auto_create_topics)
+            t = meta.topic(topic)
+            if t is None or t.error_code:
+                raise error_for(t.error_code if t is not None and t.error_code else 3, f"topic {topic!r}")
+            if len(t.partitions) < min_partitions or not t.ready:
+                raise error_for(5, f"topic {topic!r}: {len(t.partitions)} partitions, not all led yet")
+            return t
+
+        return await self._retry(f"waiting for topic {topic!r}", check, timeout_ms)
+
+    # -- retries ---------------------------------------------------------------------------
+
+    async def _retry(
+        self, what: str, attempt: Callable[[], Awaitable[T]], timeout_ms: float | None = None
+    ) -> T:
+        """Run ``attempt`` until it succeeds, a non-retriable error occurs, or the deadline passes."""
+        from kafka_core.errors import KafkaProtocolError
+
+        loop = asyncio.get_running_loop()
+        timeout = (self.api_timeout_ms if timeout_ms is None else timeout_ms) / 1000.0
+        deadline = loop.time() + timeout
+        backoff = Backoff(*self._retry_backoff)
+        while True:
+            self._check_open()
+            try:
+                return await attempt()
+            except (KafkaAuthenticationError, KafkaClosedError):
+                raise
+            except (KafkaConnectionError, KafkaTimeoutError, KafkaProtocolError) as exc:
+                if isinstance(exc, KafkaProtocolError) and not exc.retriable:
+                    raise
+                delay = backoff.next_s()
+                if loop.time() + delay >= deadline:
+                    raise KafkaTimeoutError(
+                        f"{what} did not succeed within {timeout:.1f}s; last error: {exc}"
+                    ) from exc
+                log.debug("%s: retrying in %.3fs after %s", what, delay, exc)
+                await asyncio.sleep(delay)

@@ -1,0 +1,577 @@
+"""The asyncio KafkaConsumer: static or group assignment, fetch pipeline, offsets.
+
+The sync ``kafka_core.KafkaConsumer`` is a thin face over this class (see ``sync.py``): every poll
+hands over whole decoded fetch results, so the sync face crosses threads once per poll, never
+once per record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import re
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
+from typing import Any
+
+from kafka_core.client.metadata import EARLIEST, LATEST, ListedOffset, OffsetAndMetadata, TopicPartition
+from kafka_core.consumer.fetcher import Fetcher
+from kafka_core.consumer.message import ConsumedMessage
+from kafka_core.consumer.subscription import SubscriptionState
+from kafka_core.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
+
+log = logging.getLogger(__name__)
+
+OFFSET_RESETS = ("earliest", "latest", "none")
+ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
+COLUMNS_BATCH_ROWS = 8_192
+
+
+def _tp(x: Any) -> TopicPartition:
+    return x if isinstance(x, TopicPartition) else TopicPartition(x[0], int(x[1]))
+
+
+def _partitions_arg(partitions: Any) -> list[TopicPartition]:
+    if isinstance(partitions, Mapping):
+        return [TopicPartition(t, int(p)) for t, ps in partitions.items() for p in ps]
+    return [_tp(x) for x in partitions]
+
+
+class KafkaConsumer:
+    """Consume records from Kafka topics (asyncio).
+
+    Assignment: ``group_id=None`` with ``topics`` reads every partition of them (no group, no
+    commits); ``group_id`` with ``partitions`` ({"t": [0, 1]}) is a static assignment whose offsets
+    live in the group; ``group_id`` with ``topics`` or a regex ``pattern`` joins the group.
+    Positions start at the committed offset, else per ``auto_offset_reset``. ``poll`` hands over
+    whole decoded fetch results (``max_records`` / ``max_poll_records`` cap them); auto-commit
+    commits, at the next poll or on close/revocation, only what was handed over (at-least-once).
+    Rebalance callbacks ``on_assign(set)``, ``on_revoke(set)``, ``on_lost(set)`` may be sync or
+    async; on the sync face they run on the consumer's loop thread, so they must not call the
+    blocking consumer methods (auto-commit already commits on revoke). Only cooperative assignors
+    (``assignors=("cooperative-sticky",)``) select the incremental protocol of KIP-429.
+    Other keyword arguments (or ``client=``, an existing KafkaClient) configure the connection.
+    """
+
+    def __init__(
+        self,
+        *topics_args: str,
+        bootstrap_servers: str | Iterable[str] | None = None,
+        topics: Iterable[str] | None = None,
+        pattern: str | re.Pattern[str] | None = None,
+        group_id: str | None = None,
+        partitions: Mapping[str, Iterable[int]] | Iterable[tuple[str, int]] | None = None,
+        auto_offset_reset: str = "latest",
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5_000,
+        isolation_level: str = "read_uncommitted",
+        session_timeout_ms: int = 45_000,
+        heartbeat_interval_ms: int = 3_000,
+        max_poll_interval_ms: int = 300_000,
+        group_instance_id: str | None = None,
+        assignors: Iterable[Any] = ("range", "cooperative-sticky"),
+        fetch_max_wait_ms: int = 500,
+        fetch_min_bytes: int = 1,
+        fetch_max_bytes: int = 52_428_800,
+        max_partition_fetch_bytes: int = 1_048_576,
+        max_poll_records: int | None = None,
+        check_crcs: bool = True,
+        coordinator_ready_timeout_ms: int = 30_000,
+        on_assign: Callable[..., Any] | None = None,
+        on_revoke: Callable[..., Any] | None = None,
+        on_lost: Callable[..., Any] | None = None,
+        client: Any = None,
+        **client_options: Any,
+    ) -> None:
+        topic_list = list(topics_args) + list(topics or [])
+        if auto_offset_reset not in OFFSET_RESETS:
+            raise KafkaConfigError(
+                f"auto_offset_reset must be one of {OFFSET_RESETS}, not {auto_offset_reset!r}"
+            )
+        if isolation_level not in ISOLATION_LEVELS:
+            raise KafkaConfigError(
+                f"isolation_level must be one of {tuple(ISOLATION_LEVELS)}, not {isolation_level!r}"
+            )
+        if partitions is not None and (topic_list or pattern is not None):
+            raise KafkaConfigError("give either partitions (static assignment) or topics/pattern, not both")
+        if partitions is None and not topic_list and pattern is None:
+            raise KafkaConfigError("nothing to consume: give topics, pattern or partitions")
+        if pattern is not None and group_id is None:
+            raise KafkaConfigError("pattern subscriptions need a group_id")
+        if group_id is not None and not group_id:
+            raise KafkaConfigError("group_id must not be empty")
+        if heartbeat_interval_ms >= session_timeout_ms:
+            raise KafkaConfigError("heartbeat_interval_ms must be lower than session_timeout_ms")
+        if max_poll_records is not None and max_poll_records < 1:
+            raise KafkaConfigError("max_poll_records must be positive")
+        if client is None:
+            if bootstrap_servers is None:
+                raise KafkaConfigError("bootstrap_servers (or client) is required")
+            from kafka_core.client.cluster import KafkaClient
+
+            client = KafkaClient(bootstrap_servers, **client_options)
+            self._owns_client = True
+        else:
+            if client_options or bootstrap_servers is not None:
+                raise KafkaConfigError(
+                    "client options and bootstrap_servers go to the client you pass, not here"
+                )
+            client = getattr(client, "async_object", client)  # a sync KafkaClient's async twin
+            self._owns_client = False
+        self._client = client
+        self.group_id = group_id
+        self._topics = topic_list
+        self._pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
+        self._static = _partitions_arg(partitions) if partitions is not None else None
+        self.auto_offset_reset = auto_offset_reset
+        self._auto_commit = enable_auto_commit and group_id is not None
+        self._auto_commit_interval = auto_commit_interval_ms / 1000.0
+        self._isolation = ISOLATION_LEVELS[isolation_level]
+        self._max_poll_records = max_poll_records
+        self._gate_timeout_ms = coordinator_ready_timeout_ms
+        self._subs = SubscriptionState()
+        self._fetcher = Fetcher(
+            client,
+            self._subs,
+            auto_offset_reset=auto_offset_reset,
+            isolation_level=self._isolation,
+            fetch_max_wait_ms=fetch_max_wait_ms,
+            fetch_min_bytes=fetch_min_bytes,
+            fetch_max_bytes=fetch_max_bytes,
+            max_partition_fetch_bytes=max_partition_fetch_bytes,
+            check_crcs=check_crcs,
+        )
+        self._group: Any = None
+        if group_id is not None and self._static is None:
+            from kafka_core.consumer.group import GroupMembership
+
+            self._group = GroupMembership(
+                self,
+                client,
+                group_id,
+                topics=topic_list,
+                pattern=self._pattern,
+                session_timeout_ms=session_timeout_ms,
+                heartbeat_interval_ms=heartbeat_interval_ms,
+                max_poll_interval_ms=max_poll_interval_ms,
+                group_instance_id=group_instance_id,
+                assignors=assignors,
+                on_assign=on_assign,
+                on_revoke=on_revoke,
+                on_lost=on_lost,
+                coordinator_ready_timeout_ms=coordinator_ready_timeout_ms,
+            )
+        if self._static is not None:
+            self._subs.assign(self._static)  # known now: seek/pause work before the first poll
+        self._committed_positions: dict[TopicPartition, int] = {}
+        self._pending_errors: list[BaseException] = []
+        self._start_lock = asyncio.Lock()
+        self._started = False
+        self._closed = False
+        self._stopping = False
+        self._wakeup = False
+        self._next_auto_commit = 0.0
+        self._rr = 0
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> KafkaConsumer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def start(self) -> None:
+        """Connect, resolve the assignment and starting positions (poll() calls this lazily)."""
+        if self._closed:
+            from kafka_core.errors import KafkaClosedError
+
+            raise KafkaClosedError("this consumer is closed")
+        async with self._start_lock:
+            if self._started:
+                return
+            loop = asyncio.get_running_loop()
+            self._next_auto_commit = loop.time() + self._auto_commit_interval
+            if self._group is None:
+                tps = self._static if self._static is not None else await self._all_partitions(self._topics)
+                if self.group_id is not None:
+                    await self._coordinator_gate()
+                self._subs.assign(tps)
+                await self._init_positions(tps)
+            self._fetcher.start()
+            if self._group is not None:
+                self._group.start()
+            self._started = True
+
+    async def _all_partitions(self, topics: Iterable[str]) -> list[TopicPartition]:
+        out: list[TopicPartition] = []
+        for topic in topics:
+            meta = await self._client.await_topic_ready(topic, 1, timeout_ms=self._gate_timeout_ms)
+            out.extend(TopicPartition(topic, p.partition) for p in meta.partitions)
+        return out
+
+    async def _coordinator_gate(self) -> None:
+        """Cold start: the coordinator and a stable offsets topic, or do not start at all."""
+        try:
+            await self._client.find_coordinator(self.group_id, 0, timeout_ms=self._gate_timeout_ms)
+        except KafkaError as exc:
+            raise KafkaTimeoutError(
+                f"group coordinator for {self.group_id!r} not ready within {self._gate_timeout_ms} ms; "
+                f"not consuming (committed offsets untouched): {exc}"
+            ) from exc
+
+    async def _init_positions(self, tps: Iterable[TopicPartition]) -> None:
+        """Committed offset when the group has one, else the auto_offset_reset policy."""
+        # A seek before the first poll wins over committed offsets and the reset policy.
+        tps = [tp for tp in tps if tp in self._subs and self._subs.state(tp).position is None]
+        committed: dict[TopicPartition, OffsetAndMetadata] = {}
+        if self.group_id is not None and tps:
+            try:
+                committed = await self._client.fetch_committed_offsets(
+                    self.group_id, tps, require_stable=True, timeout_ms=self._gate_timeout_ms
+                )
+            except KafkaError as exc:
+                raise KafkaTimeoutError(
+                    f"committed offsets of group {self.group_id!r} not readable within "
+                    f"{self._gate_timeout_ms} ms; not consuming: {exc}"
+                ) from exc
+        for tp in tps:
+            st = self._subs.state(tp)
+            om = committed.get(tp)
+            if om is not None and om.offset >= 0:
+                st.committed = om.offset
+                self._committed_positions[tp] = om.offset
+                self._subs.seek(tp, om.offset)
+            elif st.reset is None:
+                self._subs.request_reset(tp, self.auto_offset_reset)
+        self._fetcher.wake()
+
+    async def close(self, *, commit: bool = True) -> None:
+        """Commit what was handed over (auto-commit), leave the group, release connections."""
+        if self._closed:
+            return
+        self._closed = True
+        self.stop()
+        error: BaseException | None = None
+        try:
+            if self._started and commit and self._auto_commit:
+                try:
+                    await self._commit_positions()
+                except KafkaError as exc:
+                    error = exc
+            if self._group is not None:
+                await self._group.close()
+        finally:
+            await self._fetcher.close()
+            if self._owns_client:
+                await self._client.close()
+        if error is not None:
+            raise error
+
+    async def _ensure_started(self) -> None:
+        if not self._started:
+            await self.start()
+
+    # -- assignment changes (called by the group membership) -----------------------------------
+
+    async def _assigned(self, tps: list[TopicPartition]) -> None:
+        self._subs.add(tps)
+        await self._init_positions(tps)
+
+    def _revoked(self, tps: list[TopicPartition]) -> None:
+        self._subs.remove(tps)
+        self._fetcher.drop(tps)
+        for tp in tps:
+            self._committed_positions.pop(tp, None)
+
+    # -- polling -----------------------------------------------------------------------------
+
+    async def _before_poll(self) -> None:
+        await self._ensure_started()
+        if self._pending_errors:
+            raise self._pending_errors.pop(0)
+        if self._group is not None:
+            self._group.note_poll()
+            await self._group.ensure_active()
+        if self._auto_commit and asyncio.get_running_loop().time() >= self._next_auto_commit:
+            await self._commit_positions()
+
+    def _raise_fetch_errors(self) -> None:
+        err = self._fetcher.take_error()
+        if err is not None:
+            raise err
+
+    async def _poll(self, timeout_ms: float, max_records: int | None, columns: bool) -> Any:
+        await self._before_poll()
+        max_records = max_records if max_records is not None else self._max_poll_records
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000.0
+        while True:
+            self._raise_fetch_errors()
+            out = self._drain(max_records, columns)
+            if out:
+                return out
+            remaining = deadline - loop.time()
+            if remaining <= 0 or self._wakeup:
+                self._wakeup = False
+                return None if columns else []
+            self._fetcher.data_ready.clear()
+            try:
+                await asyncio.wait_for(self._fetcher.data_ready.wait(), remaining)
+            except TimeoutError:
+                return None if columns else []
+            if self._group is not None and self._group.needs_rejoin:
+                await self._group.ensure_active()
+
+    def _drain(self, max_records: int | None, columns: bool) -> Any:
+        buffer = self._fetcher.buffer
+        if not buffer:
+            return None
+        tps = list(buffer)
+        self._rr = (self._rr + 1) % len(tps)
+        tps = tps[self._rr :] + tps[: self._rr]  # fairness across partitions
+        parts: list[Any] = []
+        taken = 0
+        for tp in tps:
+            q = buffer.get(tp)
+            if tp not in self._subs:
+                buffer.pop(tp, None)
+                continue
+            st = self._subs.state(tp)
+            if st.paused:
+                continue
+            while q:
+                limit = None if max_records is None else max_records - taken
+                if limit == 0:
+                    break
+                pf = q[0]
+                if st.position != pf.fetch_offset:
+                    q.clear()  # a seek or an error since this was fetched
+                    break
+                chunk = pf.columns(limit) if columns else pf.messages(limit)
+                n = 0 if chunk is None else (chunk.num_rows if columns else len(chunk))
+                if n:
+                    parts.append(chunk)
+                    taken += n
+                st.position = pf.fetch_offset = pf.position_after()
+                if not pf.exhausted:
+                    break
+                q.popleft()
+                err = pf.take_error()
+                if err is not None:
+                    q.clear()
+                    if parts:
+                        self._pending_errors.append(err)
+                        break
+                    self._fetcher.wake()
+                    raise err
+            if not q:
+                buffer.pop(tp, None)
+            if self._pending_errors or (max_records is not None and taken >= max_records):
+                break
+            if columns and taken >= COLUMNS_BATCH_ROWS:
+                break  # big enough: handing it over as is avoids copying it into one batch
+        self._fetcher.wake()
+        if not parts:
+            return None
+        if len(parts) == 1:
+            return parts[0]
+        if columns:
+            import pyarrow as pa
+
+            return pa.concat_batches(parts)
+        out: list[ConsumedMessage] = []
+        for p in parts:
+            out.extend(p)
+        return out
+
+    async def poll(self, timeout_ms: float = 1_000, max_records: int | None = None) -> list[ConsumedMessage]:
+        """Records handed over now (empty after ``timeout_ms`` without data)."""
+        return await self._poll(timeout_ms, max_records, False)  # type: ignore[no-any-return]
+
+    async def poll_columns(self, timeout_ms: float = 1_000, max_records: int | None = None) -> Any:
+        """Like poll, as one ``pyarrow.RecordBatch`` (no Python object per record), or None."""
+        return await self._poll(timeout_ms, max_records, True)
+
+    async def __aiter__(self) -> AsyncIterator[ConsumedMessage]:
+        self._stopping = False
+        while not self._stopping:
+            batch = await self.poll(1_000)
+            handed = 0
+            try:
+                for msg in batch:
+                    if self._stopping:
+                        break
+                    handed += 1
+                    yield msg
+            finally:
+                # stop() or a break out of the loop: the rest of the batch comes again later.
+                if handed < len(batch):
+                    self._rewind(batch[handed:])
+
+    async def run(self, handler: Callable[[ConsumedMessage], Any]) -> None:
+        """Poll and call ``handler`` per message (awaited when it returns an awaitable) until stop()."""
+        self._stopping = False
+        while not self._stopping:
+            batch = await self.poll(1_000)
+            for i, msg in enumerate(batch):
+                if self._stopping:
+                    self._rewind(batch[i:])
+                    return
+                result = handler(msg)
+                if inspect.isawaitable(result):
+                    await result
+
+    def stop(self) -> None:
+        """Make run()/iteration return after the current message; a waiting poll returns early."""
+        self._stopping = True
+        self._wakeup = True
+        self._fetcher.data_ready.set()
+
+    def _rewind(self, unhandled: list[ConsumedMessage]) -> None:
+        """Positions back to the first message not given to the application (nothing skipped)."""
+        first: dict[TopicPartition, int] = {}
+        for m in unhandled:
+            tp = TopicPartition(m.topic, m.partition)
+            if m.offset < first.get(tp, m.offset + 1):
+                first[tp] = m.offset
+        for tp, offset in first.items():
+            if tp in self._subs:
+                self.seek(tp, offset)
+
+    # -- offsets -----------------------------------------------------------------------------
+
+    def _group_args(self) -> dict[str, Any]:
+        if self._group is None:
+            return {}
+        return self._group.commit_args()
+
+    async def _commit_positions(self, tps: Iterable[TopicPartition] | None = None) -> None:
+        self._next_auto_commit = asyncio.get_running_loop().time() + self._auto_commit_interval
+        positions = self._subs.positions()
+        if tps is not None:
+            positions = {tp: positions[tp] for tp in tps if tp in positions}
+        todo = {tp: off for tp, off in positions.items() if self._committed_positions.get(tp) != off}
+        if todo:
+            await self._commit(todo)
+
+    async def _commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
+        if self.group_id is None:
+            raise KafkaConfigError("commit needs a group_id")
+        await self._client.commit_offsets(self.group_id, offsets, **self._group_args())
+        for tp, value in offsets.items():
+            off = value.offset if isinstance(value, OffsetAndMetadata) else int(value)
+            self._committed_positions[tp] = off
+            if tp in self._subs:
+                self._subs.state(tp).committed = off
+
+    async def commit(self, offsets: Any = None) -> None:
+        """Commit positions (None: every assigned partition), a {tp: offset} map, or messages.
+
+        Offsets are of the next record to consume. A message (or list of them) commits past it.
+        """
+        await self._ensure_started()
+        if offsets is None:
+            await self._commit_positions()
+            return
+        if isinstance(offsets, ConsumedMessage):
+            offsets = [offsets]
+        if isinstance(offsets, Mapping):
+            todo = {_tp(k): v for k, v in offsets.items()}
+        else:
+            todo = {}
+            for item in offsets:
+                if isinstance(item, ConsumedMessage):
+                    tp = item.topic_partition
+                    todo[tp] = max(todo.get(tp, 0), item.offset + 1)  # type: ignore[arg-type]
+                else:
+                    tp = _tp(item)
+                    pos = self._subs.positions().get(tp)
+                    if pos is None:
+                        raise KafkaConfigError(f"{tp} has no position to commit")
+                    todo[tp] = pos
+        await self._commit(todo)
+
+    async def committed(self, partitions: Iterable[Any] | None = None) -> dict[TopicPartition, int | None]:
+        """The group's committed offsets (None where nothing is committed)."""
+        if self.group_id is None:
+            raise KafkaConfigError("committed offsets need a group_id")
+        tps = [_tp(x) for x in partitions] if partitions is not None else sorted(self._subs.assigned())
+        got = await self._client.fetch_committed_offsets(self.group_id, tps)
+        return {tp: (got[tp].offset if tp in got else None) for tp in tps}
+
+    def seek(self, tp: Any, offset: int) -> None:
+        """Consume ``tp`` from ``offset`` next (also the way past a corrupt batch)."""
+        tp = _tp(tp)
+        if offset < 0:
+            raise KafkaConfigError(f"offset must be >= 0, not {offset}")
+        self._subs.seek(tp, offset)
+        self._fetcher.drop([tp])
+
+    def _reset(self, tps: Iterable[Any] | None, policy: str) -> None:
+        targets = [_tp(x) for x in tps] if tps is not None else sorted(self._subs.assigned())
+        for tp in targets:
+            self._subs.request_reset(tp, policy)
+        self._fetcher.drop(targets)
+
+    def seek_to_beginning(self, partitions: Iterable[Any] | None = None) -> None:
+        self._reset(partitions, "earliest")
+
+    def seek_to_end(self, partitions: Iterable[Any] | None = None) -> None:
+        self._reset(partitions, "latest")
+
+    async def position(self, tp: Any) -> int | None:
+        """The offset of the next record poll() will hand over for ``tp`` (once it is known)."""
+        await self._ensure_started()
+        return self._subs.state(_tp(tp)).position
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[Any, int]
+    ) -> dict[TopicPartition, ListedOffset | None]:
+        """Earliest offset whose timestamp is >= the given one, per partition (None: no such record)."""
+        got = await self._client.list_offsets({_tp(k): int(v) for k, v in timestamps.items()})
+        return {tp: (lo if lo.offset >= 0 else None) for tp, lo in got.items()}
+
+    async def beginning_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
+        got = await self._client.list_offsets({_tp(x): EARLIEST for x in partitions})
+        return {tp: lo.offset for tp, lo in got.items()}
+
+    async def end_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
+        tps = [_tp(x) for x in partitions]
+        got = await self._client.list_offsets({tp: LATEST for tp in tps}, isolation_level=self._isolation)
+        return {
+            tp: await self._fetcher._true_end(tp, lo.offset) if lo.offset > 0 else lo.offset
+            for tp, lo in got.items()
+        }
+
+    async def lag(self) -> dict[TopicPartition, int | None]:
+        """Records between each position and the log end (None while the position is unknown)."""
+        await self._ensure_started()
+        ends = await self.end_offsets(self._subs.assigned())
+        out: dict[TopicPartition, int | None] = {}
+        for tp, st in self._subs.items():
+            end = max(ends.get(tp, -1), st.high_watermark)
+            for buffered in self._fetcher.buffer.get(tp, ()):
+                end = max(end, buffered.next_offset)
+            out[tp] = None if st.position is None else max(end - st.position, 0)
+        return out
+
+    # -- assignment and flow control ------------------------------------------------------------
+
+    def assignment(self) -> set[TopicPartition]:
+        return self._subs.assigned()
+
+    def pause(self, partitions: Iterable[Any]) -> None:
+        self._subs.pause(_tp(x) for x in partitions)
+
+    def resume(self, partitions: Iterable[Any]) -> None:
+        self._subs.resume(_tp(x) for x in partitions)
+        self._fetcher.wake()
+        self._fetcher.data_ready.set()
+
+    def paused(self) -> set[TopicPartition]:
+        return self._subs.paused()
+
+    def subscription(self) -> list[str]:
+        return list(self._topics)

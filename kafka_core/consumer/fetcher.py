@@ -1,0 +1,353 @@
+"""The fetch pipeline: one Fetch in flight per leader, results buffered per partition.
+
+A partition is fetched again as soon as its buffered data has been handed to the application,
+so the next response is on its way while the application works on the current records. Positions
+move only when records are handed over: a dropped connection or a broker restart costs a resend
+from the same position, never a skipped record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict, deque
+from typing import Any
+
+from kafka_core.client.metadata import EARLIEST, LATEST, TopicPartition
+from kafka_core.consumer.fetchresult import PartitionFetch, scan_batches
+from kafka_core.consumer.subscription import SubscriptionState
+from kafka_core.errors import KafkaClosedError, KafkaConnectionError, KafkaError, KafkaTimeoutError
+from kafka_core.network.backoff import Backoff
+from kafka_core.protocol.errors import error_for
+from kafka_core.protocol.messages import FetchRequest
+
+log = logging.getLogger(__name__)
+
+# Fetch 13+ addresses topics by id only; names keep this simple and work on every broker.
+FETCH_MAX_VERSION = 12
+OFFSET_OUT_OF_RANGE = 1
+_NOTHING, _GOT, _RETRY = object(), object(), object()  # outcomes of one partition's answer
+RETRIABLE_FETCH_ERRORS = frozenset({3, 5, 6, 9, 13, 56, 74, 75, 100})
+
+
+class Fetcher:
+    def __init__(
+        self,
+        client: Any,
+        subs: SubscriptionState,
+        *,
+        auto_offset_reset: str,
+        isolation_level: int,
+        fetch_max_wait_ms: int,
+        fetch_min_bytes: int,
+        fetch_max_bytes: int,
+        max_partition_fetch_bytes: int,
+        check_crcs: bool = True,
+        prefetch_depth: int = 2,
+    ) -> None:
+        self._client = client
+        self._subs = subs
+        self.auto_offset_reset = auto_offset_reset
+        self._isolation = isolation_level
+        self._max_wait = fetch_max_wait_ms
+        self._min_bytes = fetch_min_bytes
+        self._max_bytes = fetch_max_bytes
+        self._part_max = max_partition_fetch_bytes
+        self._check_crcs = check_crcs
+        # Up to ``prefetch_depth`` undelivered responses per partition: a partition with data
+        # waiting is still fetched ahead, so one caught-up partition's long poll never holds
+        # back a busy one.
+        self._depth = max(1, prefetch_depth)
+        self.buffer: dict[TopicPartition, deque[PartitionFetch]] = {}
+        self.errors: list[BaseException] = []
+        # Per-partition errors, raised at poll until a seek (the partition is not fetched meanwhile).
+        self.partition_errors: dict[TopicPartition, tuple[int, BaseException]] = {}
+        self._inflight: dict[int, asyncio.Task[None]] = {}
+        self._inflight_tps: set[TopicPartition] = set()
+        self._backoff: dict[int, Backoff] = defaultdict(lambda: Backoff(50, 2000))
+        self._wake = asyncio.Event()
+        self.data_ready = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run(), name="kafka-core-fetcher")
+
+    async def close(self) -> None:
+        self._closed = True
+        tasks = [t for t in (self._task, *self._inflight.values()) if t is not None]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        self._task = None
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _notify(self) -> None:
+        self.data_ready.set()
+
+    def drop(self, tps: Any = None) -> None:
+        """Forget buffered data (after a seek, a revocation, or a new assignment)."""
+        if tps is None:
+            self.buffer.clear()
+        else:
+            for tp in tps:
+                self.buffer.pop(tp, None)
+        self.wake()
+
+    # -- the loop --------------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while not self._closed:
+            self._wake.clear()
+            try:
+                await self._reset_positions()
+                await self._send_fetches()
+            except asyncio.CancelledError:
+                raise
+            except KafkaClosedError:
+                return
+            except Exception as exc:  # surfaced at the next poll, never swallowed
+                log.debug("fetcher round failed: %r", exc)
+                self.errors.append(exc)
+                self._notify()
+                await asyncio.sleep(0.1)
+            if self._pending_resets():
+                await asyncio.sleep(0.1)
+                continue
+            await self._wake.wait()
+
+    def take_error(self) -> BaseException | None:
+        """The next error for poll to raise; partition errors made stale by a seek are dropped."""
+        if self.errors:
+            return self.errors.pop(0)
+        for tp, (epoch, err) in list(self.partition_errors.items()):
+            if tp in self._subs and self._subs.state(tp).epoch == epoch:
+                return err  # kept: raised again until the application seeks
+            del self.partition_errors[tp]
+            self.wake()
+        return None
+
+    def _pending_resets(self) -> list[TopicPartition]:
+        return [tp for tp, st in self._subs.items() if st.reset is not None and st.reset != "none"]
+
+    async def _reset_positions(self) -> None:
+        todo: dict[TopicPartition, str] = {}
+        for tp, st in self._subs.items():
+            if st.reset is None:
+                continue
+            if st.reset == "none":
+                st.reset = None
+                msg = f"no offset for {tp.topic}[{tp.partition}] and auto_offset_reset='none'"
+                self.partition_errors[tp] = (st.epoch, error_for(OFFSET_OUT_OF_RANGE, msg))
+                self._notify()
+                continue
+            todo[tp] = st.reset
+        if not todo:
+            return
+        try:
+            found = await self._client.list_offsets(
+                {tp: EARLIEST if policy == "earliest" else LATEST for tp, policy in todo.items()},
+                isolation_level=self._isolation,
+                timeout_ms=10_000,
+            )
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            log.debug("offset reset failed, will retry: %r", exc)
+            return
+        for tp, listed in found.items():
+            policy = todo[tp]
+            offset = listed.offset
+            if policy == "latest" and offset > 0:
+                offset = await self._true_end(tp, offset)
+            if tp in self._subs and self._subs.state(tp).reset == policy:
+                self._subs.seek(tp, offset)
+                self.buffer.pop(tp, None)
+        self._notify()
+
+    async def _true_end(self, tp: TopicPartition, listed: int) -> int:
+        """The log end offset, checked against the batch holding ``listed - 1``.
+
+        Some brokers (Tansu) answer ListOffsets latest with the last batch's base offset + 1;
+        the batch containing that offset tells where the log really ends.
+        """
+        try:
+            node = await self._client.leader_for(tp.topic, tp.partition, timeout_ms=10_000)
+            resp = await self._client.send(
+                node,
+                self._request({tp: listed - 1}, max_wait=100, min_bytes=1),
+                max_version=FETCH_MAX_VERSION,
+            )
+        except KafkaError as exc:
+            log.debug("latest-offset probe failed for %s: %r", tp, exc)
+            return listed
+        for t in resp.responses:
+            for p in t.partitions:
+                if (
+                    t.topic == tp.topic
+                    and p.partition_index == tp.partition
+                    and not p.error_code
+                    and p.records
+                ):
+                    for b in scan_batches(p.records):
+                        if b.base_offset <= listed - 1 <= b.last_offset:
+                            return max(listed, b.last_offset + 1)
+        return listed
+
+    def _request(self, offsets: dict[TopicPartition, int], *, max_wait: int, min_bytes: int) -> FetchRequest:
+        by_topic: dict[str, list[Any]] = defaultdict(list)
+        for tp, off in offsets.items():
+            by_topic[tp.topic].append(
+                FetchRequest.FetchPartition(
+                    partition=tp.partition, fetch_offset=off, partition_max_bytes=self._part_max
+                )
+            )
+        return FetchRequest(
+            replica_id=-1,
+            max_wait_ms=max_wait,
+            min_bytes=min_bytes,
+            max_bytes=self._max_bytes,
+            isolation_level=self._isolation,
+            session_id=0,
+            session_epoch=-1,  # no fetch session: every request is a full one
+            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+        )
+
+    async def _send_fetches(self) -> None:
+        wanted: dict[TopicPartition, tuple[int, int]] = {}
+        for tp in self._subs.fetchable():
+            if tp in self._inflight_tps or tp in self.partition_errors:
+                continue
+            q = self.buffer.get(tp)
+            if q and len(q) >= self._depth:
+                continue
+            st = self._subs.state(tp)
+            wanted[tp] = (q[-1].next_offset if q else st.position, st.epoch)  # type: ignore[assignment]
+        if not wanted:
+            return
+        by_node: dict[int, dict[TopicPartition, tuple[int, int]]] = defaultdict(dict)
+        for tp, where in wanted.items():
+            try:
+                node = await self._client.leader_for(tp.topic, tp.partition, timeout_ms=5_000)
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                log.debug("no leader for %s yet: %r", tp, exc)
+                continue
+            if node in self._inflight:
+                continue
+            by_node[node][tp] = where
+        loop = asyncio.get_running_loop()
+        for node, offsets in by_node.items():
+            self._inflight_tps.update(offsets)
+            self._inflight[node] = loop.create_task(self._fetch_node(node, offsets))
+
+    async def _fetch_node(self, node: int, offsets: dict[TopicPartition, tuple[int, int]]) -> None:
+        # Not idle while data waits for the application: then do not long-poll the others.
+        busy = any(self.buffer.values())
+        try:
+            resp = await self._client.send(
+                node,
+                self._request(
+                    {tp: off for tp, (off, _) in offsets.items()},
+                    max_wait=min(self._max_wait, 10) if busy else self._max_wait,
+                    min_bytes=self._min_bytes,
+                ),
+                max_version=FETCH_MAX_VERSION,
+                timeout_ms=self._max_wait + 30_000,
+            )
+            self._backoff[node].reset()
+            if resp.error_code:
+                self._client.note_error(resp.error_code)
+                err = error_for(resp.error_code, f"Fetch from node {node}")
+                if not err.retriable:
+                    raise err
+                retry = True
+            else:
+                retry = False
+            got = False
+            for t in resp.responses:
+                for p in t.partitions:
+                    tp = TopicPartition(t.topic, p.partition_index)
+                    outcome = self._handle_partition(tp, p, offsets.get(tp))
+                    got |= outcome is _GOT
+                    retry |= outcome is _RETRY
+            if got:
+                self._notify()
+            if retry:
+                # Leader moved, topic not ready yet...: metadata is refreshed, retry after a pause.
+                await asyncio.sleep(self._backoff[node].next_s())
+        except asyncio.CancelledError:
+            raise
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            # Lost connection or broker restart: back off, refresh metadata, resend from the
+            # unchanged positions.
+            log.debug("fetch from node %s failed: %r", node, exc)
+            for tp in offsets:
+                self._client.invalidate_metadata(tp.topic)
+            await asyncio.sleep(self._backoff[node].next_s())
+        except KafkaClosedError:
+            pass
+        except Exception as exc:  # anything else reaches the application at its next poll
+            log.debug("fetch from node %s failed: %r", node, exc)
+            self.errors.append(exc)
+            self._notify()
+            await asyncio.sleep(self._backoff[node].next_s())
+        finally:
+            self._inflight.pop(node, None)
+            self._inflight_tps.difference_update(offsets)
+            self.wake()
+
+    def _handle_partition(self, tp: TopicPartition, p: Any, sent: tuple[int, int] | None) -> object:
+        if sent is None or tp not in self._subs:
+            return _NOTHING
+        fetch_offset, epoch = sent
+        st = self._subs.state(tp)
+        q = self.buffer.get(tp)
+        expected = q[-1].next_offset if q else st.position
+        if st.epoch != epoch or st.reset is not None or expected != fetch_offset:
+            return _NOTHING  # a seek or reset happened meanwhile: this data is stale
+        code = p.error_code
+        if code == OFFSET_OUT_OF_RANGE:
+            if self.auto_offset_reset in ("earliest", "latest"):
+                log.info(
+                    "offset %s out of range for %s; resetting to %s", fetch_offset, tp, self.auto_offset_reset
+                )
+                self._subs.request_reset(tp, self.auto_offset_reset)
+                return _NOTHING
+            msg = f"offset {fetch_offset} out of range for {tp.topic}[{tp.partition}] (auto_offset_reset='none')"
+            self.partition_errors[tp] = (st.epoch, error_for(code, msg))
+            return _GOT
+        if code:
+            if code in RETRIABLE_FETCH_ERRORS or self._client.note_error(code, tp.topic):
+                self._client.invalidate_metadata(tp.topic)
+                return _RETRY
+            self.partition_errors[tp] = (st.epoch, error_for(code, f"Fetch {tp.topic}[{tp.partition}]"))
+            return _GOT
+        if p.high_watermark >= 0:
+            st.high_watermark = p.high_watermark
+        st.last_stable_offset = p.last_stable_offset
+        st.log_start_offset = p.log_start_offset
+        records = p.records
+        if not records:
+            return _NOTHING
+        aborted = [(a.producer_id, a.first_offset) for a in (p.aborted_transactions or ())]
+        pf = PartitionFetch(
+            tp,
+            fetch_offset,
+            records,
+            high_watermark=p.high_watermark,
+            last_stable_offset=p.last_stable_offset,
+            log_start_offset=p.log_start_offset,
+            aborted=aborted,
+            read_committed=self._isolation == 1,
+            check_crcs=self._check_crcs,
+        )
+        pf._prepare()
+        if pf.next_offset == fetch_offset and not pf._batches:
+            return _NOTHING  # only a partial batch: nothing to hand over yet
+        if q is None:
+            self.buffer[tp] = q = deque()
+        q.append(pf)
+        return _GOT

@@ -1,0 +1,420 @@
+"""Classic group membership: FindCoordinator, JoinGroup/SyncGroup, Heartbeat, LeaveGroup.
+
+Heartbeats run as their own task on the event loop, so a slow handler between polls keeps the
+membership until ``max_poll_interval_ms``; past that the member leaves, as Java's does, and
+rejoins at the next poll. Rebalance errors (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION,
+UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) lead to a rejoin. With only cooperative assignors the
+incremental protocol of KIP-429 is used: only partitions that move are revoked.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import re
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from kafka_core.client.metadata import TopicPartition
+from kafka_core.consumer.assignors import COOPERATIVE, MemberInfo, get_assignor
+from kafka_core.consumer.groupmeta import (
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from kafka_core.errors import (
+    KafkaClosedError,
+    KafkaConfigError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+)
+from kafka_core.network.backoff import Backoff
+from kafka_core.protocol import ApiKey
+from kafka_core.protocol.errors import error_for
+from kafka_core.protocol.messages import (
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    SyncGroupRequest,
+)
+
+if TYPE_CHECKING:
+    from kafka_core.consumer.consumer import KafkaConsumer
+
+log = logging.getLogger(__name__)
+
+COORDINATOR_ERRORS = frozenset({14, 15, 16})
+ILLEGAL_GENERATION = 22
+UNKNOWN_MEMBER_ID = 25
+REBALANCE_IN_PROGRESS = 27
+MEMBER_ID_REQUIRED = 79
+FENCED_INSTANCE_ID = 82
+METADATA_CHECK_S = 5.0
+REJOIN_ERRORS = frozenset({ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID})
+
+
+class GroupMembership:
+    def __init__(
+        self,
+        consumer: KafkaConsumer,
+        client: Any,
+        group_id: str,
+        *,
+        topics: list[str],
+        pattern: re.Pattern[str] | None,
+        session_timeout_ms: int,
+        heartbeat_interval_ms: int,
+        max_poll_interval_ms: int,
+        group_instance_id: str | None,
+        assignors: Iterable[Any],
+        on_assign: Callable[..., Any] | None,
+        on_revoke: Callable[..., Any] | None,
+        on_lost: Callable[..., Any] | None,
+        coordinator_ready_timeout_ms: int = 30_000,
+    ) -> None:
+        self._consumer = consumer
+        self._client = client
+        self.group_id = group_id
+        self._topics = list(topics)
+        self._pattern = pattern
+        self._session_timeout = session_timeout_ms
+        self._heartbeat_interval = heartbeat_interval_ms / 1000.0
+        self._max_poll_interval = max_poll_interval_ms
+        self.group_instance_id = group_instance_id
+        self._assignors = [get_assignor(a) for a in assignors]
+        if not self._assignors:
+            raise KafkaConfigError("at least one assignor is needed")
+        self.cooperative = all(a.protocol == COOPERATIVE for a in self._assignors)
+        self._on_assign = on_assign
+        self._on_revoke = on_revoke
+        self._on_lost = on_lost
+        self.member_id = ""
+        self.generation = -1
+        self.protocol_name: str | None = None
+        self.needs_rejoin = True
+        self._partitions_lost = False
+        self._owned: set[TopicPartition] = set()
+        self._subscribed: list[str] = []
+        self._last_poll = 0.0
+        self._task: asyncio.Task[None] | None = None
+        self._join_lock = asyncio.Lock()
+        self._closed = False
+        self._joined_once = False
+        self._assigned_counts: dict[str, int] = {}  # what the leader assigned from
+        self._gate_timeout_ms = coordinator_ready_timeout_ms
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._last_poll = loop.time()
+        if self._task is None:
+            self._task = loop.create_task(
+                self._heartbeat_loop(), name=f"kafka-core-heartbeat-{self.group_id}"
+            )
+
+    def note_poll(self) -> None:
+        self._last_poll = asyncio.get_running_loop().time()
+
+    def commit_args(self) -> dict[str, Any]:
+        return {
+            "generation_id": self.generation,
+            "member_id": self.member_id,
+            "group_instance_id": self.group_instance_id,
+        }
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        if self._owned:
+            await self._call(self._on_revoke, set(self._owned))
+        # Static members do not leave on close (KIP-345): a restart within the session timeout
+        # gets the same assignment back without a rebalance.
+        if self.group_instance_id is None and self.member_id and self.generation >= 0:
+            await self._leave("consumer closed")
+
+    async def _leave(self, reason: str) -> None:
+        try:
+            coord = await self._client.find_coordinator(self.group_id, 0, timeout_ms=5_000)
+            conn = await self._client.connection(coord.node_id)
+            version = conn.choose_version(ApiKey.LEAVE_GROUP)
+            if version >= 3:
+                ident = LeaveGroupRequest.MemberIdentity(
+                    member_id=self.member_id, group_instance_id=self.group_instance_id, reason=reason
+                )
+                body = LeaveGroupRequest(group_id=self.group_id, members=[ident])
+            else:
+                body = LeaveGroupRequest(group_id=self.group_id, member_id=self.member_id)
+            resp = await self._client.send(coord.node_id, body, version, timeout_ms=5_000)
+            if resp.error_code:
+                log.info("LeaveGroup for %s: %s", self.group_id, error_for(resp.error_code))
+        except KafkaError as exc:
+            log.info("LeaveGroup for %s failed: %r", self.group_id, exc)
+        self.member_id = ""
+        self.generation = -1
+
+    # -- callbacks ---------------------------------------------------------------------------
+
+    async def _call(self, cb: Callable[..., Any] | None, tps: set[TopicPartition]) -> None:
+        if cb is None:
+            return
+        try:
+            result = cb(tps)
+            if inspect.isawaitable(result):
+                await result
+        except Exception as exc:
+            log.error("rebalance callback %r failed: %r", cb, exc)
+            self._consumer._pending_errors.append(exc)
+
+    async def _revoke(self, tps: set[TopicPartition], *, lost: bool) -> None:
+        if not tps:
+            return
+        if not lost and self._consumer._auto_commit:
+            try:
+                await self._consumer._commit_positions(tps)
+            except KafkaError as exc:
+                # Not data loss (those records come again to the next owner), but never silent.
+                log.warning("commit on revoke failed for %s: %r", sorted(tps), exc)
+                self._consumer._pending_errors.append(exc)
+        await self._call(self._on_lost if lost and self._on_lost is not None else self._on_revoke, tps)
+        self._consumer._revoked(list(tps))
+        self._owned -= tps
+
+    # -- joining -----------------------------------------------------------------------------
+
+    async def ensure_active(self) -> None:
+        if not self.needs_rejoin or self._closed:
+            return
+        async with self._join_lock:
+            backoff = Backoff(100, 2_000)
+            loop = asyncio.get_running_loop()
+            # Cold start gate: a first join that cannot reach a ready coordinator gives up (and
+            # nothing was consumed or committed); later rejoins keep trying.
+            gate = loop.time() + self._gate_timeout_ms / 1000.0 if not self._joined_once else None
+            while self.needs_rejoin and not self._closed:
+                try:
+                    await self._join_once()
+                except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                    if gate is not None and loop.time() >= gate:
+                        raise KafkaTimeoutError(
+                            f"group coordinator for {self.group_id!r} not ready within "
+                            f"{self._gate_timeout_ms} ms; not consuming: {exc}"
+                        ) from exc
+                    log.info("joining group %s: %r; retrying", self.group_id, exc)
+                    await asyncio.sleep(backoff.next_s())
+                except KafkaClosedError:
+                    raise
+                except _Retry as exc:
+                    log.info("joining group %s: %s; retrying", self.group_id, exc)
+                    await asyncio.sleep(backoff.next_s() if exc.backoff else 0)
+
+    async def _subscription_topics(self) -> list[str]:
+        if self._pattern is None:
+            return sorted(set(self._topics))
+        meta = await self._client.metadata(None)
+        return sorted(t.name for t in meta.topics if not t.is_internal and self._pattern.fullmatch(t.name))
+
+    def _fail(self, code: int, what: str) -> Exception:
+        """Turn a group error code into a retry (with the right state reset) or a raise."""
+        if code in COORDINATOR_ERRORS:
+            self._client.note_error(code, coordinator_key=self.group_id)
+            return _Retry(f"{what}: coordinator moved or loading ({code})", backoff=True)
+        if code in (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID):
+            if code == FENCED_INSTANCE_ID:
+                log.warning(
+                    "group %s: instance id %r fenced by another member", self.group_id, self.group_instance_id
+                )
+            self.member_id = ""
+            self.generation = -1
+            self._partitions_lost = True
+            return _Retry(f"{what}: {error_for(code).name}", backoff=code == FENCED_INSTANCE_ID)
+        if code == ILLEGAL_GENERATION:
+            self.generation = -1
+            self._partitions_lost = True
+            return _Retry(f"{what}: illegal generation")
+        if code == REBALANCE_IN_PROGRESS:
+            return _Retry(f"{what}: rebalance in progress")
+        return error_for(code, f"{what} for group {self.group_id!r}")
+
+    async def _join_once(self) -> None:
+        if self._partitions_lost and self._owned:
+            await self._revoke(set(self._owned), lost=True)
+        self._partitions_lost = False
+        if not self.cooperative and self._owned:
+            await self._revoke(set(self._owned), lost=False)
+        coord = await self._client.find_coordinator(self.group_id, 0, timeout_ms=self._gate_timeout_ms)
+        self._subscribed = await self._subscription_topics()
+        owned: dict[str, list[int]] = {}
+        for tp in sorted(self._owned):
+            owned.setdefault(tp.topic, []).append(tp.partition)
+        meta = encode_subscription(Subscription(self._subscribed, None, owned, self.generation))
+        protocols = [
+            JoinGroupRequest.JoinGroupRequestProtocol(name=a.name, metadata=meta) for a in self._assignors
+        ]
+        body = JoinGroupRequest(
+            group_id=self.group_id,
+            session_timeout_ms=self._session_timeout,
+            rebalance_timeout_ms=self._max_poll_interval,
+            member_id=self.member_id,
+            group_instance_id=self.group_instance_id,
+            protocol_type="consumer",
+            protocols=protocols,
+        )
+        resp = await self._client.send(coord.node_id, body, timeout_ms=self._max_poll_interval + 10_000)
+        if resp.error_code == MEMBER_ID_REQUIRED:
+            self.member_id = resp.member_id
+            raise _Retry("member id assigned")
+        if resp.error_code:
+            raise self._fail(resp.error_code, "JoinGroup")
+        self.member_id = resp.member_id
+        self.generation = resp.generation_id
+        self.protocol_name = resp.protocol_name
+        assignments: list[Any] = []
+        if resp.leader == resp.member_id and not getattr(resp, "skip_assignment", False):
+            plan = await self._assign(resp.protocol_name, resp.members)
+            assignments = [
+                SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=encode_assignment(a))
+                for m, a in plan.items()
+            ]
+        sync = SyncGroupRequest(
+            group_id=self.group_id,
+            generation_id=self.generation,
+            member_id=self.member_id,
+            group_instance_id=self.group_instance_id,
+            protocol_type="consumer",
+            protocol_name=self.protocol_name,
+            assignments=assignments,
+        )
+        sresp = await self._client.send(coord.node_id, sync, timeout_ms=self._max_poll_interval + 10_000)
+        if sresp.error_code:
+            raise self._fail(sresp.error_code, "SyncGroup")
+        self._joined_once = True
+        assignment = decode_assignment(sresp.assignment)
+        new = {TopicPartition(t, p) for t, ps in assignment.partitions.items() for p in ps}
+        await self._apply(new)
+
+    async def _apply(self, new: set[TopicPartition]) -> None:
+        revoked = self._owned - new
+        added = new - self._owned
+        self.needs_rejoin = False
+        if revoked:
+            await self._revoke(revoked, lost=False)
+            if self.cooperative:
+                self.needs_rejoin = True  # let the new owners have them (KIP-429 second round)
+        self._owned = set(new)
+        if added or not self.cooperative:
+            await self._consumer._assigned(sorted(added))
+            await self._call(self._on_assign, added if self.cooperative else set(new))
+        log.info("group %s generation %s: assigned %s", self.group_id, self.generation, sorted(self._owned))
+
+    async def _assign(self, protocol: str, members: list[Any]) -> dict[str, Assignment]:
+        assignor = next((a for a in self._assignors if a.name == protocol), None)
+        if assignor is None:
+            raise error_for(23, f"group chose assignor {protocol!r} that this consumer does not have")
+        infos: dict[str, MemberInfo] = {}
+        topics: set[str] = set()
+        for m in members:
+            sub = decode_subscription(m.metadata)
+            infos[m.member_id] = MemberInfo(m.member_id, sub, getattr(m, "group_instance_id", None))
+            topics.update(sub.topics)
+        counts: dict[str, int] = {}
+        if topics:
+            meta = await self._client.metadata(sorted(topics))
+            for t in meta.topics:
+                if t.name in topics and not t.error_code and t.partitions:
+                    counts[t.name] = len(t.partitions)
+        self._assigned_counts = dict(counts)
+        plan = assignor.assign(counts, infos)
+        for member_id in infos:
+            plan.setdefault(member_id, Assignment())
+        return plan
+
+    # -- heartbeats --------------------------------------------------------------------------
+
+    def _request_rejoin(self) -> None:
+        self.needs_rejoin = True
+        self._consumer._fetcher.data_ready.set()  # wake a waiting poll so it rejoins promptly
+
+    async def _metadata_changed(self) -> bool:
+        """New topics matching the pattern, or (leader) partition counts that moved: rebalance."""
+        try:
+            if self._pattern is not None and await self._subscription_topics() != self._subscribed:
+                return True
+            if self._assigned_counts:
+                meta = await self._client.metadata(sorted(self._assigned_counts))
+                now = {t.name: len(t.partitions) for t in meta.topics if not t.error_code}
+                return any(now.get(t, n) != n for t, n in self._assigned_counts.items())
+        except KafkaError as exc:
+            log.debug("metadata check for group %s failed: %r", self.group_id, exc)
+        return False
+
+    async def _heartbeat_loop(self) -> None:
+        loop = asyncio.get_running_loop()
+        next_check = loop.time() + METADATA_CHECK_S
+        while not self._closed:
+            await asyncio.sleep(self._heartbeat_interval)
+            if self.needs_rejoin or not self.member_id or self.generation < 0:
+                continue
+            if loop.time() >= next_check:
+                next_check = loop.time() + METADATA_CHECK_S
+                if await self._metadata_changed():
+                    log.info("group %s: subscribed topics or partitions changed; rejoining", self.group_id)
+                    self._request_rejoin()
+                    continue
+            if (loop.time() - self._last_poll) * 1000 > self._max_poll_interval:
+                log.warning(
+                    "group %s: no poll for over max_poll_interval_ms=%s; leaving the group",
+                    self.group_id,
+                    self._max_poll_interval,
+                )
+                await self._leave("max_poll_interval_ms exceeded")
+                self._partitions_lost = True
+                self._request_rejoin()
+                continue
+            try:
+                coord = await self._client.find_coordinator(
+                    self.group_id, 0, timeout_ms=self._session_timeout
+                )
+                body = HeartbeatRequest(
+                    group_id=self.group_id,
+                    generation_id=self.generation,
+                    member_id=self.member_id,
+                    group_instance_id=self.group_instance_id,
+                )
+                resp = await self._client.send(coord.node_id, body, timeout_ms=self._session_timeout)
+            except asyncio.CancelledError:
+                raise
+            except KafkaClosedError:
+                return
+            except KafkaError as exc:
+                log.info("heartbeat for %s failed: %r", self.group_id, exc)
+                self._client.note_error(15, coordinator_key=self.group_id)
+                continue
+            code = resp.error_code
+            if not code:
+                continue
+            if code in COORDINATOR_ERRORS:
+                self._client.note_error(code, coordinator_key=self.group_id)
+            elif code in REJOIN_ERRORS:
+                log.info("group %s: heartbeat says %s; rejoining", self.group_id, error_for(code).name)
+                if code != REBALANCE_IN_PROGRESS:
+                    self._fail(code, "Heartbeat")
+                self._request_rejoin()
+            else:
+                self._consumer._pending_errors.append(
+                    error_for(code, f"Heartbeat for group {self.group_id!r}")
+                )
+
+
+class _Retry(Exception):
+    def __init__(self, what: str, *, backoff: bool = False) -> None:
+        super().__init__(what)
+        self.backoff = backoff

@@ -1,0 +1,93 @@
+"""Per-partition consuming state: position, pause flag, reset need, watermarks, committed offset."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from kafka_core.client.metadata import TopicPartition
+
+
+@dataclass
+class PartitionState:
+    position: int | None = None  # offset of the next record to hand to the application
+    paused: bool = False
+    reset: str | None = None  # "earliest" / "latest" when the position must be looked up
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    committed: int | None = None  # last offset known committed for this group
+    epoch: int = 0  # bumped by seeks and resets: fetches sent before are stale
+
+    @property
+    def fetchable(self) -> bool:
+        return self.position is not None and not self.paused and self.reset is None
+
+
+class SubscriptionState:
+    """The assignment and its positions. Positions advance only when records are handed over."""
+
+    def __init__(self) -> None:
+        self._parts: dict[TopicPartition, PartitionState] = {}
+        self.version = 0  # bumped on every assignment change, so stale fetches are dropped
+
+    def assign(self, tps: Iterable[TopicPartition]) -> None:
+        new = {TopicPartition(*tp) for tp in tps}
+        old = self._parts
+        self._parts = {tp: old.get(tp) or PartitionState() for tp in sorted(new)}
+        self.version += 1
+
+    def add(self, tps: Iterable[TopicPartition]) -> None:
+        self.assign(set(self._parts) | {TopicPartition(*tp) for tp in tps})
+
+    def remove(self, tps: Iterable[TopicPartition]) -> None:
+        self.assign(set(self._parts) - {TopicPartition(*tp) for tp in tps})
+
+    def assigned(self) -> set[TopicPartition]:
+        return set(self._parts)
+
+    def __contains__(self, tp: object) -> bool:
+        return tp in self._parts
+
+    def state(self, tp: TopicPartition) -> PartitionState:
+        try:
+            return self._parts[tp]
+        except KeyError:
+            raise KeyError(f"{tp} is not assigned to this consumer") from None
+
+    def items(self) -> Iterable[tuple[TopicPartition, PartitionState]]:
+        return self._parts.items()
+
+    def seek(self, tp: TopicPartition, offset: int) -> None:
+        st = self.state(tp)
+        st.position = offset
+        st.reset = None
+        st.epoch += 1
+        self.version += 1
+
+    def request_reset(self, tp: TopicPartition, policy: str) -> None:
+        st = self.state(tp)
+        st.reset = policy
+        st.epoch += 1
+        self.version += 1
+
+    def needs_position(self) -> list[TopicPartition]:
+        return [tp for tp, st in self._parts.items() if st.position is None or st.reset is not None]
+
+    def fetchable(self) -> list[TopicPartition]:
+        return [tp for tp, st in self._parts.items() if st.fetchable]
+
+    def pause(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self.state(TopicPartition(*tp)).paused = True
+        self.version += 1
+
+    def resume(self, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            self.state(TopicPartition(*tp)).paused = False
+
+    def paused(self) -> set[TopicPartition]:
+        return {tp for tp, st in self._parts.items() if st.paused}
+
+    def positions(self) -> dict[TopicPartition, int]:
+        return {tp: st.position for tp, st in self._parts.items() if st.position is not None}

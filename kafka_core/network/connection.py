@@ -1,0 +1,491 @@
+"""One broker connection: framing, correlation ids, pipelined in-flight requests, timeouts, TLS, SASL.
+
+A connection is single-use: once it fails or is closed it stays dead, and the cluster client builds
+a new one (with backoff). That keeps the state machine trivial: every error path ends in
+:meth:`BrokerConnection._fail`, which fails every in-flight request and closes the socket.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import ssl
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_core.errors import (
+    KafkaAuthenticationError,
+    KafkaClosedError,
+    KafkaCodecError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+    KafkaUnsupportedVersionError,
+)
+from kafka_core.network.sasl import SaslMechanism, make_mechanism
+from kafka_core.protocol import (
+    REQUEST_CLASSES,
+    ApiKey,
+    Request,
+    RequestHeader,
+    decode_response,
+    encode_request_parts,
+)
+from kafka_core.protocol.errors import error_for
+from kafka_core.protocol.messages import (
+    ApiVersionsRequest,
+    SaslAuthenticateRequest,
+    SaslHandshakeRequest,
+)
+
+log = logging.getLogger("kafka_core.network")
+
+# KIP-896: Kafka 4 brokers reject anything older, even where they still advertise it (KAFKA-18659).
+KAFKA4_MIN_VERSIONS: dict[int, int] = {
+    ApiKey.PRODUCE: 3,
+    ApiKey.FETCH: 4,
+    ApiKey.LIST_OFFSETS: 1,
+    ApiKey.METADATA: 0,
+    ApiKey.OFFSET_COMMIT: 2,
+    ApiKey.OFFSET_FETCH: 1,
+    ApiKey.JOIN_GROUP: 2,
+    ApiKey.CREATE_TOPICS: 2,
+    ApiKey.DELETE_TOPICS: 1,
+}
+DEFAULT_MAX_RESPONSE_SIZE = 100 * 1024 * 1024 + 4096
+UNSUPPORTED_VERSION = 35
+# StreamReader pauses the socket at 2x this much buffered: large fetch responses want big chunks.
+_READ_LIMIT = 4 * 1024 * 1024
+CLIENT_SOFTWARE_NAME = "kafka-core"
+
+
+def _client_version() -> str:
+    try:
+        from kafka_core import __version__
+
+        return __version__
+    except ImportError:  # pragma: no cover - during partial installs
+        return "0"
+
+
+@dataclass(slots=True)
+class _Pending:
+    future: asyncio.Future[Any]
+    api_key: int
+    api_version: int
+
+
+def _consume_exception(fut: asyncio.Future[Any]) -> None:
+    # A failed request whose caller already gave up must not log "exception never retrieved".
+    if not fut.cancelled():
+        fut.exception()
+
+
+class BrokerConnection:
+    """A connection to one broker. ``await connect()``, then ``await send(body, version)``."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        node_id: int | None = None,
+        client_id: str | None = "kafka-core",
+        ssl_context: ssl.SSLContext | None = None,
+        server_hostname: str | None = None,
+        sasl_mechanism: str | None = None,
+        sasl_username: str | None = None,
+        sasl_password: str | None = None,
+        connect_timeout_ms: float = 10_000,
+        request_timeout_ms: float = 30_000,
+        max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
+        api_versions_version: int | None = None,
+        version_caps: dict[int, int] | None = None,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.ssl_context = ssl_context
+        self.server_hostname = server_hostname
+        self.sasl_mechanism = sasl_mechanism
+        self._sasl_username = sasl_username
+        self._sasl_password = sasl_password
+        self.connect_timeout = connect_timeout_ms / 1000.0
+        self.request_timeout = request_timeout_ms / 1000.0
+        self.max_response_size = max_response_size
+        self._api_versions_version = api_versions_version
+        self._version_caps = dict(version_caps or {})
+        self.api_versions: dict[int, tuple[int, int]] = {}
+        self.api_versions_used = -1
+        self.sasl_session_lifetime_ms = 0
+        self._ready_at = 0.0
+        self._last_used = 0.0
+        self._reader: asyncio.StreamReader | None = None
+        self._writer: asyncio.StreamWriter | None = None
+        self._read_task: asyncio.Task[None] | None = None
+        self._in_flight: OrderedDict[int, _Pending] = OrderedDict()
+        self._correlation = itertools.count(1)
+        self._ready = False
+        self._error: BaseException | None = None
+        self._closed_event = asyncio.Event()
+
+    def __repr__(self) -> str:
+        state = "ready" if self._ready else ("failed" if self._error else "new")
+        return f"<BrokerConnection node={self.node_id} {self.host}:{self.port} {state}>"
+
+    # -- state -----------------------------------------------------------------------------
+
+    @property
+    def connected(self) -> bool:
+        """Usable for requests: connected, negotiated, authenticated, not failed."""
+        return self._ready and self._error is None
+
+    @property
+    def reauthentication_due(self) -> bool:
+        """The broker's SASL session (KIP-368) is close to expiry: better reconnect while idle."""
+        lifetime = self.sasl_session_lifetime_ms / 1000.0
+        if lifetime <= 0 or not self._ready:
+            return False
+        return asyncio.get_running_loop().time() - self._ready_at > 0.85 * lifetime
+
+    def idle_for(self) -> float:
+        """Seconds since the last request was sent (0 while requests are in flight)."""
+        if self._in_flight:
+            return 0.0
+        return asyncio.get_running_loop().time() - self._last_used
+
+    @property
+    def failed(self) -> bool:
+        return self._error is not None
+
+    @property
+    def in_flight_count(self) -> int:
+        return len(self._in_flight)
+
+    async def wait_closed(self) -> None:
+        await self._closed_event.wait()
+
+    # -- connect ---------------------------------------------------------------------------
+
+    async def connect(self) -> None:
+        """Open the socket (TLS if configured), negotiate ApiVersions, then authenticate (SASL)."""
+        if self._error is not None:
+            raise KafkaConnectionError(f"{self!r} already failed: {self._error}")
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                await self._open()
+                await self._negotiate_api_versions()
+                if self.sasl_mechanism:
+                    await self._authenticate()
+        except TimeoutError:
+            err: KafkaError = KafkaTimeoutError(
+                f"connecting to {self.host}:{self.port} timed out after {self.connect_timeout:.1f}s"
+            )
+            self._fail(err)
+            raise err from None
+        except KafkaError as exc:
+            self._fail(exc)
+            raise
+        except ssl.SSLError as exc:
+            # Like Java's SslAuthenticationException: a bad certificate will not fix itself on retry.
+            err = KafkaAuthenticationError(f"TLS handshake with {self.host}:{self.port} failed: {exc}")
+            self._fail(err)
+            raise err from exc
+        except OSError as exc:
+            err = KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}")
+            self._fail(err)
+            raise err from exc
+        except BaseException as exc:  # cancellation: leave nothing half-open
+            self._fail(KafkaConnectionError(f"connect to {self.host}:{self.port} interrupted"))
+            raise exc
+        self._ready = True
+        self._ready_at = self._last_used = asyncio.get_running_loop().time()
+        log.debug("connected %r versions=%d apis", self, len(self.api_versions))
+
+    async def _open(self) -> None:
+        server_hostname = None
+        if self.ssl_context is not None:
+            server_hostname = self.server_hostname or self.host
+        self._reader, self._writer = await asyncio.open_connection(
+            self.host, self.port, ssl=self.ssl_context, server_hostname=server_hostname, limit=_READ_LIMIT
+        )
+        self._read_task = asyncio.get_running_loop().create_task(
+            self._read_loop(), name=f"kafka-core-read-{self.host}:{self.port}"
+        )
+
+    async def _negotiate_api_versions(self) -> None:
+        version = ApiVersionsRequest.MAX_VERSION
+        if self._api_versions_version is not None:
+            version = min(version, self._api_versions_version)
+        for _ in range(3):
+            body = ApiVersionsRequest(
+                client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=_client_version()
+            )
+            resp = await self._request(body, version, self.connect_timeout)
+            if resp.error_code == UNSUPPORTED_VERSION and version > 0:
+                # The broker answered in v0 format; it lists its own ApiVersions range when it can.
+                broker_max = next(
+                    (k.max_version for k in resp.api_keys if k.api_key == ApiKey.API_VERSIONS), 0
+                )
+                version = min(version - 1, broker_max)
+                log.debug("%s rejected ApiVersions; retrying with v%d", self, version)
+                continue
+            if resp.error_code:
+                raise error_for(resp.error_code, f"ApiVersions from {self.host}:{self.port}")
+            self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+            self.api_versions_used = version
+            return
+        raise KafkaUnsupportedVersionError(f"{self.host}:{self.port} accepts no ApiVersions version")
+
+    async def _authenticate(self) -> None:
+        assert self.sasl_mechanism is not None
+        mech: SaslMechanism = make_mechanism(self.sasl_mechanism, self._sasl_username, self._sasl_password)
+        hs_range = self.api_versions.get(ApiKey.SASL_HANDSHAKE)
+        auth_range = self.api_versions.get(ApiKey.SASL_AUTHENTICATE)
+        if hs_range is None or hs_range[1] < 1 or auth_range is None:
+            raise KafkaAuthenticationError(
+                f"{self.host}:{self.port} does not support SaslHandshake v1 / SaslAuthenticate"
+            )
+        hs = await self._request(SaslHandshakeRequest(mechanism=mech.name), 1, self.connect_timeout)
+        if hs.error_code:
+            raise KafkaAuthenticationError(
+                f"{self.host}:{self.port} does not offer SASL {mech.name} (offers {list(hs.mechanisms)})"
+            )
+        auth_version = min(SaslAuthenticateRequest.MAX_VERSION, auth_range[1])
+        token = mech.step(None)
+        while token is not None:
+            resp = await self._request(
+                SaslAuthenticateRequest(auth_bytes=token), auth_version, self.connect_timeout
+            )
+            if resp.error_code:
+                raise KafkaAuthenticationError(
+                    f"SASL {mech.name} authentication to {self.host}:{self.port} failed: "
+                    f"{resp.error_message or 'error code ' + str(resp.error_code)}"
+                )
+            self.sasl_session_lifetime_ms = getattr(resp, "session_lifetime_ms", 0) or 0
+            token = mech.step(bytes(resp.auth_bytes or b""))
+        if not mech.complete:
+            raise KafkaAuthenticationError(f"SASL {mech.name} exchange ended early")
+
+    # -- versions --------------------------------------------------------------------------
+
+    def choose_version(self, api_key: int, *, max_version: int | None = None) -> int:
+        """Highest version both sides support, never below the Kafka 4 floor."""
+        cls: Any = REQUEST_CLASSES.get(api_key)
+        broker = self.api_versions.get(api_key)
+        if cls is None or broker is None:
+            raise KafkaUnsupportedVersionError(
+                f"broker {self.node_id} ({self.host}:{self.port}) does not support API {_api_name(api_key)}"
+            )
+        low = max(cls.MIN_VERSION, broker[0], KAFKA4_MIN_VERSIONS.get(api_key, 0))
+        high = min(cls.MAX_VERSION, broker[1])
+        cap = self._version_caps.get(api_key)
+        if cap is not None:
+            high = min(high, cap)
+        if max_version is not None:
+            high = min(high, max_version)
+        if high < low:
+            raise KafkaUnsupportedVersionError(
+                f"no usable version of {_api_name(api_key)}: broker {self.node_id} offers "
+                f"{broker[0]}-{broker[1]}, client needs {low}-{high}"
+            )
+        return high
+
+    def negotiated_versions(self) -> dict[ApiKey, int]:
+        out: dict[ApiKey, int] = {}
+        for key in sorted(self.api_versions):
+            with contextlib.suppress(KafkaUnsupportedVersionError, ValueError):
+                out[ApiKey(key)] = self.choose_version(key)
+        return out
+
+    # -- requests --------------------------------------------------------------------------
+
+    async def send(
+        self,
+        body: Any,
+        version: int | None = None,
+        *,
+        timeout_ms: float | None = None,
+        expect_response: bool | None = None,
+    ) -> Any:
+        """Send one request and return the decoded response body (None for acks=0 Produce).
+
+        On timeout the connection is dropped (the broker may still answer later and we could not
+        tell which request it answers), so every other in-flight request fails too.
+        """
+        if not self.connected:
+            if self._error is not None:
+                raise KafkaConnectionError(f"connection to {self.host}:{self.port} is down: {self._error}")
+            raise KafkaConnectionError(f"connection to {self.host}:{self.port} is not ready")
+        if version is None:
+            version = self.choose_version(body.API_KEY)
+        timeout = self.request_timeout if timeout_ms is None else timeout_ms / 1000.0
+        if expect_response is None:
+            expect_response = not (body.API_KEY == ApiKey.PRODUCE and getattr(body, "acks", -1) == 0)
+        return await self._request(body, version, timeout, expect_response=expect_response)
+
+    async def _request(self, body: Any, version: int, timeout: float, *, expect_response: bool = True) -> Any:
+        writer = self._writer
+        if writer is None or self._error is not None:
+            raise KafkaConnectionError(f"connection to {self.host}:{self.port} is down: {self._error}")
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        header = RequestHeader(body.API_KEY, version, correlation_id, self.client_id)
+        try:
+            parts = encode_request_parts(Request(header, body))
+        except KafkaError:
+            raise
+        except Exception as exc:
+            raise KafkaCodecError(f"cannot encode {type(body).__name__} v{version}: {exc}") from exc
+        size = sum(len(p) for p in parts)
+        fut: asyncio.Future[Any] | None = None
+        if expect_response:
+            fut = asyncio.get_running_loop().create_future()
+            fut.add_done_callback(_consume_exception)
+            self._in_flight[correlation_id] = _Pending(fut, body.API_KEY, version)
+        writer.writelines([size.to_bytes(4, "big"), *parts])
+        self._last_used = asyncio.get_running_loop().time()
+        try:
+            async with asyncio.timeout(timeout):
+                await writer.drain()
+                if fut is None:
+                    return None
+                # A cancelled caller cancels ``fut`` but its entry stays in flight until the
+                # broker answers, so the next response still finds its own waiter.
+                return await fut
+        except TimeoutError:
+            err: KafkaError = KafkaTimeoutError(
+                f"{_api_name(body.API_KEY)} v{version} to {self.host}:{self.port} "
+                f"got no response within {timeout:.1f}s; connection dropped"
+            )
+            self._fail(err)
+            raise err from None
+        except (ConnectionError, OSError) as exc:
+            err = KafkaConnectionError(f"write to {self.host}:{self.port} failed: {exc}")
+            self._fail(err)
+            raise err from exc
+
+    # -- reading ---------------------------------------------------------------------------
+
+    async def _read_loop(self) -> None:
+        reader = self._reader
+        assert reader is not None
+        try:
+            while True:
+                head = await reader.readexactly(4)
+                size = int.from_bytes(head, "big", signed=True)
+                if size < 4 or size > self.max_response_size:
+                    self._fail(
+                        KafkaConnectionError(
+                            f"{self.host}:{self.port} sent a response frame of {size} bytes "
+                            f"(limit max_response_size={self.max_response_size}); connection dropped"
+                        )
+                    )
+                    return
+                frame = await reader.readexactly(size)
+                if not self._dispatch(frame):
+                    return
+        except asyncio.IncompleteReadError as exc:
+            mid = "mid-response" if exc.partial or self._in_flight else "idle"
+            self._fail(KafkaConnectionError(f"{self.host}:{self.port} closed the connection ({mid})"))
+        except (ConnectionError, OSError, ssl.SSLError) as exc:
+            self._fail(KafkaConnectionError(f"connection to {self.host}:{self.port} lost: {exc}"))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # never let the reader die silently with requests waiting
+            self._fail(KafkaConnectionError(f"reader for {self.host}:{self.port} crashed: {exc!r}"))
+
+    def _dispatch(self, frame: bytes) -> bool:
+        """Hand one frame to its waiter. False when the stream can no longer be trusted."""
+        correlation_id = int.from_bytes(frame[:4], "big", signed=True)
+        if not self._in_flight:
+            self._fail(
+                KafkaConnectionError(
+                    f"{self.host}:{self.port} sent an unsolicited response (correlation id {correlation_id})"
+                )
+            )
+            return False
+        expected, pending = next(iter(self._in_flight.items()))
+        if correlation_id != expected:
+            # Kafka answers in order on a connection: a mismatch means we are out of sync.
+            self._fail(
+                KafkaConnectionError(
+                    f"{self.host}:{self.port} answered correlation id {correlation_id}, expected {expected}"
+                )
+            )
+            return False
+        del self._in_flight[expected]
+        try:
+            body = self._decode(pending, frame)
+        except Exception as exc:
+            msg = (
+                f"garbled {_api_name(pending.api_key)} v{pending.api_version} response from "
+                f"{self.host}:{self.port}: {exc}"
+            )
+            if not pending.future.done():
+                if isinstance(exc, KafkaProtocolError):
+                    pending.future.set_exception(error_for(exc.code, msg))
+                else:
+                    pending.future.set_exception(KafkaCodecError(msg))
+            self._fail(KafkaConnectionError(f"connection dropped after a {msg}"))
+            return False
+        if not pending.future.done():
+            pending.future.set_result(body)
+        return True
+
+    @staticmethod
+    def _decode(pending: _Pending, frame: bytes) -> Any:
+        version = pending.api_version
+        if pending.api_key == ApiKey.API_VERSIONS and version > 0 and frame[4:6] == b"\x00\x23":
+            # UNSUPPORTED_VERSION: brokers fall back to a v0 body so the client can read the ranges.
+            version = 0
+        return decode_response(pending.api_key, version, frame).body
+
+    # -- failure and close -----------------------------------------------------------------
+
+    def _fail(self, error: BaseException) -> None:
+        """Fail every in-flight request with ``error`` and close the socket. Idempotent."""
+        if self._error is None:
+            self._error = error
+            if self._ready:
+                log.info("connection to %s:%s dropped: %s", self.host, self.port, error)
+        pending, self._in_flight = self._in_flight, OrderedDict()
+        for p in pending.values():
+            if not p.future.done():
+                p.future.set_exception(
+                    error if isinstance(error, KafkaError) else KafkaConnectionError(str(error))
+                )
+        self._ready = False
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                self._writer.close()
+        task = self._read_task
+        if task is not None and not task.done() and task is not asyncio.current_task():
+            task.cancel()
+        self._closed_event.set()
+
+    async def close(self, reason: str | None = None) -> None:
+        """Close the connection. In-flight requests fail with KafkaClosedError, or with a
+        (retriable) KafkaConnectionError carrying ``reason`` when the client retires it."""
+        if reason is None:
+            self._fail(KafkaClosedError(f"connection to {self.host}:{self.port} closed"))
+        else:
+            self._fail(KafkaConnectionError(f"connection to {self.host}:{self.port} retired: {reason}"))
+        task, self._read_task = self._read_task, None
+        if task is not None and task is not asyncio.current_task():
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self._writer is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._writer.wait_closed(), 1.0)
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"api {api_key}"

@@ -1,0 +1,181 @@
+"""Group membership against the real broker: join, rebalance (eager and cooperative), static members.
+
+Tansu answers JoinGroup after about half the session timeout, so these use 6 s sessions.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+from test_consumer import drain, produce
+
+from kafka_core.client.metadata import TopicPartition
+from kafka_core.consumer.sync import KafkaConsumer
+
+pytestmark = [pytest.mark.broker, pytest.mark.timeout(240)]
+
+
+def member(bootstrap: str, topic: str, group: str, events: list, name: str, **kw: Any) -> KafkaConsumer:
+    kw.setdefault("assignors", ("range",))
+    return KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        topics=[topic],
+        group_id=group,
+        auto_offset_reset="earliest",
+        session_timeout_ms=6_000,
+        heartbeat_interval_ms=500,
+        on_assign=lambda tps: events.append((name, "assign", frozenset(tps))),
+        on_revoke=lambda tps: events.append((name, "revoke", frozenset(tps))),
+        **kw,
+    )
+
+
+class Poller:
+    """Keeps a consumer polling in a thread (as an application would), collecting messages."""
+
+    def __init__(self, consumer: KafkaConsumer) -> None:
+        self.consumer = consumer
+        self.messages: list[Any] = []
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stop.is_set():
+                self.messages.extend(self.consumer.poll(200))
+        except BaseException as exc:  # reported by stop()
+            self.error = exc
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(30)
+        if self.error is not None:
+            raise self.error
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 60.0) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.1)
+    return cond()
+
+
+@pytest.mark.parametrize("assignor", ["range", "roundrobin", "cooperative-sticky"])
+def test_two_members_share_the_topic(
+    bootstrap_servers: str, new_topic: Callable[..., str], assignor: str
+) -> None:
+    topic = new_topic(3)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    produce(bootstrap_servers, topic, 60)
+    everything = {TopicPartition(topic, p) for p in range(3)}
+    events: list = []
+    a = member(bootstrap_servers, topic, group, events, "a", assignors=(assignor,))
+    first = drain(a, 60)
+    assert len(first) == 60 and a.assignment() == everything
+    pa = Poller(a)
+    b = member(bootstrap_servers, topic, group, events, "b", assignors=(assignor,))
+    pb = Poller(b)
+    try:
+        assert wait_until(
+            lambda: (
+                a.assignment() | b.assignment() == everything
+                and not a.assignment() & b.assignment()
+                and bool(b.assignment())
+                and not a.async_object._group.needs_rejoin
+                and not b.async_object._group.needs_rejoin
+            )
+        ), (a.assignment(), b.assignment(), events)
+        produce(bootstrap_servers, topic, 30, start=60)
+        assert wait_until(lambda: len(pa.messages) + len(pb.messages) >= 30)
+    finally:
+        pa.stop()
+        pb.stop()
+    # Committed on revoke: what a had consumed is not handed to b again.
+    later = pa.messages + pb.messages
+    assert sorted(m.key for m in later) == sorted(b"k%d" % i for i in range(60, 90))
+    for m in pb.messages:
+        assert TopicPartition(m.topic, m.partition) in b.assignment()
+    if assignor == "cooperative-sticky":
+        # Incremental: a never gave up the partitions it kept.
+        revoked = set().union(*(tps for who, what, tps in events if who == "a" and what == "revoke"))
+        assert revoked == everything - a.assignment()
+    else:
+        assert ("a", "revoke", frozenset(everything)) in events
+    b.close()
+    # b left: a takes everything back.
+    assert wait_until(lambda: (a.poll(100) is not None) and a.assignment() == everything)
+    a.close()
+
+
+def test_static_member_restart_keeps_its_offsets(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(2)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    produce(bootstrap_servers, topic, 20, partitions=2)
+    events: list = []
+    a = member(bootstrap_servers, topic, group, events, "a", group_instance_id="inst-1")
+    assert len(drain(a, 20)) == 20
+    a.close()  # a static member does not leave: the coordinator keeps its slot for the session
+    produce(bootstrap_servers, topic, 10, partitions=2, start=20)
+    a2 = member(bootstrap_servers, topic, group, events, "a2", group_instance_id="inst-1")
+    try:
+        got = drain(a2, 10)
+        assert sorted(m.key for m in got) == sorted(b"k%d" % i for i in range(20, 30))
+        assert a2.assignment() == {TopicPartition(topic, 0), TopicPartition(topic, 1)}
+    finally:
+        a2.close()
+
+
+def test_slow_handler_keeps_membership(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
+    """Heartbeats continue between polls: a handler slower than the session does not lose the group."""
+    topic = new_topic(1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    produce(bootstrap_servers, topic, 5, partitions=1)
+    events: list = []
+    a = member(bootstrap_servers, topic, group, events, "a")
+    try:
+        assert len(drain(a, 5)) == 5
+        generation = a.async_object._group.generation
+        time.sleep(8)  # longer than session_timeout_ms, shorter than max_poll_interval_ms
+        produce(bootstrap_servers, topic, 3, partitions=1, start=5)
+        got = drain(a, 3)
+        assert [m.key for m in got] == [b"k5", b"k6", b"k7"]
+        assert a.async_object._group.generation == generation
+        assert [e for e in events if e[1] == "revoke"] == []
+    finally:
+        a.close()
+
+
+def test_pattern_subscription_picks_up_new_topics(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
+    prefix = f"pat{uuid.uuid4().hex[:6]}"
+    first = new_topic(1, prefix=prefix)
+    produce(bootstrap_servers, first, 3, partitions=1)
+    c = KafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        pattern=f"{prefix}-.*",
+        group_id=f"g-{uuid.uuid4().hex[:8]}",
+        auto_offset_reset="earliest",
+        session_timeout_ms=6_000,
+        heartbeat_interval_ms=500,
+    )
+    try:
+        assert len(drain(c, 3)) == 3 and c.assignment() == {TopicPartition(first, 0)}
+        second = new_topic(1, prefix=prefix)
+        produce(bootstrap_servers, second, 2, partitions=1)
+        got = drain(c, 2, timeout=60)
+        assert {m.topic for m in got} == {second}
+        assert c.assignment() == {TopicPartition(first, 0), TopicPartition(second, 0)}
+    finally:
+        c.close()

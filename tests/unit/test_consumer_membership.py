@@ -1,0 +1,165 @@
+"""Group membership against a scripted coordinator: join, errors that force a rejoin, leave."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from test_consumer_core import TP0, TP1, T, fill, run
+from test_consumer_fakes import FakeGroupClient
+
+from kafka_core.consumer.consumer import KafkaConsumer
+from kafka_core.errors import KafkaProtocolError, KafkaTimeoutError
+
+
+def member(client: FakeGroupClient, events: list, **kw: Any) -> KafkaConsumer:
+    return KafkaConsumer(
+        topics=[T],
+        group_id="g",
+        client=client,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=20,
+        session_timeout_ms=1_000,
+        heartbeat_interval_ms=20,
+        on_assign=lambda tps: events.append(("assign", sorted(tps))),
+        on_revoke=lambda tps: events.append(("revoke", sorted(tps))),
+        **kw,
+    )
+
+
+async def poll_until(c: KafkaConsumer, cond: Any, rounds: int = 100) -> list:
+    got: list = []
+    for _ in range(rounds):
+        got.extend(await c.poll(20))
+        if cond(got):
+            break
+    return got
+
+
+def test_join_assigns_everything_and_consumes():
+    client = FakeGroupClient({T: 2})
+    fill(client, 0, 5)
+    fill(client, 1, 5)
+    events: list = []
+
+    async def main():
+        c = member(client, events)
+        got = await poll_until(c, lambda g: len(g) >= 10)
+        assert c.assignment() == {TP0, TP1}
+        await c.close()
+        return got
+
+    assert len(run(main())) == 10
+    assert events[0] == ("assign", [TP0, TP1])
+    assert events[-1] == ("revoke", [TP0, TP1])
+    # Joined with the member id the coordinator required, left on close, committed on close.
+    assert client.joins[0].member_id == "" and client.joins[1].member_id == "member-1"
+    assert len(client.leaves) == 1
+    assert {tp: om.offset for tp, om in client.committed["g"].items()} == {TP0: 5, TP1: 5}
+
+
+@pytest.mark.parametrize("code", [22, 25, 27, 82])
+def test_heartbeat_errors_lead_to_a_rejoin(code: int):
+    client = FakeGroupClient({T: 1})
+    fill(client, 0, 3)
+    events: list = []
+
+    async def main():
+        c = member(client, events, assignors=("cooperative-sticky",))
+        await poll_until(c, lambda g: len(g) >= 3)
+        gen = c._group.generation
+        client.heartbeat_errors = [code]
+        for _ in range(100):
+            await c.poll(20)
+            if c._group.generation > gen and not c._group.needs_rejoin:
+                break
+        assert c._group.generation > gen
+        assert c.assignment() == {TP0}
+        await c.close()
+
+    run(main())
+    if code == 27:
+        # A plain rebalance with the cooperative protocol keeps the partition throughout.
+        assert [e for e in events if e[0] == "revoke"] == [("revoke", [TP0])]  # only the final close
+    else:
+        # Membership lost: the partition was given up (without a commit) and assigned again.
+        assert events.count(("assign", [TP0])) == 2
+
+
+@pytest.mark.parametrize("where", ["join", "sync"])
+def test_join_and_sync_errors_are_retried(where: str):
+    client = FakeGroupClient({T: 1})
+    fill(client, 0, 3)
+    (client.join_errors if where == "join" else client.sync_errors).extend([27, 16, 25])
+    events: list = []
+
+    async def main():
+        c = member(client, events)
+        got = await poll_until(c, lambda g: len(g) >= 3)
+        await c.close()
+        return got
+
+    assert len(run(main())) == 3
+
+
+def test_fatal_join_error_surfaces():
+    client = FakeGroupClient({T: 1})
+    client.join_errors = [23]  # INCONSISTENT_GROUP_PROTOCOL
+
+    async def main():
+        c = member(client, [])
+        with pytest.raises(KafkaProtocolError):
+            await c.poll(20)
+        await c.close()
+
+    run(main())
+
+
+def test_static_member_does_not_leave_on_close():
+    client = FakeGroupClient({T: 1})
+    fill(client, 0, 2)
+
+    async def main():
+        c = member(client, [], group_instance_id="inst")
+        await poll_until(c, lambda g: len(g) >= 2)
+        await c.close()
+
+    run(main())
+    assert client.joins[0].group_instance_id == "inst"
+    assert client.leaves == []
+
+
+def test_max_poll_interval_exceeded_leaves_and_rejoins():
+    client = FakeGroupClient({T: 1})
+    fill(client, 0, 2)
+    events: list = []
+
+    async def main():
+        c = member(client, events, max_poll_interval_ms=100)
+        await poll_until(c, lambda g: len(g) >= 2)
+        for _ in range(500):  # the application is "busy": no poll meanwhile
+            if client.leaves:
+                break
+            await asyncio.sleep(0.01)
+        assert len(client.leaves) == 1
+        await c.poll(20)
+        assert not c._group.needs_rejoin and c.assignment() == {TP0}
+        await c.close()
+
+    run(main())
+    assert ("revoke", [TP0]) in events
+
+
+def test_coordinator_never_ready_gives_up_on_cold_start():
+    client = FakeGroupClient({T: 1})
+    client.coordinator_error = KafkaTimeoutError("coordinator not available")
+
+    async def main():
+        c = member(client, [], coordinator_ready_timeout_ms=300)
+        with pytest.raises(KafkaTimeoutError, match="not consuming"):
+            await c.poll(20)
+        await c.close()
+
+    run(main())
+    assert client.fetch_requests == [] and client.committed["g"] == {}

@@ -1,0 +1,106 @@
+"""Shared test helpers: the generator's model of the JSON definitions, and hypothesis strategies.
+
+Strategies are built from the JSON (through tools/gen_protocol.py's loader), not from the
+generated classes, so a generator bug cannot hide by agreeing with itself.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import strategies as st
+
+from kafka_core.protocol import messages
+
+REPO = Path(__file__).resolve().parents[2]
+GEN_PATH = REPO / "tools" / "gen_protocol.py"
+
+
+def load_gen() -> Any:
+    spec = importlib.util.spec_from_file_location("gen_protocol", GEN_PATH)
+    assert spec is not None and spec.loader is not None
+    mod = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("gen_protocol", mod)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+gen = load_gen()
+MESSAGES_DIR: Path = gen.DEFAULT_MESSAGES
+
+
+def need_definitions() -> None:
+    if not MESSAGES_DIR.is_dir():
+        pytest.skip(f"Kafka message definitions not found at {MESSAGES_DIR}")
+
+
+@cache
+def all_messages() -> list[Any]:
+    if not MESSAGES_DIR.is_dir():
+        return []
+    defs = [gen.load(p) for p in sorted(MESSAGES_DIR.glob("*.json"))]
+    return [m for m in defs if m.kind in ("request", "response", "data")]
+
+
+def message_versions() -> list[tuple[str, int]]:
+    return [(m.name, v) for m in all_messages() for v in range(m.valid.lo, m.valid.hi + 1)]
+
+
+def message_by_name(name: str) -> Any:
+    need_definitions()
+    return next(m for m in all_messages() if m.name == name)
+
+
+_INT_RANGES = {
+    "int8": (-(2**7), 2**7 - 1),
+    "int16": (-(2**15), 2**15 - 1),
+    "uint16": (0, 2**16 - 1),
+    "int32": (-(2**31), 2**31 - 1),
+    "uint32": (0, 2**32 - 1),
+    "int64": (-(2**63), 2**63 - 1),
+}
+
+
+def _scalar(ftype: str) -> st.SearchStrategy[Any]:
+    if ftype in _INT_RANGES:
+        lo, hi = _INT_RANGES[ftype]
+        return st.integers(lo, hi)
+    if ftype == "bool":
+        return st.booleans()
+    if ftype == "float64":
+        return st.floats(allow_nan=False)
+    if ftype == "string":
+        return st.text(max_size=12)
+    if ftype in ("bytes", "records"):
+        return st.binary(max_size=24)
+    if ftype == "uuid":
+        return st.uuids()
+    raise AssertionError(ftype)
+
+
+def struct_strategy(m: Any, sd: Any, v: int) -> st.SearchStrategy[Any]:
+    top = getattr(messages, m.name)
+    cls = top if sd is m.top else getattr(top, sd.name)
+    flex = v in m.flexible
+    kwargs: dict[str, st.SearchStrategy[Any]] = {}
+    known_tags = set()
+    for f in sd.fields:
+        if v not in f.versions:
+            continue
+        if flex and v in f.tagged:
+            known_tags.add(f.tag)
+        elem = struct_strategy(m, f.struct, v) if f.struct is not None else _scalar(f.type)
+        value = st.lists(elem, max_size=3) if f.is_array else elem
+        if v in f.nullable:
+            value = st.none() | value
+        kwargs[f.attr] = value
+    if flex:
+        kwargs["unknown_tagged_fields"] = st.dictionaries(
+            st.integers(0, 400).filter(lambda t: t not in known_tags), st.binary(max_size=6), max_size=2
+        ).map(lambda d: sorted(d.items()))
+    return st.builds(cls, **kwargs)
