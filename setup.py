@@ -18,6 +18,10 @@ REQUIRE = os.environ.get("KAFKA_CORE_REQUIRE_EXTENSION", "") not in ("", "0")
 PURE = os.environ.get("KAFKA_CORE_PURE_PYTHON", "") not in ("", "0")
 
 
+# Every Cython source lives in _codec/; most build into the codec package, a few elsewhere.
+MODULE_FOR_SOURCE = {"producer_accel": "kafka_core.producer._accel"}
+
+
 def extensions() -> list[Extension]:
     if PURE:
         return []
@@ -25,7 +29,7 @@ def extensions() -> list[Extension]:
     compile_args = ["-O3"] if sys.platform != "win32" else ["/O2"]
     exts = [
         Extension(
-            f"kafka_core.codec._cython.{pyx.stem}",
+            MODULE_FOR_SOURCE.get(pyx.stem, f"kafka_core.codec._cython.{pyx.stem}"),
             [str(pyx.relative_to(HERE))],
             include_dirs=["_codec"],
             extra_compile_args=compile_args,

@@ -1,0 +1,33 @@
+"""The producer: partitioners, accumulator, sender, idempotence; async core and sync face.
+
+``send`` appends to a thread-safe per-partition batch in the caller's thread (accumulator.py;
+its common cases in C in ``_accel.pyx`` when built, with pure-Python twins); the I/O loop
+(sender.py) seals batches on size or linger, encodes each with the columnar codec in one call,
+and sends several partitions per Produce request, retrying in order. ``send_batch`` hands
+columns (lists or pyarrow arrays) straight to the encoder (batching.py).
+"""
+
+from kafka_core.producer.futures import RecordFuture, RecordMetadata, SendBatchFuture, SendBatchResult
+from kafka_core.producer.partitioner import (
+    DefaultPartitioner,
+    Partitioner,
+    RoundRobinPartitioner,
+    murmur2,
+    murmur2_partition,
+)
+from kafka_core.producer.producer import KafkaProducer as AsyncKafkaProducer
+from kafka_core.producer.sync import KafkaProducer
+
+__all__ = [
+    "AsyncKafkaProducer",
+    "DefaultPartitioner",
+    "KafkaProducer",
+    "Partitioner",
+    "RecordFuture",
+    "RecordMetadata",
+    "RoundRobinPartitioner",
+    "SendBatchFuture",
+    "SendBatchResult",
+    "murmur2",
+    "murmur2_partition",
+]

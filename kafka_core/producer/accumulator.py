@@ -1,0 +1,588 @@
+"""The record accumulator: per-partition batches filled in the caller's thread, drained by the I/O loop.
+
+``append`` is the hot path of ``send``: one lock, two list appends and a tuple, no event-loop hop.
+The loop is woken only when a batch opens (to arm its linger timer) or fills up. Memory is
+accounted in estimated encoded bytes; when ``buffer_memory`` is used up, ``append`` blocks up to
+``max_block_ms`` (the sync face) or raises at once so that the async face can wait instead.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kafka_core.errors import KafkaClosedError, KafkaCodecError, KafkaConfigError, KafkaTimeoutError
+from kafka_core.producer._speedups import BatchBase, Budget
+from kafka_core.producer._speedups import accel as _accel
+from kafka_core.producer.futures import BatchResult, RecordFuture
+from kafka_core.producer.partitioner import DefaultPartitioner, Partitioner
+
+__all__ = [
+    "BATCH_OVERHEAD",
+    "RECORD_OVERHEAD",
+    "Accumulator",
+    "PartitionQueue",
+    "ProducerBatch",
+    "TopicState",
+]
+
+BATCH_OVERHEAD = 61  # RecordBatch v2 header
+# Upper bound of a record's framing for records under 1 MiB: length(3) attributes(1)
+# timestampDelta(10) offsetDelta(3) keyLength(3) valueLength(3) headerCount(1).
+RECORD_OVERHEAD = 24
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def check_bytes(obj: Any, what: str) -> int:
+    """Size of a bytes-like ``obj`` (0 for None); anything else fails alone, at send time."""
+    if obj is None:
+        return 0
+    if not isinstance(obj, str):
+        try:
+            return memoryview(obj).nbytes
+        except TypeError:
+            pass
+    raise KafkaCodecError(f"{what} must be bytes-like or None, not {type(obj).__name__}")
+
+
+def headers_size(headers: Sequence[tuple[str, Any]]) -> int:
+    size = 0
+    for k, v in headers:
+        size += 10 + len(k) * 4 + (0 if v is None else len(v))
+    return size
+
+
+class ProducerBatch(BatchBase):  # type: ignore[misc,valid-type]
+    """Records for one partition, sent (and retried) as one RecordBatch."""
+
+    __slots__ = (
+        "attempts",
+        "columns",
+        "created",
+        "deadline",
+        "encoded",
+        "encoded_for",
+        "headers",
+        "keys",
+        "partition",
+        "producer_epoch",
+        "producer_id",
+        "retry_at",
+        "sequence",
+        "timestamps",
+        "topic",
+        "unknown_outcome",
+    )
+
+    def __init__(self, topic: str, partition: int, created: float, deadline: float) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.keys: list[Any] | None = None  # None while every key so far is null
+        self.values: list[Any] = []
+        self.headers: list[Any] | None = None
+        self.timestamps: list[int | None] | None = None
+        self.columns: tuple[Any, Any, Any, Any] | None = None
+        self.count = 0
+        self.size = BATCH_OVERHEAD
+        self.created = created
+        self.deadline = deadline
+        self.result = BatchResult(topic, partition, now_ms())
+        self.attempts = 0
+        self.retry_at = 0.0
+        self.sequence = -1
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.encoded: bytearray | None = None
+        self.encoded_for: tuple[int, int, int] | None = None
+        self.unknown_outcome = False
+
+    def __repr__(self) -> str:
+        return f"<ProducerBatch {self.topic}[{self.partition}] n={self.count} seq={self.sequence}>"
+
+
+class PartitionQueue:
+    """One partition's open batch, its sealed batches in order, and what is in flight."""
+
+    __slots__ = (
+        "acked_next",
+        "in_flight",
+        "leader",
+        "muted_until",
+        "next_sequence",
+        "open",
+        "partition",
+        "retry",
+        "sealed",
+        "topic",
+    )
+
+    def __init__(self, topic: str, partition: int) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.open: ProducerBatch | None = None
+        self.sealed: deque[ProducerBatch] = deque()
+        self.in_flight: deque[ProducerBatch] = deque()
+        self.retry: list[ProducerBatch] = []
+        self.leader = -1
+        self.next_sequence = 0
+        self.acked_next = 0  # the sequence the broker expects after the last batch it acknowledged
+        self.muted_until = 0.0
+
+
+class TopicState:
+    """Partition queues of a topic, or records parked until its metadata is known."""
+
+    __slots__ = (
+        "num_partitions",
+        "pending",
+        "pending_result",
+        "pending_since",
+        "queues",
+        "sticky",
+        "topic",
+    )
+
+    def __init__(self, topic: str) -> None:
+        self.topic = topic
+        self.num_partitions = 0
+        self.queues: list[PartitionQueue] | None = None
+        self.sticky: int | None = None
+        self.pending: list[tuple[Any, Any, int | None, Any, int | None, int]] = []
+        self.pending_result: BatchResult | None = None
+        self.pending_since = 0.0
+
+
+class Accumulator:
+    """Thread-safe batches per partition; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        batch_size: int,
+        buffer_memory: int,
+        max_block_ms: float,
+        linger_ms: float,
+        delivery_timeout_ms: float,
+        partitioner: Partitioner,
+        wakeup: Callable[[], None],
+    ) -> None:
+        self.batch_size = batch_size
+        self.buffer_memory = buffer_memory
+        self.max_block = max_block_ms / 1000.0
+        self.linger = linger_ms / 1000.0
+        self.delivery_timeout = delivery_timeout_ms / 1000.0
+        self.partitioner = partitioner
+        self._wakeup = wakeup
+        self.lock = threading.Lock()
+        self._space = threading.Condition(self.lock)
+        self._space_waiters = 0
+        self.mem = Budget(buffer_memory)
+        self.topics: dict[str, TopicState] = {}
+        # topic -> open batch of its sticky partition, while it holds values only: all the
+        # common ``send`` has to look up.
+        self.fast: dict[str, ProducerBatch] = {}
+        self.wake_pending = False
+        self.flushing = 0
+        self.closed = False
+        self.block = True  # False for the async face: it waits for memory itself
+        self.space_event: Any = None  # asyncio.Event of the async face, set when memory frees up
+        self.loop_thread: int | None = None  # the I/O thread of the sync face (must never block)
+        self.lookup: Callable[[str], None] | None = None  # sync face: fetch a new topic's metadata
+        if _accel is not None:
+            self.append = _accel.FastAppend(  # type: ignore[method-assign]
+                self, RECORD_OVERHEAD, type(partitioner) is DefaultPartitioner
+            )
+
+    # -- the hot path (caller's thread) ---------------------------------------------------------
+
+    def append(
+        self,
+        topic: str,
+        value: Any,
+        key: Any = None,
+        partition: int | None = None,
+        headers: Sequence[tuple[str, Any]] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordFuture:
+        """Add one record; returns its future at once (blocks only while memory is full).
+
+        A record without ``timestamp_ms`` carries the time its batch was opened (at most about
+        ``linger_ms`` earlier: a batch takes no records once its linger has passed).
+        """
+        if (
+            key is None
+            and partition is None
+            and headers is None
+            and timestamp_ms is None
+            and type(value) is bytes
+        ):
+            # The common case, kept to a handful of bytecodes: null key, sticky partition.
+            size = len(value) + RECORD_OVERHEAD
+            with self.lock:
+                b = self.fast.get(topic)
+                if b is not None:
+                    mem = self.mem
+                    used = mem.used + size
+                    if b.size + size <= self.batch_size and used <= mem.limit:
+                        index = b.count
+                        b.count = index + 1
+                        b.values.append(value)
+                        b.size += size
+                        mem.used = used
+                        return RecordFuture((b.result, index))
+        return self._append(topic, value, key, partition, headers, timestamp_ms)
+
+    def _append(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        headers: Sequence[tuple[str, Any]] | None,
+        timestamp_ms: int | None,
+    ) -> RecordFuture:
+        if type(topic) is not str or not topic:
+            raise KafkaConfigError(f"topic must be a non-empty str, not {topic!r}")
+        if self.lookup is not None and topic not in self.topics and threading.get_ident() != self.loop_thread:
+            self.lookup(topic)  # first record for this topic: learn its partitions before parking
+        if type(value) is bytes:
+            size = RECORD_OVERHEAD + len(value)
+        else:
+            size = RECORD_OVERHEAD + check_bytes(value, "value")
+        if key is not None:
+            size += len(key) if type(key) is bytes else check_bytes(key, "key")
+        if headers:
+            size += headers_size(headers)
+        with self.lock:
+            if self.mem.used + size > self.mem.limit and self.mem.used:
+                self._wait_for_space(size)
+            if self.closed:
+                raise KafkaClosedError("the producer is closed")
+            t = self.topics.get(topic)
+            if t is None or t.queues is None:
+                return self._park(topic, t, key, value, partition, headers, timestamp_ms, size)
+            if partition is not None and not 0 <= partition < t.num_partitions:
+                raise KafkaConfigError(
+                    f"partition {partition} out of range: {topic!r} has {t.num_partitions}"
+                )
+            result, index = self._place(t, key, value, partition, headers, timestamp_ms, size)
+            self.mem.used += size
+            return RecordFuture((result, index))
+
+    @staticmethod
+    def _add_header(b: ProducerBatch, index: int, headers: Sequence[tuple[str, Any]] | None) -> None:
+        if b.headers is None:
+            b.headers = [()] * index
+        b.headers.append(list(headers) if headers else ())
+
+    @staticmethod
+    def _add_timestamp(b: ProducerBatch, index: int, timestamp_ms: int | None) -> None:
+        if b.timestamps is None:
+            b.timestamps = [None] * index
+            b.result.timestamps = b.timestamps
+        b.timestamps.append(timestamp_ms)
+
+    def _new_batch(self, t: TopicState, q: PartitionQueue) -> ProducerBatch:
+        """Seal the open batch of ``q`` (if any) and open another; wake the loop once."""
+        old = q.open
+        now = time.monotonic()
+        if old is not None and old.count:
+            q.sealed.append(old)
+            if t.sticky == q.partition:
+                self._next_sticky(t)
+        b = q.open = ProducerBatch(t.topic, q.partition, now, now + self.delivery_timeout)
+        if t.sticky == q.partition:
+            self.fast[t.topic] = b
+        if not self.wake_pending:
+            self.wake_pending = True
+            self._wakeup()
+        return b
+
+    def _next_sticky(self, t: TopicState) -> None:
+        """The sticky partition's batch is done (KIP-480): let the partitioner pick the next one."""
+        if t.sticky is not None:
+            self.partitioner.on_new_batch(t.topic, t.num_partitions, t.sticky)
+        t.sticky = self.partitioner.sticky(t.topic, t.num_partitions)
+        self._cache_sticky(t)
+
+    def _cache_sticky(self, t: TopicState) -> None:
+        b = _plain(t.queues[t.sticky].open) if t.sticky is not None and t.queues else None
+        if b is None:
+            self.fast.pop(t.topic, None)
+        else:
+            self.fast[t.topic] = b
+
+    def _wait_for_space(self, size: int) -> None:
+        """Called with the lock held when ``size`` more bytes would overflow ``buffer_memory``."""
+        if not self.block:
+            raise _BufferFull
+        if threading.get_ident() == self.loop_thread:
+            # A send from a delivery callback: blocking would stop the loop that frees memory.
+            raise KafkaTimeoutError("buffer_memory is full (send from the producer's I/O thread cannot wait)")
+        deadline = time.monotonic() + self.max_block
+        self._space_waiters += 1
+        try:
+            while self.mem.used and self.mem.used + size > self.mem.limit and not self.closed:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise KafkaTimeoutError(
+                        f"buffer_memory ({self.buffer_memory} bytes) still full after max_block_ms"
+                    )
+                self._space.wait(left)
+        finally:
+            self._space_waiters -= 1
+
+    def _park(
+        self,
+        topic: str,
+        t: TopicState | None,
+        key: Any,
+        value: Any,
+        partition: int | None,
+        headers: Any,
+        timestamp_ms: int | None,
+        size: int,
+    ) -> RecordFuture:
+        """A record for a topic without metadata yet: keep it until the loop learns the partitions."""
+        if t is None:
+            t = self.topics[topic] = TopicState(topic)
+        if t.pending_result is None:
+            t.pending_result = BatchResult(topic, -1, now_ms())
+            t.pending_since = time.monotonic()
+            t.pending = []
+        index = len(t.pending)
+        t.pending.append((key, value, partition, list(headers) if headers else None, timestamp_ms, size))
+        self.mem.used += size
+        if not self.wake_pending:
+            self.wake_pending = True
+            self._wakeup()
+        return RecordFuture((t.pending_result, index))
+
+    # -- columnar (send_batch) -------------------------------------------------------------------
+
+    def append_columns(
+        self,
+        topic: str,
+        partition: int,
+        keys: Any,
+        values: Any,
+        headers: Any,
+        timestamps: Any,
+        count: int,
+        size: int,
+    ) -> BatchResult:
+        """Add one pre-sized chunk as a batch of its own (after the partition's open batch)."""
+        with self.lock:
+            if self.mem.used + size > self.mem.limit and self.mem.used:
+                self._wait_for_space(size)
+            if self.closed:
+                raise KafkaClosedError("the producer is closed")
+            t = self.topics[topic]
+            q = t.queues[partition]  # type: ignore[index]
+            now = time.monotonic()
+            if q.open is not None and q.open.count:
+                q.sealed.append(q.open)
+            q.open = None
+            fast = self.fast.get(topic)
+            if fast is not None and fast.partition == partition:
+                del self.fast[topic]
+            b = ProducerBatch(topic, partition, now, now + self.delivery_timeout)
+            b.columns = (keys, values, headers, timestamps)
+            b.count = count
+            b.size = size
+            q.sealed.append(b)
+            self.mem.used += size
+            if not self.wake_pending:
+                self.wake_pending = True
+                self._wakeup()
+            return b.result
+
+    # -- the I/O loop's side ----------------------------------------------------------------------
+
+    def set_partitions(self, topic: str, num_partitions: int) -> list[tuple[BatchResult, list[Any]]]:
+        """Metadata arrived: create queues and partition parked records.
+
+        Returns (parked result, targets) pairs for the caller to ``forward`` outside the lock.
+        """
+        forwards: list[tuple[BatchResult, list[Any]]] = []
+        with self.lock:
+            t = self.topics.get(topic)
+            if t is None:
+                t = self.topics[topic] = TopicState(topic)
+            if t.queues is None:
+                t.queues = []
+            if num_partitions > len(t.queues):
+                t.queues.extend(PartitionQueue(topic, p) for p in range(len(t.queues), num_partitions))
+            t.num_partitions = max(num_partitions, t.num_partitions)
+            if t.sticky is None or t.sticky >= t.num_partitions:
+                t.sticky = self.partitioner.sticky(topic, t.num_partitions)
+            self._cache_sticky(t)
+            if t.pending_result is not None:
+                targets = [self._place(t, *rec) for rec in t.pending]
+                forwards.append((t.pending_result, targets))
+                t.pending_result = None
+                t.pending = []
+        return forwards
+
+    def _place(
+        self,
+        t: TopicState,
+        key: Any,
+        value: Any,
+        partition: int | None,
+        headers: Any,
+        ts: int | None,
+        size: int,
+    ) -> tuple[BatchResult, int]:
+        if partition is None:
+            partition = (
+                t.sticky
+                if key is None and t.sticky is not None
+                else self.partitioner.partition(t.topic, key, t.num_partitions)
+            )
+        elif not 0 <= partition < t.num_partitions:
+            failed = BatchResult(t.topic, partition, now_ms())
+            failed.set_error(
+                KafkaConfigError(f"partition {partition} out of range: {t.topic!r} has {t.num_partitions}")
+            )
+            self.mem.used -= size
+            return failed, 0
+        q = t.queues[partition]  # type: ignore[index]
+        b = q.open
+        if b is None or b.size + size > self.batch_size:
+            b = self._new_batch(t, q)
+        index = b.count
+        b.count = index + 1
+        if key is not None or b.keys is not None:
+            if b.keys is None:
+                b.keys = [None] * index
+            b.keys.append(key)
+        b.values.append(value)
+        b.size += size
+        if headers is not None or b.headers is not None:
+            self._add_header(b, index, headers)
+        if ts is not None or b.timestamps is not None:
+            self._add_timestamp(b, index, ts)
+        if (b.keys is not None or b.headers is not None or b.timestamps is not None) and self.fast.get(
+            t.topic
+        ) is b:
+            del self.fast[t.topic]  # the fast path appends values only
+        return b.result, index
+
+    def expire_parked(self, topic: str) -> tuple[BatchResult, int] | None:
+        """Take a topic's parked records out (their delivery timeout passed); returns result and size."""
+        with self.lock:
+            t = self.topics.get(topic)
+            if t is None or t.pending_result is None:
+                return None
+            result, size = t.pending_result, sum(rec[5] for rec in t.pending)
+            t.pending_result = None
+            t.pending = []
+            self.mem.used -= size
+            self._notify_space()
+            return result, size
+
+    def parked_topics(self) -> list[tuple[str, float]]:
+        with self.lock:
+            return [(t.topic, t.pending_since) for t in self.topics.values() if t.pending_result is not None]
+
+    def seal_ready(self, now: float) -> float | None:
+        """Seal open batches whose linger passed (all of them while flushing or closing).
+
+        Returns the earliest time an open batch will be ready, or None.
+        """
+        next_at: float | None = None
+        with self.lock:
+            self.wake_pending = False
+            force = self.flushing > 0 or self.closed
+            for t in self.topics.values():
+                if t.queues is None:
+                    continue
+                for q in t.queues:
+                    b = q.open
+                    if b is None or not b.count:
+                        continue
+                    ready_at = b.created + self.linger
+                    if force or ready_at <= now:
+                        q.sealed.append(b)
+                        q.open = None
+                        if t.sticky == q.partition:
+                            self._next_sticky(t)
+                    elif next_at is None or ready_at < next_at:
+                        next_at = ready_at
+        return next_at
+
+    def queues(self) -> list[PartitionQueue]:
+        with self.lock:
+            return [q for t in self.topics.values() if t.queues for q in t.queues]
+
+    def release(self, batch: ProducerBatch) -> None:
+        """A batch is finished (delivered or failed): give its memory back."""
+        with self.lock:
+            self.mem.used -= batch.size - BATCH_OVERHEAD if batch.columns is None else batch.size
+            batch.keys = None
+            batch.values = []
+            batch.columns = None
+            batch.encoded = None
+            self._notify_space()
+
+    def _notify_space(self) -> None:
+        if self._space_waiters:
+            self._space.notify_all()
+        if self.space_event is not None:
+            self.space_event.set()
+
+    def unfinished(self) -> list[BatchResult]:
+        """Results of every record not yet delivered (for flush)."""
+        with self.lock:
+            out: list[BatchResult] = []
+            for t in self.topics.values():
+                if t.pending_result is not None:
+                    out.append(t.pending_result)
+                for q in t.queues or ():
+                    if q.open is not None and q.open.count:
+                        out.append(q.open.result)
+                    out.extend(b.result for b in q.sealed)
+                    out.extend(b.result for b in q.in_flight)
+                    out.extend(b.result for b in q.retry)
+            return out
+
+    def abandon_all(self) -> list[tuple[BatchResult, int]]:
+        """Close: take every batch not yet sent out of the queues, as (result, record count)."""
+        with self.lock:
+            self.closed = True
+            out: list[tuple[BatchResult, int]] = []
+            for t in self.topics.values():
+                if t.pending_result is not None:
+                    out.append((t.pending_result, len(t.pending)))
+                    t.pending_result = None
+                    t.pending = []
+                self.fast.pop(t.topic, None)
+                for q in t.queues or ():
+                    if q.open is not None and q.open.count:
+                        out.append((q.open.result, q.open.count))
+                    q.open = None
+                    out.extend((b.result, b.count) for b in q.sealed)
+                    q.sealed.clear()
+                    out.extend((b.result, b.count) for b in q.retry)
+                    q.retry.clear()
+            self.mem.used = 0
+            self._space.notify_all()
+            return out
+
+
+def _plain(b: ProducerBatch | None) -> ProducerBatch | None:
+    """``b`` if the fast path may append to it (values only so far), else None."""
+    if b is None or b.keys is not None or b.headers is not None or b.timestamps is not None:
+        return None
+    return b
+
+
+class _BufferFull(Exception):
+    """Internal: memory is full and this accumulator must not block (async face)."""

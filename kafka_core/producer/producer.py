@@ -1,0 +1,434 @@
+"""The asyncio producer (``kafka_core.aio.KafkaProducer``): the one implementation of the logic.
+
+The blocking ``kafka_core.KafkaProducer`` runs this object on a private loop thread and calls
+its thread-safe accumulator directly for ``send``, so a record never hops threads on its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from kafka_core.client import KafkaClient
+from kafka_core.errors import (
+    KafkaClosedError,
+    KafkaConfigError,
+    KafkaError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+    KafkaUnsupportedVersionError,
+)
+from kafka_core.producer.accumulator import Accumulator, _BufferFull
+from kafka_core.producer.batching import Chunk, plan_chunks
+from kafka_core.producer.futures import BatchResult, RecordFuture, SendBatchFuture
+from kafka_core.producer.idempotence import INIT_PRODUCER_ID_MIN_VERSION, IdempotenceState
+from kafka_core.producer.partitioner import Partitioner, make_partitioner
+from kafka_core.producer.sender import Sender
+from kafka_core.protocol import ApiKey
+
+log = logging.getLogger("kafka_core.producer")
+
+__all__ = ["KafkaProducer"]
+
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+
+
+def _acks(value: int | str) -> int:
+    if value in ("all", -1, "-1"):
+        return -1
+    if value in (0, 1, "0", "1"):
+        return int(value)
+    raise KafkaConfigError(f"acks must be 0, 1, -1 or 'all', not {value!r}")
+
+
+class KafkaProducer:
+    """Asyncio Kafka producer. ``await send(...)`` returns a future of RecordMetadata at once
+    (it only waits while ``buffer_memory`` is full). Use ``async with`` or ``await close()``.
+    """
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] = "localhost:9092",
+        *,
+        acks: int | str = -1,
+        linger_ms: float = 5,
+        batch_size: int = 1_048_576,
+        compression: str = "none",
+        compression_level: int | None = None,
+        idempotent: bool | None = None,
+        partitioner: str | Callable[[str, Any, int], int] | Partitioner = "murmur2",
+        max_in_flight: int = 5,
+        delivery_timeout_ms: float = 120_000,
+        retry_backoff_ms: float = 100,
+        request_timeout_ms: float = 30_000,
+        buffer_memory: int = 64 << 20,
+        max_block_ms: float = 60_000,
+        client: KafkaClient | None = None,
+        **client_options: Any,
+    ) -> None:
+        self.acks = _acks(acks)
+        if compression not in COMPRESSIONS:
+            raise KafkaConfigError(f"compression must be one of {COMPRESSIONS}, not {compression!r}")
+        if batch_size < 1 or buffer_memory < 1 or max_in_flight < 1 or linger_ms < 0:
+            raise KafkaConfigError(
+                "batch_size, buffer_memory and max_in_flight must be positive, linger_ms >= 0"
+            )
+        if idempotent and self.acks != -1:
+            raise KafkaConfigError("idempotent=True needs acks='all' (-1)")
+        if idempotent and max_in_flight > 5:
+            raise KafkaConfigError("idempotent=True allows at most 5 requests in flight")
+        # None: on when the broker supports it and the other options allow it (as the Java client).
+        self._idempotent_wanted = idempotent
+        if idempotent is None and (self.acks != -1 or max_in_flight > 5):
+            self._idempotent_wanted = False
+        self._own_client = client is None
+        self.client = client if client is not None else KafkaClient(bootstrap_servers, **client_options)
+        self._acc = Accumulator(
+            batch_size=batch_size,
+            buffer_memory=buffer_memory,
+            max_block_ms=max_block_ms,
+            linger_ms=linger_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            partitioner=make_partitioner(partitioner),
+            wakeup=self._wake,
+        )
+        self._acc.block = False
+        self._max_block = max_block_ms / 1000.0
+        self._space: asyncio.Event | None = None
+        self._sender = Sender(
+            self.client,
+            self._acc,
+            acks=self.acks,
+            max_in_flight=max_in_flight,
+            retry_backoff_ms=retry_backoff_ms,
+            request_timeout_ms=request_timeout_ms,
+            compression=compression,
+            compression_level=compression_level,
+            idempotence=None,
+        )
+        self._task: asyncio.Task[None] | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._ready: asyncio.Event | None = None
+        self._closed = False
+        self._start_error: BaseException | None = None
+        with contextlib.suppress(RuntimeError):
+            self._begin(asyncio.get_running_loop())
+
+    # -- lifecycle ---------------------------------------------------------------------------------
+
+    def _begin(self, loop: asyncio.AbstractEventLoop) -> None:
+        if self._task is None:
+            self._loop = loop
+            self._ready = asyncio.Event()
+            self._task = loop.create_task(self._main())
+
+    def _wake(self) -> None:
+        self._sender.wake()
+
+    async def start(self) -> None:
+        """Connect and learn what the broker supports (sending starts without waiting for it)."""
+        if self._closed:
+            raise KafkaClosedError("the producer is closed")
+        self._begin(asyncio.get_running_loop())
+        await self._ready.wait()  # type: ignore[union-attr]
+        if self._start_error is not None:
+            raise self._start_error
+
+    async def wait_ready(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` s for the connection; False if not there yet (sending still works)."""
+        self._begin(asyncio.get_running_loop())
+        try:
+            await asyncio.wait_for(self._ready.wait(), timeout)  # type: ignore[union-attr]
+        except TimeoutError:
+            return False
+        if self._start_error is not None:
+            raise self._start_error
+        return True
+
+    async def __aenter__(self) -> KafkaProducer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _main(self) -> None:
+        backoff = self._sender.backoff
+        while True:
+            try:
+                await self.client.start()
+                await self._setup_idempotence()
+                break
+            except (KafkaConfigError, KafkaUnsupportedVersionError, KafkaClosedError) as exc:
+                self._start_error = exc
+                self._ready.set()  # type: ignore[union-attr]
+                self._fail_everything(exc)
+                return
+            except KafkaError as exc:
+                log.warning("producer start: %s; retrying", exc)
+                self._sender._handle_parked(time.monotonic())
+                await asyncio.sleep(backoff)
+        self._ready.set()  # type: ignore[union-attr]
+        await self._sender.run()
+
+    async def _setup_idempotence(self) -> None:
+        if self._idempotent_wanted is False:
+            return
+        versions = await self.client.negotiated_versions()
+        supported = bool(versions) and all(
+            v.get(ApiKey.INIT_PRODUCER_ID, -1) >= INIT_PRODUCER_ID_MIN_VERSION for v in versions.values()
+        )
+        if not supported:
+            if self._idempotent_wanted:
+                raise KafkaUnsupportedVersionError(
+                    "idempotent=True but the broker has no usable InitProducerId"
+                )
+            return
+        state = IdempotenceState()
+        try:
+            await state.acquire(self.client)
+        except KafkaProtocolError as exc:
+            if self._idempotent_wanted or exc.retriable:
+                raise
+            log.warning("idempotence off: InitProducerId failed (%s)", exc)
+            return
+        self._sender.idem = state
+
+    @property
+    def idempotent(self) -> bool:
+        return self._sender.idem is not None
+
+    @property
+    def producer_id_and_epoch(self) -> tuple[int, int]:
+        idem = self._sender.idem
+        return (idem.producer_id, idem.producer_epoch) if idem is not None else (-1, -1)
+
+    # -- sending -----------------------------------------------------------------------------------
+
+    async def send(
+        self,
+        topic: str,
+        value: Any,
+        key: Any = None,
+        partition: int | None = None,
+        headers: Sequence[tuple[str, Any]] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordFuture:
+        """Queue one record; returns its future (await it, or ``.result()`` from another thread)."""
+        if self._task is None:
+            self._begin(asyncio.get_running_loop())
+        if topic not in self._acc.topics and type(topic) is str:
+            await self._lookup(topic)
+        try:
+            return self._acc.append(topic, value, key, partition, headers, timestamp_ms)
+        except _BufferFull:
+            pass
+        deadline = time.monotonic() + self._max_block
+        while True:
+            await self._wait_for_space(deadline)
+            try:
+                return self._acc.append(topic, value, key, partition, headers, timestamp_ms)
+            except _BufferFull:
+                continue
+
+    async def _wait_for_space(self, deadline: float) -> None:
+        if self._space is None:
+            self._space = asyncio.Event()
+            self._acc.space_event = self._space
+        self._space.clear()
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise KafkaTimeoutError("buffer_memory still full after max_block_ms")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._space.wait(), min(left, 0.05))
+
+    async def send_batch(
+        self,
+        topic: str,
+        values: Any,
+        keys: Any = None,
+        partition: int | None = None,
+        headers: Any = None,
+        timestamps: Any = None,
+    ) -> SendBatchFuture:
+        """Queue many records (lists or pyarrow binary arrays) straight for the columnar encoder."""
+        if self._task is None:
+            self._begin(asyncio.get_running_loop())
+        await self.wait_topic(topic)
+        chunks = self._plan_batch(topic, values, keys, partition, headers, timestamps)
+        deadline = time.monotonic() + self._max_block
+        parts: list[tuple[BatchResult, Any]] = []
+        for chunk in chunks:
+            while True:
+                try:
+                    parts.append((self._append_chunk(topic, chunk), chunk.rows))
+                    break
+                except _BufferFull:
+                    await self._wait_for_space(deadline)
+        return SendBatchFuture(parts, len(values))
+
+    async def wait_topic(self, topic: str) -> int:
+        """Partition count of ``topic``, fetching metadata (up to ``max_block_ms``) if unknown."""
+        t = self._acc.topics.get(topic)
+        if t is not None and t.queues is not None:
+            return t.num_partitions
+        deadline = time.monotonic() + self._max_block
+        while True:
+            if self._closed:
+                raise KafkaClosedError("the producer is closed")
+            await self._ready.wait()  # type: ignore[union-attr]
+            if self._start_error is not None:
+                raise self._start_error
+            try:
+                meta = await self.client.metadata([topic])
+                self._sender.apply_metadata(meta, [topic])
+            except KafkaError as exc:
+                self._sender.last_metadata_error[topic] = exc
+            t = self._acc.topics.get(topic)
+            if t is not None and t.queues is not None:
+                self._wake()
+                return t.num_partitions
+            if time.monotonic() >= deadline:
+                cause = self._sender.last_metadata_error.get(topic)
+                raise KafkaTimeoutError(
+                    f"topic {topic!r} not available within max_block_ms (last error: {cause})"
+                )
+            await asyncio.sleep(self._sender.backoff)
+
+    async def _lookup(self, topic: str) -> None:
+        """First record for ``topic``: one metadata lookup (up to ``max_block_ms``) so that records
+        go straight into partition batches; if it does not succeed they wait parked instead."""
+        if topic in self._acc.topics:
+            return
+        try:
+            await asyncio.wait_for(self._ready.wait(), self._max_block)  # type: ignore[union-attr]
+            if self._start_error is not None or topic in self._acc.topics:
+                return
+            meta = await asyncio.wait_for(self.client.metadata([topic]), self._max_block)
+            self._sender.apply_metadata(meta, [topic])
+        except (KafkaError, TimeoutError) as exc:
+            self._sender.last_metadata_error[topic] = exc
+
+    async def partitions_for(self, topic: str) -> list[int]:
+        """Partition ids of ``topic`` (waiting up to ``max_block_ms`` for its metadata)."""
+        return list(range(await self.wait_topic(topic)))
+
+    def _plan_batch(
+        self, topic: str, values: Any, keys: Any, partition: int | None, headers: Any, timestamps: Any
+    ) -> list[Chunk]:
+        """Split a ``send_batch`` call into per-partition chunks of at most ``batch_size`` bytes."""
+        acc = self._acc
+        with acc.lock:
+            t = acc.topics[topic]
+            chunks = plan_chunks(
+                t, acc.partitioner, values, keys, partition, headers, timestamps, acc.batch_size
+            )
+            acc._cache_sticky(t)  # the sticky partition may have moved on
+            return chunks
+
+    def _append_chunk(self, topic: str, chunk: Chunk) -> BatchResult:
+        result = self._acc.append_columns(
+            topic,
+            chunk.partition,
+            chunk.keys,
+            chunk.values,
+            chunk.headers,
+            chunk.timestamps,
+            chunk.count,
+            chunk.size,
+        )
+        if chunk.timestamps is not None:
+            result.timestamps = _timestamp_list(chunk.timestamps)
+        return result
+
+    # -- flush and close -----------------------------------------------------------------------------
+
+    async def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued now, ignoring linger, and wait until each record is settled."""
+        if self._task is None:
+            self._begin(asyncio.get_running_loop())
+        deadline = None if timeout is None else time.monotonic() + timeout
+        self._acc.flushing += 1
+        self._wake()
+        try:
+            pending = self._acc.unfinished()
+            seen: set[int] = set()
+            while pending:
+                result = pending.pop()
+                if id(result) in seen:
+                    continue
+                seen.add(id(result))
+                if not result.done:
+                    left = None if deadline is None else deadline - time.monotonic()
+                    if left is not None and left <= 0:
+                        raise KafkaTimeoutError(f"flush did not finish within {timeout}s")
+                    try:
+                        await asyncio.wait_for(result.aio_waiter(), left)
+                    except TimeoutError:
+                        raise KafkaTimeoutError(f"flush did not finish within {timeout}s") from None
+                if result._forward is not None:
+                    pending.extend(r for r, _ in result._forward)
+        finally:
+            self._acc.flushing -= 1
+
+    async def close(self, timeout: float | None = None) -> int:
+        """Deliver what is queued (up to ``timeout`` s), then stop. Returns how many records were
+        abandoned (their futures fail with KafkaClosedError; a warning says how many)."""
+        if self._closed:
+            return 0
+        flush_error: BaseException | None = None
+        if self._task is not None and not self._task.done() and self._start_error is None:
+            try:
+                await self.flush(timeout)
+            except KafkaError as exc:
+                flush_error = exc
+        self._closed = True
+        abandoned = self._fail_everything(
+            KafkaClosedError("the producer was closed before this record was delivered")
+        )
+        self._sender.begin_close()
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        if self._own_client:
+            await self.client.close()
+        if abandoned:
+            log.warning("producer closed with %d undelivered records abandoned (%s)", abandoned, flush_error)
+        return abandoned
+
+    async def _close_on_finalize(self) -> int:
+        """Close of a producer that was garbage-collected unclosed: do not hang the interpreter."""
+        return await self.close(timeout=5.0)
+
+    def _fail_everything(self, exc: BaseException) -> int:
+        """Fail every unsettled record, queued or in flight; returns how many records."""
+        count = 0
+        for result, n in self._acc.abandon_all():
+            if not result.done:
+                count += n
+                result.set_error(exc)
+        for task in list(self._sender._requests):
+            task.cancel()
+        for q in self._sender._all_queues():
+            for b in list(q.in_flight):
+                if not b.result.done:
+                    count += b.count
+                    b.result.set_error(exc)
+            q.in_flight.clear()
+        return count
+
+
+def _timestamp_list(col: Any) -> list[int | None]:
+    """Per-record timestamps (ms) of a send_batch chunk, for its RecordMetadata."""
+    if hasattr(col, "to_pylist"):
+        import pyarrow as pa
+
+        if pa.types.is_timestamp(col.type):
+            col = col.cast(pa.int64())
+        return col.to_pylist()
+    return [None if x is None else int(x) for x in col]

@@ -1,0 +1,481 @@
+"""The I/O side of the producer: drain sealed batches, send Produce requests, settle or retry.
+
+Runs as one task on the producer's event loop. Order per partition: without idempotence one
+batch per partition is in flight; with it up to ``max_in_flight`` (<= 5), and the broker's
+sequence checks catch any gap. A retriable error parks the batch until the partition has nothing
+in flight, then the parked batches go out again first, in order. Sequence errors
+(OUT_OF_ORDER_SEQUENCE_NUMBER with no earlier failure, UNKNOWN_PRODUCER_ID,
+INVALID_PRODUCER_EPOCH) quiesce every partition, bump the epoch (KIP-360) and renumber what is
+unacknowledged from 0.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections import defaultdict
+from typing import Any
+
+from kafka_core.codec import encode_record_batch_columns
+from kafka_core.errors import (
+    KafkaClosedError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+)
+from kafka_core.producer.accumulator import BATCH_OVERHEAD, Accumulator, PartitionQueue, ProducerBatch
+from kafka_core.protocol.errors import error_for
+from kafka_core.protocol.messages import ProduceRequest
+
+log = logging.getLogger("kafka_core.producer")
+
+__all__ = ["Sender"]
+
+PRODUCE_MAX_VERSION = 12  # v13 addresses topics by id only
+_DUPLICATE_SEQUENCE = 46
+_OUT_OF_ORDER_SEQUENCE = 45
+_EPOCH_ERRORS = frozenset({47, 59})  # INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID
+_MESSAGE_TOO_LARGE = 10
+_STALE_LEADER = frozenset({3, 5, 6, 9, 13, 74, 75, 100})
+_MAX_SEQUENCE = 0x7FFFFFFF
+
+
+class Sender:
+    """Owns the producer's network work; see the module docstring."""
+
+    def __init__(
+        self,
+        client: Any,
+        acc: Accumulator,
+        *,
+        acks: int,
+        max_in_flight: int,
+        retry_backoff_ms: float,
+        request_timeout_ms: float,
+        compression: str,
+        compression_level: int | None,
+        idempotence: Any,
+    ) -> None:
+        self.client = client
+        self.acc = acc
+        self.acks = acks
+        self.max_in_flight = max_in_flight
+        self.backoff = retry_backoff_ms / 1000.0
+        self.request_timeout_ms = int(request_timeout_ms)
+        self.compression = compression
+        self.compression_level = compression_level
+        self.idem = idempotence  # IdempotenceState or None
+        self._event = asyncio.Event()
+        self._node_in_flight: dict[int, int] = defaultdict(int)
+        self._leaders: dict[str, list[int]] = {}
+        self._stale_topics: set[str] = set()
+        self._metadata_task: asyncio.Task[None] | None = None
+        self._metadata_backoff_until = 0.0
+        self._requests: set[asyncio.Task[None]] = set()
+        self._closing = False
+        self._bump_task: asyncio.Task[None] | None = None
+        self.last_metadata_error: dict[str, BaseException] = {}
+        self.metadata_max_age = getattr(client, "_metadata_max_age", 300.0)
+        self._last_refresh = time.monotonic()
+
+    # -- driving ---------------------------------------------------------------------------------
+
+    def wake(self) -> None:
+        self._event.set()
+
+    async def run(self) -> None:
+        while True:
+            self._event.clear()
+            now = time.monotonic()
+            next_at = self.acc.seal_ready(now)
+            self._handle_parked(now)
+            next_send = self._send_ready(now)
+            if self._closing and not self._requests and not self.acc.unfinished():
+                return
+            if next_send is not None and (next_at is None or next_send < next_at):
+                next_at = next_send
+            timeout = None if next_at is None else max(0.0, next_at - time.monotonic())
+            if self._stale_topics or self.acc.parked_topics():
+                timeout = self.backoff if timeout is None else min(timeout, self.backoff)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._event.wait(), timeout)
+
+    def begin_close(self) -> None:
+        self._closing = True
+        self.wake()
+
+    # -- metadata ----------------------------------------------------------------------------------
+
+    def _handle_parked(self, now: float) -> None:
+        parked = self.acc.parked_topics()
+        for topic, since in parked:
+            if now - since >= self.acc.delivery_timeout:
+                taken = self.acc.expire_parked(topic)
+                if taken is not None:
+                    cause = self.last_metadata_error.get(topic)
+                    exc = KafkaTimeoutError(
+                        f"topic {topic!r} not available within delivery_timeout_ms"
+                        + (f" (last error: {cause})" if cause else "")
+                    )
+                    taken[0].set_error(exc)
+        if now - self._last_refresh > self.metadata_max_age:
+            # Periodic refresh: partitions added to a topic, leaders moved without an error.
+            self._last_refresh = now
+            self._stale_topics.update(self._leaders)
+        topics = {t for t, _ in parked} | self._stale_topics
+        if (
+            topics
+            and (self._metadata_task is None or self._metadata_task.done())
+            and now >= self._metadata_backoff_until
+        ):
+            self._metadata_task = asyncio.get_running_loop().create_task(self._refresh(sorted(topics)))
+
+    async def _refresh(self, topics: list[str]) -> None:
+        try:
+            meta = await self.client.metadata(topics)
+        except KafkaClosedError:
+            return
+        except KafkaError as exc:
+            log.debug("metadata refresh for %s failed: %s", topics, exc)
+            for t in topics:
+                self.last_metadata_error[t] = exc
+            self._metadata_backoff_until = time.monotonic() + self.backoff
+            self.wake()
+            return
+        self.apply_metadata(meta, topics)
+        self.wake()
+
+    def apply_metadata(self, meta: Any, topics: list[str]) -> None:
+        retry_soon = False
+        for name in topics:
+            t = meta.topic(name)
+            if t is None or t.error_code or not t.partitions:
+                self.last_metadata_error[name] = error_for(
+                    t.error_code if t is not None and t.error_code else 3, name
+                )
+                retry_soon = True
+                continue
+            leaders = [-1] * (max(p.partition for p in t.partitions) + 1)
+            for p in t.partitions:
+                leaders[p.partition] = p.leader if p.error_code in (0, 9) else -1
+            self._leaders[name] = leaders
+            if -1 in leaders:
+                retry_soon = True
+            else:
+                self._stale_topics.discard(name)
+            for result, targets in self.acc.set_partitions(name, len(leaders)):
+                result.forward(targets)
+        if retry_soon:
+            self._metadata_backoff_until = time.monotonic() + self.backoff
+
+    def known_partitions(self, topic: str) -> int:
+        leaders = self._leaders.get(topic)
+        return len(leaders) if leaders else 0
+
+    # -- sending -----------------------------------------------------------------------------------
+
+    def _send_ready(self, now: float) -> float | None:
+        """Pick what can go now; returns the earliest time a muted partition can go again."""
+        idem = self.idem
+        if idem is not None and (idem.bump_needed or idem.producer_id < 0):
+            self._maybe_bump()
+            return None
+        # Per broker, the requests to send now; a request holds at most one batch per partition,
+        # so a partition's next batches go into the node's next requests, in sequence order.
+        per_node: dict[int, list[list[tuple[PartitionQueue, ProducerBatch]]]] = defaultdict(list)
+        next_at: float | None = None
+        limit = self.max_in_flight if idem is not None else 1
+        with self.acc.lock:
+            for q in self._all_queues():
+                if not q.sealed:
+                    continue
+                self._expire_sealed(q, now)
+                if not q.sealed or q.retry or len(q.in_flight) >= limit:
+                    continue
+                if q.in_flight and q.in_flight[0].attempts > 1:
+                    # A retry is out: nothing passes it until it is resolved, or a batch that was
+                    # written but not acknowledged could slide out of the broker's window of five.
+                    continue
+                if q.muted_until > now:
+                    next_at = q.muted_until if next_at is None else min(next_at, q.muted_until)
+                    continue
+                leaders = self._leaders.get(q.topic)
+                leader = leaders[q.partition] if leaders and q.partition < len(leaders) else -1
+                if leader < 0:
+                    self._stale_topics.add(q.topic)
+                    continue
+                requests = per_node[leader]
+                slots = self.max_in_flight - self._node_in_flight[leader]
+                i = 0
+                while q.sealed and len(q.in_flight) < limit:
+                    if i == len(requests):
+                        if len(requests) >= slots:
+                            break
+                        requests.append([])
+                    b = q.sealed.popleft()
+                    if idem is not None and b.sequence < 0:
+                        b.sequence = q.next_sequence
+                        q.next_sequence = (q.next_sequence + b.count) & _MAX_SEQUENCE
+                        b.producer_id, b.producer_epoch = idem.producer_id, idem.producer_epoch
+                    q.in_flight.append(b)
+                    requests[i].append((q, b))
+                    i += 1
+                    b.attempts += 1
+                    if b.attempts > 1:
+                        break  # a retry goes alone (see above)
+        loop = asyncio.get_running_loop()
+        for node, requests in per_node.items():
+            for items in requests:  # created (and so written to the connection) in order
+                self._node_in_flight[node] += 1
+                task = loop.create_task(self._produce(node, items))
+                self._requests.add(task)
+                task.add_done_callback(self._request_done)
+        return next_at
+
+    def _request_done(self, task: asyncio.Task[None]) -> None:
+        self._requests.discard(task)
+        self.wake()  # a quiesce (epoch bump, close) may have been waiting for this one
+
+    def _all_queues(self) -> list[PartitionQueue]:
+        return [q for t in self.acc.topics.values() if t.queues for q in t.queues]
+
+    def _expire_sealed(self, q: PartitionQueue, now: float) -> None:
+        """Fail waiting batches whose delivery timeout passed (called with the lock held)."""
+        while q.sealed and q.sealed[0].deadline <= now and not q.in_flight:
+            b = q.sealed.popleft()
+            if b.sequence >= 0 and self.idem is not None:
+                self.idem.bump_needed = True  # its sequence numbers leave a hole
+            asyncio.get_running_loop().call_soon(
+                self._fail, b, KafkaTimeoutError(f"{b.topic}[{b.partition}]: delivery_timeout_ms expired")
+            )
+
+    def _encode(self, b: ProducerBatch) -> bytearray:
+        ident = (b.producer_id, b.producer_epoch, b.sequence)
+        if b.encoded is not None and b.encoded_for == ident:
+            return b.encoded
+        if b.columns is not None:
+            keys, values, headers, timestamps = b.columns
+        else:
+            keys = b.keys
+            values, headers, timestamps = b.values, b.headers, b.timestamps
+            if timestamps is not None:
+                base = b.result.base_timestamp
+                timestamps = [base if ts is None else ts for ts in timestamps]
+        b.encoded = encode_record_batch_columns(
+            keys,
+            values,
+            headers=headers,
+            timestamps=timestamps,
+            base_timestamp=b.result.base_timestamp,
+            compression=self.compression,
+            compression_level=self.compression_level,
+            producer_id=b.producer_id,
+            producer_epoch=b.producer_epoch,
+            base_sequence=b.sequence,
+        )
+        b.encoded_for = ident
+        return b.encoded
+
+    async def _produce(self, node: int, items: list[tuple[PartitionQueue, ProducerBatch]]) -> None:
+        try:
+            by_topic: dict[str, list[Any]] = defaultdict(list)
+            sent: list[tuple[PartitionQueue, ProducerBatch]] = []
+            for q, b in items:
+                try:
+                    data = self._encode(b)
+                except Exception as exc:  # bad record content: that batch fails alone
+                    self._settle(q, b)
+                    self._fail(b, exc)
+                    continue
+                by_topic[b.topic].append(ProduceRequest.PartitionProduceData(index=b.partition, records=data))
+                sent.append((q, b))
+            if not sent:
+                return
+            body = ProduceRequest(
+                transactional_id=None,
+                acks=self.acks,
+                timeout_ms=self.request_timeout_ms,
+                topic_data=[
+                    ProduceRequest.TopicProduceData(name=t, partition_data=p) for t, p in by_topic.items()
+                ],
+            )
+            try:
+                resp = await self.client.send(node, body, max_version=PRODUCE_MAX_VERSION)
+            except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                for q, b in sent:
+                    b.unknown_outcome = True
+                    self._stale_topics.add(b.topic)
+                    self._retry_or_fail(q, b, exc)
+                return
+            except KafkaClosedError as exc:
+                for q, b in sent:
+                    self._settle(q, b)
+                    self._fail(b, exc)
+                return
+            if resp is None:  # acks=0
+                for q, b in sent:
+                    self._settle(q, b)
+                    self._succeed(b, -1, -1)
+                return
+            self._handle_response(resp, sent)
+        except Exception as exc:  # never lose a batch to a bug: fail it loudly
+            log.exception("producer request to node %s failed unexpectedly", node)
+            for q, b in items:
+                if not b.result.done:
+                    self._settle(q, b)
+                    self._fail(b, exc)
+        finally:
+            self._node_in_flight[node] -= 1
+            self.wake()
+
+    def _handle_response(self, resp: Any, sent: list[tuple[PartitionQueue, ProducerBatch]]) -> None:
+        answers: dict[tuple[str, int], Any] = {}
+        for topic_resp in resp.responses:
+            for pr in topic_resp.partition_responses:
+                answers[(topic_resp.name, pr.index)] = pr
+        for q, b in sent:
+            pr = answers.get((b.topic, b.partition))
+            if pr is None:
+                self._retry_or_fail(q, b, error_for(13, "partition missing from the Produce response"))
+                continue
+            code = pr.error_code
+            if code == 0 or code == _DUPLICATE_SEQUENCE:
+                if b.sequence >= 0:
+                    q.acked_next = (b.sequence + b.count) & _MAX_SEQUENCE
+                self._settle(q, b)
+                self._succeed(b, pr.base_offset if code == 0 else -1, pr.log_append_time_ms)
+                continue
+            exc = error_for(code, pr.error_message or f"{b.topic}[{b.partition}]")
+            if code in _STALE_LEADER:
+                self._stale_topics.add(b.topic)
+            if self.idem is not None and (code in _EPOCH_ERRORS or code == _OUT_OF_ORDER_SEQUENCE):
+                # Out of order is expected while an earlier batch is unresolved (it failed, or its
+                # answer has not been read yet): retry in order. Only when this batch is the very
+                # next one the broker should take is it a real gap: renumber from a new epoch.
+                if code in _EPOCH_ERRORS or b.sequence == q.acked_next:
+                    log.info("%r: %s with nothing unresolved before it; bumping the epoch", b, exc)
+                    self.idem.bump_needed = True
+                    b.unknown_outcome = False
+                self._retry_or_fail(q, b, exc, force_retry=True)
+                continue
+            if code == _MESSAGE_TOO_LARGE and b.count > 1 and b.columns is None:
+                self._split(q, b)
+                continue
+            self._retry_or_fail(q, b, exc)
+
+    def _settle(self, q: PartitionQueue, b: ProducerBatch) -> None:
+        """The batch leaves flight; if the partition has nothing else out, parked retries go first."""
+        with self.acc.lock:
+            if b in q.in_flight:
+                q.in_flight.remove(b)
+            if not q.in_flight and q.retry:
+                q.retry.sort(key=lambda x: (x.sequence, x.created))
+                q.sealed.extendleft(reversed(q.retry))
+                q.retry.clear()
+
+    def _retry_or_fail(
+        self, q: PartitionQueue, b: ProducerBatch, exc: BaseException, *, force_retry: bool = False
+    ) -> None:
+        retriable = (
+            force_retry
+            or (isinstance(exc, KafkaProtocolError) and exc.retriable)
+            or isinstance(exc, KafkaConnectionError | KafkaTimeoutError)
+        )
+        now = time.monotonic()
+        if retriable and now < b.deadline and not self._closing_hard():
+            with self.acc.lock:
+                if b in q.in_flight:
+                    q.in_flight.remove(b)
+                q.retry.append(b)
+                q.muted_until = now + self.backoff
+            self._settle(q, b)
+            log.debug("retrying %r after %s", b, exc)
+            return
+        if retriable:
+            exc = KafkaTimeoutError(
+                f"{b.topic}[{b.partition}]: delivery_timeout_ms expired; last error: {exc}"
+            )
+        self._settle(q, b)
+        if self.idem is not None and b.sequence >= 0:
+            # A hole in the sequence: later batches will be rejected; renumber from a new epoch.
+            log.info("%r failed (%s): its sequence numbers leave a hole; bumping the epoch", b, exc)
+            self.idem.bump_needed = True
+        self._fail(b, exc)
+
+    def _closing_hard(self) -> bool:
+        return self.acc.closed and not self._closing
+
+    def _split(self, q: PartitionQueue, b: ProducerBatch) -> None:
+        """MESSAGE_TOO_LARGE for a batch of several records: resend them in halves."""
+        half = b.count // 2
+        parts = []
+        for lo, hi in ((0, half), (half, b.count)):
+            nb = ProducerBatch(b.topic, b.partition, b.created, b.deadline)
+            nb.keys = b.keys[lo:hi] if b.keys is not None else None
+            nb.values = b.values[lo:hi]
+            nb.headers = b.headers[lo:hi] if b.headers is not None else None
+            nb.timestamps = b.timestamps[lo:hi] if b.timestamps is not None else None
+            nb.result.timestamps = nb.timestamps
+            nb.result.base_timestamp = b.result.base_timestamp
+            nb.count = hi - lo
+            if b.sequence >= 0:  # the halves take the sequence numbers the whole had
+                nb.sequence, nb.producer_id, nb.producer_epoch = (
+                    b.sequence + lo,
+                    b.producer_id,
+                    b.producer_epoch,
+                )
+            nb.size = BATCH_OVERHEAD  # releases nothing...
+            parts.append((nb, lo))
+        parts[0][0].size = b.size  # ...but the first half, which carries the batch's memory
+        with self.acc.lock:
+            if b in q.in_flight:
+                q.in_flight.remove(b)
+            q.retry.extend(nb for nb, _ in parts)
+        b.result.forward([(nb.result, i - lo) for nb, lo in parts for i in range(lo, lo + nb.count)])
+        self._settle(q, b)
+
+    def _succeed(self, b: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        self.acc.release(b)
+        b.result.set_result(base_offset, log_append_time if log_append_time is not None else -1)
+
+    def _fail(self, b: ProducerBatch, exc: BaseException) -> None:
+        self.acc.release(b)
+        b.result.set_error(exc)
+
+    # -- idempotence -------------------------------------------------------------------------------
+
+    def _maybe_bump(self) -> None:
+        if self._requests or (self._bump_task is not None and not self._bump_task.done()):
+            return
+        self._bump_task = asyncio.get_running_loop().create_task(self._bump())
+
+    async def _bump(self) -> None:
+        idem = self.idem
+        try:
+            await idem.acquire(self.client)
+        except KafkaError as exc:
+            log.warning("InitProducerId failed: %s; retrying", exc)
+            await asyncio.sleep(self.backoff)
+            self.wake()
+            return
+        with self.acc.lock:
+            for q in self._all_queues():
+                q.next_sequence = 0
+                q.acked_next = 0
+                pending = sorted([*q.retry, *q.sealed], key=lambda x: (x.sequence < 0, x.sequence, x.created))
+                q.retry.clear()
+                q.sealed.clear()
+                for b in pending:
+                    b.sequence = -1
+                    b.unknown_outcome = False
+                q.sealed.extend(pending)
+        self.wake()
+
+    async def abort_requests(self) -> None:
+        for task in list(self._requests):
+            task.cancel()
+        if self._requests:
+            await asyncio.gather(*self._requests, return_exceptions=True)

@@ -1,0 +1,100 @@
+"""The blocking producer (``kafka_core.KafkaProducer``): a thin face over the asyncio one.
+
+``send`` runs in the caller's thread straight into the thread-safe accumulator (no hop to the
+loop per record); flush, close and metadata waits run on the private loop thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from kafka_core._sync import SyncFace, sync_face
+from kafka_core.errors import KafkaConfigError
+from kafka_core.producer.futures import BatchResult, RecordFuture, SendBatchFuture
+from kafka_core.producer.producer import KafkaProducer as AsyncKafkaProducer
+
+__all__ = ["KafkaProducer"]
+
+
+@sync_face(AsyncKafkaProducer, close_method="_close_on_finalize")
+class KafkaProducer(SyncFace):
+    """Blocking Kafka producer; same options as ``kafka_core.aio.KafkaProducer``.
+
+    ``send(topic, value, key=None, partition=None, headers=None, timestamp_ms=None)`` returns a
+    future of RecordMetadata at once; it blocks only while ``buffer_memory`` is full (up to
+    ``max_block_ms``). Use ``with KafkaProducer(...) as p:`` or call ``close()``.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        if isinstance(kwargs.get("client"), SyncFace):
+            raise KafkaConfigError(
+                "client= takes a kafka_core.aio.KafkaClient running on the producer's loop; "
+                "pass the options instead and the producer builds its own client"
+            )
+        super().__init__(*args, **kwargs)
+        core: AsyncKafkaProducer = self._async_obj
+        loop = self._loop_thread.loop
+        wake = core._sender.wake
+        acc = core._acc
+        acc.block = True
+        acc.loop_thread = self._loop_thread._thread.ident
+        loop_thread = self._loop_thread  # not self: the face must stay collectable
+        acc.lookup = lambda topic: loop_thread.run(core._lookup(topic))
+        acc._wakeup = lambda: loop.call_soon_threadsafe(wake)
+        # The hot path: the accumulator's own bound method, no wrapper frame in between.
+        self.send = acc.append  # type: ignore[method-assign]
+        self._run(core.wait_ready(core._max_block))
+
+    def send(  # type: ignore[no-redef]
+        self,
+        topic: str,
+        value: Any,
+        key: Any = None,
+        partition: int | None = None,
+        headers: Sequence[tuple[str, Any]] | None = None,
+        timestamp_ms: int | None = None,
+    ) -> RecordFuture:
+        """Queue one record (replaced per instance by the accumulator's ``append``)."""
+        return self._async_obj._acc.append(topic, value, key, partition, headers, timestamp_ms)
+
+    def send_batch(
+        self,
+        topic: str,
+        values: Any,
+        keys: Any = None,
+        partition: int | None = None,
+        headers: Any = None,
+        timestamps: Any = None,
+    ) -> SendBatchFuture:
+        """Queue many records (lists or pyarrow binary arrays); one future for the whole call."""
+        core: AsyncKafkaProducer = self._async_obj
+        t = core._acc.topics.get(topic)
+        if t is None or t.queues is None:
+            self._run(core.wait_topic(topic))
+        chunks = core._plan_batch(topic, values, keys, partition, headers, timestamps)
+        parts: list[tuple[BatchResult, Any]] = [(core._append_chunk(topic, c), c.rows) for c in chunks]
+        return SendBatchFuture(parts, len(values))
+
+    def flush(self, timeout: float | None = None) -> None:
+        """Send everything queued now and wait until each record is delivered or failed."""
+        self._run(self._async_obj.flush(timeout))
+
+    def close(self, timeout: float | None = None) -> int:  # type: ignore[override]
+        """Deliver what is queued (up to ``timeout`` s), stop, and return how many records were abandoned."""
+        if not self._loop_thread.alive:
+            return 0
+        abandoned = self._run(self._async_obj.close(timeout))
+        self._finalizer()
+        return abandoned
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def idempotent(self) -> bool:
+        return self._async_obj.idempotent
+
+    @property
+    def producer_id_and_epoch(self) -> tuple[int, int]:
+        return self._async_obj.producer_id_and_epoch
