@@ -6,7 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/bootstrap.sh
 export PATH="$PWD/.venv/bin:$PATH"
-export PYTHONDONTWRITEBYTECODE=1
 
 echo "==> ruff"
 ruff check .
