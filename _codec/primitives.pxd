@@ -40,13 +40,16 @@ cdef inline int read_unsigned(const uint8_t* buf, Py_ssize_t* pos, Py_ssize_t en
 
 cdef inline int read_varint(const uint8_t* buf, Py_ssize_t* pos, Py_ssize_t end,
                             int32_t* out) noexcept nogil:
-    """Zigzag 32-bit varint (at most 5 bytes), one-byte fast path."""
+    """Zigzag 32-bit varint (at most 5 bytes), one- and two-byte fast paths."""
     cdef Py_ssize_t p = pos[0]
     cdef uint64_t raw
     cdef int rc
     if p < end and buf[p] < 0x80:
         raw = buf[p]
         pos[0] = p + 1
+    elif p + 1 < end and buf[p + 1] < 0x80:
+        raw = (buf[p] & 0x7F) | (<uint64_t>buf[p + 1] << 7)
+        pos[0] = p + 2
     else:
         rc = read_unsigned(buf, pos, end, 5, 32, &raw)
         if rc != RD_OK:

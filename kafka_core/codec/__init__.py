@@ -1,7 +1,7 @@
 """Record codec: RecordBatch v2 (and legacy v0/v1 reading), CRC32C, compression, wire primitives.
 
 The Cython extension (built from ``_codec/``) and its pure-Python twin (``_python``) share module
-names and API; the choice is made once, here, at import. ``KAFKA_CORE_PURE_PYTHON=1`` forces the
+names (``primitives``, ``records``, ``columnar``) and API; the choice is made once, here, at import. ``KAFKA_CORE_PURE_PYTHON=1`` forces the
 twin; ``KAFKA_CORE_REQUIRE_EXTENSION=1`` turns a missing extension into an ImportError instead of
 a warning (CI uses it so that a silent fallback cannot pass).
 """
@@ -20,12 +20,16 @@ def _flag(name: str) -> bool:
 
 
 if _flag("KAFKA_CORE_PURE_PYTHON"):
-    from kafka_core.codec._python import primitives, records
+    from kafka_core.codec._python import columnar, primitives, records
 
     IMPLEMENTATION = "python"
 else:
     try:
-        from kafka_core.codec._cython import primitives, records  # type: ignore[attr-defined,no-redef]
+        from kafka_core.codec._cython import (  # type: ignore[attr-defined,no-redef]
+            columnar,
+            primitives,
+            records,
+        )
 
         IMPLEMENTATION = "cython"
     except ImportError as exc:
@@ -36,7 +40,7 @@ else:
             RuntimeWarning,
             stacklevel=2,
         )
-        from kafka_core.codec._python import primitives, records
+        from kafka_core.codec._python import columnar, primitives, records
 
         IMPLEMENTATION = "python"
 
@@ -45,8 +49,8 @@ from kafka_core.codec.crc import crc32c  # noqa: E402
 KafkaRecord = records.KafkaRecord
 encode_record_batch = records.encode_record_batch
 decode_record_batches = records.decode_record_batches
-encode_record_batch_columns = records.encode_record_batch_columns
-decode_record_batches_columns = records.decode_record_batches_columns
+encode_record_batch_columns = columnar.encode_record_batch_columns
+decode_record_batches_columns = columnar.decode_record_batches_columns
 
 zigzag_encode = primitives.zigzag_encode
 zigzag_decode = primitives.zigzag_decode

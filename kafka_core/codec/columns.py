@@ -6,7 +6,7 @@ pyarrow is an optional dependency (extras ``arrow``/``spark``), so it is importe
 from __future__ import annotations
 
 from functools import cache
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -20,17 +20,19 @@ def headers_type() -> pa.DataType:
 
 
 @cache
-def arrow_schema() -> pa.Schema:
-    """Schema of ``RecordColumns.to_arrow()``."""
+def arrow_schema(binary_view: bool = False) -> pa.Schema:
+    """Schema of ``RecordColumns.to_arrow()`` (keys and values as binary_view after a zero-copy decode)."""
     import pyarrow as pa
+
+    binary = pa.binary_view() if binary_view else pa.binary()
 
     return pa.schema(
         [
             pa.field("offset", pa.int64(), nullable=False),
             pa.field("timestamp", pa.timestamp("ms"), nullable=False),
             pa.field("timestamp_type", pa.int8(), nullable=False),
-            pa.field("key", pa.binary()),
-            pa.field("value", pa.binary()),
+            pa.field("key", binary),
+            pa.field("value", binary),
             pa.field("headers", headers_type(), nullable=False),
         ]
     )
@@ -51,9 +53,14 @@ class BatchInfo(NamedTuple):
 
 
 class RecordColumns:
-    """Decoded data records as pyarrow arrays; control records are left out (see ``batches``)."""
+    """Decoded data records as pyarrow arrays; control records are left out (see ``batches``).
 
-    __slots__ = ("offsets", "timestamps", "timestamp_types", "keys", "values", "headers", "batches")
+    The Cython decoder imports one ``pa.RecordBatch`` (schema ``arrow_schema()``) and the arrays
+    are taken from it on first access: a caller that only reads keys and values, or only wants
+    ``to_arrow()``, does not pay for wrapping the other columns.
+    """
+
+    __slots__ = ("_arrays", "_batch", "batches")
 
     def __init__(
         self,
@@ -65,20 +72,65 @@ class RecordColumns:
         headers: pa.ListArray,
         batches: list[BatchInfo],
     ) -> None:
-        self.offsets = offsets
-        self.timestamps = timestamps
-        self.timestamp_types = timestamp_types
-        self.keys = keys
-        self.values = values
-        self.headers = headers
+        self._arrays: list[Any] = [offsets, timestamps, timestamp_types, keys, values, headers]
+        self._batch: pa.RecordBatch | None = None
         self.batches = batches
 
+    @classmethod
+    def from_record_batch(cls, batch: pa.RecordBatch, batches: list[BatchInfo]) -> RecordColumns:
+        """Wrap a batch of schema ``arrow_schema()`` (either binary flavour) without copying."""
+        self = cls.__new__(cls)
+        self._arrays = [None] * 6
+        self._batch = batch
+        self.batches = batches
+        return self
+
+    def _column(self, i: int) -> Any:
+        array = self._arrays[i]
+        if array is None:
+            array = self._batch.column(i)  # type: ignore[union-attr]
+            if i == 1:  # stored as timestamp[ms] for to_arrow(); int64 here
+                import pyarrow as pa
+
+                array = array.view(pa.int64())
+            self._arrays[i] = array
+        return array
+
+    @property
+    def offsets(self) -> pa.Int64Array:
+        return self._column(0)
+
+    @property
+    def timestamps(self) -> pa.Int64Array:
+        return self._column(1)
+
+    @property
+    def timestamp_types(self) -> pa.Int8Array:
+        return self._column(2)
+
+    @property
+    def keys(self) -> pa.Array:
+        """binary, or binary_view after a zero-copy decode."""
+        return self._column(3)
+
+    @property
+    def values(self) -> pa.Array:
+        return self._column(4)
+
+    @property
+    def headers(self) -> pa.ListArray:
+        return self._column(5)
+
     def __len__(self) -> int:
-        return len(self.offsets)
+        if self._batch is not None:
+            return self._batch.num_rows
+        return len(self._arrays[0])
 
     def to_arrow(self) -> pa.RecordBatch:
         import pyarrow as pa
 
+        if self._batch is not None:
+            return self._batch
         return pa.RecordBatch.from_arrays(
             [
                 self.offsets,
@@ -88,7 +140,7 @@ class RecordColumns:
                 self.values,
                 self.headers,
             ],
-            schema=arrow_schema(),
+            schema=arrow_schema(pa.types.is_binary_view(self.keys.type)),
         )
 
     def __repr__(self) -> str:

@@ -15,6 +15,7 @@ if os.environ.get("KAFKA_CORE_PURE_PYTHON", "").strip().lower() not in ("", "0",
 
 import pyarrow as pa
 
+from kafka_core.codec._cython import columnar as ccol
 from kafka_core.codec._cython import primitives as cprim  # a missing extension fails here
 from kafka_core.codec._cython import records as crec
 from kafka_core.errors import KafkaCodecError
@@ -35,7 +36,7 @@ def batch(compression: str = "none", **kwargs: Any) -> bytes:
 def decode_all(buf: Any, check_crc: bool = True) -> tuple[Any, Any]:
     """Both decoders; each returns its result or the KafkaCodecError it raised."""
     results = []
-    for fn in (crec.decode_record_batches, crec.decode_record_batches_columns):
+    for fn in (crec.decode_record_batches, ccol.decode_record_batches_columns):
         try:
             results.append(fn(buf, check_crc=check_crc))
         except KafkaCodecError as exc:
@@ -283,14 +284,14 @@ def forged_binary(offsets: list[int], data: bytes = b"abcdef") -> pa.Array:
 def test_forged_arrow_offsets(offsets: list[int]) -> None:
     arr = forged_binary(offsets)
     with pytest.raises(KafkaCodecError):
-        crec.encode_record_batch_columns(None, arr, base_timestamp=1)
+        ccol.encode_record_batch_columns(None, arr, base_timestamp=1)
     with pytest.raises(KafkaCodecError):
-        crec.encode_record_batch_columns(arr, [b"x", b"y"], base_timestamp=1)
+        ccol.encode_record_batch_columns(arr, [b"x", b"y"], base_timestamp=1)
 
 
 def test_unforged_arrow_offsets_encode() -> None:
     arr = forged_binary([0, 2, 6])
-    out = crec.encode_record_batch_columns(arr, arr, base_timestamp=1)
+    out = ccol.encode_record_batch_columns(arr, arr, base_timestamp=1)
     assert [r.key for r in crec.decode_record_batches(out)] == [b"ab", b"cdef"]
 
 

@@ -22,8 +22,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kafka_core.codec import legacy
+from kafka_core.codec._cython import columnar as ccol
 from kafka_core.codec._cython import primitives as cprim  # a missing extension fails here
 from kafka_core.codec._cython import records as crec
+from kafka_core.codec._python import columnar as pcol
 from kafka_core.codec._python import primitives as pprim
 from kafka_core.codec._python import records as prec
 from kafka_core.errors import KafkaCodecError
@@ -106,8 +108,8 @@ def decoded(mod: Any, buf: bytes, check_crc: bool) -> tuple[str, Any]:
     return kind, attrs(result) if kind == "ok" else None
 
 
-def columns(mod: Any, buf: bytes, check_crc: bool) -> tuple[str, Any]:
-    kind, result = outcome(mod.decode_record_batches_columns, buf, check_crc=check_crc)
+def columns(mod: Any, buf: bytes, check_crc: bool, zero_copy: bool = False) -> tuple[str, Any]:
+    kind, result = outcome(mod.decode_record_batches_columns, buf, check_crc=check_crc, zero_copy=zero_copy)
     if kind == "error":
         return kind, None
     return kind, (result.to_arrow(), result.batches)
@@ -229,8 +231,8 @@ def test_encode_columns_same_bytes(spec: tuple, arrow: str) -> None:
         v = pa.array(values, typ)
         t = None if timestamps is None else pa.array(timestamps, pa.int64())
     kwargs = {"headers": headers, "timestamps": t, "base_timestamp": 10, "base_offset": 3}
-    c_out = crec.encode_record_batch_columns(k, v, **kwargs)
-    assert c_out == prec.encode_record_batch_columns(k, v, **kwargs)
+    c_out = ccol.encode_record_batch_columns(k, v, **kwargs)
+    assert c_out == pcol.encode_record_batch_columns(k, v, **kwargs)
     # the same bytes as the row encoder given the equivalent records
     n = len(values)
     rows = [
@@ -249,8 +251,8 @@ def test_encode_columns_from_string_arrays() -> None:
     for typ in (pa.string(), pa.large_string()):
         keys = pa.array(["a", None, "ccc"], typ)
         values = pa.array(["x", "yy", None], typ)
-        c_out = crec.encode_record_batch_columns(keys, values, base_timestamp=1)
-        assert c_out == prec.encode_record_batch_columns(keys, values, base_timestamp=1)
+        c_out = ccol.encode_record_batch_columns(keys, values, base_timestamp=1)
+        assert c_out == pcol.encode_record_batch_columns(keys, values, base_timestamp=1)
 
 
 @pytest.mark.parametrize(
@@ -271,8 +273,8 @@ def test_encode_other_arrow_layouts(values: Any, timestamps: str) -> None:
         "int32-chunked": pa.chunked_array([pa.array([1, None], pa.int32()), pa.array([3], pa.int32())]),
         "uint8": pa.array([0, 1, 2], pa.uint8()),
     }[timestamps]
-    c_out = crec.encode_record_batch_columns(values, values, timestamps=ts, base_timestamp=9)
-    assert c_out == prec.encode_record_batch_columns(values, values, timestamps=ts, base_timestamp=9)
+    c_out = ccol.encode_record_batch_columns(values, values, timestamps=ts, base_timestamp=9)
+    assert c_out == pcol.encode_record_batch_columns(values, values, timestamps=ts, base_timestamp=9)
 
 
 @pytest.mark.parametrize(
@@ -288,7 +290,7 @@ def test_encode_other_arrow_layouts(values: Any, timestamps: str) -> None:
     ],
 )
 def test_bad_columns_raise_alike(values: Any, timestamps: Any) -> None:
-    for mod in (crec, prec):
+    for mod in (ccol, pcol):
         with pytest.raises(KafkaCodecError):
             mod.encode_record_batch_columns(None, values, timestamps=timestamps, base_timestamp=1)
 
@@ -303,10 +305,14 @@ def test_decode_columns_same_arrow(batches: list) -> None:
                 [(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00")], control=True, transactional=True
             )
         buf += crec.encode_record_batch(build(crec, specs), **options)
-    c_cols = columns(crec, bytes(buf), True)
+    c_cols = columns(ccol, bytes(buf), True)
     assert c_cols[0] == "ok"
-    assert_same_columns(c_cols, columns(prec, bytes(buf), True))
-    assert c_cols[1][0].schema == prec.decode_record_batches_columns(bytes(buf)).to_arrow().schema
+    assert_same_columns(c_cols, columns(pcol, bytes(buf), True))
+    c_views = columns(ccol, bytes(buf), True, zero_copy=True)
+    assert_same_columns(c_views, columns(pcol, bytes(buf), True, zero_copy=True))
+    assert c_views[1][0].column("key").type == pa.binary_view()
+    assert c_views[1][0].column("value").to_pylist() == c_cols[1][0].column("value").to_pylist()
+    assert c_cols[1][0].schema == pcol.decode_record_batches_columns(bytes(buf)).to_arrow().schema
 
 
 # ------------------------------------------------------------------------------------------
@@ -337,7 +343,8 @@ def test_mutated_input_same_verdict(edits: list[tuple[int, int]], cut: int, chec
         buf[pos] = byte
     data = bytes(buf[:cut])
     assert decoded(crec, data, check_crc) == decoded(prec, data, check_crc)
-    assert_same_columns(columns(crec, data, check_crc), columns(prec, data, check_crc))
+    assert_same_columns(columns(ccol, data, check_crc), columns(pcol, data, check_crc))
+    assert_same_columns(columns(ccol, data, check_crc, True), columns(pcol, data, check_crc, True))
 
 
 @settings(max_examples=200, deadline=None)
@@ -405,7 +412,7 @@ def test_legacy_same_records(magic: int, compression: str) -> None:
     buf = old + bytes(crec.encode_record_batch([(b"new", b"v")], base_offset=9, base_timestamp=3))
     assert decoded(crec, buf, True) == decoded(prec, buf, True)
     assert len(decoded(crec, buf, True)[1]) == 3
-    assert_same_columns(columns(crec, buf, True), columns(prec, buf, True))
+    assert_same_columns(columns(ccol, buf, True), columns(pcol, buf, True))
 
 
 # ------------------------------------------------------------------------------------------
