@@ -18,6 +18,7 @@ from typing import Any
 
 from kafka_core.errors import KafkaProtocolError
 from kafka_core.protocol import _runtime as _rt
+from kafka_core.protocol._base import Struct
 from kafka_core.protocol.errors import (
     ERRORS,
     ErrorInfo,
@@ -60,14 +61,14 @@ _CONTROLLED_SHUTDOWN = 7
 _HDR = struct.Struct(">hhi")
 
 
-def _request_class(api_key: int) -> type:
+def _request_class(api_key: int) -> type[Struct]:
     cls = REQUEST_CLASSES.get(api_key)
     if cls is None:
         raise error_for(_rt.INVALID_REQUEST, f"unknown API key {api_key}")
     return cls
 
 
-def _response_class(api_key: int) -> type:
+def _response_class(api_key: int) -> type[Struct]:
     cls = RESPONSE_CLASSES.get(api_key)
     if cls is None:
         raise error_for(_rt.CORRUPT_MESSAGE, f"unknown API key {api_key}")

@@ -1,4 +1,4 @@
-"""Base class of every generated struct and message (kafka_core/protocol/messages.py)."""
+"""Base class of every generated struct and message (kafka_core/protocol/messages/)."""
 
 from __future__ import annotations
 
@@ -32,6 +32,10 @@ class Struct:
     MIN_VERSION: ClassVar[int] = 0
     MAX_VERSION: ClassVar[int] = 0
     FLEXIBLE_MIN: ClassVar[int | None] = None
+    # set on top-level messages only
+    API_KEY: ClassVar[int | None] = None
+    LATEST_VERSION_UNSTABLE: ClassVar[bool] = False
+    LISTENERS: ClassVar[tuple[str, ...]] = ()
 
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):

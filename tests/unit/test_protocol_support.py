@@ -1,6 +1,6 @@
 """Shared test helpers: the generator's model of the JSON definitions, and hypothesis strategies.
 
-Strategies are built from the JSON (through tools/gen_protocol.py's loader), not from the
+Strategies are built from the JSON (through tools/protocol_gen's loader), not from the
 generated classes, so a generator bug cannot hide by agreeing with itself.
 """
 

@@ -1,0 +1,12 @@
+"""Code generator for kafka_core/protocol/messages/ from Apache Kafka's JSON message definitions.
+
+``spec`` loads the definitions into a model, ``emit`` writes readers, writers and classes for one
+message, ``package`` lays them out as one lazily imported module per API family.
+"""
+
+from __future__ import annotations
+
+from .package import family, generate
+from .spec import MessageDef, StructDef, load
+
+__all__ = ["MessageDef", "StructDef", "family", "generate", "load"]
