@@ -47,8 +47,10 @@ class KafkaConsumer:
     whole decoded fetch results (``max_records`` / ``max_poll_records`` cap them); auto-commit
     commits, at the next poll or on close/revocation, only what was handed over (at-least-once).
     Rebalance callbacks ``on_assign(set)``, ``on_revoke(set)``, ``on_lost(set)`` may be sync or
-    async; on the sync face they run on the consumer's loop thread, so they must not call the
-    blocking consumer methods (auto-commit already commits on revoke). Only cooperative assignors
+    async; the group protocol waits for them. On the sync face they run in the application's
+    thread, inside poll() (or iteration, run, close), as in the Java client, so they may call
+    commit, committed, seek... A join that outlasts poll's timeout goes on in the background:
+    poll returns empty at its timeout. Only cooperative assignors
     (``assignors=("cooperative-sticky",)``) select the incremental protocol of KIP-429.
     Other keyword arguments (or ``client=``, an existing KafkaClient) configure the connection.
     """
@@ -165,6 +167,8 @@ class KafkaConsumer:
             self._subs.assign(self._static)  # known now: seek/pause work before the first poll
         self._committed_positions: dict[TopicPartition, int] = {}
         self._pending_errors: list[BaseException] = []
+        # Runs rebalance callbacks when set (the sync face: in the application's thread).
+        self._callback_runner: Callable[[Callable[..., Any], set[TopicPartition]], Any] | None = None
         self._start_lock = asyncio.Lock()
         self._started = False
         self._closed = False
@@ -288,12 +292,17 @@ class KafkaConsumer:
     # -- polling -----------------------------------------------------------------------------
 
     async def _before_poll(self) -> None:
+        if self._closed:
+            from kafka_core.errors import KafkaClosedError
+
+            raise KafkaClosedError("this consumer is closed")
         await self._ensure_started()
         if self._pending_errors:
             raise self._pending_errors.pop(0)
         if self._group is not None:
             self._group.note_poll()
-            await self._group.ensure_active()
+            if self._group.joining:
+                return  # no auto-commit mid-rebalance: the revocation commits what it must
         if self._auto_commit and asyncio.get_running_loop().time() >= self._next_auto_commit:
             await self._commit_positions()
 
@@ -308,6 +317,11 @@ class KafkaConsumer:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(timeout_ms, 0) / 1000.0
         while True:
+            # A join (its callbacks included) may outlast the timeout: it goes on behind poll.
+            if self._group is not None and not await self._group.wait_active(deadline - loop.time()):
+                return None if columns else []
+            if self._pending_errors:
+                raise self._pending_errors.pop(0)
             self._raise_fetch_errors()
             out = self._drain(max_records, columns)
             if out:
@@ -321,8 +335,6 @@ class KafkaConsumer:
                 await asyncio.wait_for(self._fetcher.data_ready.wait(), remaining)
             except TimeoutError:
                 return None if columns else []
-            if self._group is not None and self._group.needs_rejoin:
-                await self._group.ensure_active()
 
     def _drain(self, max_records: int | None, columns: bool) -> Any:
         buffer = self._fetcher.buffer

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections import defaultdict, deque
 from typing import Any
 
@@ -18,16 +19,21 @@ from kafka_core.consumer.fetchresult import PartitionFetch, scan_batches
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import KafkaClosedError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from kafka_core.network.backoff import Backoff
+from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import error_for
 from kafka_core.protocol.messages import FetchRequest
 
 log = logging.getLogger(__name__)
 
-# Fetch 13+ addresses topics by id only; names keep this simple and work on every broker.
-FETCH_MAX_VERSION = 12
+# Fetch 13+ addresses topics by id (from Metadata v10+); below that, or while a topic's id is
+# unknown, by name.
+FETCH_MAX_VERSION = 17
+FETCH_BY_NAME_MAX_VERSION = 12
 OFFSET_OUT_OF_RANGE = 1
 _NOTHING, _GOT, _RETRY = object(), object(), object()  # outcomes of one partition's answer
-RETRIABLE_FETCH_ERRORS = frozenset({3, 5, 6, 9, 13, 56, 74, 75, 100})
+# 100 UNKNOWN_TOPIC_ID, 103 INCONSISTENT_TOPIC_ID, 106 FETCH_SESSION_TOPIC_ID_ERROR: stale ids.
+RETRIABLE_FETCH_ERRORS = frozenset({3, 5, 6, 9, 13, 56, 74, 75, 100, 103, 106})
+_ZERO_UUID = uuid.UUID(int=0)
 
 
 class Fetcher:
@@ -64,6 +70,8 @@ class Fetcher:
         self.partition_errors: dict[TopicPartition, tuple[int, BaseException]] = {}
         self._inflight: dict[int, asyncio.Task[None]] = {}
         self._inflight_tps: set[TopicPartition] = set()
+        self._topic_ids: dict[str, uuid.UUID] = {}  # the id each topic was last fetched under
+        self.fetch_version: int | None = None  # of the last Fetch sent (v13+: by topic id)
         self._backoff: dict[int, Backoff] = defaultdict(lambda: Backoff(50, 2000))
         self._wake = asyncio.Event()
         self.data_ready = asyncio.Event()
@@ -176,28 +184,56 @@ class Fetcher:
         """
         try:
             node = await self._client.leader_for(tp.topic, tp.partition, timeout_ms=10_000)
-            resp = await self._client.send(
-                node,
-                self._request({tp: listed - 1}, max_wait=100, min_bytes=1),
-                max_version=FETCH_MAX_VERSION,
-            )
+            request, version = await self._request(node, {tp: listed - 1}, max_wait=100, min_bytes=1)
+            resp = await self._client.send(node, request, version)
         except KafkaError as exc:
             log.debug("latest-offset probe failed for %s: %r", tp, exc)
             return listed
-        for t in resp.responses:
+        for topic, t in self._topics_of(resp, request):
             for p in t.partitions:
-                if (
-                    t.topic == tp.topic
-                    and p.partition_index == tp.partition
-                    and not p.error_code
-                    and p.records
-                ):
+                if topic == tp.topic and p.partition_index == tp.partition and not p.error_code and p.records:
                     for b in scan_batches(p.records):
                         if b.base_offset <= listed - 1 <= b.last_offset:
                             return max(listed, b.last_offset + 1)
         return listed
 
-    def _request(self, offsets: dict[TopicPartition, int], *, max_wait: int, min_bytes: int) -> FetchRequest:
+    def _cached_ids(self, topics: Any) -> dict[str, uuid.UUID] | None:
+        """Topic ids from the metadata cache, or None if one of them has none (then: names)."""
+        known = {t.name: t.topic_id for t in self._client.cached_metadata().topics}
+        ids: dict[str, uuid.UUID] = {}
+        for name in topics:
+            tid = known.get(name)
+            if tid is None:
+                return None
+            ids[name] = tid
+        return ids
+
+    def _check_recreated(self, topics: Any) -> None:
+        """A topic whose id changed was deleted and recreated: its positions mean nothing now."""
+        ids = self._cached_ids(topics) or {}
+        for name, tid in ids.items():
+            known = self._topic_ids.get(name)
+            self._topic_ids[name] = tid
+            if known is None or known == tid:
+                continue
+            tps = [tp for tp in self._subs.assigned() if tp.topic == name]
+            log.warning(
+                "topic %s was recreated (id %s -> %s); resetting %d partition(s) per auto_offset_reset=%r",
+                name,
+                known,
+                tid,
+                len(tps),
+                self.auto_offset_reset,
+            )
+            for tp in tps:
+                self._subs.request_reset(tp, self.auto_offset_reset)
+                self.buffer.pop(tp, None)
+            self.wake()
+
+    async def _request(
+        self, node: int, offsets: dict[TopicPartition, int], *, max_wait: int, min_bytes: int
+    ) -> tuple[FetchRequest, int]:
+        """The request and its version: by topic id (v13+) when the broker and metadata allow."""
         by_topic: dict[str, list[Any]] = defaultdict(list)
         for tp, off in offsets.items():
             by_topic[tp.topic].append(
@@ -205,7 +241,19 @@ class Fetcher:
                     partition=tp.partition, fetch_offset=off, partition_max_bytes=self._part_max
                 )
             )
-        return FetchRequest(
+        conn = await self._client.connection(node)
+        version = conn.choose_version(ApiKey.FETCH, max_version=FETCH_MAX_VERSION)
+        ids = self._cached_ids(by_topic) if version > FETCH_BY_NAME_MAX_VERSION else None
+        if ids is None and version > FETCH_BY_NAME_MAX_VERSION:
+            version = conn.choose_version(ApiKey.FETCH, max_version=FETCH_BY_NAME_MAX_VERSION)
+        if ids is None:
+            topics = [FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()]
+        else:
+            topics = [
+                FetchRequest.FetchTopic(topic=t, topic_id=ids[t], partitions=ps) for t, ps in by_topic.items()
+            ]
+        self.fetch_version = version
+        request = FetchRequest(
             replica_id=-1,
             max_wait_ms=max_wait,
             min_bytes=min_bytes,
@@ -213,8 +261,23 @@ class Fetcher:
             isolation_level=self._isolation,
             session_id=0,
             session_epoch=-1,  # no fetch session: every request is a full one
-            topics=[FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()],
+            topics=topics,
         )
+        return request, version
+
+    @staticmethod
+    def _topics_of(resp: Any, request: FetchRequest) -> list[tuple[str, Any]]:
+        """(topic name, topic response) pairs; v13+ responses name topics by id only."""
+        names = {t.topic_id: t.topic for t in request.topics if t.topic_id != _ZERO_UUID}
+        order = [t.topic for t in request.topics]
+        out: list[tuple[str, Any]] = []
+        for i, t in enumerate(resp.responses):
+            name = t.topic or names.get(t.topic_id)
+            if not name and t.topic_id in (None, _ZERO_UUID) and i < len(order):
+                name = order[i]  # an unknown id echoed back as zero (seen on Tansu): same order
+            if name:
+                out.append((name, t))
+        return out
 
     async def _send_fetches(self) -> None:
         wanted: dict[TopicPartition, tuple[int, int]] = {}
@@ -238,8 +301,14 @@ class Fetcher:
             if node in self._inflight:
                 continue
             by_node[node][tp] = where
+        self._check_recreated({tp.topic for offsets in by_node.values() for tp in offsets})
+        for offsets in by_node.values():
+            for tp in [tp for tp in offsets if not self._subs.state(tp).fetchable]:
+                del offsets[tp]  # reset because its topic was recreated
         loop = asyncio.get_running_loop()
         for node, offsets in by_node.items():
+            if not offsets:
+                continue
             self._inflight_tps.update(offsets)
             self._inflight[node] = loop.create_task(self._fetch_node(node, offsets))
 
@@ -247,19 +316,19 @@ class Fetcher:
         # Not idle while data waits for the application: then do not long-poll the others.
         busy = any(self.buffer.values())
         try:
-            resp = await self._client.send(
+            request, version = await self._request(
                 node,
-                self._request(
-                    {tp: off for tp, (off, _) in offsets.items()},
-                    max_wait=min(self._max_wait, 10) if busy else self._max_wait,
-                    min_bytes=self._min_bytes,
-                ),
-                max_version=FETCH_MAX_VERSION,
-                timeout_ms=self._max_wait + 30_000,
+                {tp: off for tp, (off, _) in offsets.items()},
+                max_wait=min(self._max_wait, 10) if busy else self._max_wait,
+                min_bytes=self._min_bytes,
             )
+            resp = await self._client.send(node, request, version, timeout_ms=self._max_wait + 30_000)
             self._backoff[node].reset()
             if resp.error_code:
                 self._client.note_error(resp.error_code)
+                if resp.error_code in RETRIABLE_FETCH_ERRORS:  # e.g. a stale topic id
+                    for topic in {tp.topic for tp in offsets}:
+                        self._client.invalidate_metadata(topic)
                 err = error_for(resp.error_code, f"Fetch from node {node}")
                 if not err.retriable:
                     raise err
@@ -267,9 +336,9 @@ class Fetcher:
             else:
                 retry = False
             got = False
-            for t in resp.responses:
+            for topic, t in self._topics_of(resp, request):
                 for p in t.partitions:
-                    tp = TopicPartition(t.topic, p.partition_index)
+                    tp = TopicPartition(topic, p.partition_index)
                     outcome = self._handle_partition(tp, p, offsets.get(tp))
                     got |= outcome is _GOT
                     retry |= outcome is _RETRY

@@ -102,6 +102,7 @@ class GroupMembership:
         self._subscribed: list[str] = []
         self._last_poll = 0.0
         self._task: asyncio.Task[None] | None = None
+        self._join_task: asyncio.Task[None] | None = None  # a join going on behind poll()
         self._join_lock = asyncio.Lock()
         self._closed = False
         self._joined_once = False
@@ -130,10 +131,11 @@ class GroupMembership:
 
     async def close(self) -> None:
         self._closed = True
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        for task in (self._task, self._join_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._task = self._join_task = None
         if self._owned:
             await self._call(self._on_revoke, set(self._owned))
         # Static members do not leave on close (KIP-345): a restart within the session timeout
@@ -164,12 +166,21 @@ class GroupMembership:
     # -- callbacks ---------------------------------------------------------------------------
 
     async def _call(self, cb: Callable[..., Any] | None, tps: set[TopicPartition]) -> None:
+        """Run a rebalance callback; the join waits for it (a revocation completes first).
+
+        The sync face installs ``_callback_runner`` to run it in the application's thread,
+        inside its next poll(), where the blocking consumer methods may be called.
+        """
         if cb is None:
             return
         try:
-            result = cb(tps)
-            if inspect.isawaitable(result):
-                await result
+            runner = self._consumer._callback_runner
+            if runner is not None:
+                await runner(cb, tps)
+            else:
+                result = cb(tps)
+                if inspect.isawaitable(result):
+                    await result
         except Exception as exc:
             log.error("rebalance callback %r failed: %r", cb, exc)
             self._consumer._pending_errors.append(exc)
@@ -189,6 +200,37 @@ class GroupMembership:
         self._owned -= tps
 
     # -- joining -----------------------------------------------------------------------------
+
+    @property
+    def joining(self) -> bool:
+        return self._join_task is not None and not self._join_task.done()
+
+    async def wait_active(self, timeout_s: float) -> bool:
+        """Join when needed, waiting at most ``timeout_s``: False if the join is still going on.
+
+        The join runs as a task of its own, so a poll that times out returns while it goes on
+        in the background; the next poll picks it up (and raises its error, if it failed).
+        """
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_s, 0.0)
+        while True:
+            task = self._join_task
+            if task is None:
+                if not self.needs_rejoin or self._closed:
+                    return True
+                task = self._join_task = loop.create_task(
+                    self.ensure_active(), name=f"kafka-core-join-{self.group_id}"
+                )
+            if not task.done():
+                remaining = deadline - loop.time()
+                if remaining > 0:
+                    await asyncio.wait({task}, timeout=remaining)
+                if not task.done():
+                    return False
+            self._join_task = None
+            if task.cancelled():
+                raise KafkaClosedError("consumer closed while joining its group")
+            task.result()
 
     async def ensure_active(self) -> None:
         if not self.needs_rejoin or self._closed:

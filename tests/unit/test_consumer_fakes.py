@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from collections import defaultdict
 from typing import Any
 
 from kafka_core.client.metadata import (
     BrokerMeta,
+    ClusterMeta,
     ListedOffset,
     OffsetAndMetadata,
     PartitionMeta,
@@ -49,6 +51,12 @@ class FakeClient:
         self.commit_error: Exception | None = None
         self.coordinator_error: Exception | None = None
         self.closed = False
+        # Fetch by topic id (v13+) unless fetch_version says otherwise or a topic has no id.
+        self.fetch_version = 17
+        self.fetch_versions: list[int] = []
+        self.unknown_id_answers = 0
+        self.cached_ids: dict[str, uuid.UUID] | None = None  # stale view, refreshed on invalidation
+        self.topic_ids: dict[str, uuid.UUID] = {t: uuid.uuid4() for t in partitions}
 
     def log(self, topic: str, partition: int) -> FakeLog:
         return self.logs[TopicPartition(topic, partition)]
@@ -59,7 +67,25 @@ class FakeClient:
     async def await_topic_ready(
         self, topic: str, min_partitions: int = 1, *, timeout_ms: float | None = None
     ) -> TopicMeta:
-        return TopicMeta(topic, [PartitionMeta(p, 1) for p in range(self.topics[topic])])
+        return TopicMeta(
+            topic,
+            [PartitionMeta(p, 1) for p in range(self.topics[topic])],
+            topic_id=self.topic_ids.get(topic),
+        )
+
+    def cached_metadata(self) -> ClusterMeta:
+        if self.cached_ids is None:
+            self.cached_ids = dict(self.topic_ids)
+        return ClusterMeta(
+            brokers=[],
+            topics=[
+                TopicMeta(t, [PartitionMeta(p, 1) for p in range(n)], topic_id=self.cached_ids.get(t))
+                for t, n in self.topics.items()
+            ],
+        )
+
+    async def connection(self, node_id: int) -> _FakeConnection:
+        return _FakeConnection(self)
 
     async def list_offsets(
         self, timestamps: dict, *, isolation_level: int = 0, timeout_ms: float | None = None
@@ -72,9 +98,21 @@ class FakeClient:
 
     async def send(self, node: int, body: Any, version: int | None = None, **kw: Any) -> Any:
         assert isinstance(body, FetchRequest)
-        asked = {
-            TopicPartition(t.topic, p.partition): p.fetch_offset for t in body.topics for p in t.partitions
-        }
+        assert version is not None and version <= self.fetch_version
+        self.fetch_versions.append(version)
+        by_id = version >= 13
+        names = {tid: name for name, tid in self.topic_ids.items()}
+        unknown: list[Any] = []
+        asked = {}
+        for t in body.topics:
+            # v13+ encodes only the id, older versions only the name.
+            assert (t.topic_id.int != 0) if by_id else bool(t.topic)
+            name = names.get(t.topic_id) if by_id else t.topic
+            if name is None:
+                unknown.append(t)
+                continue
+            for p in t.partitions:
+                asked[TopicPartition(name, p.partition)] = p.fetch_offset
         self.fetch_requests.append(asked)
         self.fetch_bodies.append(body)
         if self.fail_fetches:
@@ -108,19 +146,32 @@ class FakeClient:
                     records=data,
                 )
             )
-        if not any_data:
+        if not any_data and not unknown:
             await asyncio.sleep(min(body.max_wait_ms, 20) / 1000)
-        return FetchResponse(
-            responses=[
-                FetchResponse.FetchableTopicResponse(topic=t, partitions=ps) for t, ps in topics.items()
-            ]
-        )
+        responses = [
+            FetchResponse.FetchableTopicResponse(topic=t, partitions=ps)
+            if not by_id
+            else FetchResponse.FetchableTopicResponse(topic_id=self.topic_ids[t], partitions=ps)
+            for t, ps in topics.items()
+        ]
+        for t in unknown:  # UNKNOWN_TOPIC_ID, echoing the id as Apache Kafka does
+            self.unknown_id_answers += 1
+            responses.append(
+                FetchResponse.FetchableTopicResponse(
+                    topic_id=t.topic_id,
+                    partitions=[
+                        FetchResponse.PartitionData(partition_index=p.partition, error_code=100)
+                        for p in t.partitions
+                    ],
+                )
+            )
+        return FetchResponse(responses=responses)
 
     def invalidate_metadata(self, topic: str | None = None) -> None:
-        pass
+        self.cached_ids = None
 
     def note_error(self, code: int, topic: str | None = None, **kw: Any) -> bool:
-        return code in (3, 5, 6)
+        return code in (3, 5, 6, 100)
 
     async def find_coordinator(self, key: str, key_type: int = 0, **kw: Any) -> BrokerMeta:
         if self.coordinator_error is not None:
@@ -145,7 +196,12 @@ class FakeClient:
 
 
 class _FakeConnection:
+    def __init__(self, client: FakeClient) -> None:
+        self.client = client
+
     def choose_version(self, api_key: int, max_version: int | None = None) -> int:
+        if api_key == 1:  # Fetch
+            return min(self.client.fetch_version, max_version if max_version is not None else 17)
         return 5
 
 
@@ -161,9 +217,7 @@ class FakeGroupClient(FakeClient):
         self.joins: list[Any] = []
         self.leaves: list[Any] = []
         self.heartbeats = 0
-
-    async def connection(self, node_id: int) -> _FakeConnection:
-        return _FakeConnection()
+        self.join_delay = 0.0  # seconds JoinGroup takes to answer (a slow rebalance)
 
     async def metadata(self, topics: Any = None) -> Any:
         from kafka_core.client.metadata import ClusterMeta
@@ -178,6 +232,8 @@ class FakeGroupClient(FakeClient):
 
         if isinstance(body, m.JoinGroupRequest):
             self.joins.append(body)
+            if self.join_delay:
+                await asyncio.sleep(self.join_delay)
             if self.join_errors:
                 return m.JoinGroupResponse(error_code=self.join_errors.pop(0), member_id=body.member_id)
             if not body.member_id and body.group_instance_id is None:
