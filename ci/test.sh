@@ -19,3 +19,6 @@ KAFKA_CORE_PURE_PYTHON=1 python -m pytest tests/unit -p no:cacheprovider "$@"
 
 echo "==> integration and interop suites against a real broker"
 KAFKA_CORE_REQUIRE_EXTENSION=1 python -m pytest tests/integration tests/interop -p no:cacheprovider "$@"
+
+echo "==> benchmark harness self-check (correctness only, no timings)"
+KAFKA_CORE_REQUIRE_EXTENSION=1 python -m pytest bench/test_harness.py bench/test_codec_bench.py --benchmark-disable -p no:cacheprovider "$@"

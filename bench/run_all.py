@@ -1,0 +1,271 @@
+"""Run every benchmark and write bench/RESULTS.md (figures, ratios vs peers of the same run).
+
+    python -m bench.run_all                  # everything, about 5-8 minutes on 2 cores
+    python -m bench.run_all --quick          # smoke version, under 2 minutes
+    python -m bench.run_all --no-spark       # skip the (slow) Spark section
+    python -m bench.run_all --only codec     # re-run some sections, keep the others' last figures
+    python -m bench.run_all --render-only    # rewrite RESULTS.md from results.json
+
+Raw figures go to bench/results.json, so ``--only`` can refresh one section and rewrite the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from bench import report
+from bench.common import (
+    BENCH_DIR,
+    REPO_DIR,
+    RunResult,
+    bench_broker,
+    broker_description,
+    git_revision,
+    machine_summary,
+    version_of,
+)
+
+SECTIONS = ("codec", "producer", "consumer", "spark")
+RESULTS_MD = BENCH_DIR / "RESULTS.md"
+RESULTS_JSON = BENCH_DIR / "results.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class Mode:
+    name: str
+    codec_max_time: float  # pytest-benchmark seconds per benchmark
+    codec_min_rounds: int
+    python_twin: bool  # also benchmark the pure-Python codec twin
+    e2e_records: int
+    e2e_repeat: int
+    spark_rows: int
+    codec_processes: int = 1  # fresh pytest processes; the fastest round over all of them counts
+
+
+FULL = Mode("full", 0.5, 5, True, 300_000, 3, 2_000_000, codec_processes=3)
+QUICK = Mode("quick", 0.05, 3, False, 30_000, 1, 100_000)
+
+
+def log(message: str) -> None:
+    print(f"[{datetime.now(UTC):%H:%M:%S}] {message}", flush=True)
+
+
+# --------------------------------------------------------------------------- codec
+
+
+def _pytest_codec(mode: Mode, *, pure_python: bool) -> tuple[list[dict[str, Any]], list[str]]:
+    """One pytest-benchmark run; returns the benchmark entries and any failed checks."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "codec.json"
+        cmd = [
+            sys.executable,
+            "-m",
+            "pytest",
+            str(BENCH_DIR / "test_codec_bench.py"),
+            "-p",
+            "no:cacheprovider",
+            "-q",
+            "-rf",
+            "-W",
+            "ignore::DeprecationWarning",
+            f"--benchmark-json={out}",
+            f"--benchmark-max-time={mode.codec_max_time}",
+            f"--benchmark-min-rounds={mode.codec_min_rounds}",
+            "--benchmark-columns=median,ops,rounds",
+        ]
+        env = dict(os.environ)
+        env.pop("KAFKA_CORE_PURE_PYTHON", None)
+        if pure_python:
+            cmd += ["-k", "ours or columns"]
+            env["KAFKA_CORE_PURE_PYTHON"] = "1"
+        proc = subprocess.run(cmd, cwd=REPO_DIR, env=env, capture_output=True, text=True, check=False)
+        failures = [line for line in proc.stdout.splitlines() if line.startswith(("FAILED", "ERROR"))]
+        if proc.returncode not in (0, 1):
+            failures.append(f"pytest exited {proc.returncode}: {proc.stderr.strip()[-300:]}")
+        if not out.exists():
+            return [], failures or [f"no benchmark output: {proc.stdout[-300:]}"]
+        raw = json.loads(out.read_text())
+    entries = []
+    for bench in raw.get("benchmarks", []):
+        info = dict(bench.get("extra_info", {}))
+        info["median"] = bench["stats"]["median"]
+        info["min"] = bench["stats"]["min"]
+        info["rounds"] = bench["stats"]["rounds"]
+        info["name"] = bench["name"]
+        entries.append(info)
+    return entries, failures
+
+
+def run_codec(mode: Mode) -> dict[str, Any]:
+    """The codec benchmarks in ``codec_processes`` fresh processes, keeping each benchmark's
+    fastest: the same Cython loop runs up to ±30% apart from one process to the next here."""
+    best: dict[tuple[str, str], dict[str, Any]] = {}
+    failures: list[str] = []
+    for pure_python in (False, True):
+        for n in range(mode.codec_processes):
+            implementations = {
+                e.get("implementation") for (_, _), e in best.items() if e.get("impl") == "ours"
+            }
+            if pure_python and not (mode.python_twin and "cython" in implementations):
+                break
+            what = "pure-Python twin" if pure_python else "default implementation and peers"
+            log(f"codec: pytest-benchmark, {what} ({n + 1}/{mode.codec_processes})")
+            entries, errors = _pytest_codec(mode, pure_python=pure_python)
+            failures += [e for e in errors if e not in failures]
+            for entry in entries:
+                key = (entry["name"], str(entry.get("implementation")))
+                kept = best.get(key)
+                if kept is None or (entry.get("min") or 1e9) < (kept.get("min") or 1e9):
+                    best[key] = entry
+    if not any(e.get("impl") == "ours" for e in best.values()):
+        failures.append("kafka_core codec not importable: only the peers were measured")
+    for line in failures:
+        log(f"  {line}")
+    return {"entries": list(best.values()), "failures": failures, "processes": mode.codec_processes}
+
+
+# --------------------------------------------------------------------------- end to end
+
+
+def section_stamp(mode: Mode) -> dict[str, str]:
+    """When and under what load a section ran (other work on the machine skews absolute figures)."""
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    return {"date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC", "mode": mode.name, "load": load}
+
+
+def run_e2e(mode: Mode, sections: Sequence[str]) -> dict[str, Any]:
+    """The broker-backed sections; one that blows up is recorded as failed, the others still run."""
+    from bench.e2e_consumer import run_consumer_bench
+    from bench.e2e_producer import run_producer_bench
+    from bench.e2e_spark import run_spark_bench
+
+    plans: dict[str, tuple[str, Callable[[str], list[RunResult]], int]] = {
+        "producer": (
+            f"{mode.e2e_records} records x {mode.e2e_repeat} rounds",
+            lambda b: run_producer_bench(b, records=mode.e2e_records, repeat=mode.e2e_repeat, log=log),
+            mode.e2e_records,
+        ),
+        "consumer": (
+            f"{mode.e2e_records} records x {mode.e2e_repeat} rounds",
+            lambda b: run_consumer_bench(b, records=mode.e2e_records, repeat=mode.e2e_repeat, log=log),
+            mode.e2e_records,
+        ),
+        "spark": (
+            f"{mode.spark_rows} rows",
+            lambda b: run_spark_bench(b, rows=mode.spark_rows, log=log),
+            mode.spark_rows,
+        ),
+    }
+    out: dict[str, Any] = {}
+    with bench_broker() as bootstrap:
+        log(f"broker at {bootstrap}")
+        for name, (what, run, records) in plans.items():
+            if name not in sections:
+                continue
+            stamp = section_stamp(mode)
+            log(f"{name}: {what}")
+            try:
+                out[name] = _pack(run(bootstrap), stamp, records=records)
+            except Exception as exc:
+                log(f"  {name} failed: {type(exc).__name__}: {exc}")
+                out[name] = {"results": [], "failed": f"{type(exc).__name__}: {exc}", **stamp}
+    return out
+
+
+def _pack(results: Sequence[RunResult], stamp: dict[str, str], **params: Any) -> dict[str, Any]:
+    return {"results": [dataclasses.asdict(r) for r in results], **stamp, **params}
+
+
+# --------------------------------------------------------------------------- main
+
+
+def environment() -> dict[str, Any]:
+    librdkafka = "?"
+    try:
+        import confluent_kafka
+
+        librdkafka = confluent_kafka.libversion()[0]
+    except ImportError:
+        pass
+    versions = {
+        "kafka_core": f"{version_of('kafka-core')} ({git_revision()})",
+        "aiokafka": version_of("aiokafka"),
+        "kafka-python": version_of("kafka-python"),
+        "confluent-kafka": f"{version_of('confluent-kafka')} (librdkafka {librdkafka})",
+        "pyarrow": version_of("pyarrow"),
+        "pyspark": version_of("pyspark"),
+        "pytest-benchmark": version_of("pytest-benchmark"),
+    }
+    return {"machine": machine_summary(), "versions": versions, "broker": broker_description()}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="smoke run: fewer records, short timings")
+    parser.add_argument("--no-spark", action="store_true", help="skip the Spark section")
+    parser.add_argument("--only", help=f"comma list of sections to re-run ({','.join(SECTIONS)})")
+    parser.add_argument("--output", type=Path, default=RESULTS_MD)
+    parser.add_argument("--raw", type=Path, default=RESULTS_JSON, help="raw figures (JSON)")
+    parser.add_argument("--records", type=int, help="producer/consumer records (default 300000)")
+    parser.add_argument("--repeat", type=int, help="producer/consumer rounds per client (default 3)")
+    parser.add_argument("--spark-rows", type=int, help="Spark rows (default 2000000)")
+    parser.add_argument(
+        "--render-only", action="store_true", help="rewrite the table from --raw, run nothing"
+    )
+    args = parser.parse_args(argv)
+
+    if args.render_only:
+        args.output.write_text(report.render(json.loads(args.raw.read_text())))
+        log(f"wrote {args.output} from {args.raw}")
+        return 0
+
+    mode = QUICK if args.quick else FULL
+    overrides = {"e2e_records": args.records, "e2e_repeat": args.repeat, "spark_rows": args.spark_rows}
+    mode = dataclasses.replace(mode, **{k: v for k, v in overrides.items() if v})
+    sections = [s for s in (args.only.split(",") if args.only else SECTIONS) if s]
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
+    if args.no_spark:
+        sections = [s for s in sections if s != "spark"]
+
+    previous: dict[str, Any] = {}
+    if args.only and args.raw.exists():
+        previous = json.loads(args.raw.read_text()).get("sections", {})
+
+    started = time.monotonic()
+    env = environment()
+    fresh: dict[str, Any] = {}
+    if "codec" in sections:
+        stamp = section_stamp(mode)
+        fresh["codec"] = {**run_codec(mode), **stamp}
+    e2e = [s for s in sections if s != "codec"]
+    if e2e:
+        fresh.update(run_e2e(mode, e2e))
+
+    merged = {**previous, **fresh}
+    data = {
+        "environment": env,
+        "sections": merged,
+        "ran": [*fresh],
+        "elapsed_s": round(time.monotonic() - started),
+    }
+    args.raw.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    args.output.write_text(report.render(data))
+    log(f"wrote {args.output} and {args.raw} in {data['elapsed_s']} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

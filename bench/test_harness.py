@@ -1,0 +1,319 @@
+"""Tests of the benchmark harness itself (not of kafka_core): data, protocol, accounting, report.
+
+pytest bench/test_harness.py              # about 20 s, starts its own Tansu for the smoke test
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import zlib
+from typing import Any
+
+import pytest
+
+from bench import report
+from bench.common import (
+    ERROR,
+    NOT_IMPLEMENTED,
+    OK,
+    RESULT_PREFIX,
+    NotImplementedYet,
+    RunResult,
+    child_main,
+    e2e_table,
+    make_keys,
+    make_values,
+    markdown_table,
+    median_result,
+    parse_child_output,
+)
+from bench.e2e_spark import tree_usage
+
+
+def test_values_are_deterministic_and_sized() -> None:
+    for compressible in (False, True):
+        a = make_values(500, 100, compressible=compressible)
+        assert a == make_values(500, 100, compressible=compressible)
+        assert {len(v) for v in a} == {100}
+        assert a != make_values(500, 100, seed=8, compressible=compressible)
+    assert {len(v) for v in make_values(10, 1000, compressible=True)} == {1000}
+
+
+def test_compressible_values_compress_and_random_ones_do_not() -> None:
+    text = b"".join(make_values(1000, 100, compressible=True))
+    noise = b"".join(make_values(1000, 100))
+    assert len(zlib.compress(text)) < 0.6 * len(text)
+    assert len(zlib.compress(noise)) > 0.95 * len(noise)
+
+
+def test_keys_distinct_and_sized() -> None:
+    keys = make_keys(20_000)
+    assert len(set(keys)) == 20_000
+    assert {len(k) for k in keys} == {16}
+
+
+def test_result_round_trip_and_derived_figures() -> None:
+    r = RunResult("x", records=300_000, wall_s=2.0, cpu_s=3.0, extra={"note": "n"})
+    back = RunResult.from_json(r.to_json())
+    assert back == r
+    assert back.rate == 150_000
+    assert back.cpu_per_million == pytest.approx(10.0)
+    assert RunResult("y", status=ERROR).rate == 0.0
+
+
+def test_parse_child_output() -> None:
+    good = RunResult("c", records=5, wall_s=1.0)
+    out = "noise\n" + RESULT_PREFIX + good.to_json() + "\n"
+    assert parse_child_output("c", out, "", 0) == good
+    bad = parse_child_output("c", "nothing here", "line1\nTraceback\nValueError: boom", 1)
+    assert bad.status == ERROR
+    assert "ValueError: boom" in bad.detail
+    assert "exit 1" in bad.detail
+
+
+def _emitted(capsys: Any) -> RunResult:
+    line = capsys.readouterr().out.strip().splitlines()[-1]
+    assert line.startswith(RESULT_PREFIX)
+    return RunResult.from_json(line[len(RESULT_PREFIX) :])
+
+
+def test_child_main_statuses(capsys: Any) -> None:
+    def missing() -> RunResult:
+        raise NotImplementedYet("no producer")
+
+    def broken() -> RunResult:
+        raise AttributeError("a bug, not a missing feature")
+
+    def fine() -> RunResult:
+        return RunResult("fine", records=10, wall_s=1.0)
+
+    runners = {"missing": missing, "broken": broken, "fine": fine}
+    assert child_main("missing", runners) == 0
+    assert _emitted(capsys).status == NOT_IMPLEMENTED
+    child_main("broken", runners)
+    got = _emitted(capsys)
+    assert got.status == ERROR
+    assert "AttributeError" in got.detail
+    child_main("fine", runners)
+    got = _emitted(capsys)
+    assert got.status == OK
+    assert got.rss_mb > 0
+    assert child_main("nope", runners) == 2
+    assert _emitted(capsys).status == ERROR
+
+
+def test_missing_versus_broken_parts_of_ours(tmp_path: Any, monkeypatch: Any) -> None:
+    import types
+
+    from bench.common import our_export, our_module
+
+    fake = types.ModuleType("kafka_core")
+    fake.__all__ = ["Broken"]  # type: ignore[attr-defined]
+
+    def lazy(name: str) -> Any:
+        raise AttributeError(f"half-written module behind {name}")
+
+    fake.__getattr__ = lazy  # type: ignore[method-assign]
+    monkeypatch.setitem(sys.modules, "kafka_core", fake)
+    with pytest.raises(NotImplementedYet):
+        our_export("Absent")
+    with pytest.raises(RuntimeError, match="failed to import: AttributeError: half-written"):
+        our_export("Broken")
+    monkeypatch.undo()
+
+    with pytest.raises(NotImplementedYet):
+        our_module("bench_no_such_package.spark")
+    pkg = tmp_path / "bench_fake_pkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "spark.py").write_text("raise ImportError('needs something not installed')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(RuntimeError, match="needs something not installed"):
+        our_module("bench_fake_pkg.spark")
+
+
+def test_median_result() -> None:
+    runs = [RunResult("c", records=100, wall_s=w) for w in (1.0, 4.0, 2.0)]
+    chosen = median_result(runs)
+    assert chosen.rate == 50.0
+    assert chosen.extra["runs"] == [100, 25, 50]
+    failed = [*runs, RunResult("c", status=ERROR, detail="boom")]
+    assert median_result(failed).status == ERROR
+
+
+def test_tables() -> None:
+    table = markdown_table(["a", "b"], [["x|y", "z"]])
+    assert "x\\|y" in table
+    assert table.count("\n") == 2
+    results = [
+        RunResult("anchor", records=100, wall_s=1.0, cpu_s=0.5, rss_mb=10),
+        RunResult("ours", records=100, wall_s=0.5, cpu_s=0.1, rss_mb=10),
+        RunResult("later", status=NOT_IMPLEMENTED, detail="x"),
+    ]
+    text = e2e_table(results, "anchor")
+    assert "| ours | 200 | 2.00x | 1000.00 | 10 |" in text
+    assert "not yet implemented" in text
+
+
+def _entry(op: str, impl: str, median: float, size: int = 100, **kw: Any) -> dict[str, Any]:
+    implementation = kw.pop("implementation", "cython" if impl == "ours" else impl)
+    return {
+        "op": op,
+        "impl": impl,
+        "implementation": implementation,
+        "value_size": size,
+        "compression": kw.pop("compression", "none"),
+        "records": 1000,
+        "nbytes": kw.pop("nbytes", 126_000),
+        "median": median,
+        "min": median,
+        "rounds": 5,
+    }
+
+
+def test_report_codec_ratios_and_targets() -> None:
+    entries = [
+        _entry("encode", "ours", 0.0001),  # 10 M/s
+        _entry("encode", "aiokafka", 0.0004),  # 2.5 M/s -> 4x, target 2x met
+        _entry("decode", "ours", 0.0002),
+        _entry("decode", "aiokafka", 0.0002),  # 1x, target 1.5x not met
+        _entry("encode", "ours", 0.01, implementation="python"),
+        _entry("encode", "kafka-python", 0.005),
+        {"name": "test_x", "median": 1.0},  # unlabelled (failed) benchmark: ignored
+    ]
+    data = {"environment": {}, "sections": {"codec": {"entries": entries, "failures": ["FAILED x"]}}}
+    text = report.render(data)
+    assert "| encode, value 100 B | 10.00 M/s · 0.100 s/M | 2.50 M/s · 0.400 s/M" in text
+    assert "4.00x | ≥2x met |" in text
+    assert "1.00x | ≥1.5x NOT met |" in text
+    assert "pure-Python twin" in text
+    assert "0.50x" in text  # twin vs kafka-python
+    assert "FAILED x" in text
+
+
+def test_report_without_our_codec_still_renders() -> None:
+    data = {"environment": {}, "sections": {"codec": {"entries": [_entry("encode", "aiokafka", 0.0004)]}}}
+    text = report.render(data)
+    assert "| encode, value 100 B | - | 2.50 M/s" in text
+    assert "≥2x (not measured)" in text
+
+
+def test_report_e2e_sections() -> None:
+    ok = RunResult("confluent-kafka", records=300_000, wall_s=1.0, cpu_s=0.3, rss_mb=90)
+    ours = RunResult("kafka_core", records=300_000, wall_s=0.5, cpu_s=0.3, rss_mb=90)
+    missing = RunResult("kafka_core-send_batch", status=NOT_IMPLEMENTED, detail="x")
+    sections = {
+        "producer": {"results": [ok.__dict__, ours.__dict__, missing.__dict__], "records": 300_000},
+        "consumer": {"results": [], "failed": "BrokerStartError: no tansu"},
+    }
+    text = report.render({"environment": {}, "sections": sections})
+    assert "| producer: kafka_core | confluent-kafka | 2.00x |" in text
+    assert "| producer: kafka_core-send_batch | confluent-kafka | not yet implemented |" in text
+    assert "**The section failed:** `BrokerStartError: no tansu`" in text
+    assert "300,000 records of 100 B" in text
+
+
+def test_tree_usage_counts_children() -> None:
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import time\nt=time.process_time()\nwhile time.process_time()-t<0.5: pass\ntime.sleep(30)",
+        ]
+    )
+    try:
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            cpu, rss = tree_usage(os.getpid())
+            if cpu >= time.process_time() + 0.4:
+                break
+            time.sleep(0.1)
+        assert cpu >= time.process_time() + 0.4
+        assert rss > 1
+    finally:
+        child.kill()
+        child.wait()
+
+
+# --------------------------------------------------------------------------- against a broker
+
+
+@pytest.fixture(scope="module")
+def bootstrap() -> Any:
+    from bench.common import bench_broker
+
+    with bench_broker() as address:
+        yield address
+
+
+def _ours_exists(name: str) -> bool:
+    """Whether kafka_core declares ``name`` (asked in a child: an extension being rebuilt by
+    someone else must not take this test process down)."""
+    code = f"import kafka_core, sys; sys.exit(0 if {name!r} in dir(kafka_core) else 3)"
+    return subprocess.run([sys.executable, "-c", code], check=False, timeout=60).returncode == 0
+
+
+@pytest.mark.broker
+def test_producer_smoke(bootstrap: str) -> None:
+    from bench.e2e_producer import run_producer_bench
+
+    clients = ("confluent-kafka", "aiokafka", "kafka-python", "kafka_core")
+    results = run_producer_bench(bootstrap, records=2000, repeat=1, clients=clients, log=lambda _m: None)
+    by = {r.client: r for r in results}
+    for peer in clients[:3]:
+        assert by[peer].status == OK, by[peer].detail
+        assert by[peer].records == 2000
+        assert by[peer].cpu_s > 0
+    # Our row follows what exists: "not yet implemented" exactly while the producer is missing.
+    assert (by["kafka_core"].status == NOT_IMPLEMENTED) == (not _ours_exists("KafkaProducer"))
+
+
+@pytest.mark.broker
+def test_consumer_smoke(bootstrap: str) -> None:
+    from bench.e2e_consumer import run_consumer_bench
+
+    clients = ("confluent-kafka", "aiokafka", "kafka-python", "kafka_core-poll_columns")
+    results = run_consumer_bench(bootstrap, records=2000, repeat=1, clients=clients, log=lambda _m: None)
+    by = {r.client: r for r in results}
+    for peer in clients[:3]:
+        assert by[peer].status == OK, by[peer].detail
+        assert by[peer].extra["total_records"] == 2000
+        assert 0 < by[peer].records <= 2000
+    assert (by["kafka_core-poll_columns"].status == NOT_IMPLEMENTED) == (not _ours_exists("KafkaConsumer"))
+
+
+@pytest.mark.broker
+def test_consumer_reports_missing_records(bootstrap: str) -> None:
+    """A topic holding fewer records than asked for is an error row, not a hang or a figure."""
+    from bench.common import create_topic, fill_topic, run_child, unique_topic
+
+    topic = unique_topic("short", "test")
+    create_topic(bootstrap, topic, 1)
+    fill_topic(bootstrap, topic, make_values(10, 100))
+    args = ["--bootstrap", bootstrap, "--topic", topic, "--records", "20", "--partitions", "1"]
+    env_deadline = os.environ.get("BENCH_CONSUME_DEADLINE_S")
+    os.environ["BENCH_CONSUME_DEADLINE_S"] = "3"
+    try:
+        result = run_child("bench.e2e_consumer", "confluent-kafka", args, timeout=60)
+    finally:
+        if env_deadline is None:
+            os.environ.pop("BENCH_CONSUME_DEADLINE_S")
+        else:
+            os.environ["BENCH_CONSUME_DEADLINE_S"] = env_deadline
+    assert result.status == ERROR
+    assert "only 10 of 20" in result.detail
+
+
+@pytest.mark.broker
+def test_count_topic_sees_exactly_what_landed(bootstrap: str) -> None:
+    """The read-back that turns a producer run with lost records into an error row."""
+    from bench.common import count_topic, create_topic, fill_topic, unique_topic
+
+    topic = unique_topic("count", "test")
+    create_topic(bootstrap, topic, 2)
+    fill_topic(bootstrap, topic, make_values(50, 100))
+    assert count_topic(bootstrap, topic, 2, expected=50) == 50
+    assert count_topic(bootstrap, topic, 2, expected=60, timeout=10) == 50
