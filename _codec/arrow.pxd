@@ -11,6 +11,11 @@ from libc.string cimport memcpy, memset
 from reader cimport fail
 
 
+cdef extern from "bufpool.h":
+    void kc_buf_free(void* p) noexcept nogil
+    void* kc_buf_take(size_t size, size_t* cap) noexcept nogil
+
+
 cdef struct ArrowArray:  # the Arrow C data interface's struct ArrowArray, field for field
     int64_t length
     int64_t null_count
@@ -42,7 +47,7 @@ cdef inline void release_array(ArrowArray* a) noexcept nogil:
     cdef Private* priv = <Private*>a.private_data
     for i in range(a.n_buffers):
         if priv == NULL or i < priv.borrowed_from or i >= priv.borrowed_to:
-            free(<void*>a.buffers[i])
+            kc_buf_free(<void*>a.buffers[i])
     free(a.buffers)
     for i in range(a.n_children):
         child = a.children[i]
@@ -109,6 +114,13 @@ cdef inline int grow(CBuf* b, Py_ssize_t extra) except -1:
         size = b.length + extra
     if size < 64:
         size = 64
+    cdef size_t pooled_cap = 0
+    if b.ptr == NULL:
+        grown = <char*>kc_buf_take(<size_t>size, &pooled_cap)
+        if grown != NULL:
+            b.ptr = grown
+            b.cap = size  # the pooled buffer may be larger: use only what was asked for
+            return 0
     grown = <char*>realloc(b.ptr, size)
     if grown == NULL:
         raise MemoryError()

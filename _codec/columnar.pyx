@@ -15,6 +15,7 @@ from libc.stdlib cimport free, malloc
 from libc.string cimport memcpy, memset
 
 from arrow cimport (
+    kc_buf_free,
     ArrowArray, CBuf, bitmap, borrow, free_node, new_node, put_i32, put_ptr, put_view, reserve, take,
 )
 from primitives cimport (
@@ -221,7 +222,7 @@ cdef class _Columns:
     def __dealloc__(self):
         cdef int i
         for i in range(N_BUFS):
-            free(self.bufs[i].ptr)
+            kc_buf_free(self.bufs[i].ptr)
 
     cdef int headers(self, Reader* r, Rec* rec) except -1:
         cdef Hdr h = Hdr(NULL, NULL, 0, 0)
