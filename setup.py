@@ -14,8 +14,15 @@ from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
 
 HERE = Path(__file__).parent
-REQUIRE = os.environ.get("KAFKA_CORE_REQUIRE_EXTENSION", "") not in ("", "0")
-PURE = os.environ.get("KAFKA_CORE_PURE_PYTHON", "") not in ("", "0")
+
+
+def env_flag(name: str) -> bool:
+    """As kafka_core._env.env_flag (not imported: the package is not importable at build time)."""
+    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
+
+
+REQUIRE = env_flag("KAFKA_CORE_REQUIRE_EXTENSION")
+PURE = env_flag("KAFKA_CORE_PURE_PYTHON")
 
 
 # Every Cython source lives in _codec/; most build into the codec package, a few elsewhere.

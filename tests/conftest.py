@@ -14,14 +14,10 @@ from collections.abc import Callable, Iterator
 import pytest
 
 import kafka_core.codec
+from kafka_core._env import env_flag
 from kafka_core.devbroker import BrokerStartError, TansuBroker
 
-
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
-
-
-IN_CI = _flag("CI")
+IN_CI = env_flag("CI")
 EXTERNAL_BROKER = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
 # The embedded broker is Tansu; an external one is Apache Kafka unless said otherwise.
 BROKER_FLAVOR = os.environ.get("KAFKA_BROKER_FLAVOR", "kafka" if EXTERNAL_BROKER else "tansu")
@@ -34,12 +30,12 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    if _flag("KAFKA_CORE_REQUIRE_EXTENSION") and kafka_core.codec.IMPLEMENTATION != "cython":
+    if env_flag("KAFKA_CORE_REQUIRE_EXTENSION") and kafka_core.codec.IMPLEMENTATION != "cython":
         raise pytest.UsageError(
             "KAFKA_CORE_REQUIRE_EXTENSION is set but the Cython codec did not load "
             f"(implementation: {kafka_core.codec.IMPLEMENTATION})"
         )
-    if _flag("KAFKA_CORE_PURE_PYTHON") and kafka_core.codec.IMPLEMENTATION != "python":
+    if env_flag("KAFKA_CORE_PURE_PYTHON") and kafka_core.codec.IMPLEMENTATION != "python":
         raise pytest.UsageError("KAFKA_CORE_PURE_PYTHON is set but the codec is not the Python twin")
 
 

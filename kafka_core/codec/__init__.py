@@ -8,18 +8,13 @@ a warning (CI uses it so that a silent fallback cannot pass).
 
 from __future__ import annotations
 
-import os
 import warnings
 
+from kafka_core._env import env_flag
 from kafka_core.codec.columns import BatchInfo, RecordColumns
 from kafka_core.errors import KafkaCodecError
 
-
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
-
-
-if _flag("KAFKA_CORE_PURE_PYTHON"):
+if env_flag("KAFKA_CORE_PURE_PYTHON"):
     from kafka_core.codec._python import columnar, primitives, records
 
     IMPLEMENTATION = "python"
@@ -33,7 +28,7 @@ else:
 
         IMPLEMENTATION = "cython"
     except ImportError as exc:
-        if _flag("KAFKA_CORE_REQUIRE_EXTENSION"):
+        if env_flag("KAFKA_CORE_REQUIRE_EXTENSION"):
             raise ImportError(f"kafka_core: the Cython codec did not load ({exc})") from exc
         warnings.warn(
             f"kafka_core: Cython codec unavailable ({exc}); using the slower pure-Python codec",
@@ -44,7 +39,7 @@ else:
 
         IMPLEMENTATION = "python"
 
-from kafka_core.codec.crc import crc32c  # noqa: E402
+from kafka_core.codec.crc import crc32c
 
 KafkaRecord = records.KafkaRecord
 encode_record_batch = records.encode_record_batch

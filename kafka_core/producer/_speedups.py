@@ -6,20 +6,16 @@ pure-Python twins of its data classes.
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
-
-def _flag(name: str) -> bool:
-    return os.environ.get(name, "").strip().lower() not in ("", "0", "false", "no")
-
+from kafka_core._env import env_flag
 
 accel: Any = None
-if not _flag("KAFKA_CORE_PURE_PYTHON"):
+if not env_flag("KAFKA_CORE_PURE_PYTHON"):
     try:
         from kafka_core.producer import _accel as accel  # type: ignore[attr-defined,no-redef]
     except ImportError as exc:
-        if _flag("KAFKA_CORE_REQUIRE_EXTENSION"):
+        if env_flag("KAFKA_CORE_REQUIRE_EXTENSION"):
             raise ImportError(f"kafka_core: the producer's C extension did not load ({exc})") from exc
         accel = None
 

@@ -6,11 +6,12 @@ alive. Also the twins' KafkaRecord construction checks and the Cython fast attri
 from __future__ import annotations
 
 import gc
-import os
 import types
 from typing import Any
 
 import pytest
+
+from kafka_core._env import env_flag
 
 pa = pytest.importorskip("pyarrow")
 
@@ -19,7 +20,7 @@ from kafka_core.codec._python import columnar as pcol  # noqa: E402
 from kafka_core.codec._python import records as prec  # noqa: E402
 from kafka_core.errors import KafkaCodecError  # noqa: E402
 
-PURE = os.environ.get("KAFKA_CORE_PURE_PYTHON", "").strip().lower() not in ("", "0", "false", "no")
+PURE = env_flag("KAFKA_CORE_PURE_PYTHON")
 if PURE:
     ccol = crec = None
     TWINS: list[Any] = [pcol]

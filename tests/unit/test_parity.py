@@ -7,14 +7,15 @@ unless KAFKA_CORE_PURE_PYTHON=1 says that the extension is deliberately absent.
 
 from __future__ import annotations
 
-import os
 import pickle
 import uuid
 from typing import Any
 
 import pytest
 
-if os.environ.get("KAFKA_CORE_PURE_PYTHON", "").strip().lower() not in ("", "0", "false", "no"):
+from kafka_core._env import env_flag
+
+if env_flag("KAFKA_CORE_PURE_PYTHON"):
     pytest.skip("KAFKA_CORE_PURE_PYTHON=1: the Cython codec is deliberately absent", allow_module_level=True)
 
 import pyarrow as pa
