@@ -48,14 +48,14 @@ cdef inline void release_array(ArrowArray* a) noexcept nogil:
     for i in range(a.n_buffers):
         if priv == NULL or i < priv.borrowed_from or i >= priv.borrowed_to:
             kc_buf_free(<void*>a.buffers[i])
-    free(a.buffers)
     for i in range(a.n_children):
         child = a.children[i]
         if child != NULL:
             if child.release != NULL:
                 child.release(child)
             free(child)
-    free(a.children)
+    if <char*>a.buffers != <char*>a + sizeof(ArrowArray):  # a root's: allocated on their own
+        free(a.buffers)
     if priv != NULL:
         if priv.keep != NULL:
             drop_keep(priv.keep)
@@ -64,8 +64,14 @@ cdef inline void release_array(ArrowArray* a) noexcept nogil:
     a.release = NULL
 
 
-cdef inline ArrowArray* new_node(int64_t length, int64_t null_count, int n_buffers, int n_children) except NULL:
-    cdef ArrowArray* a = <ArrowArray*>calloc(1, sizeof(ArrowArray))
+cdef inline ArrowArray* new_node(int64_t length, int64_t null_count, int n_buffers, int n_children,
+                                 bint root=False) except NULL:
+    """A child node is one allocation: the struct, then its buffer and child pointer arrays.
+
+    A root's arrays are separate: importing moves the root struct into pyarrow's own copy, which
+    still points at them after the shell is freed (release_array tells them apart by address)."""
+    cdef size_t tail = (n_buffers + n_children + 1) * sizeof(void*)
+    cdef ArrowArray* a = <ArrowArray*>calloc(1, sizeof(ArrowArray) + (0 if root else tail))
     if a == NULL:
         raise MemoryError()
     a.length = length
@@ -73,11 +79,15 @@ cdef inline ArrowArray* new_node(int64_t length, int64_t null_count, int n_buffe
     a.n_buffers = n_buffers
     a.n_children = n_children
     a.release = release_array
-    a.buffers = <const void**>calloc(n_buffers, sizeof(void*))
-    a.children = <ArrowArray**>calloc(n_children + 1, sizeof(ArrowArray*))
-    if a.buffers == NULL or a.children == NULL:
-        free_node(a)
-        raise MemoryError()
+    if root:
+        a.buffers = <const void**>calloc(n_buffers + n_children + 1, sizeof(void*))
+        if a.buffers == NULL:
+            free(a)
+            raise MemoryError()
+        a.children = <ArrowArray**>(a.buffers + n_buffers)
+    else:
+        a.buffers = <const void**>(<char*>a + sizeof(ArrowArray))
+        a.children = <ArrowArray**>(a.buffers + n_buffers)
     return a
 
 

@@ -28,6 +28,26 @@ from reader cimport (
     read_fail, read_hdr, read_rec,
 )
 
+cdef extern from "fastscan.h":
+    ctypedef struct kc_scan:
+        const uint8_t* p
+        Py_ssize_t pos, end
+        int64_t base_offset, base_ts, max_ts
+        int log_append
+        int64_t* offs
+        int64_t* tss
+        int8_t* tys
+        char* kval
+        char* vval
+        int32_t* kos
+        int32_t* vos
+        int32_t* hos
+        int32_t nh
+        char* kp
+        char* vp
+        Py_ssize_t kl, vl, knulls, vnulls
+    Py_ssize_t kc_scan_records(kc_scan* s, Py_ssize_t j, Py_ssize_t count) noexcept nogil
+
 include "batch.pxi"
 include "writer.pxi"
 
@@ -324,7 +344,43 @@ cdef class _Columns:
         cdef Py_ssize_t vl = vd.length
         cdef Py_ssize_t knulls = 0, vnulls = 0
         cdef const uint8_t* base = r.p
-        for j in range(count):
+        cdef kc_scan s
+        memset(&s, 0, sizeof(s))
+        if not zero_copy:
+            s.p = r.p
+            s.end = r.end
+            s.base_offset = b.base_offset
+            s.base_ts = b.base_ts
+            s.max_ts = b.max_ts
+            s.log_append = log_append
+            s.offs = offs
+            s.tss = tss
+            s.tys = tys
+            s.kval = kval
+            s.vval = vval
+            s.kos = kos
+            s.vos = vos
+            s.hos = hos
+        j = 0
+        while j < count:
+            if not zero_copy:  # the common shape in C; what it leaves goes through read_rec
+                s.pos = r.pos
+                s.nh = <int32_t>self.nh
+                s.kp = kp
+                s.vp = vp
+                s.kl = kl
+                s.vl = vl
+                s.knulls = knulls
+                s.vnulls = vnulls
+                j = <int32_t>kc_scan_records(&s, j, count)
+                r.pos = s.pos
+                r.index = j
+                kl = s.kl
+                vl = s.vl
+                knulls = s.knulls
+                vnulls = s.vnulls
+                if j >= count:
+                    break
             check_more(&r, count, j)
             if read_rec(&r, &rec):
                 read_error(&r)
@@ -361,6 +417,7 @@ cdef class _Columns:
                 self.headers(&r, &rec)
             hos[j] = <int32_t>self.nh
             end_rec(&r, &rec)
+            j += 1
         close_records(&r, b)
         kd.length = kl
         vd.length = vl
@@ -476,10 +533,10 @@ cdef class _Columns:
     cdef object finish(self):
         _pyarrow()
         cdef Py_ssize_t n = self.n
-        cdef ArrowArray* root = new_node(n, 0, 1, 6)
+        cdef ArrowArray* root = new_node(n, 0, 1, 6, True)
         cdef ArrowArray* headers
         cdef ArrowArray* entries
-        cdef _Exported exported = _Exported.__new__(_Exported)
+        cdef _Exported exported
         try:
             root.children[0] = self.fixed(n, B_OFFSETS)
             root.children[1] = self.fixed(n, B_TIMESTAMPS)
@@ -495,14 +552,23 @@ cdef class _Columns:
             entries = headers.children[0] = new_node(self.nh, 0, 1, 2)
             entries.children[0] = self.binary(self.nh, 0, B_HKOFFS, B_HKDATA, B_HVVALID)
             entries.children[1] = self.binary(self.nh, self.hvnulls, B_HVOFFS, B_HVDATA, B_HVVALID)
-            exported.capsule = PyCapsule_New(root, "arrow_array", _free_capsule)
         except BaseException:
             free_node(root)
             raise
-        exported.schema = _schemas[1 if self.zero_copy else 0]
+        schema = _schemas[1 if self.zero_copy else 0]
         if _import_ptr is not None:
-            batch = _import_ptr(<size_t>root, exported.schema)  # moves root out; the capsule frees the shell
+            try:
+                batch = _import_ptr(<size_t>root, schema)  # moves the struct out of root
+            finally:
+                free_node(root)  # the shell (released too, if the import failed before the move)
         else:
+            exported = _Exported.__new__(_Exported)
+            exported.schema = schema
+            try:
+                exported.capsule = PyCapsule_New(root, "arrow_array", _free_capsule)
+            except BaseException:
+                free_node(root)
+                raise
             batch = _import_capsule(*exported.__arrow_c_array__())
         return _from_batch(batch, self.batches)
 
