@@ -78,7 +78,8 @@ static inline void kc_copy16(char* restrict dst, const uint8_t* restrict src, in
  * and inside the reservation of one records region per column (destination: a column holds
  * fewer bytes than the region has consumed). Offsets, timestamps and column sizes cannot
  * overflow when the batch passes the checks made once, before the loop. Everything is loaded
- * into locals: stores through the output pointers could otherwise alias the state struct. */
+ * into locals (stores through the output pointers could otherwise alias the state struct), and
+ * what is the same for every row is filled in after the loop: fewer live registers in it. */
 static ssize_t kc_scan_records(kc_scan* s, ssize_t j, ssize_t count) {
     const uint8_t* restrict p = s->p;
     ssize_t pos = s->pos;
@@ -97,7 +98,7 @@ static ssize_t kc_scan_records(kc_scan* s, ssize_t j, ssize_t count) {
     const int32_t nh = s->nh;
     char* restrict kp = s->kp;
     char* restrict vp = s->vp;
-    int64_t length, ts_delta, off_delta, klen, vlen, hcount, kn, vn;
+    int64_t length, ts_delta, off_delta, klen, vlen, kn, vn;
     ssize_t q, rend, kat, vat;
     int bad = 0;
     if (base_offset > INT64_MAX - KC_DELTA_MAX || base_offset < INT64_MIN + KC_DELTA_MAX ||
@@ -105,6 +106,7 @@ static ssize_t kc_scan_records(kc_scan* s, ssize_t j, ssize_t count) {
         kl > INT32_MAX - end || vl > INT32_MAX - end) {
         return j; /* rare: the generic reader checks every record */
     }
+    const ssize_t j0 = j;
     for (; j < count; j++) {
         q = pos;
         if (end - q < KC_SLACK) break;
@@ -124,23 +126,28 @@ static ssize_t kc_scan_records(kc_scan* s, ssize_t j, ssize_t count) {
         vat = q;
         vn = vlen > 0 ? vlen : 0;
         q += vn;
-        hcount = kc_varint3(p, &q, &bad);
-        if (bad || hcount != 0 || q != rend) break;
+        if (p[q] != 0 || q + 1 != rend) break; /* header count 0, and the record ends here */
         offs[j] = base_offset + off_delta;
-        tss[j] = log_append ? max_ts : base_ts + ts_delta;
-        tys[j] = (int8_t)(log_append != 0);
+        tss[j] = base_ts + ts_delta;
         kval[j] = klen >= 0;
         vval[j] = vlen >= 0;
-        knulls += klen < 0;
-        vnulls += vlen < 0;
         kc_copy16(kp + kl, p + kat, kn);
         kl += kn;
         kc_copy16(vp + vl, p + vat, vn);
         vl += vn;
         kos[j] = (int32_t)kl;
         vos[j] = (int32_t)vl;
-        hos[j] = nh;
         pos = rend;
+    }
+    /* what is the same for every row of the batch, filled in after the loop */
+    for (q = j0; q < j; q++) {
+        tys[q] = (int8_t)(log_append != 0);
+        hos[q] = nh;
+        knulls += !kval[q];
+        vnulls += !vval[q];
+    }
+    if (log_append) {
+        for (q = j0; q < j; q++) tss[q] = max_ts;
     }
     s->pos = pos;
     s->kl = kl;
