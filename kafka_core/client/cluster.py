@@ -89,9 +89,26 @@ def _port(text: str, item: str) -> int:
 class _Node:
     broker: BrokerMeta
     backoff: Backoff
-    conn: BrokerConnection | None = None
+    conn: BrokerConnection | None = None  # lane 0: everything by default
+    # Further connections (lanes 1..) for callers that want requests served side by side: a
+    # broker handles one connection's requests one at a time, in order.
+    lanes: dict[int, BrokerConnection] = field(default_factory=dict)
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     next_attempt: float = 0.0
+
+    def lane(self, lane: int) -> BrokerConnection | None:
+        return self.conn if lane == 0 else self.lanes.get(lane)
+
+    def set_lane(self, lane: int, conn: BrokerConnection | None) -> None:
+        if lane == 0:
+            self.conn = conn
+        elif conn is None:
+            self.lanes.pop(lane, None)
+        else:
+            self.lanes[lane] = conn
+
+    def all_conns(self) -> list[BrokerConnection]:
+        return [c for c in (self.conn, *self.lanes.values()) if c is not None]
 
 
 class KafkaClient(ClientOperations):
@@ -236,7 +253,7 @@ class KafkaClient(ClientOperations):
         self._closed = True
         if self._full_refresh is not None and not self._full_refresh.done():
             self._full_refresh.cancel()
-        conns = [n.conn for n in self._nodes.values() if n.conn is not None]
+        conns = [c for n in self._nodes.values() for c in n.all_conns()]
         await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
 
     def _check_open(self) -> None:
@@ -270,21 +287,25 @@ class KafkaClient(ClientOperations):
         if node is None:
             self._nodes[broker.node_id] = _Node(broker, Backoff(*self._reconnect_backoff))
             return
-        if (node.broker.host, node.broker.port) != (broker.host, broker.port) and node.conn is not None:
-            old, node.conn = node.conn, None
-            task = asyncio.get_running_loop().create_task(old.close("broker address changed"))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+        if (node.broker.host, node.broker.port) != (broker.host, broker.port):
+            for old in node.all_conns():
+                task = asyncio.get_running_loop().create_task(old.close("broker address changed"))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+            node.conn = None
+            node.lanes.clear()
         node.broker = broker
 
-    async def connection(self, node_id: int) -> BrokerConnection:
-        """A ready connection to ``node_id``, (re)connecting with backoff if needed."""
+    async def connection(self, node_id: int, lane: int = 0) -> BrokerConnection:
+        """A ready connection to ``node_id``, (re)connecting with backoff if needed.
+
+        ``lane`` > 0 picks a further connection to the same broker (see ``send``)."""
         self._check_open()
         await self._ensure_started()
         node = self._nodes.get(node_id)
         if node is None:
             raise KafkaConnectionError(f"unknown broker node id {node_id}")
-        conn = node.conn
+        conn = node.lane(lane)
         if conn is not None and conn.connected:
             if conn.in_flight_count or not (conn.reauthentication_due or conn.idle_for() > self._max_idle):
                 return conn
@@ -292,7 +313,7 @@ class KafkaClient(ClientOperations):
             # SASL session expiry) rather than racing a request against its close.
             await conn.close("idle too long or SASL session about to expire")
         async with node.lock:
-            conn = node.conn
+            conn = node.lane(lane)
             if conn is not None and conn.connected:
                 return conn
             delay = node.next_attempt - asyncio.get_running_loop().time()
@@ -307,7 +328,7 @@ class KafkaClient(ClientOperations):
                 self._mark_all_stale()
                 raise
             node.backoff.reset()
-            node.conn = conn
+            node.set_lane(lane, conn)
             if self._closed:
                 await conn.close()
                 raise KafkaClosedError("KafkaClient is closed")
@@ -321,6 +342,7 @@ class KafkaClient(ClientOperations):
         *,
         timeout_ms: float | None = None,
         max_version: int | None = None,
+        lane: int = 0,
     ) -> Any:
         """Send one request to a broker and return the response body. No retries.
 
@@ -328,8 +350,10 @@ class KafkaClient(ClientOperations):
         (default ``request_timeout_ms``) drops the connection when it expires, so keep it above
         any broker-side wait such as Fetch ``max_wait_ms``. Error codes inside the body are the
         caller's to interpret (``note_error`` invalidates caches for the stale-metadata ones).
+        ``lane`` > 0 sends on a further connection to the broker: requests on different lanes
+        are served side by side, and a long-polling Fetch on one does not hold up the others.
         """
-        conn = await self.connection(node_id)
+        conn = await self.connection(node_id, lane)
         if version is None:
             version = conn.choose_version(request_body.API_KEY, max_version=max_version)
         try:

@@ -24,7 +24,11 @@ log = logging.getLogger(__name__)
 
 OFFSET_RESETS = ("earliest", "latest", "none")
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
+# poll_columns hands parts of this size over as they are: concatenating them only copies.
 COLUMNS_BATCH_ROWS = 8_192
+COLUMNS_BATCH_BYTES = 1 << 20
+# Fetch requests in flight per broker, each on its own connection (see Fetcher).
+FETCH_CONCURRENCY = 3
 
 
 def _tp(x: Any) -> TopicPartition:
@@ -52,6 +56,8 @@ class KafkaConsumer:
     commit, committed, seek... A join that outlasts poll's timeout goes on in the background:
     poll returns empty at its timeout. Only cooperative assignors
     (``assignors=("cooperative-sticky",)``) select the incremental protocol of KIP-429.
+    ``fetch_concurrency`` Fetch requests go to each broker at once, each on its own connection,
+    with the partitions dealt among them: a broker serves one connection's requests in turn.
     Other keyword arguments (or ``client=``, an existing KafkaClient) configure the connection.
     """
 
@@ -76,6 +82,7 @@ class KafkaConsumer:
         fetch_min_bytes: int = 1,
         fetch_max_bytes: int = 52_428_800,
         max_partition_fetch_bytes: int = 1_048_576,
+        fetch_concurrency: int = FETCH_CONCURRENCY,
         max_poll_records: int | None = None,
         check_crcs: bool = True,
         coordinator_ready_timeout_ms: int = 30_000,
@@ -106,6 +113,8 @@ class KafkaConsumer:
             raise KafkaConfigError("heartbeat_interval_ms must be lower than session_timeout_ms")
         if max_poll_records is not None and max_poll_records < 1:
             raise KafkaConfigError("max_poll_records must be positive")
+        if fetch_concurrency < 1:
+            raise KafkaConfigError("fetch_concurrency must be at least 1")
         if client is None:
             if bootstrap_servers is None:
                 raise KafkaConfigError("bootstrap_servers (or client) is required")
@@ -142,6 +151,7 @@ class KafkaConsumer:
             fetch_max_bytes=fetch_max_bytes,
             max_partition_fetch_bytes=max_partition_fetch_bytes,
             check_crcs=check_crcs,
+            fetch_concurrency=fetch_concurrency,
         )
         self._group: Any = None
         if group_id is not None and self._static is None:
@@ -344,7 +354,7 @@ class KafkaConsumer:
         self._rr = (self._rr + 1) % len(tps)
         tps = tps[self._rr :] + tps[: self._rr]  # fairness across partitions
         parts: list[Any] = []
-        taken = 0
+        taken = taken_bytes = 0
         for tp in tps:
             q = buffer.get(tp)
             if tp not in self._subs:
@@ -366,6 +376,8 @@ class KafkaConsumer:
                 if n:
                     parts.append(chunk)
                     taken += n
+                    if columns:
+                        taken_bytes += chunk.nbytes
                 st.position = pf.fetch_offset = pf.position_after()
                 if not pf.exhausted:
                     break
@@ -378,12 +390,14 @@ class KafkaConsumer:
                         break
                     self._fetcher.wake()
                     raise err
+                if columns and (taken >= COLUMNS_BATCH_ROWS or taken_bytes >= COLUMNS_BATCH_BYTES):
+                    break  # big enough: no copying it together with the next fetch's rows
             if not q:
                 buffer.pop(tp, None)
             if self._pending_errors or (max_records is not None and taken >= max_records):
                 break
-            if columns and taken >= COLUMNS_BATCH_ROWS:
-                break  # big enough: handing it over as is avoids copying it into one batch
+            if columns and (taken >= COLUMNS_BATCH_ROWS or taken_bytes >= COLUMNS_BATCH_BYTES):
+                break
         self._fetcher.wake()
         if not parts:
             return None

@@ -50,6 +50,7 @@ class Fetcher:
         max_partition_fetch_bytes: int,
         check_crcs: bool = True,
         prefetch_depth: int = 2,
+        fetch_concurrency: int = 1,
     ) -> None:
         self._client = client
         self._subs = subs
@@ -68,7 +69,14 @@ class Fetcher:
         self.errors: list[BaseException] = []
         # Per-partition errors, raised at poll until a seek (the partition is not fetched meanwhile).
         self.partition_errors: dict[TopicPartition, tuple[int, BaseException]] = {}
-        self._inflight: dict[int, asyncio.Task[None]] = {}
+        # Up to ``fetch_concurrency`` Fetch requests in flight per broker, each on its own
+        # connection (lane): a broker serves one connection's requests one at a time, so this is
+        # what lets it work on several partitions at once, and a lane long-polling a caught-up
+        # partition never holds up the others. Partitions keep their lane.
+        self._lanes = max(1, fetch_concurrency)
+        self._lane_of: dict[TopicPartition, int] = {}
+        self._next_lane: dict[int, int] = defaultdict(int)
+        self._inflight: dict[tuple[int, int], asyncio.Task[None]] = {}
         self._inflight_tps: set[TopicPartition] = set()
         self._topic_ids: dict[str, uuid.UUID] = {}  # the id each topic was last fetched under
         self.fetch_version: int | None = None  # of the last Fetch sent (v13+: by topic id)
@@ -291,28 +299,40 @@ class Fetcher:
             wanted[tp] = (q[-1].next_offset if q else st.position, st.epoch)  # type: ignore[assignment]
         if not wanted:
             return
-        by_node: dict[int, dict[TopicPartition, tuple[int, int]]] = defaultdict(dict)
+        by_node: dict[tuple[int, int], dict[TopicPartition, tuple[int, int]]] = defaultdict(dict)
         for tp, where in wanted.items():
             try:
                 node = await self._client.leader_for(tp.topic, tp.partition, timeout_ms=5_000)
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 log.debug("no leader for %s yet: %r", tp, exc)
                 continue
-            if node in self._inflight:
+            slot = (node, self._lane(node, tp))
+            if slot in self._inflight:
                 continue
-            by_node[node][tp] = where
+            by_node[slot][tp] = where
         self._check_recreated({tp.topic for offsets in by_node.values() for tp in offsets})
         for offsets in by_node.values():
             for tp in [tp for tp in offsets if not self._subs.state(tp).fetchable]:
                 del offsets[tp]  # reset because its topic was recreated
         loop = asyncio.get_running_loop()
-        for node, offsets in by_node.items():
+        for slot, offsets in by_node.items():
             if not offsets:
                 continue
             self._inflight_tps.update(offsets)
-            self._inflight[node] = loop.create_task(self._fetch_node(node, offsets))
+            self._inflight[slot] = loop.create_task(self._fetch_node(slot, offsets))
 
-    async def _fetch_node(self, node: int, offsets: dict[TopicPartition, tuple[int, int]]) -> None:
+    def _lane(self, node: int, tp: TopicPartition) -> int:
+        """The partition's lane: dealt round-robin per broker the first time it is fetched."""
+        lane = self._lane_of.get(tp)
+        if lane is None:
+            if len(self._lane_of) > 2 * len(self._subs.assigned()) + 64:
+                self._lane_of = {t: n for t, n in self._lane_of.items() if t in self._subs}
+            lane = self._lane_of[tp] = self._next_lane[node] % self._lanes
+            self._next_lane[node] += 1
+        return lane
+
+    async def _fetch_node(self, slot: tuple[int, int], offsets: dict[TopicPartition, tuple[int, int]]) -> None:
+        node, lane = slot
         # Not idle while data waits for the application: then do not long-poll the others.
         busy = any(self.buffer.values())
         try:
@@ -322,7 +342,7 @@ class Fetcher:
                 max_wait=min(self._max_wait, 10) if busy else self._max_wait,
                 min_bytes=self._min_bytes,
             )
-            resp = await self._client.send(node, request, version, timeout_ms=self._max_wait + 30_000)
+            resp = await self._client.send(node, request, version, timeout_ms=self._max_wait + 30_000, lane=lane)
             self._backoff[node].reset()
             if resp.error_code:
                 self._client.note_error(resp.error_code)
@@ -364,7 +384,7 @@ class Fetcher:
             self._notify()
             await asyncio.sleep(self._backoff[node].next_s())
         finally:
-            self._inflight.pop(node, None)
+            self._inflight.pop(slot, None)
             self._inflight_tps.difference_update(offsets)
             self.wake()
 

@@ -306,8 +306,33 @@ def _filter_columns(cols: Any, position: int, drop: list[tuple[int, int]], tp: T
         n = batch.num_rows
         if n == 0:
             return _EMPTY
-    arrays = [
-        pa.repeat(pa.scalar(tp.topic, pa.string()), n),
-        pa.repeat(pa.scalar(tp.partition, pa.int32()), n),
-    ]
+    arrays = [_CONSTANTS.column(tp.topic, pa.string(), n), _CONSTANTS.column(tp.partition, pa.int32(), n)]
     return pa.RecordBatch.from_arrays(arrays + list(batch.columns), schema=consumer_schema())
+
+
+class _ConstantColumns:
+    """The topic and partition columns: one value repeated per row.
+
+    Building them per fetch (``pa.repeat``) cost more than decoding the records; instead one
+    array per value is kept, grown by doubling, and sliced (zero-copy) to the rows needed.
+    """
+
+    MAX_KEYS = 1024  # distinct values kept; beyond that the cache starts over
+
+    def __init__(self) -> None:
+        self._arrays: dict[tuple[Any, Any], Any] = {}
+
+    def column(self, value: Any, type_: Any, n: int) -> Any:
+        import pyarrow as pa
+
+        key = (value, type_)
+        array = self._arrays.get(key)
+        if array is None or len(array) < n:
+            if len(self._arrays) >= self.MAX_KEYS:
+                self._arrays.clear()
+            size = max(n, 2 * len(array) if array is not None else 1024)
+            array = self._arrays[key] = pa.repeat(pa.scalar(value, type_), size)
+        return array if len(array) == n else array.slice(0, n)
+
+
+_CONSTANTS = _ConstantColumns()

@@ -301,3 +301,38 @@ def test_break_out_of_iteration_then_poll_continues(
                 break
         rest = drain(c, 40)
     assert [m.offset for m in rest] == list(range(10, 50))
+
+
+@pytest.mark.parametrize("lanes", [1, 3])
+def test_fetch_lanes_read_everything_once_in_order(
+    bootstrap_servers: str, new_topic: Callable[..., str], lanes: int
+) -> None:
+    """fetch_concurrency: one connection per lane to the broker, every record exactly once."""
+    topic = new_topic(3)
+    produce(bootstrap_servers, topic, 3000)
+    with KafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        topics=[topic],
+        auto_offset_reset="earliest",
+        fetch_concurrency=lanes,
+        max_partition_fetch_bytes=4096,  # many small fetches, interleaved across lanes
+    ) as c:
+        msgs = drain(c, 3000, columns=lanes == 3)
+        nodes = c._async_obj._client._nodes.values()
+        fetch_conns = max(len(n.all_conns()) for n in nodes)
+    assert fetch_conns == lanes
+    assert len(msgs) == 3000
+    for p in range(3):
+        got = [
+            m["offset"] if isinstance(m, dict) else m.offset
+            for m in msgs
+            if (m["partition"] if isinstance(m, dict) else m.partition) == p
+        ]
+        assert got == list(range(1000))
+
+
+def test_fetch_concurrency_must_be_positive(bootstrap_servers: str) -> None:
+    from kafka_core.errors import KafkaConfigError
+
+    with pytest.raises(KafkaConfigError, match="fetch_concurrency"):
+        KafkaConsumer(bootstrap_servers=bootstrap_servers, topics=["x"], fetch_concurrency=0)
