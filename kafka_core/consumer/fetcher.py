@@ -331,7 +331,9 @@ class Fetcher:
             self._next_lane[node] += 1
         return lane
 
-    async def _fetch_node(self, slot: tuple[int, int], offsets: dict[TopicPartition, tuple[int, int]]) -> None:
+    async def _fetch_node(
+        self, slot: tuple[int, int], offsets: dict[TopicPartition, tuple[int, int]]
+    ) -> None:
         node, lane = slot
         # Not idle while data waits for the application: then do not long-poll the others.
         busy = any(self.buffer.values())
@@ -342,7 +344,9 @@ class Fetcher:
                 max_wait=min(self._max_wait, 10) if busy else self._max_wait,
                 min_bytes=self._min_bytes,
             )
-            resp = await self._client.send(node, request, version, timeout_ms=self._max_wait + 30_000, lane=lane)
+            resp = await self._client.send(
+                node, request, version, timeout_ms=self._max_wait + 30_000, lane=lane
+            )
             self._backoff[node].reset()
             if resp.error_code:
                 self._client.note_error(resp.error_code)
