@@ -26,6 +26,7 @@ from kafka_core.errors import (
     KafkaTimeoutError,
     KafkaUnsupportedVersionError,
 )
+from kafka_core.network.framing import FrameProtocol, FrameSink, open_frames
 from kafka_core.network.sasl import SaslMechanism, make_mechanism
 from kafka_core.protocol import (
     REQUEST_CLASSES,
@@ -58,8 +59,6 @@ KAFKA4_MIN_VERSIONS: dict[int, int] = {
 }
 DEFAULT_MAX_RESPONSE_SIZE = 100 * 1024 * 1024 + 4096
 UNSUPPORTED_VERSION = 35
-# StreamReader pauses the socket at 2x this much buffered: large fetch responses want big chunks.
-_READ_LIMIT = 4 * 1024 * 1024
 CLIENT_SOFTWARE_NAME = "kafka-core"
 
 
@@ -125,9 +124,7 @@ class BrokerConnection:
         self.sasl_session_lifetime_ms = 0
         self._ready_at = 0.0
         self._last_used = 0.0
-        self._reader: asyncio.StreamReader | None = None
-        self._writer: asyncio.StreamWriter | None = None
-        self._read_task: asyncio.Task[None] | None = None
+        self._stream: FrameProtocol | None = None
         self._in_flight: OrderedDict[int, _Pending] = OrderedDict()
         self._correlation = itertools.count(1)
         self._ready = False
@@ -211,12 +208,16 @@ class BrokerConnection:
         server_hostname = None
         if self.ssl_context is not None:
             server_hostname = self.server_hostname or self.host
-        self._reader, self._writer = await asyncio.open_connection(
-            self.host, self.port, ssl=self.ssl_context, server_hostname=server_hostname, limit=_READ_LIMIT
+        self._stream = await open_frames(
+            self.host,
+            self.port,
+            lambda: _Sink(self),
+            max_frame=self.max_response_size,
+            ssl=self.ssl_context,
+            server_hostname=server_hostname,
         )
-        self._read_task = asyncio.get_running_loop().create_task(
-            self._read_loop(), name=f"kafka-core-read-{self.host}:{self.port}"
-        )
+        if self._error is not None:  # failed while connecting (the stream is closed by now)
+            raise self._error
 
     async def _negotiate_api_versions(self) -> None:
         version = ApiVersionsRequest.MAX_VERSION
@@ -330,7 +331,7 @@ class BrokerConnection:
         return await self._request(body, version, timeout, expect_response=expect_response)
 
     async def _request(self, body: Any, version: int, timeout: float, *, expect_response: bool = True) -> Any:
-        writer = self._writer
+        writer = self._stream
         if writer is None or self._error is not None:
             raise KafkaConnectionError(f"connection to {self.host}:{self.port} is down: {self._error}")
         correlation_id = next(self._correlation) & 0x7FFFFFFF
@@ -347,7 +348,7 @@ class BrokerConnection:
             fut = asyncio.get_running_loop().create_future()
             fut.add_done_callback(_consume_exception)
             self._in_flight[correlation_id] = _Pending(fut, body.API_KEY, version)
-        writer.writelines([size.to_bytes(4, "big"), *parts])
+        writer.write([size.to_bytes(4, "big"), *parts])
         self._last_used = asyncio.get_running_loop().time()
         try:
             async with asyncio.timeout(timeout):
@@ -371,35 +372,22 @@ class BrokerConnection:
 
     # -- reading ---------------------------------------------------------------------------
 
-    async def _read_loop(self) -> None:
-        reader = self._reader
-        assert reader is not None
-        try:
-            while True:
-                head = await reader.readexactly(4)
-                size = int.from_bytes(head, "big", signed=True)
-                if size < 4 or size > self.max_response_size:
-                    self._fail(
-                        KafkaConnectionError(
-                            f"{self.host}:{self.port} sent a response frame of {size} bytes "
-                            f"(limit max_response_size={self.max_response_size}); connection dropped"
-                        )
-                    )
-                    return
-                frame = await reader.readexactly(size)
-                if not self._dispatch(frame):
-                    return
-        except asyncio.IncompleteReadError as exc:
-            mid = "mid-response" if exc.partial or self._in_flight else "idle"
-            self._fail(KafkaConnectionError(f"{self.host}:{self.port} closed the connection ({mid})"))
-        except (ConnectionError, OSError, ssl.SSLError) as exc:
-            self._fail(KafkaConnectionError(f"connection to {self.host}:{self.port} lost: {exc}"))
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # never let the reader die silently with requests waiting
-            self._fail(KafkaConnectionError(f"reader for {self.host}:{self.port} crashed: {exc!r}"))
+    def _bad_frame_size(self, size: int) -> None:
+        self._fail(
+            KafkaConnectionError(
+                f"{self.host}:{self.port} sent a response frame of {size} bytes "
+                f"(limit max_response_size={self.max_response_size}); connection dropped"
+            )
+        )
 
-    def _dispatch(self, frame: bytes) -> bool:
+    def _stream_ended(self, exc: BaseException | None, mid_frame: bool) -> None:
+        if exc is None:
+            mid = "mid-response" if mid_frame or self._in_flight else "idle"
+            self._fail(KafkaConnectionError(f"{self.host}:{self.port} closed the connection ({mid})"))
+        else:
+            self._fail(KafkaConnectionError(f"connection to {self.host}:{self.port} lost: {exc}"))
+
+    def _dispatch(self, frame: bytes | bytearray) -> bool:
         """Hand one frame to its waiter. False when the stream can no longer be trusted."""
         correlation_id = int.from_bytes(frame[:4], "big", signed=True)
         if not self._in_flight:
@@ -438,7 +426,7 @@ class BrokerConnection:
         return True
 
     @staticmethod
-    def _decode(pending: _Pending, frame: bytes) -> Any:
+    def _decode(pending: _Pending, frame: bytes | bytearray) -> Any:
         version = pending.api_version
         if pending.api_key == ApiKey.API_VERSIONS and version > 0 and frame[4:6] == b"\x00\x23":
             # UNSUPPORTED_VERSION: brokers fall back to a v0 body so the client can read the ranges.
@@ -460,12 +448,9 @@ class BrokerConnection:
                     error if isinstance(error, KafkaError) else KafkaConnectionError(str(error))
                 )
         self._ready = False
-        if self._writer is not None:
+        if self._stream is not None:
             with contextlib.suppress(Exception):
-                self._writer.close()
-        task = self._read_task
-        if task is not None and not task.done() and task is not asyncio.current_task():
-            task.cancel()
+                self._stream.close()
         self._closed_event.set()
 
     async def close(self, reason: str | None = None) -> None:
@@ -475,13 +460,32 @@ class BrokerConnection:
             self._fail(KafkaClosedError(f"connection to {self.host}:{self.port} closed"))
         else:
             self._fail(KafkaConnectionError(f"connection to {self.host}:{self.port} retired: {reason}"))
-        task, self._read_task = self._read_task, None
-        if task is not None and task is not asyncio.current_task():
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        if self._writer is not None:
+        if self._stream is not None:
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._writer.wait_closed(), 1.0)
+                await asyncio.wait_for(asyncio.shield(self._stream.closed), 1.0)
+
+
+class _Sink(FrameSink):
+    """The connection's side of its FrameProtocol (no reference cycle through the loop)."""
+
+    __slots__ = ("conn",)
+
+    def __init__(self, conn: BrokerConnection) -> None:
+        self.conn = conn
+
+    def frame_received(self, frame: bytearray | bytes) -> bool:
+        conn = self.conn
+        try:
+            return conn._dispatch(frame)
+        except Exception as exc:  # never let a bad frame leave requests waiting
+            conn._fail(KafkaConnectionError(f"reader for {conn.host}:{conn.port} crashed: {exc!r}"))
+            return False
+
+    def bad_frame_size(self, size: int) -> None:
+        self.conn._bad_frame_size(size)
+
+    def stream_ended(self, exc: BaseException | None, mid_frame: bool) -> None:
+        self.conn._stream_ended(exc, mid_frame)
 
 
 def _api_name(api_key: int) -> str:

@@ -161,8 +161,8 @@ async def test_reconnect_after_the_connection_drops(
     async with KafkaClient(bootstrap_servers, reconnect_backoff_ms=10, retry_backoff_ms=10) as client:
         node = await client.leader_for(topic, 0)
         conn = await client.connection(node)
-        assert conn._writer is not None
-        conn._writer.transport.abort()  # the socket dies under the client, as on a broker restart
+        assert conn._stream is not None and conn._stream.transport is not None
+        conn._stream.transport.abort()  # the socket dies under the client, as on a broker restart
         await conn.wait_closed()
         assert not conn.connected
         cluster = await client.metadata([topic])

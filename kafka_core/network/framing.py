@@ -1,0 +1,175 @@
+"""Kafka's size-prefixed frames read straight off the socket, and write flow control.
+
+A StreamReader copies every byte three times on the way to a response (recv into bytes, bytes
+into its buffer, the buffer into the frame), which made reading a multi-megabyte Fetch response
+cost more than decoding it. Here small frames are cut from one scratch buffer, and a large frame
+gets a buffer of its own that the socket (or the TLS layer) fills directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+SCRATCH = 64 * 1024  # what one read asks for between frames
+_HEAD = 4
+
+
+class FrameSink:
+    """What the protocol reports to: frames, an oversized frame, the end of the stream."""
+
+    def frame_received(self, frame: bytearray | bytes) -> bool:  # False: stop reading
+        raise NotImplementedError
+
+    def bad_frame_size(self, size: int) -> None:
+        raise NotImplementedError
+
+    def stream_ended(self, exc: BaseException | None, mid_frame: bool) -> None:
+        raise NotImplementedError
+
+
+class FrameProtocol(asyncio.BufferedProtocol):
+    """Reads frames for a FrameSink; the transport writes, ``drain`` honours flow control."""
+
+    def __init__(self, sink: FrameSink, max_frame: int) -> None:
+        self._sink = sink
+        self._max_frame = max_frame
+        self._scratch = bytearray(SCRATCH)
+        self._filled = 0  # bytes of _scratch holding unparsed input
+        self._frame: bytearray | None = None  # a large frame being read in place
+        self._got = 0
+        self._stopped = False
+        self.transport: asyncio.Transport | None = None
+        self._paused = False
+        self._drain_waiters: deque[asyncio.Future[None]] = deque()
+        self._lost = False
+        self._lost_exc: BaseException | None = None
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    # -- reading ---------------------------------------------------------------------------
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._frame is not None:
+            return memoryview(self._frame)[self._got :]
+        if self._filled == len(self._scratch):  # only while a frame head straddles a full buffer
+            self._scratch.extend(bytes(SCRATCH))
+        return memoryview(self._scratch)[self._filled :]
+
+    def buffer_updated(self, nbytes: int) -> None:
+        if self._stopped:
+            return
+        if self._frame is not None:
+            self._got += nbytes
+            if self._got == len(self._frame):
+                frame, self._frame = self._frame, None
+                self._deliver(frame)
+            return
+        self._filled += nbytes
+        self._cut_frames()
+
+    def _cut_frames(self) -> None:
+        buf = self._scratch
+        pos = 0
+        end = self._filled
+        while not self._stopped and end - pos >= _HEAD:
+            size = int.from_bytes(memoryview(buf)[pos : pos + _HEAD], "big", signed=True)
+            if size < _HEAD or size > self._max_frame:
+                self._stopped = True
+                self._sink.bad_frame_size(size)
+                return
+            start = pos + _HEAD
+            if end - start >= size:
+                self._deliver(bytes(memoryview(buf)[start : start + size]))
+                pos = start + size
+                continue
+            if size > len(buf) - start:
+                # Larger than what is left of the scratch buffer: read the rest in place.
+                frame = bytearray(size)
+                have = end - start
+                frame[:have] = buf[start:end]
+                self._frame, self._got = frame, have
+                pos = end
+            break
+        if pos:
+            rest = end - pos
+            if rest:
+                buf[:rest] = buf[pos:end]
+            self._filled = rest
+        if len(buf) > SCRATCH and self._filled <= SCRATCH:
+            del buf[SCRATCH:]
+
+    def _deliver(self, frame: bytearray | bytes) -> None:
+        if not self._sink.frame_received(frame):
+            self._stopped = True
+
+    def eof_received(self) -> bool:
+        return False  # close the transport; connection_lost reports the end
+
+    def connection_lost(self, exc: BaseException | None) -> None:
+        self._lost = True
+        self._lost_exc = exc
+        mid_frame = self._frame is not None or self._filled > 0
+        if not self._stopped:
+            self._stopped = True
+            self._sink.stream_ended(exc, mid_frame)
+        self._wake_writers(exc)
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def pause_writing(self) -> None:
+        self._paused = True
+
+    def resume_writing(self) -> None:
+        self._paused = False
+        self._wake_writers(None)
+
+    def _wake_writers(self, exc: BaseException | None) -> None:
+        while self._drain_waiters:
+            fut = self._drain_waiters.popleft()
+            if not fut.done():
+                if exc is None:
+                    fut.set_result(None)
+                else:
+                    fut.set_exception(exc)
+
+    def write(self, parts: list[bytes | bytearray | memoryview]) -> None:
+        assert self.transport is not None
+        self.transport.writelines(parts)
+
+    async def drain(self) -> None:
+        if self._lost:
+            raise ConnectionResetError(
+                f"connection lost: {self._lost_exc}" if self._lost_exc else "connection lost"
+            )
+        if not self._paused:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        self._drain_waiters.append(fut)
+        await fut
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+
+async def open_frames(
+    host: str,
+    port: int,
+    sink_factory: Callable[[], FrameSink],
+    *,
+    max_frame: int,
+    ssl: Any = None,
+    server_hostname: str | None = None,
+) -> FrameProtocol:
+    loop = asyncio.get_running_loop()
+    _, protocol = await loop.create_connection(
+        lambda: FrameProtocol(sink_factory(), max_frame), host, port, ssl=ssl, server_hostname=server_hostname
+    )
+    return protocol
