@@ -6,6 +6,7 @@ The C-level readers and writers live in ``primitives.pxd`` so ``records.pyx`` ca
 import uuid
 
 cimport cython
+from cpython.bytearray cimport PyByteArray_FromStringAndSize
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
@@ -35,6 +36,7 @@ __all__ = [
     "decode_compact_bytes",
     "encode_uuid",
     "decode_uuid",
+    "new_buffer",
 ]
 
 cdef object _INT32_MIN = -(1 << 31)
@@ -226,3 +228,11 @@ def decode_uuid(buf, pos=0):
         raise KafkaCodecError(f"uuid: needs 16 bytes at byte {pos}, buffer is {v.size} bytes")
     cdef Py_ssize_t p = pos
     return uuid.UUID(bytes=PyBytes_FromStringAndSize(<const char*>v.ptr + p, 16)), p + 16
+
+
+def new_buffer(Py_ssize_t size):
+    """A bytearray of ``size`` bytes whose contents are not cleared: for a reader that fills it
+    entirely before anyone looks (clearing a multi-megabyte frame first costs a pass over it)."""
+    if size < 0:
+        raise ValueError("size must not be negative")
+    return PyByteArray_FromStringAndSize(NULL, size)

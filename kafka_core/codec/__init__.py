@@ -58,6 +58,7 @@ encode_varint = primitives.encode_varint
 decode_varint = primitives.decode_varint
 encode_varlong = primitives.encode_varlong
 decode_varlong = primitives.decode_varlong
+new_buffer = primitives.new_buffer
 encode_compact_string = primitives.encode_compact_string
 decode_compact_string = primitives.decode_compact_string
 encode_compact_bytes = primitives.encode_compact_bytes

@@ -313,26 +313,41 @@ def _filter_columns(cols: Any, position: int, drop: list[tuple[int, int]], tp: T
 class _ConstantColumns:
     """The topic and partition columns: one value repeated per row.
 
-    Building them per fetch (``pa.repeat``) cost more than decoding the records; instead one
-    array per value is kept, grown by doubling, and sliced (zero-copy) to the rows needed.
+    Building them per fetch cost more than decoding the records; instead one array per value is
+    kept, grown by doubling, and sliced (zero-copy) to the rows needed. The arrays are built from
+    their buffers: ``pa.repeat`` of a string is slow and page-faults its way up through regrowth.
     """
 
-    MAX_KEYS = 1024  # distinct values kept; beyond that the cache starts over
+    MAX_KEYS = 64  # distinct values kept (least recently used dropped first)
+    MIN_ROWS = 1 << 16
 
     def __init__(self) -> None:
         self._arrays: dict[tuple[Any, Any], Any] = {}
 
     def column(self, value: Any, type_: Any, n: int) -> Any:
-        import pyarrow as pa
-
         key = (value, type_)
-        array = self._arrays.get(key)
+        array = self._arrays.pop(key, None)
         if array is None or len(array) < n:
-            if len(self._arrays) >= self.MAX_KEYS:
-                self._arrays.clear()
-            size = max(n, 2 * len(array) if array is not None else 1024)
-            array = self._arrays[key] = pa.repeat(pa.scalar(value, type_), size)
+            while len(self._arrays) >= self.MAX_KEYS:
+                del self._arrays[next(iter(self._arrays))]
+            array = _repeated(value, type_, max(n, self.MIN_ROWS, 2 * len(array) if array is not None else 0))
+        self._arrays[key] = array  # most recently used last
         return array if len(array) == n else array.slice(0, n)
+
+
+def _repeated(value: Any, type_: Any, n: int) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if not pa.types.is_string(type_):
+        return pa.nulls(n, type_).fill_null(pa.scalar(value, type_))
+    data = value.encode()
+    if len(data) * (n + 1) > 0x7FFFFFFF:  # int32 offsets: let pyarrow say it does not fit
+        return pa.repeat(pa.scalar(value, type_), n)
+    # offsets 0, L, 2L, ... nL as a cumulative sum; data is the value n times over
+    ends = pc.cumulative_sum(pa.nulls(n + 1, pa.int32()).fill_null(len(data)))
+    offsets = pc.subtract(ends, pa.scalar(len(data), pa.int32()))
+    return pa.Array.from_buffers(type_, n, [None, offsets.buffers()[1], pa.py_buffer(data * n)])
 
 
 _CONSTANTS = _ConstantColumns()

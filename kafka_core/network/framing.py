@@ -13,6 +13,8 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from kafka_core.codec import new_buffer
+
 SCRATCH = 64 * 1024  # what one read asks for between frames
 _HEAD = 4
 
@@ -89,9 +91,9 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 continue
             if size > len(buf) - start:
                 # Larger than what is left of the scratch buffer: read the rest in place.
-                frame = bytearray(size)
+                frame = new_buffer(size)  # filled entirely before it is delivered
                 have = end - start
-                frame[:have] = buf[start:end]
+                frame[:have] = memoryview(buf)[start:end]
                 self._frame, self._got = frame, have
                 pos = end
             break

@@ -129,3 +129,22 @@ def test_corrupt_first_batch_raises_nothing_delivered(columns):
     got = column_offsets(pf) if columns else offsets(pf)
     assert got == []
     assert pf.take_error().offset == 0
+
+
+def test_constant_columns_are_exact_and_sliced_from_one_array() -> None:
+    pa = pytest.importorskip("pyarrow")
+    from kafka_core.consumer.fetchresult import _ConstantColumns
+
+    cache = _ConstantColumns()
+    for n in (0, 1, 5, 70_000, 3, 150_000):
+        topic = cache.column("tøpic-ü", pa.string(), n)
+        part = cache.column(7, pa.int32(), n)
+        topic.validate(full=True)
+        assert (len(topic), len(part)) == (n, n)
+        assert topic.type == pa.string() and part.type == pa.int32()
+        if n:
+            assert set(topic.unique().to_pylist()) == {"tøpic-ü"} and set(part.unique().to_pylist()) == {7}
+    assert cache.column("", pa.string(), 4).to_pylist() == [""] * 4
+    for i in range(cache.MAX_KEYS + 10):  # bounded: the least recently used go first
+        cache.column(f"t{i}", pa.string(), 2)
+    assert len(cache._arrays) == cache.MAX_KEYS

@@ -280,3 +280,15 @@ def test_uuid():
 @given(st.uuids())
 def test_uuid_round_trip(u):
     assert K.decode_uuid(K.encode_uuid(u)) == (u, 16)
+
+
+@pytest.mark.parametrize("size", [0, 1, 4096, 3 << 20])
+def test_new_buffer_is_a_bytearray_of_the_size(size):
+    buf = K.new_buffer(size)
+    assert type(buf) is bytearray and len(buf) == size
+    buf[-1:] = b"x" if size else b""  # writable, resizable like any bytearray
+
+
+def test_new_buffer_rejects_negative_sizes():
+    with pytest.raises(ValueError):
+        K.new_buffer(-1)

@@ -25,6 +25,7 @@ __all__ = [
     "encode_uuid",
     "encode_varint",
     "encode_varlong",
+    "new_buffer",
     "size_of_unsigned_varint",
     "size_of_varint",
     "size_of_varlong",
@@ -182,3 +183,10 @@ def decode_uuid(buf: Buffer, pos: int = 0) -> tuple[uuid.UUID, int]:
     if pos < 0 or pos + 16 > len(view):
         raise KafkaCodecError(f"uuid: needs 16 bytes at byte {pos}, buffer is {len(view)} bytes")
     return uuid.UUID(bytes=bytes(view[pos : pos + 16])), pos + 16
+
+
+def new_buffer(size: int) -> bytearray:
+    """A bytearray of ``size`` bytes for a reader to fill (the Cython twin skips clearing it)."""
+    if size < 0:
+        raise ValueError("size must not be negative")
+    return bytearray(size)
