@@ -58,6 +58,8 @@ class KafkaConsumer:
     (``assignors=("cooperative-sticky",)``) select the incremental protocol of KIP-429.
     ``fetch_concurrency`` Fetch requests go to each broker at once, each on its own connection,
     with the partitions dealt among them: a broker serves one connection's requests in turn.
+    A group member checks every ``metadata_max_age_ms`` whether its subscription changed (new
+    topics matching ``pattern``, more partitions) and rejoins if so.
     Other keyword arguments (or ``client=``, an existing KafkaClient) configure the connection.
     """
 
@@ -86,6 +88,7 @@ class KafkaConsumer:
         max_poll_records: int | None = None,
         check_crcs: bool = True,
         coordinator_ready_timeout_ms: int = 30_000,
+        metadata_max_age_ms: int = 5_000,
         on_assign: Callable[..., Any] | None = None,
         on_revoke: Callable[..., Any] | None = None,
         on_lost: Callable[..., Any] | None = None,
@@ -172,6 +175,7 @@ class KafkaConsumer:
                 on_revoke=on_revoke,
                 on_lost=on_lost,
                 coordinator_ready_timeout_ms=coordinator_ready_timeout_ms,
+                metadata_max_age_ms=metadata_max_age_ms,
             )
         if self._static is not None:
             self._subs.assign(self._static)  # known now: seek/pause work before the first poll
@@ -183,7 +187,7 @@ class KafkaConsumer:
         self._started = False
         self._closed = False
         self._stopping = False
-        self._wakeup = False
+        self._wakeup = asyncio.Event()  # stop(): a waiting poll returns early (once)
         self._next_auto_commit = 0.0
         self._rr = 0
 
@@ -328,7 +332,10 @@ class KafkaConsumer:
         deadline = loop.time() + max(timeout_ms, 0) / 1000.0
         while True:
             # A join (its callbacks included) may outlast the timeout: it goes on behind poll.
-            if self._group is not None and not await self._group.wait_active(deadline - loop.time()):
+            if self._group is not None and not await self._group.wait_active(
+                deadline - loop.time(), self._wakeup
+            ):
+                self._wakeup.clear()
                 return None if columns else []
             if self._pending_errors:
                 raise self._pending_errors.pop(0)
@@ -337,8 +344,8 @@ class KafkaConsumer:
             if out:
                 return out
             remaining = deadline - loop.time()
-            if remaining <= 0 or self._wakeup:
-                self._wakeup = False
+            if remaining <= 0 or self._wakeup.is_set():
+                self._wakeup.clear()
                 return None if columns else []
             self._fetcher.data_ready.clear()
             try:
@@ -452,7 +459,7 @@ class KafkaConsumer:
     def stop(self) -> None:
         """Make run()/iteration return after the current message; a waiting poll returns early."""
         self._stopping = True
-        self._wakeup = True
+        self._wakeup.set()
         self._fetcher.data_ready.set()
 
     def _rewind(self, unhandled: list[ConsumedMessage]) -> None:

@@ -76,6 +76,7 @@ class GroupMembership:
         on_revoke: Callable[..., Any] | None,
         on_lost: Callable[..., Any] | None,
         coordinator_ready_timeout_ms: int = 30_000,
+        metadata_max_age_ms: int = int(METADATA_CHECK_S * 1000),
     ) -> None:
         self._consumer = consumer
         self._client = client
@@ -85,6 +86,7 @@ class GroupMembership:
         self._session_timeout = session_timeout_ms
         self._heartbeat_interval = heartbeat_interval_ms / 1000.0
         self._max_poll_interval = max_poll_interval_ms
+        self._metadata_check = metadata_max_age_ms / 1000.0
         self.group_instance_id = group_instance_id
         self._assignors = [get_assignor(a) for a in assignors]
         if not self._assignors:
@@ -205,11 +207,12 @@ class GroupMembership:
     def joining(self) -> bool:
         return self._join_task is not None and not self._join_task.done()
 
-    async def wait_active(self, timeout_s: float) -> bool:
+    async def wait_active(self, timeout_s: float, interrupt: asyncio.Event | None = None) -> bool:
         """Join when needed, waiting at most ``timeout_s``: False if the join is still going on.
 
-        The join runs as a task of its own, so a poll that times out returns while it goes on
-        in the background; the next poll picks it up (and raises its error, if it failed).
+        The join runs as a task of its own, so a poll that times out (or is interrupted: the
+        consumer's stop()) returns while it goes on in the background; the next poll picks it
+        up (and raises its error, if it failed).
         """
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(timeout_s, 0.0)
@@ -223,8 +226,17 @@ class GroupMembership:
                 )
             if not task.done():
                 remaining = deadline - loop.time()
-                if remaining > 0:
-                    await asyncio.wait({task}, timeout=remaining)
+                if remaining > 0 and not (interrupt is not None and interrupt.is_set()):
+                    if interrupt is None:
+                        await asyncio.wait({task}, timeout=remaining)
+                    else:
+                        waiter = loop.create_task(interrupt.wait())
+                        try:
+                            await asyncio.wait(
+                                {task, waiter}, timeout=remaining, return_when=asyncio.FIRST_COMPLETED
+                            )
+                        finally:
+                            waiter.cancel()
                 if not task.done():
                     return False
             self._join_task = None
@@ -400,13 +412,13 @@ class GroupMembership:
 
     async def _heartbeat_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        next_check = loop.time() + METADATA_CHECK_S
+        next_check = loop.time() + self._metadata_check
         while not self._closed:
             await asyncio.sleep(self._heartbeat_interval)
             if self.needs_rejoin or not self.member_id or self.generation < 0:
                 continue
             if loop.time() >= next_check:
-                next_check = loop.time() + METADATA_CHECK_S
+                next_check = loop.time() + self._metadata_check
                 if await self._metadata_changed():
                     log.info("group %s: subscribed topics or partitions changed; rejoining", self.group_id)
                     self._request_rejoin()

@@ -169,6 +169,7 @@ def test_pattern_subscription_picks_up_new_topics(
         auto_offset_reset="earliest",
         session_timeout_ms=6_000,
         heartbeat_interval_ms=500,
+        metadata_max_age_ms=1_000,  # how often the pattern is matched against the topics again
     )
     try:
         assert len(drain(c, 3)) == 3 and c.assignment() == {TopicPartition(first, 0)}
@@ -177,5 +178,29 @@ def test_pattern_subscription_picks_up_new_topics(
         got = drain(c, 2, timeout=60)
         assert {m.topic for m in got} == {second}
         assert c.assignment() == {TopicPartition(first, 0), TopicPartition(second, 0)}
+    finally:
+        c.close()
+
+
+def test_stop_interrupts_a_poll_waiting_on_the_join(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
+    """stop() from another thread ends a poll that waits for the group join; the join goes on."""
+    topic = new_topic(1)
+    produce(bootstrap_servers, topic, 5, partitions=1)
+    events: list[Any] = []
+    c = member(bootstrap_servers, topic, f"g-{uuid.uuid4().hex[:8]}", events, "a")
+    try:
+        result: list[Any] = []
+        poller = threading.Thread(target=lambda: result.append((c.poll(60_000), list(events))))
+        poller.start()
+        time.sleep(0.3)  # the join has started (the broker holds JoinGroup for a while)
+        c.stop()
+        poller.join(30)
+        assert not poller.is_alive()
+        polled, events_then = result[0]
+        assert polled == [] and events_then == []  # returned before the join finished
+        assert len(drain(c, 5)) == 5  # the join completes behind it; the next polls consume
+        assert events and events[0][1] == "assign"
     finally:
         c.close()
