@@ -1,10 +1,10 @@
 /* A small pool of large column buffers for the columnar decoder.
  *
  * Decoding a fetch allocates a few buffers of about its size (up to ~10 per decode, and a
- * consumer keeps a few decodes alive). glibc serves such sizes
- * with fresh mmap'ed pages and returns them on free, so every decode page-faulted its buffers
- * in again (5x slower at 1000-byte values). Released buffers of 64 KiB or more are kept here
- * (at most 32, 64 MiB in all) and handed to the next decode. Arrow may release an array from
+ * consumer keeps a few decodes alive). glibc serves such sizes with fresh mmap'ed pages and
+ * returns them on free, so every decode page-faulted its buffers in again (5x slower at
+ * 1000-byte values). Released buffers of 64 KiB or more are kept here (at most 48, 64 MiB in
+ * all) and handed to the next decode. Arrow may release an array from
  * any thread, hence the mutex.
  */
 #ifndef KAFKA_CORE_BUFPOOL_H
@@ -24,7 +24,7 @@
 #define KC_USABLE_SIZE(p) ((size_t)0) /* no way to ask: never pooled */
 #endif
 
-#define KC_POOL_SLOTS 32
+#define KC_POOL_SLOTS 48
 #define KC_POOL_MIN ((size_t)64 * 1024)
 #define KC_POOL_MAX_TOTAL ((size_t)64 * 1024 * 1024)
 

@@ -59,7 +59,7 @@ cdef object _pa = None
 cdef object _import_ptr = None  # pyarrow.RecordBatch._import_from_c(address, schema), if present
 cdef object _import_capsule = None  # pyarrow.RecordBatch._import_from_c_capsule (PyCapsule protocol)
 cdef tuple _schemas = None  # arrow_schema(): binary keys/values, binary_view keys/values
-cdef object _from_batch = RecordColumns.from_record_batch
+cdef object _new_columns = RecordColumns.__new__  # RecordColumns.from_record_batch, inlined
 
 
 cdef object _pyarrow():
@@ -230,11 +230,6 @@ cdef class _Columns:
         for i in range(N_BUFS):
             self.bufs[i].ptr = NULL
             self.bufs[i].length = self.bufs[i].cap = 0
-        for i in (B_HOFFS, B_HKOFFS, B_HVOFFS):
-            put_i32(&self.bufs[i], 0)
-        if not zero_copy:
-            put_i32(&self.bufs[B_KOFFS], 0)
-            put_i32(&self.bufs[B_VOFFS], 0)
         self.zero_copy = zero_copy
         self.batches = []
         self.keep = []
@@ -245,13 +240,15 @@ cdef class _Columns:
             kc_buf_free(self.bufs[i].ptr)
 
     cdef int presize(self, const uint8_t* data, Py_ssize_t size) except -1:
-        """Reserve the columns once for every uncompressed v2 batch of the input.
+        """Reserve the columns once for every uncompressed v2 batch of the input, then start
+        the offsets buffers (called once, before the first batch).
 
         Growing them batch by batch doubled them through fresh memory, which is page-faulted in
         again on every decode; one reservation of the final size can be served by the buffer
         pool. Only headers are read, and a count is believed only if it fits the batch's bytes."""
         cdef Py_ssize_t pos = 0, rows = 0, region = 0, length, records
         cdef int32_t count
+        cdef int i
         while size - pos >= HEADER_SIZE:
             length = <int32_t>read_be32(data + pos + 8)
             if length < HEADER_SIZE - 12 or length > size - pos - 12 or data[pos + 16] != 2:
@@ -263,20 +260,27 @@ cdef class _Columns:
                 region += records
             pos += 12 + length
         if rows:
+            reserve(&self.bufs[B_HOFFS], rows * 4 + 4)
+            if not self.zero_copy:
+                reserve(&self.bufs[B_KOFFS], rows * 4 + 4)
+                reserve(&self.bufs[B_VOFFS], rows * 4 + 4)
             reserve(&self.bufs[B_OFFSETS], rows * 8)
             reserve(&self.bufs[B_TIMESTAMPS], rows * 8)
             reserve(&self.bufs[B_TYPES], rows)
-            reserve(&self.bufs[B_HOFFS], rows * 4)
             reserve(&self.bufs[B_KVALID], rows)
             reserve(&self.bufs[B_VVALID], rows)
             if self.zero_copy:
                 reserve(&self.bufs[B_KDATA], rows * 16)
                 reserve(&self.bufs[B_VDATA], rows * 16)
             else:
-                reserve(&self.bufs[B_KOFFS], rows * 4)
-                reserve(&self.bufs[B_VOFFS], rows * 4)
                 reserve(&self.bufs[B_KDATA], region)
                 reserve(&self.bufs[B_VDATA], region)
+        # every offsets buffer starts with a zero (reserved first, so the pool can serve it)
+        for i in (B_HOFFS, B_HKOFFS, B_HVOFFS):
+            put_i32(&self.bufs[i], 0)
+        if not self.zero_copy:
+            put_i32(&self.bufs[B_KOFFS], 0)
+            put_i32(&self.bufs[B_VOFFS], 0)
         return 0
 
     cdef int headers(self, Reader* r, Rec* rec) except -1:
@@ -605,7 +609,11 @@ cdef class _Columns:
                 free_node(root)
                 raise
             batch = _import_capsule(*exported.__arrow_c_array__())
-        return _from_batch(batch, self.batches)
+        result = _new_columns(RecordColumns)
+        result._arrays = [None, None, None, None, None, None]
+        result._batch = batch
+        result.batches = self.batches
+        return result
 
 
 def decode_record_batches_columns(buf, *, check_crc=True, zero_copy=False):
