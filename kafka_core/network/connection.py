@@ -124,6 +124,10 @@ class BrokerConnection:
         self.sasl_session_lifetime_ms = 0
         self._ready_at = 0.0
         self._last_used = 0.0
+        # KIP-219: a broker answers a quota-violating request at once with throttle_time_ms and
+        # expects the client to send it nothing more until that time has passed.
+        self.throttled_until = 0.0
+        self.throttle_time_ms_total = 0
         self._stream: FrameProtocol | None = None
         self._in_flight: OrderedDict[int, _Pending] = OrderedDict()
         self._correlation = itertools.count(1)
@@ -343,6 +347,11 @@ class BrokerConnection:
         except Exception as exc:
             raise KafkaCodecError(f"cannot encode {type(body).__name__} v{version}: {exc}") from exc
         size = sum(len(p) for p in parts)
+        delay = self.throttled_until - asyncio.get_running_loop().time()
+        if delay > 0:
+            await asyncio.sleep(delay)  # the broker's quota: held back here, not on the wire
+            if self._error is not None:
+                raise KafkaConnectionError(f"connection to {self.host}:{self.port} is down: {self._error}")
         fut: asyncio.Future[Any] | None = None
         if expect_response:
             fut = asyncio.get_running_loop().create_future()
@@ -421,6 +430,13 @@ class BrokerConnection:
                     pending.future.set_exception(KafkaCodecError(msg))
             self._fail(KafkaConnectionError(f"connection dropped after a {msg}"))
             return False
+        throttle_ms = getattr(body, "throttle_time_ms", 0)
+        if throttle_ms and throttle_ms > 0:
+            self.throttle_time_ms_total += throttle_ms
+            until = asyncio.get_running_loop().time() + throttle_ms / 1000.0
+            if until > self.throttled_until:
+                self.throttled_until = until
+                log.debug("%s throttles us for %d ms (quota)", self, throttle_ms)
         if not pending.future.done():
             pending.future.set_result(body)
         return True

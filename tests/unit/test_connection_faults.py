@@ -85,6 +85,8 @@ class FakeBroker:
         self.seen: dict[int, int] = {}
         self.ranges: dict[int, tuple[int, int]] = {}  # advertised version ranges overriding the defaults
         self.cold_rounds = 0  # Metadata answers in which "cold-*" topics have no leader yet
+        self.throttle_ms: list[int] = []  # throttle_time_ms of the next Metadata answers, in turn
+        self.metadata_times: list[float] = []  # when each Metadata request arrived (loop time)
         self._server: asyncio.base_events.Server | None = None
         self._held: list[tuple[asyncio.StreamWriter, bytes]] = []
         self._handlers: set[asyncio.Task[None]] = set()
@@ -137,6 +139,7 @@ class FakeBroker:
         if h.api_key != ApiKey.METADATA:
             return self._scripted(req, writer)
         self.metadata_seen += 1
+        self.metadata_times.append(asyncio.get_running_loop().time())
         names = [t.name for t in (req.body.topics or [])]
         fault = next((n[len("fault-") :] for n in names if n and n.startswith("fault-")), None)
         frame = self._metadata_frame(h.api_version, h.correlation_id, names)
@@ -279,7 +282,13 @@ class FakeBroker:
             )
             for n in names
         ]
-        body = MetadataResponse(brokers=[broker], cluster_id="fake", controller_id=NODE_ID, topics=topics)
+        body = MetadataResponse(
+            throttle_time_ms=self.throttle_ms.pop(0) if self.throttle_ms else 0,
+            brokers=[broker],
+            cluster_id="fake",
+            controller_id=NODE_ID,
+            topics=topics,
+        )
         return encode_response(Response(ApiKey.METADATA, version, correlation_id, body))
 
 
@@ -724,3 +733,23 @@ async def test_random_junk_responses_fail_cleanly(seed: int) -> None:
         with pytest.raises(KafkaError):
             await conn.send(meta(f"fault-random-{seed}"))
         assert not conn.connected and conn.in_flight_count == 0
+
+
+@aio
+async def test_a_throttled_connection_holds_back_its_next_request() -> None:
+    """KIP-219: after an answer with throttle_time_ms the client sends that broker nothing until
+    the time has passed (the broker has muted the channel meanwhile)."""
+    async with FakeBroker() as broker:
+        conn = broker.connection()
+        await conn.connect()
+        try:
+            broker.throttle_ms = [300]
+            await conn.send(MetadataRequest(topics=[]))
+            answered = asyncio.get_running_loop().time()
+            assert conn.throttle_time_ms_total == 300 and conn.throttled_until >= answered + 0.29
+            await conn.send(MetadataRequest(topics=[]))
+            assert broker.metadata_times[1] >= conn.throttled_until - 0.01  # not sent before
+            await conn.send(MetadataRequest(topics=[]))  # no throttle now: sent at once
+            assert conn.throttle_time_ms_total == 300
+        finally:
+            await conn.close()
