@@ -12,6 +12,7 @@ from reader cimport fail
 
 
 cdef extern from "bufpool.h":
+    char kc_empty_buf[64]
     void kc_buf_free(void* p) noexcept nogil
     void* kc_buf_take(size_t size, size_t* cap) noexcept nogil
 
@@ -165,7 +166,7 @@ cdef inline void* take(CBuf* b) noexcept:
     """Hand the buffer's memory over (never NULL: Arrow wants a pointer even when empty)."""
     cdef void* ptr = b.ptr
     if ptr == NULL:
-        ptr = malloc(8)
+        ptr = kc_empty_buf  # shared, never written, never freed
     b.ptr = NULL
     b.length = b.cap = 0
     return ptr

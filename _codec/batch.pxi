@@ -2,7 +2,8 @@
 # a .pxd here, because _codec/ is not the package directory and a cimport of another module's
 # class would import it under the wrong name). The input buffer and a batch's records region.
 
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_CheckBuffer, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_CheckBuffer, PyObject_GetBuffer
+from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 
 from crc32c import crc32c as _crc32c
@@ -50,6 +51,11 @@ cdef class _Input:
             self.mv = memoryview(self.obj).cast("B")
         return self.mv[start:end]
 
+    cdef object raw(self, Py_ssize_t start, Py_ssize_t end):
+        """A read-only memoryview of [start, end) straight over the pinned memory, for a call that
+        is done with it before the decode returns (the CRC)."""
+        return PyMemoryView_FromMemory(<char*>self.ptr + start, end - start, PyBUF_READ)
+
 
 cdef object _open_records(_Input inp, Batch* b, bint check_crc, Reader* r):
     """Check CRC, compression and count; point r at the records. Returns what r.p borrows."""
@@ -57,7 +63,7 @@ cdef object _open_records(_Input inp, Batch* b, bint check_crc, Reader* r):
     cdef int codec = b.attributes & 7
     cdef object payload = None
     if check_crc:
-        computed = _crc32c(inp.slice(b.pos + CRC_START, b.end))
+        computed = _crc32c(inp.raw(b.pos + CRC_START, b.end))
         if computed != b.crc:
             raise KafkaCodecError(
                 f"batch at byte {b.pos}: CRC mismatch (expected {b.crc:#010x}, computed {computed:#010x})"

@@ -33,11 +33,15 @@ static size_t kc_pool_cap[KC_POOL_SLOTS];
 static size_t kc_pool_total = 0;
 static pthread_mutex_t kc_pool_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* What an empty column buffer points at: Arrow wants a pointer even for no bytes, and a malloc
+ * per empty buffer (every decode has a few: no headers, no nulls) is not worth it. */
+static char kc_empty_buf[64] __attribute__((aligned(64)));
+
 /* Free a buffer, or keep it for the next decode. */
 static void kc_buf_free(void* p) {
     size_t cap;
     int i;
-    if (p == NULL) return;
+    if (p == NULL || p == (void*)kc_empty_buf) return;
     cap = KC_USABLE_SIZE(p);
     if (cap >= KC_POOL_MIN) {
         pthread_mutex_lock(&kc_pool_lock);

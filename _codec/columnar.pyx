@@ -622,11 +622,12 @@ def decode_record_batches_columns(buf, *, check_crc=True, zero_copy=False):
     zero_copy=True: keys and values as binary_view arrays over buf (and decompressed payloads),
     which they keep alive (a bytearray cannot be resized meanwhile; do not mutate it)."""
     cdef _Input inp = _Input(buf)
-    cdef _Columns cols = _Columns(bool(zero_copy))
+    cdef bint zc = zero_copy
+    cdef _Columns cols = _Columns(zc)
     cdef Batch b
     cdef Py_ssize_t pos = 0
     cdef int kind
-    cdef bint crc = bool(check_crc)
+    cdef bint crc = check_crc
     if cols.zero_copy:
         cols.keep.append(inp)
     cols.presize(inp.ptr, inp.size)
