@@ -13,10 +13,10 @@ import ssl
 import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from kafka_core.client.metadata import BrokerMeta, ClusterMeta, PartitionMeta, TopicMeta
+from kafka_core.client.nodes import Node, parse_bootstrap
 from kafka_core.client.operations import ClientOperations
 from kafka_core.errors import (
     KafkaAuthenticationError,
@@ -48,67 +48,6 @@ def _consume_exception(task: asyncio.Task[Any]) -> None:
     # A shared refresh whose waiters all gave up must not log "exception never retrieved".
     if not task.cancelled():
         task.exception()
-
-
-def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
-    """``"h1:9092,h2"`` or a list of ``host[:port]`` (IPv6 as ``[::1]:9092``) into (host, port) pairs."""
-    items = servers.split(",") if isinstance(servers, str) else list(servers)
-    out: list[tuple[str, int]] = []
-    for raw in items:
-        item = raw.strip()
-        if not item:
-            continue
-        host, port = item, 9092
-        if item.startswith("["):
-            end = item.find("]")
-            if end < 0:
-                raise KafkaConfigError(f"bad bootstrap server {item!r}")
-            host, rest = item[1:end], item[end + 1 :]
-            if rest.startswith(":"):
-                port = _port(rest[1:], item)
-        elif item.count(":") == 1:
-            host, port_s = item.split(":")
-            port = _port(port_s, item)
-        out.append((host, port))
-    if not out:
-        raise KafkaConfigError("bootstrap_servers is empty")
-    return out
-
-
-def _port(text: str, item: str) -> int:
-    try:
-        port = int(text)
-    except ValueError:
-        raise KafkaConfigError(f"bad port in bootstrap server {item!r}") from None
-    if not 0 < port < 65536:
-        raise KafkaConfigError(f"port out of range in bootstrap server {item!r}")
-    return port
-
-
-@dataclass
-class _Node:
-    broker: BrokerMeta
-    backoff: Backoff
-    conn: BrokerConnection | None = None  # lane 0: everything by default
-    # Further connections (lanes 1..) for callers that want requests served side by side: a
-    # broker handles one connection's requests one at a time, in order.
-    lanes: dict[int, BrokerConnection] = field(default_factory=dict)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    next_attempt: float = 0.0
-
-    def lane(self, lane: int) -> BrokerConnection | None:
-        return self.conn if lane == 0 else self.lanes.get(lane)
-
-    def set_lane(self, lane: int, conn: BrokerConnection | None) -> None:
-        if lane == 0:
-            self.conn = conn
-        elif conn is None:
-            self.lanes.pop(lane, None)
-        else:
-            self.lanes[lane] = conn
-
-    def all_conns(self) -> list[BrokerConnection]:
-        return [c for c in (self.conn, *self.lanes.values()) if c is not None]
 
 
 class KafkaClient(ClientOperations):
@@ -183,7 +122,7 @@ class KafkaClient(ClientOperations):
         self._max_response_size = max_response_size
         self._max_idle = connections_max_idle_ms / 1000.0
         self._version_caps = dict(api_version_caps or {})
-        self._nodes: dict[int, _Node] = {}
+        self._nodes: dict[int, Node] = {}
         self._cluster = ClusterMeta(brokers=[], topics=[])
         self._topics: dict[str, TopicMeta] = {}
         self._topic_fetched: dict[str, float] = {}
@@ -285,7 +224,7 @@ class KafkaClient(ClientOperations):
     def _register_broker(self, broker: BrokerMeta) -> None:
         node = self._nodes.get(broker.node_id)
         if node is None:
-            self._nodes[broker.node_id] = _Node(broker, Backoff(*self._reconnect_backoff))
+            self._nodes[broker.node_id] = Node(broker, Backoff(*self._reconnect_backoff))
             return
         if (node.broker.host, node.broker.port) != (broker.host, broker.port):
             for old in node.all_conns():
