@@ -59,7 +59,7 @@ cdef object _pa = None
 cdef object _import_ptr = None  # pyarrow.RecordBatch._import_from_c(address, schema), if present
 cdef object _import_capsule = None  # pyarrow.RecordBatch._import_from_c_capsule (PyCapsule protocol)
 cdef tuple _schemas = None  # arrow_schema(): binary keys/values, binary_view keys/values
-cdef object _new_columns = RecordColumns.__new__  # RecordColumns.from_record_batch, inlined
+cdef object _new_columns = RecordColumns.__new__  # filled as columns.py describes
 
 
 cdef object _pyarrow():

@@ -55,9 +55,11 @@ class BatchInfo(NamedTuple):
 class RecordColumns:
     """Decoded data records as pyarrow arrays; control records are left out (see ``batches``).
 
-    The Cython decoder imports one ``pa.RecordBatch`` (schema ``arrow_schema()``) and the arrays
-    are taken from it on first access: a caller that only reads keys and values, or only wants
-    ``to_arrow()``, does not pay for wrapping the other columns.
+    The Cython decoder imports one ``pa.RecordBatch`` (schema ``arrow_schema()``, either binary
+    flavour) and the arrays are taken from it on first access: a caller that only reads keys and
+    values, or only wants ``to_arrow()``, does not pay for wrapping the other columns. That
+    decoder builds the object itself (``__new__``, then ``_arrays = [None] * 6``, ``_batch``,
+    ``batches``): a Python-level constructor call was a measurable part of a small decode.
     """
 
     __slots__ = ("_arrays", "_batch", "batches")
@@ -75,15 +77,6 @@ class RecordColumns:
         self._arrays: list[Any] = [offsets, timestamps, timestamp_types, keys, values, headers]
         self._batch: pa.RecordBatch | None = None
         self.batches = batches
-
-    @classmethod
-    def from_record_batch(cls, batch: pa.RecordBatch, batches: list[BatchInfo]) -> RecordColumns:
-        """Wrap a batch of schema ``arrow_schema()`` (either binary flavour) without copying."""
-        self = cls.__new__(cls)
-        self._arrays = [None] * 6
-        self._batch = batch
-        self.batches = batches
-        return self
 
     def _column(self, i: int) -> Any:
         array = self._arrays[i]

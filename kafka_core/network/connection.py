@@ -335,6 +335,9 @@ class BrokerConnection:
         return await self._request(body, version, timeout, expect_response=expect_response)
 
     async def _request(self, body: Any, version: int, timeout: float, *, expect_response: bool = True) -> Any:
+        delay = self.throttled_until - asyncio.get_running_loop().time()
+        if delay > 0:
+            await asyncio.sleep(delay)  # the broker's quota: held back here, not on the wire
         writer = self._stream
         if writer is None or self._error is not None:
             raise KafkaConnectionError(f"connection to {self.host}:{self.port} is down: {self._error}")
@@ -347,11 +350,6 @@ class BrokerConnection:
         except Exception as exc:
             raise KafkaCodecError(f"cannot encode {type(body).__name__} v{version}: {exc}") from exc
         size = sum(len(p) for p in parts)
-        delay = self.throttled_until - asyncio.get_running_loop().time()
-        if delay > 0:
-            await asyncio.sleep(delay)  # the broker's quota: held back here, not on the wire
-            if self._error is not None:
-                raise KafkaConnectionError(f"connection to {self.host}:{self.port} is down: {self._error}")
         fut: asyncio.Future[Any] | None = None
         if expect_response:
             fut = asyncio.get_running_loop().create_future()

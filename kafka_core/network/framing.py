@@ -58,8 +58,8 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame is not None:
             return memoryview(self._frame)[self._got :]
-        if self._filled == len(self._scratch):  # only while a frame head straddles a full buffer
-            self._scratch.extend(bytes(SCRATCH))
+        # Never full: what _cut_frames leaves is a partial head (< 4 bytes) or a partial frame
+        # that fits the buffer (larger ones are read in place).
         return memoryview(self._scratch)[self._filled :]
 
     def buffer_updated(self, nbytes: int) -> None:
@@ -102,8 +102,6 @@ class FrameProtocol(asyncio.BufferedProtocol):
             if rest:
                 buf[:rest] = buf[pos:end]
             self._filled = rest
-        if len(buf) > SCRATCH and self._filled <= SCRATCH:
-            del buf[SCRATCH:]
 
     def _deliver(self, frame: bytearray | bytes) -> None:
         if not self._sink.frame_received(frame):
