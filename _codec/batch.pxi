@@ -57,17 +57,21 @@ cdef class _Input:
         return PyMemoryView_FromMemory(<char*>self.ptr + start, end - start, PyBUF_READ)
 
 
+cdef int _check_crc(_Input inp, Batch* b) except -1:
+    cdef uint32_t computed = _crc32c(inp.raw(b.pos + CRC_START, b.end))
+    if computed != b.crc:
+        raise KafkaCodecError(
+            f"batch at byte {b.pos}: CRC mismatch (expected {b.crc:#010x}, computed {computed:#010x})"
+        )
+    return 0
+
+
 cdef object _open_records(_Input inp, Batch* b, bint check_crc, Reader* r):
     """Check CRC, compression and count; point r at the records. Returns what r.p borrows."""
-    cdef uint32_t computed
     cdef int codec = b.attributes & 7
     cdef object payload = None
     if check_crc:
-        computed = _crc32c(inp.raw(b.pos + CRC_START, b.end))
-        if computed != b.crc:
-            raise KafkaCodecError(
-                f"batch at byte {b.pos}: CRC mismatch (expected {b.crc:#010x}, computed {computed:#010x})"
-            )
+        _check_crc(inp, b)
     if codec > 4:
         raise KafkaCodecError(f"batch at byte {b.pos}: unknown compression id {codec}")
     if b.count < 0:

@@ -48,27 +48,59 @@ cdef extern from "fastscan.h":
         Py_ssize_t kl, vl, knulls, vnulls
     Py_ssize_t kc_scan_records(kc_scan* s, Py_ssize_t j, Py_ssize_t count) noexcept nogil
 
+cdef extern from "overlap.h":
+    struct _kc_helper_t:
+        int enabled
+        int wait_claim
+        long long jobs
+    _kc_helper_t kc_helper
+    int kc_overlap_begin(kc_scan* s, Py_ssize_t j, Py_ssize_t count) noexcept nogil
+    Py_ssize_t kc_overlap_end(kc_scan* s, Py_ssize_t j, Py_ssize_t count) noexcept nogil
+
 include "batch.pxi"
 include "writer.pxi"
 
+from kafka_core._env import env_flag
 from kafka_core.codec.columns import BatchInfo, RecordColumns, arrow_schema
 
-__all__ = ["decode_record_batches_columns", "encode_record_batch_columns"]
+__all__ = ["decode_record_batches_columns", "encode_record_batch_columns", "set_decode_helper"]
+
+kc_helper.enabled = env_flag("KAFKA_CORE_DECODE_HELPER", default=True)
+
+
+def set_decode_helper(enabled):
+    """Let a helper thread scan a large batch's records while the CRC is checked (on unless
+    KAFKA_CORE_DECODE_HELPER=0); returns the previous setting. Off, decoding uses one thread."""
+    previous = kc_helper.enabled != 0
+    kc_helper.enabled = 1 if enabled else 0
+    return previous
+
+
+def _decode_helper_jobs():
+    """Tests: how many scans the helper thread has run in this process."""
+    return kc_helper.jobs
+
+
+def _decode_helper_wait_claim(bint wait):
+    """Tests: make a decode wait for the helper to take its job instead of taking it back."""
+    kc_helper.wait_claim = wait
 
 cdef object _pa = None
 cdef object _import_ptr = None  # pyarrow.RecordBatch._import_from_c(address, schema), if present
 cdef object _import_capsule = None  # pyarrow.RecordBatch._import_from_c_capsule (PyCapsule protocol)
 cdef tuple _schemas = None  # arrow_schema(): binary keys/values, binary_view keys/values
+cdef tuple _schemas_nh = None  # the same without the headers column (no record has headers)
 cdef object _new_columns = RecordColumns.__new__  # filled as columns.py describes
 
 
 cdef object _pyarrow():
     """pyarrow, imported on first use (an optional dependency); what we call is looked up once."""
-    global _pa, _import_ptr, _import_capsule, _schemas
+    global _pa, _import_ptr, _import_capsule, _schemas, _schemas_nh
     if _pa is None:
         import pyarrow
 
         _schemas = (arrow_schema(False), arrow_schema(True))
+        _schemas_nh = (arrow_schema(False, headers=False), arrow_schema(True, headers=False))
         # The address import takes the schema as a pyarrow object: no schema export and parse per
         # call, a third of the fixed cost of a decode. It is not public API, so the public
         # capsule protocol stays the fallback.
@@ -346,7 +378,16 @@ cdef class _Columns:
         cdef Reader r
         cdef Rec rec = Rec(0, 0, 0, 0, 0, 0, NULL, NULL)
         cdef int32_t j
-        cdef object keep = _open_records(inp, b, check_crc, &r)
+        # Uncompressed and copied: the CRC can be checked while a helper thread scans (overlap.h).
+        cdef bint overlap = (check_crc and (b.attributes & 7) == 0 and not self.zero_copy
+                             and (b.attributes & ATTR_CONTROL) == 0)
+        cdef object keep
+        try:
+            keep = _open_records(inp, b, check_crc and not overlap, &r)
+        except KafkaCodecError:
+            if overlap:
+                _check_crc(inp, b)  # a corrupt batch says so first, as it does serially
+            raise
         cdef bint log_append = (b.attributes & ATTR_LOG_APPEND) != 0
         cdef bint zero_copy = self.zero_copy
         cdef Py_ssize_t count = b.count
@@ -401,6 +442,26 @@ cdef class _Columns:
             s.vos = vos
             s.hos = hos
         j = 0
+        if overlap:
+            s.pos = r.pos
+            s.nh = <int32_t>self.nh
+            s.kp = kp
+            s.vp = vp
+            s.kl = kl
+            s.vl = vl
+            if kc_overlap_begin(&s, 0, count):
+                try:
+                    _check_crc(inp, b)
+                finally:
+                    j = <int32_t>kc_overlap_end(&s, 0, count)
+                r.pos = s.pos
+                r.index = j
+                kl = s.kl
+                vl = s.vl
+                knulls = s.knulls
+                vnulls = s.vnulls
+            else:
+                _check_crc(inp, b)
         while j < count:
             if not zero_copy:  # the common shape in C; what it leaves goes through read_rec
                 s.pos = r.pos
@@ -572,7 +633,8 @@ cdef class _Columns:
     cdef object finish(self):
         _pyarrow()
         cdef Py_ssize_t n = self.n
-        cdef ArrowArray* root = new_node(n, 0, 1, 6, True)
+        cdef bint has_headers = self.nh > 0  # else the column is made on demand (columns.py)
+        cdef ArrowArray* root = new_node(n, 0, 1, 6 if has_headers else 5, True)
         cdef ArrowArray* headers
         cdef ArrowArray* entries
         cdef _Exported exported
@@ -586,15 +648,16 @@ cdef class _Columns:
             else:
                 root.children[3] = self.binary(n, self.knulls, B_KOFFS, B_KDATA, B_KVALID)
                 root.children[4] = self.binary(n, self.vnulls, B_VOFFS, B_VDATA, B_VVALID)
-            headers = root.children[5] = new_node(n, 0, 2, 1)
-            headers.buffers[1] = take(&self.bufs[B_HOFFS])
-            entries = headers.children[0] = new_node(self.nh, 0, 1, 2)
-            entries.children[0] = self.binary(self.nh, 0, B_HKOFFS, B_HKDATA, B_HVVALID)
-            entries.children[1] = self.binary(self.nh, self.hvnulls, B_HVOFFS, B_HVDATA, B_HVVALID)
+            if has_headers:
+                headers = root.children[5] = new_node(n, 0, 2, 1)
+                headers.buffers[1] = take(&self.bufs[B_HOFFS])
+                entries = headers.children[0] = new_node(self.nh, 0, 1, 2)
+                entries.children[0] = self.binary(self.nh, 0, B_HKOFFS, B_HKDATA, B_HVVALID)
+                entries.children[1] = self.binary(self.nh, self.hvnulls, B_HVOFFS, B_HVDATA, B_HVVALID)
         except BaseException:
             free_node(root)
             raise
-        schema = _schemas[1 if self.zero_copy else 0]
+        schema = (_schemas if has_headers else _schemas_nh)[1 if self.zero_copy else 0]
         if _import_ptr is not None:
             try:
                 batch = _import_ptr(<size_t>root, schema)  # moves the struct out of root

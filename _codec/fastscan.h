@@ -13,6 +13,9 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/types.h>
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 typedef struct {
     const uint8_t* p;  /* the records region */
@@ -62,7 +65,11 @@ static inline void kc_copy16(char* restrict dst, const uint8_t* restrict src, in
         return;
     }
     for (i = 0; i < n; i += 16) {
+#if defined(__SSE2__)
+        _mm_storeu_si128((__m128i*)(dst + i), _mm_loadu_si128((const __m128i*)(src + i)));
+#else
         __builtin_memcpy(dst + i, src + i, 16);
+#endif
     }
 }
 
@@ -80,7 +87,7 @@ static inline void kc_copy16(char* restrict dst, const uint8_t* restrict src, in
  * overflow when the batch passes the checks made once, before the loop. Everything is loaded
  * into locals (stores through the output pointers could otherwise alias the state struct), and
  * what is the same for every row is filled in after the loop: fewer live registers in it. */
-static ssize_t kc_scan_records(kc_scan* s, ssize_t j, ssize_t count) {
+static __attribute__((noinline)) ssize_t kc_scan_records(kc_scan* s, ssize_t j, ssize_t count) {
     const uint8_t* restrict p = s->p;
     ssize_t pos = s->pos;
     const ssize_t end = s->end;

@@ -46,6 +46,7 @@ encode_record_batch = records.encode_record_batch
 decode_record_batches = records.decode_record_batches
 encode_record_batch_columns = columnar.encode_record_batch_columns
 decode_record_batches_columns = columnar.decode_record_batches_columns
+set_decode_helper = columnar.set_decode_helper
 
 zigzag_encode = primitives.zigzag_encode
 zigzag_decode = primitives.zigzag_decode
@@ -77,5 +78,6 @@ __all__ = [
     "decode_record_batches_columns",
     "encode_record_batch",
     "encode_record_batch_columns",
+    "set_decode_helper",
     *primitives.__all__,
 ]

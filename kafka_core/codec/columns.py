@@ -20,22 +20,38 @@ def headers_type() -> pa.DataType:
 
 
 @cache
-def arrow_schema(binary_view: bool = False) -> pa.Schema:
-    """Schema of ``RecordColumns.to_arrow()`` (keys and values as binary_view after a zero-copy decode)."""
+def arrow_schema(binary_view: bool = False, headers: bool = True) -> pa.Schema:
+    """Schema of ``RecordColumns.to_arrow()`` (keys and values as binary_view after a zero-copy
+    decode); ``headers=False``: what the Cython decoder imports when no record has headers."""
     import pyarrow as pa
 
     binary = pa.binary_view() if binary_view else pa.binary()
+    fields = [
+        pa.field("offset", pa.int64(), nullable=False),
+        pa.field("timestamp", pa.timestamp("ms"), nullable=False),
+        pa.field("timestamp_type", pa.int8(), nullable=False),
+        pa.field("key", binary),
+        pa.field("value", binary),
+    ]
+    if headers:
+        fields.append(pa.field("headers", headers_type(), nullable=False))
+    return pa.schema(fields)
 
-    return pa.schema(
-        [
-            pa.field("offset", pa.int64(), nullable=False),
-            pa.field("timestamp", pa.timestamp("ms"), nullable=False),
-            pa.field("timestamp_type", pa.int8(), nullable=False),
-            pa.field("key", binary),
-            pa.field("value", binary),
-            pa.field("headers", headers_type(), nullable=False),
-        ]
-    )
+
+_no_headers: list[Any] = []  # the longest all-empty headers column built so far
+
+
+def empty_headers(n: int) -> pa.ListArray:
+    """A headers column of n empty lists: a slice of one cached array (grown by doubling)."""
+    import pyarrow as pa
+
+    if not _no_headers or len(_no_headers[0]) < n:
+        size = max(n, 1 << 14, 2 * len(_no_headers[0]) if _no_headers else 0)
+        entries = pa.array([], type=headers_type().value_type)
+        offsets = pa.py_buffer(bytes(4 * (size + 1)))
+        _no_headers[:] = [pa.Array.from_buffers(headers_type(), size, [None, offsets], children=[entries])]
+    array = _no_headers[0]
+    return array if len(array) == n else array.slice(0, n)
 
 
 class BatchInfo(NamedTuple):
@@ -57,9 +73,12 @@ class RecordColumns:
 
     The Cython decoder imports one ``pa.RecordBatch`` (schema ``arrow_schema()``, either binary
     flavour) and the arrays are taken from it on first access: a caller that only reads keys and
-    values, or only wants ``to_arrow()``, does not pay for wrapping the other columns. That
-    decoder builds the object itself (``__new__``, then ``_arrays = [None] * 6``, ``_batch``,
-    ``batches``): a Python-level constructor call was a measurable part of a small decode.
+    values, or only wants ``to_arrow()``, does not pay for wrapping the other columns. When no
+    record has headers that batch leaves the headers column out (``headers=False``; importing
+    its four Arrow nodes was a twentieth of a decode) and an all-empty one is made on demand.
+    That decoder builds the object itself (``__new__``, then ``_arrays = [None] * 6``,
+    ``_batch``, ``batches``): a Python-level constructor call was a measurable part of a small
+    decode.
     """
 
     __slots__ = ("_arrays", "_batch", "batches")
@@ -81,7 +100,10 @@ class RecordColumns:
     def _column(self, i: int) -> Any:
         array = self._arrays[i]
         if array is None:
-            array = self._batch.column(i)  # type: ignore[union-attr]
+            batch = self._batch
+            assert batch is not None
+            no_headers = i == 5 and batch.num_columns == 5
+            array = empty_headers(batch.num_rows) if no_headers else batch.column(i)
             if i == 1:  # stored as timestamp[ms] for to_arrow(); int64 here
                 import pyarrow as pa
 
@@ -122,8 +144,13 @@ class RecordColumns:
     def to_arrow(self) -> pa.RecordBatch:
         import pyarrow as pa
 
-        if self._batch is not None:
-            return self._batch
+        batch = self._batch
+        if batch is not None:
+            if batch.num_columns == 5:
+                view = pa.types.is_binary_view(batch.schema.field(3).type)
+                batch = pa.RecordBatch.from_arrays([*batch.columns, self.headers], schema=arrow_schema(view))
+                self._batch = batch
+            return batch
         return pa.RecordBatch.from_arrays(
             [
                 self.offsets,

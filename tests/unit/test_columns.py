@@ -92,6 +92,29 @@ def test_to_arrow():
     table.validate(full=True)
 
 
+@pytest.mark.parametrize("zero_copy", [False, True])
+def test_records_without_headers_get_an_empty_headers_column(zero_copy):
+    """The Cython decoder leaves the column out of its import and makes it on demand; either
+    way it must be the column a decode with headers gives, as the twin does."""
+    from kafka_core.codec import columns
+
+    buf = K.encode_record_batch([(b"k%d" % i, b"v" * i) for i in range(50)], base_timestamp=5)
+    cols = K.decode_record_batches_columns(buf, zero_copy=zero_copy)
+    assert cols.headers.type == headers_type() and cols.headers.to_pylist() == [[]] * 50
+    assert cols.headers.null_count == 0
+    table = cols.to_arrow()
+    assert table.schema == arrow_schema(zero_copy) and table.num_columns == 6
+    assert table.column("headers").to_pylist() == [[]] * 50
+    assert table.column("value").to_pylist() == [b"v" * i for i in range(50)]
+    table.validate(full=True)
+    # the cached all-empty column grows, and a slice of it is what a shorter decode gets
+    for n in (0, 1, 70_000, 3):
+        empty = columns.empty_headers(n)
+        assert len(empty) == n and empty.type == headers_type()
+        empty.validate(full=True)
+        assert empty.to_pylist() == [[]] * n
+
+
 def test_empty():
     cols = K.decode_record_batches_columns(b"")
     assert len(cols) == 0 and cols.batches == []

@@ -15,7 +15,16 @@ from kafka_core.codec._python._writer import _encode
 from kafka_core.codec.columns import BatchInfo, RecordColumns, headers_type
 from kafka_core.errors import KafkaCodecError
 
-__all__ = ["decode_record_batches_columns", "encode_record_batch_columns"]
+__all__ = ["decode_record_batches_columns", "encode_record_batch_columns", "set_decode_helper"]
+
+_helper = [True]
+
+
+def set_decode_helper(enabled: bool) -> bool:
+    """As the Cython twin's, for the same API; this twin always decodes on one thread."""
+    previous = _helper[0]
+    _helper[0] = bool(enabled)
+    return previous
 
 
 def _is_arrow(obj: Any) -> bool:
