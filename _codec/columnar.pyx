@@ -52,6 +52,7 @@ cdef extern from "overlap.h":
     struct _kc_helper_t:
         int enabled
         int wait_claim
+        Py_ssize_t min_region
         long long jobs
     _kc_helper_t kc_helper
     int kc_overlap_begin(kc_scan* s, Py_ssize_t j, Py_ssize_t count) noexcept nogil
@@ -69,8 +70,9 @@ kc_helper.enabled = env_flag("KAFKA_CORE_DECODE_HELPER", default=True)
 
 
 def set_decode_helper(enabled):
-    """Let a helper thread scan a large batch's records while the CRC is checked (on unless
-    KAFKA_CORE_DECODE_HELPER=0); returns the previous setting. Off, decoding uses one thread."""
+    """Let a helper thread scan the records of a batch of 256 KiB or more while the CRC is
+    checked (on unless KAFKA_CORE_DECODE_HELPER=0); returns the previous setting. Off, decoding
+    uses one thread."""
     previous = kc_helper.enabled != 0
     kc_helper.enabled = 1 if enabled else 0
     return previous
@@ -81,9 +83,14 @@ def _decode_helper_jobs():
     return kc_helper.jobs
 
 
-def _decode_helper_wait_claim(bint wait):
-    """Tests: make a decode wait for the helper to take its job instead of taking it back."""
-    kc_helper.wait_claim = wait
+def _decode_helper_testing(bint wait_claim, Py_ssize_t min_region):
+    """Tests: make a decode wait for the helper to take its job instead of taking it back, and
+    hand over smaller batches, so that the helper's scan is what gets checked. Returns the
+    previous (wait_claim, min_region)."""
+    previous = (kc_helper.wait_claim != 0, kc_helper.min_region)
+    kc_helper.wait_claim = wait_claim
+    kc_helper.min_region = min_region
+    return previous
 
 cdef object _pa = None
 cdef object _import_ptr = None  # pyarrow.RecordBatch._import_from_c(address, schema), if present

@@ -2,7 +2,8 @@
 the decoding thread checks its CRC. Whatever thread does the scan, the columns must be exactly
 the serial ones, a bad CRC must still fail first, and concurrent decodes, fork() and the switch
 must all behave. The tests make a decode wait for the helper to take its job (it would otherwise
-take the job back when the helper is slow), so the helper's scan is what they check."""
+take the job back when the helper is slow) and hand over batches from 16 KiB, so the helper's
+scan is what they check, on batches small enough for hypothesis."""
 
 from __future__ import annotations
 
@@ -30,17 +31,17 @@ from test_columnar_fast_path import check_same, raw_batch, raw_record  # noqa: E
 from kafka_core.codec._cython import columnar as ccol  # noqa: E402
 from kafka_core.errors import KafkaCodecError  # noqa: E402
 
-BIG = 16 * 1024  # records regions from this size go to the helper (KC_OVERLAP_MIN)
+BIG = 16 * 1024  # records regions from this size go to the helper (256 KiB outside the tests)
 
 
 @pytest.fixture(autouse=True)
 def helper_takes_every_job() -> Iterator[None]:
     previous = ccol.set_decode_helper(True)
-    ccol._decode_helper_wait_claim(True)
+    tuning = ccol._decode_helper_testing(True, BIG)
     try:
         yield
     finally:
-        ccol._decode_helper_wait_claim(False)
+        ccol._decode_helper_testing(*tuning)
         ccol.set_decode_helper(previous)
 
 
@@ -121,7 +122,7 @@ def test_a_bad_crc_fails_first_and_the_helper_stays_usable() -> None:
 
 
 def test_concurrent_decodes_share_one_helper() -> None:
-    ccol._decode_helper_wait_claim(False)  # a decode that finds the helper busy scans itself
+    ccol._decode_helper_testing(False, BIG)  # a decode that finds the helper busy scans itself
     bufs = [big_batch(base_offset=k * 1000, value_size=80 + 40 * k) for k in range(4)]
     expected = [serial(b) for b in bufs]
     failures: list[str] = []
@@ -163,7 +164,7 @@ def test_the_switch_and_its_environment_variable() -> None:
     assert ccol.set_decode_helper(False) is True
     jobs = ccol._decode_helper_jobs()
     buf = big_batch()
-    ccol._decode_helper_wait_claim(False)
+    ccol._decode_helper_testing(False, BIG)
     assert len(ccol.decode_record_batches_columns(buf)) == 300
     assert ccol._decode_helper_jobs() == jobs  # off: the decoding thread scanned
     assert ccol.set_decode_helper(True) is False
