@@ -66,13 +66,13 @@ from kafka_core.codec.columns import BatchInfo, RecordColumns, arrow_schema
 
 __all__ = ["decode_record_batches_columns", "encode_record_batch_columns", "set_decode_helper"]
 
-kc_helper.enabled = env_flag("KAFKA_CORE_DECODE_HELPER", default=True)
+kc_helper.enabled = env_flag("KAFKA_CORE_DECODE_HELPER")
 
 
 def set_decode_helper(enabled):
     """Let a helper thread scan the records of a batch of 256 KiB or more while the CRC is
-    checked (on unless KAFKA_CORE_DECODE_HELPER=0); returns the previous setting. Off, decoding
-    uses one thread."""
+    checked (off unless KAFKA_CORE_DECODE_HELPER=1); returns the previous setting. For a process
+    with a core to spare: the decode is faster, its CPU higher (docs/codec.md)."""
     previous = kc_helper.enabled != 0
     kc_helper.enabled = 1 if enabled else 0
     return previous

@@ -45,7 +45,7 @@ static struct {
     atomic_int state;     /* the job's: KC_IDLE -> POSTED -> RUNNING -> DONE -> IDLE */
     atomic_int sleeping;  /* the helper waits on cv (a post must signal it) */
     atomic_int busy;      /* a decode owns the helper */
-    int enabled;          /* set_decode_helper() */
+    int enabled;          /* set_decode_helper(); off by default */
     int started;          /* the thread exists in this process (0 after fork, or if it failed) */
     int atfork;
     kc_scan* job;
@@ -55,7 +55,7 @@ static struct {
     int wait_claim;       /* tests: wait for the helper instead of taking the job back */
     pthread_mutex_t mu;
     pthread_cond_t cv;
-} kc_helper = {KC_IDLE, 0, 0, 1, 0, 0, NULL, 0, 0, 0, KC_OVERLAP_MIN, 0, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
+} kc_helper = {KC_IDLE, 0, 0, 0, 0, 0, NULL, 0, 0, 0, KC_OVERLAP_MIN, 0, 0, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
 
 static int64_t kc_now_ns(void) {
     struct timespec t;

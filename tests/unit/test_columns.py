@@ -115,6 +115,23 @@ def test_records_without_headers_get_an_empty_headers_column(zero_copy):
         assert empty.to_pylist() == [[]] * n
 
 
+def test_the_decode_helper_switch_changes_no_result():
+    """Both twins have set_decode_helper (the Cython one's helper thread: test_columnar_helper)."""
+    buf = b"".join(
+        K.encode_record_batch([(b"k", bytes(3000))] * 100, base_offset=100 * i, base_timestamp=1)
+        for i in range(3)
+    )
+    previous = K.set_decode_helper(True)
+    try:
+        assert K.set_decode_helper(True) is True
+        with_helper = K.decode_record_batches_columns(buf).to_arrow()
+        assert K.set_decode_helper(False) is True
+        assert K.decode_record_batches_columns(buf).to_arrow().equals(with_helper)
+        assert with_helper.num_rows == 300
+    finally:
+        K.set_decode_helper(previous)
+
+
 def test_empty():
     cols = K.decode_record_batches_columns(b"")
     assert len(cols) == 0 and cols.batches == []

@@ -17,7 +17,7 @@ from kafka_core.errors import KafkaCodecError
 
 __all__ = ["decode_record_batches_columns", "encode_record_batch_columns", "set_decode_helper"]
 
-_helper = [True]
+_helper = [False]
 
 
 def set_decode_helper(enabled: bool) -> bool:
