@@ -245,6 +245,20 @@ cdef object _batch_info(tuple fields):
     return tuple.__new__(BatchInfo, fields)
 
 
+cdef Py_ssize_t _scan_checking_crc(kc_scan* s, _Input inp, Batch* b, Py_ssize_t count) except -1:
+    """A batch's first fast-path scan, with its CRC checked meanwhile by this thread if the
+    helper thread takes the scan (overlap.h), else before it; a bad CRC fails either way."""
+    cdef Py_ssize_t j
+    if not kc_overlap_begin(s, 0, count):
+        _check_crc(inp, b)
+        return kc_scan_records(s, 0, count)
+    try:
+        _check_crc(inp, b)
+    finally:
+        j = kc_overlap_end(s, 0, count)  # never left running: it writes into our buffers
+    return j
+
+
 cdef enum:  # the column buffers of _Columns
     B_OFFSETS, B_TIMESTAMPS, B_TYPES, B_KOFFS, B_KDATA, B_KVALID, B_VOFFS, B_VDATA, B_VVALID,
     B_HOFFS, B_HKOFFS, B_HKDATA, B_HVOFFS, B_HVDATA, B_HVVALID, B_VARS, N_BUFS
@@ -449,26 +463,6 @@ cdef class _Columns:
             s.vos = vos
             s.hos = hos
         j = 0
-        if overlap:
-            s.pos = r.pos
-            s.nh = <int32_t>self.nh
-            s.kp = kp
-            s.vp = vp
-            s.kl = kl
-            s.vl = vl
-            if kc_overlap_begin(&s, 0, count):
-                try:
-                    _check_crc(inp, b)
-                finally:
-                    j = <int32_t>kc_overlap_end(&s, 0, count)
-                r.pos = s.pos
-                r.index = j
-                kl = s.kl
-                vl = s.vl
-                knulls = s.knulls
-                vnulls = s.vnulls
-            else:
-                _check_crc(inp, b)
         while j < count:
             if not zero_copy:  # the common shape in C; what it leaves goes through read_rec
                 s.pos = r.pos
@@ -479,7 +473,11 @@ cdef class _Columns:
                 s.vl = vl
                 s.knulls = knulls
                 s.vnulls = vnulls
-                j = <int32_t>kc_scan_records(&s, j, count)
+                if overlap:  # the batch's first scan, and its CRC still unchecked
+                    overlap = False
+                    j = <int32_t>_scan_checking_crc(&s, inp, b, count)
+                else:
+                    j = <int32_t>kc_scan_records(&s, j, count)
                 r.pos = s.pos
                 r.index = j
                 kl = s.kl
@@ -525,6 +523,8 @@ cdef class _Columns:
             hos[j] = <int32_t>self.nh
             end_rec(&r, &rec)
             j += 1
+        if overlap:  # no record, so no scan
+            _check_crc(inp, b)
         close_records(&r, b)
         kd.length = kl
         vd.length = vl
