@@ -65,7 +65,7 @@ static inline void kc_copy16(char* restrict dst, const uint8_t* restrict src, in
         return;
     }
     for (i = 0; i < n; i += 16) {
-#if defined(__SSE2__)
+#if defined(__SSE2__) /* explicit: gcc turned the plain loop into a call to memmove */
         _mm_storeu_si128((__m128i*)(dst + i), _mm_loadu_si128((const __m128i*)(src + i)));
 #else
         __builtin_memcpy(dst + i, src + i, 16);
@@ -86,7 +86,9 @@ static inline void kc_copy16(char* restrict dst, const uint8_t* restrict src, in
  * fewer bytes than the region has consumed). Offsets, timestamps and column sizes cannot
  * overflow when the batch passes the checks made once, before the loop. Everything is loaded
  * into locals (stores through the output pointers could otherwise alias the state struct), and
- * what is the same for every row is filled in after the loop: fewer live registers in it. */
+ * what is the same for every row is filled in after the loop: fewer live registers in it.
+ * noinline: inlined into the decoder's large batch function it spilled its state to the stack
+ * (and the helper thread of overlap.h calls it on its own anyway). */
 static __attribute__((noinline)) ssize_t kc_scan_records(kc_scan* s, ssize_t j, ssize_t count) {
     const uint8_t* restrict p = s->p;
     ssize_t pos = s->pos;
