@@ -38,20 +38,58 @@ def arrow_schema(binary_view: bool = False, headers: bool = True) -> pa.Schema:
     return pa.schema(fields)
 
 
-_no_headers: list[Any] = []  # the longest all-empty headers column built so far
+class ConstantColumns:
+    """Columns of one value repeated per row (an empty headers column; the consumer's topic
+    and partition columns).
+
+    Building them per decode or fetch cost more than decoding the records; instead one array per
+    value is kept, grown by doubling, and sliced (zero-copy) to the rows needed. The arrays are
+    built from their buffers: ``pa.repeat`` of a string is slow and page-faults its way up
+    through regrowth, and ``fill_null`` of a list takes a quarter of a second.
+    """
+
+    MAX_KEYS = 64  # distinct values kept (least recently used dropped first)
+    MIN_ROWS = 1 << 16
+
+    def __init__(self) -> None:
+        self._arrays: dict[tuple[Any, Any], Any] = {}
+
+    def column(self, value: Any, type_: Any, n: int) -> Any:
+        """``value`` hashable: an empty list is given as ``()``."""
+        key = (value, type_)
+        array = self._arrays.pop(key, None)
+        if array is None or len(array) < n:
+            while len(self._arrays) >= self.MAX_KEYS:
+                del self._arrays[next(iter(self._arrays))]
+            array = _repeated(value, type_, max(n, self.MIN_ROWS, 2 * len(array) if array is not None else 0))
+        self._arrays[key] = array  # most recently used last
+        return array if len(array) == n else array.slice(0, n)
+
+
+def _repeated(value: Any, type_: Any, n: int) -> Any:
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if pa.types.is_list(type_) and not value:  # offsets all zero, no entries
+        entries = pa.array([], type=type_.value_type)
+        return pa.Array.from_buffers(type_, n, [None, pa.py_buffer(bytes(4 * (n + 1)))], children=[entries])
+    if not pa.types.is_string(type_):
+        return pa.nulls(n, type_).fill_null(pa.scalar(value, type_))
+    data = value.encode()
+    if len(data) * (n + 1) > 0x7FFFFFFF:  # int32 offsets: let pyarrow say it does not fit
+        return pa.repeat(pa.scalar(value, type_), n)
+    # offsets 0, L, 2L, ... nL as a cumulative sum; data is the value n times over
+    ends = pc.cumulative_sum(pa.nulls(n + 1, pa.int32()).fill_null(len(data)))
+    offsets = pc.subtract(ends, pa.scalar(len(data), pa.int32()))
+    return pa.Array.from_buffers(type_, n, [None, offsets.buffers()[1], pa.py_buffer(data * n)])
+
+
+CONSTANTS = ConstantColumns()
 
 
 def empty_headers(n: int) -> pa.ListArray:
-    """A headers column of n empty lists: a slice of one cached array (grown by doubling)."""
-    import pyarrow as pa
-
-    if not _no_headers or len(_no_headers[0]) < n:
-        size = max(n, 1 << 14, 2 * len(_no_headers[0]) if _no_headers else 0)
-        entries = pa.array([], type=headers_type().value_type)
-        offsets = pa.py_buffer(bytes(4 * (size + 1)))
-        _no_headers[:] = [pa.Array.from_buffers(headers_type(), size, [None, offsets], children=[entries])]
-    array = _no_headers[0]
-    return array if len(array) == n else array.slice(0, n)
+    """A headers column of n empty lists (a slice of one cached array)."""
+    return CONSTANTS.column((), headers_type(), n)
 
 
 class BatchInfo(NamedTuple):

@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.codec import decode_record_batches, decode_record_batches_columns
+from kafka_core.codec.columns import CONSTANTS
 from kafka_core.consumer.message import ConsumedMessage, messages_from_records
 from kafka_core.errors import KafkaCodecError
 
@@ -306,48 +307,5 @@ def _filter_columns(cols: Any, position: int, drop: list[tuple[int, int]], tp: T
         n = batch.num_rows
         if n == 0:
             return _EMPTY
-    arrays = [_CONSTANTS.column(tp.topic, pa.string(), n), _CONSTANTS.column(tp.partition, pa.int32(), n)]
+    arrays = [CONSTANTS.column(tp.topic, pa.string(), n), CONSTANTS.column(tp.partition, pa.int32(), n)]
     return pa.RecordBatch.from_arrays(arrays + list(batch.columns), schema=consumer_schema())
-
-
-class _ConstantColumns:
-    """The topic and partition columns: one value repeated per row.
-
-    Building them per fetch cost more than decoding the records; instead one array per value is
-    kept, grown by doubling, and sliced (zero-copy) to the rows needed. The arrays are built from
-    their buffers: ``pa.repeat`` of a string is slow and page-faults its way up through regrowth.
-    """
-
-    MAX_KEYS = 64  # distinct values kept (least recently used dropped first)
-    MIN_ROWS = 1 << 16
-
-    def __init__(self) -> None:
-        self._arrays: dict[tuple[Any, Any], Any] = {}
-
-    def column(self, value: Any, type_: Any, n: int) -> Any:
-        key = (value, type_)
-        array = self._arrays.pop(key, None)
-        if array is None or len(array) < n:
-            while len(self._arrays) >= self.MAX_KEYS:
-                del self._arrays[next(iter(self._arrays))]
-            array = _repeated(value, type_, max(n, self.MIN_ROWS, 2 * len(array) if array is not None else 0))
-        self._arrays[key] = array  # most recently used last
-        return array if len(array) == n else array.slice(0, n)
-
-
-def _repeated(value: Any, type_: Any, n: int) -> Any:
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    if not pa.types.is_string(type_):
-        return pa.nulls(n, type_).fill_null(pa.scalar(value, type_))
-    data = value.encode()
-    if len(data) * (n + 1) > 0x7FFFFFFF:  # int32 offsets: let pyarrow say it does not fit
-        return pa.repeat(pa.scalar(value, type_), n)
-    # offsets 0, L, 2L, ... nL as a cumulative sum; data is the value n times over
-    ends = pc.cumulative_sum(pa.nulls(n + 1, pa.int32()).fill_null(len(data)))
-    offsets = pc.subtract(ends, pa.scalar(len(data), pa.int32()))
-    return pa.Array.from_buffers(type_, n, [None, offsets.buffers()[1], pa.py_buffer(data * n)])
-
-
-_CONSTANTS = _ConstantColumns()

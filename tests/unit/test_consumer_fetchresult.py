@@ -133,9 +133,9 @@ def test_corrupt_first_batch_raises_nothing_delivered(columns):
 
 def test_constant_columns_are_exact_and_sliced_from_one_array() -> None:
     pa = pytest.importorskip("pyarrow")
-    from kafka_core.consumer.fetchresult import _ConstantColumns
+    from kafka_core.codec.columns import ConstantColumns
 
-    cache = _ConstantColumns()
+    cache = ConstantColumns()
     for n in (0, 1, 5, 70_000, 3, 150_000):
         topic = cache.column("tøpic-ü", pa.string(), n)
         part = cache.column(7, pa.int32(), n)
