@@ -7,9 +7,6 @@ import os
 _OFF = ("", "0", "false", "no")
 
 
-def env_flag(name: str, default: bool = False) -> bool:
-    """Unset or empty: default; otherwise true unless 0/false/no (any case)."""
-    value = os.environ.get(name, "").strip().lower()
-    if not value:
-        return default
-    return value not in _OFF
+def env_flag(name: str) -> bool:
+    """True unless the variable is unset, empty, or 0/false/no (any case)."""
+    return os.environ.get(name, "").strip().lower() not in _OFF
