@@ -51,6 +51,42 @@ def murmur2(data):
     return <int>h
 
 
+def murmur2_partitions(const unsigned char[::1] offsets, const unsigned char[::1] data,
+                       Py_ssize_t first, Py_ssize_t length, bint large, int num_partitions,
+                       const unsigned char[::1] validity=None):
+    """Partition of every key of an Arrow (large_)binary array, from its buffers: int32s, -1
+    where the key is null. ``first`` is the array's offset into its buffers. Every offset is
+    checked against the data buffer before it is read."""
+    if num_partitions < 1:
+        raise ValueError("num_partitions must be positive")
+    cdef Py_ssize_t width = 8 if large else 4
+    if first < 0 or length < 0 or offsets.shape[0] < (first + length + 1) * width:
+        raise ValueError("offsets buffer too short for the array")
+    if validity is not None and validity.shape[0] * 8 < first + length:
+        raise ValueError("validity buffer too short for the array")
+    out = bytearray(4 * length)
+    cdef int[::1] parts = memoryview(out).cast("i")
+    cdef const int* off32 = <const int*>&offsets[0]
+    cdef const long long* off64 = <const long long*>&offsets[0]
+    cdef Py_ssize_t i, j, start, stop, size = data.shape[0]
+    cdef const unsigned char* base = &data[0] if size else NULL
+    for i in range(length):
+        j = first + i
+        if validity is not None and not (validity[j >> 3] >> (j & 7)) & 1:
+            parts[i] = -1
+            continue
+        if large:
+            start = off64[j]
+            stop = off64[j + 1]
+        else:
+            start = off32[j]
+            stop = off32[j + 1]
+        if start < 0 or stop < start or stop > size:
+            raise ValueError(f"key {i}: offsets {start}..{stop} outside the data buffer ({size} bytes)")
+        parts[i] = <int>((_murmur2(base + start, stop - start) & 0x7FFFFFFF) % <unsigned int>num_partitions)
+    return out
+
+
 cdef object _TupleFuture = None  # futures._TupleRecordFuture, whose methods do the real work
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from kafka_core.errors import KafkaCodecError, KafkaConfigError
 from kafka_core.producer.accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, TopicState, headers_size
-from kafka_core.producer.partitioner import Partitioner
+from kafka_core.producer.partitioner import DefaultPartitioner, Partitioner, murmur2_partitions
 
 __all__ = ["Chunk", "plan_chunks"]
 
@@ -112,6 +112,21 @@ def _key_list(keys: Any) -> list[Any]:
     return list(keys)
 
 
+def _arrow_groups(keys: Any, num: int, sticky: int) -> list[tuple[int, list[int] | None]]:
+    """Rows per partition for pyarrow keys: murmur2 over the Arrow buffers in one C loop, null
+    keys to the sticky partition."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    parts = murmur2_partitions(keys, num)
+    if parts.null_count:
+        parts = parts.fill_null(pa.scalar(sticky, pa.int32()))
+    distinct = sorted(pc.unique(parts).to_pylist())
+    if len(distinct) == 1:
+        return [(distinct[0], None)]
+    return [(p, pc.indices_nonzero(pc.equal(parts, p)).to_pylist()) for p in distinct]
+
+
 def plan_chunks(
     t: TopicState,
     partitioner: Partitioner,
@@ -150,6 +165,8 @@ def plan_chunks(
         groups = [(t.sticky, None)]
         partitioner.on_new_batch(t.topic, num, t.sticky)
         t.sticky = partitioner.sticky(t.topic, num)
+    elif keys is not None and _is_arrow(keys) and type(partitioner) is DefaultPartitioner:
+        groups = _arrow_groups(keys, num, partitioner.sticky(t.topic, num))
     else:
         key_list = _key_list(keys) if keys is not None else [None] * n
         by_part: dict[int, list[int]] = {}

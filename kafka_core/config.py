@@ -1,0 +1,182 @@
+"""Java-style configuration names (``linger.ms``) mapped to kafka_core's keyword arguments.
+
+Users bring configs from the Java client, librdkafka and Spark's connector (``kafka.*`` options).
+One table says what each name means here, per role, so that an unknown or meaningless key is
+refused with its name rather than silently ignored.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kafka_core.errors import KafkaConfigError
+
+__all__ = ["ROLES", "translate"]
+
+ROLES = ("client", "producer", "consumer")
+
+Convert = Callable[[str], Any]
+
+
+def _int(value: str) -> int:
+    return int(str(value).strip())
+
+
+def _float(value: str) -> float:
+    return float(str(value).strip())
+
+
+def _bool(value: str) -> bool:
+    text = str(value).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise ValueError(f"not a boolean: {value!r}")
+
+
+def _str(value: str) -> str:
+    return str(value).strip()
+
+
+def _upper(value: str) -> str:
+    return str(value).strip().upper()
+
+
+def _lower(value: str) -> str:
+    return str(value).strip().lower()
+
+
+def _acks(value: str) -> int | str:
+    text = str(value).strip().lower()
+    return "all" if text == "all" else int(text)
+
+
+# name -> (our keyword, converter). The client's options apply to every role.
+_CLIENT: dict[str, tuple[str, Convert]] = {
+    "bootstrap.servers": ("bootstrap_servers", _str),
+    "client.id": ("client_id", _str),
+    "request.timeout.ms": ("request_timeout_ms", _float),
+    "default.api.timeout.ms": ("api_timeout_ms", _float),
+    "socket.connection.setup.timeout.ms": ("connect_timeout_ms", _float),
+    "metadata.max.age.ms": ("metadata_max_age_ms", _float),
+    "retry.backoff.ms": ("retry_backoff_ms", _float),
+    "retry.backoff.max.ms": ("retry_backoff_max_ms", _float),
+    "reconnect.backoff.ms": ("reconnect_backoff_ms", _float),
+    "reconnect.backoff.max.ms": ("reconnect_backoff_max_ms", _float),
+    "connections.max.idle.ms": ("connections_max_idle_ms", _float),
+    "allow.auto.create.topics": ("allow_auto_create_topics", _bool),
+    "security.protocol": ("security_protocol", _upper),
+    "ssl.ca.location": ("ssl_cafile", _str),  # librdkafka's name
+    "ssl.truststore.location": ("ssl_cafile", _str),  # a PEM file (JKS stores are Java-only)
+    "ssl.certificate.location": ("ssl_certfile", _str),
+    "ssl.keystore.location": ("ssl_certfile", _str),
+    "ssl.key.location": ("ssl_keyfile", _str),
+    "ssl.key.password": ("ssl_password", _str),
+    "ssl.endpoint.identification.algorithm": ("ssl_check_hostname", lambda v: _lower(v) == "https"),
+    "sasl.mechanism": ("sasl_mechanism", _upper),
+    "sasl.mechanisms": ("sasl_mechanism", _upper),  # librdkafka's name
+    "sasl.username": ("sasl_username", _str),
+    "sasl.password": ("sasl_password", _str),
+}
+
+_PRODUCER: dict[str, tuple[str, Convert]] = {
+    "acks": ("acks", _acks),
+    "linger.ms": ("linger_ms", _float),
+    "batch.size": ("batch_size", _int),
+    "compression.type": ("compression", _lower),
+    "compression.level": ("compression_level", _int),
+    "enable.idempotence": ("idempotent", _bool),
+    "max.in.flight.requests.per.connection": ("max_in_flight", _int),
+    "delivery.timeout.ms": ("delivery_timeout_ms", _float),
+    "buffer.memory": ("buffer_memory", _int),
+    "max.block.ms": ("max_block_ms", _float),
+}
+
+_CONSUMER: dict[str, tuple[str, Convert]] = {
+    "group.id": ("group_id", _str),
+    "group.instance.id": ("group_instance_id", _str),
+    "auto.offset.reset": ("auto_offset_reset", _lower),
+    "enable.auto.commit": ("enable_auto_commit", _bool),
+    "auto.commit.interval.ms": ("auto_commit_interval_ms", _int),
+    "isolation.level": ("isolation_level", _lower),
+    "session.timeout.ms": ("session_timeout_ms", _int),
+    "heartbeat.interval.ms": ("heartbeat_interval_ms", _int),
+    "max.poll.interval.ms": ("max_poll_interval_ms", _int),
+    "max.poll.records": ("max_poll_records", _int),
+    "fetch.max.wait.ms": ("fetch_max_wait_ms", _int),
+    "fetch.min.bytes": ("fetch_min_bytes", _int),
+    "fetch.max.bytes": ("fetch_max_bytes", _int),
+    "max.partition.fetch.bytes": ("max_partition_fetch_bytes", _int),
+    "check.crcs": ("check_crcs", _bool),
+}
+
+_ROLE_TABLES = {
+    "client": (_CLIENT,),
+    "producer": (_CLIENT, _PRODUCER),
+    "consumer": (_CLIENT, _CONSUMER),
+}
+
+# Names that tune the Java client's internals and mean nothing here: accepted, with no effect.
+_NO_EFFECT = frozenset(
+    {
+        "send.buffer.bytes",
+        "receive.buffer.bytes",
+        "client.dns.lookup",
+        "metrics.sample.window.ms",
+        "metrics.num.samples",
+        "metrics.recording.level",
+        "metric.reporters",
+        "ssl.protocol",
+        "ssl.enabled.protocols",
+        "ssl.truststore.type",
+        "ssl.keystore.type",
+    }
+)
+
+_JAAS = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+
+
+def _jaas(value: str) -> dict[str, Any]:
+    """``sasl.jaas.config``: the username and password of a PLAIN or SCRAM login module."""
+    fields = dict(_JAAS.findall(value))
+    if "username" not in fields or "password" not in fields:
+        raise ValueError('needs username="..." and password="..." (PlainLoginModule or ScramLoginModule)')
+    return {"sasl_username": fields["username"], "sasl_password": fields["password"]}
+
+
+def translate(config: Mapping[str, Any], role: str, *, prefix: str = "") -> dict[str, Any]:
+    """Keyword arguments for a ``role`` object from Java-style ``config`` names.
+
+    ``prefix`` is only for messages (Spark's options carry ``kafka.``). An unknown name, or a
+    value that does not convert, raises :class:`KafkaConfigError` naming it.
+    """
+    if role not in _ROLE_TABLES:
+        raise KafkaConfigError(f"role must be one of {ROLES}, not {role!r}")
+    tables = _ROLE_TABLES[role]
+    out: dict[str, Any] = {}
+    for raw_name, value in config.items():
+        name = raw_name.strip().lower()
+        if name in _NO_EFFECT:
+            continue
+        try:
+            if name == "sasl.jaas.config":
+                out.update(_jaas(str(value)))
+                continue
+            for table in tables:
+                if name in table:
+                    keyword, convert = table[name]
+                    out[keyword] = convert(value)
+                    break
+            else:
+                known = sorted({n for t in tables for n in t} | {"sasl.jaas.config"})
+                raise KafkaConfigError(
+                    f"unknown {role} option {prefix}{raw_name!r} (kafka_core understands: {', '.join(known)})"
+                )
+        except (ValueError, TypeError) as exc:
+            if isinstance(exc, KafkaConfigError):
+                raise
+            raise KafkaConfigError(f"bad value for {prefix}{raw_name}: {value!r} ({exc})") from None
+    return out

@@ -1,0 +1,38 @@
+"""PySpark integration: the ``kafka_core`` data source and executor-side producers.
+
+``spark.read.format("kafka_core")`` takes the options of Spark's own Kafka connector, so a job
+switches by changing only the format name, with no JVM connector jar to match to Spark and
+Scala. The data source registers itself through the top-level ``pyspark_kafka_core`` module
+(Spark 4.0+ looks such modules up); :func:`register` does it explicitly.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from kafka_core.spark.source import KafkaDataSource
+
+__all__ = ["KafkaDataSource", "produce_partition", "read_schema", "register"]
+
+
+def register(spark: Any) -> None:
+    """Register the ``kafka_core`` format with a SparkSession."""
+    from kafka_core.spark.source import KafkaDataSource
+
+    spark.dataSource.register(KafkaDataSource)
+
+
+def produce_partition(rows: Any, topic: str | None = None, **options: Any) -> int:
+    """Write an RDD or DataFrame partition to Kafka (see :func:`kafka_core.spark.write.produce_partition`)."""
+    from kafka_core.spark.write import produce_partition as produce
+
+    return produce(rows, topic, **options)
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("KafkaDataSource", "read_schema"):
+        from kafka_core.spark import source
+
+        return getattr(source, name)
+    raise AttributeError(f"module 'kafka_core.spark' has no attribute {name!r}")

@@ -1,0 +1,116 @@
+"""The driver's view of Kafka: which partitions a query reads and their offsets.
+
+One blocking client per reader object (the planning of a batch read, or a streaming query's
+whole life), closed when the reader is done with it. The end of a partition is its true log end
+(or last stable offset under read_committed), checked against the last batch: some brokers answer
+ListOffsets latest with the last batch's base offset + 1.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from typing import Any
+
+from kafka_core.client.metadata import TopicPartition
+from kafka_core.errors import KafkaConfigError
+from kafka_core.spark.options import SourceOptions
+from kafka_core.spark.planning import OffsetLookups
+
+__all__ = ["OffsetReader"]
+
+
+class OffsetReader:
+    """Partitions and offsets for a source's topics (subscribe, pattern or assign)."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._lock = threading.Lock()
+        self._client: Any = None
+        self._consumer: Any = None
+
+    def _open(self) -> tuple[Any, Any]:
+        with self._lock:
+            if self._client is None:
+                from kafka_core.consumer.sync import KafkaConsumer
+                from kafka_core.sync_client import KafkaClient
+
+                client = KafkaClient(**self.options.client)
+                try:
+                    self._consumer = KafkaConsumer(
+                        client=client,
+                        partitions={},
+                        group_id=None,
+                        isolation_level=self.options.isolation_level,
+                    )
+                except BaseException:
+                    client.close()
+                    raise
+                self._client = client
+            return self._client, self._consumer
+
+    def close(self) -> None:
+        with self._lock:
+            consumer, client = self._consumer, self._client
+            self._consumer = self._client = None
+        if consumer is not None:
+            consumer.close(commit=False)
+        if client is not None:
+            client.close()
+
+    # -- partitions ---------------------------------------------------------------------------
+
+    def topic_ids(self) -> dict[str, str]:
+        """Topic id per topic read (from the last metadata), to tell a recreated topic."""
+        client, _ = self._open()
+        return {t.name: str(t.topic_id) for t in client.cached_metadata().topics if t.topic_id is not None}
+
+    def partitions(self) -> list[TopicPartition]:
+        """Every partition the query reads now (assign: checked to exist)."""
+        client, _ = self._open()
+        opts = self.options
+        if opts.assign is not None:
+            meta = client.metadata(sorted(opts.assign), allow_auto_topic_creation=False)
+            out = []
+            for topic, parts in sorted(opts.assign.items()):
+                t = meta.topic(topic)
+                if t is None or t.error_code or not t.partitions:
+                    raise KafkaConfigError(f"option 'assign' names topic {topic!r}, which does not exist")
+                have = {p.partition for p in t.partitions}
+                missing = [p for p in parts if p not in have]
+                if missing:
+                    raise KafkaConfigError(
+                        f"option 'assign' names partitions {missing} of {topic!r}, which has only {len(have)}"
+                    )
+                out.extend(TopicPartition(topic, p) for p in parts)
+            return out
+        if opts.pattern is not None:
+            meta = client.metadata(None, allow_auto_topic_creation=False)
+            regex = re.compile(opts.pattern)
+            topics = [
+                t for t in meta.topics if not t.is_internal and not t.error_code and regex.fullmatch(t.name)
+            ]
+        else:
+            meta = client.metadata(list(opts.subscribe), allow_auto_topic_creation=False)
+            topics = [t for t in meta.topics if t.name in opts.subscribe and not t.error_code]
+        return sorted(TopicPartition(t.name, p.partition) for t in topics for p in t.partitions)
+
+    # -- offsets ------------------------------------------------------------------------------
+
+    def earliest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        _, consumer = self._open()
+        return dict(consumer.beginning_offsets(tps)) if tps else {}
+
+    def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
+        _, consumer = self._open()
+        return dict(consumer.end_offsets(tps)) if tps else {}
+
+    def for_times(self, wanted: dict[TopicPartition, int]) -> dict[TopicPartition, int | None]:
+        _, consumer = self._open()
+        if not wanted:
+            return {}
+        found = consumer.offsets_for_times(wanted)
+        return {tp: (None if lo is None else lo.offset) for tp, lo in found.items()}
+
+    def lookups(self) -> OffsetLookups:
+        return OffsetLookups(earliest=self.earliest, latest=self.latest, for_times=self.for_times)

@@ -1,0 +1,352 @@
+"""Spark's Kafka connector options, parsed and checked on the driver before any task runs.
+
+A user switches from Spark's connector by changing only the format name, so the names, the
+defaults, the precedence of the timestamp options and the refused ``kafka.*`` keys follow it.
+Every problem raises :class:`KafkaConfigError` naming the option and its value.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from kafka_core.config import translate
+from kafka_core.errors import KafkaConfigError
+
+__all__ = ["OffsetSpec", "SinkOptions", "SourceOptions", "parse_sink", "parse_source"]
+
+EARLIEST = -2
+LATEST = -1
+
+# Spark refuses these: its source manages offsets and deserialisation itself.
+_SOURCE_REFUSED = {
+    "auto.offset.reset": "set the source option 'startingOffsets' instead",
+    "enable.auto.commit": "the source never commits offsets to Kafka; Spark checkpoints them",
+    "key.deserializer": "keys are always read as binary; cast the column in Spark",
+    "value.deserializer": "values are always read as binary; cast the column in Spark",
+    "interceptor.classes": "interceptors are a Java client feature",
+}
+_SINK_REFUSED = {
+    "key.serializer": "keys are written as binary; cast the column to binary or string in Spark",
+    "value.serializer": "values are written as binary; cast the column to binary or string in Spark",
+    "interceptor.classes": "interceptors are a Java client feature",
+}
+# Accepted for compatibility, with no effect here (no consumer group is ever joined).
+_SOURCE_NO_EFFECT = {
+    "group.id",
+    "session.timeout.ms",
+    "heartbeat.interval.ms",
+    "max.poll.interval.ms",
+    "max.poll.records",
+    "auto.commit.interval.ms",
+}
+
+_TRUE = ("true", "1", "yes")
+_FALSE = ("false", "0", "no")
+
+
+def _lower_keys(options: Mapping[str, Any]) -> dict[str, str]:
+    return {str(k).lower(): str(v) for k, v in options.items() if v is not None}
+
+
+def _bool(opts: Mapping[str, str], name: str, default: bool) -> bool:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default
+    text = raw.strip().lower()
+    if text in _TRUE:
+        return True
+    if text in _FALSE:
+        return False
+    raise KafkaConfigError(f"option {name!r} must be true or false, not {raw!r}")
+
+
+def _int(opts: Mapping[str, str], name: str, *, minimum: int = 1) -> int | None:
+    raw = opts.get(name.lower())
+    if raw is None:
+        return None
+    try:
+        value = int(raw.strip())
+    except ValueError:
+        raise KafkaConfigError(f"option {name!r} must be an integer, not {raw!r}") from None
+    if value < minimum:
+        raise KafkaConfigError(f"option {name!r} must be at least {minimum}, not {value}")
+    return value
+
+
+_DURATION = re.compile(r"^\s*(\d+)\s*(ms|s|m|h|d|milliseconds?|seconds?|minutes?|hours?|days?)?\s*$", re.I)
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+def _duration_ms(opts: Mapping[str, str], name: str, default_ms: int) -> int:
+    """Spark's time strings (``15m``, ``30s``, ``500ms``; a bare number is milliseconds)."""
+    raw = opts.get(name.lower())
+    if raw is None:
+        return default_ms
+    m = _DURATION.match(raw)
+    if not m:
+        raise KafkaConfigError(f"option {name!r} must be a duration such as '15m' or '30s', not {raw!r}")
+    unit = (m.group(2) or "ms").lower()
+    unit = "ms" if unit.startswith("milli") else unit[0] if len(unit) > 2 else unit
+    return int(m.group(1)) * _UNIT_MS[unit]
+
+
+@dataclass(frozen=True)
+class OffsetSpec:
+    """Where to start or end: ``earliest``, ``latest``, per-partition offsets (-2/-1 allowed),
+    one timestamp for every partition, or per-partition timestamps."""
+
+    kind: str  # "earliest" | "latest" | "offsets" | "timestamp" | "timestamps"
+    offsets: dict[str, dict[int, int]] = field(default_factory=dict)
+    timestamp: int | None = None
+
+
+def _json_offsets(name: str, raw: str) -> dict[str, dict[int, int]]:
+    try:
+        data = json.loads(raw)
+    except ValueError as exc:
+        raise KafkaConfigError(f"option {name!r} is not valid JSON ({exc}): {raw!r}") from None
+    if not isinstance(data, dict):
+        raise KafkaConfigError(
+            f'option {name!r} must be a JSON object like {{"topic":{{"0":23}}}}, not {raw!r}'
+        )
+    out: dict[str, dict[int, int]] = {}
+    for topic, parts in data.items():
+        if not isinstance(parts, dict):
+            raise KafkaConfigError(
+                f'option {name!r}: topic {topic!r} must map partitions to numbers ({{"0":23}}), not {parts!r}'
+            )
+        out[topic] = {}
+        for p, v in parts.items():
+            try:
+                part = int(p)
+            except ValueError:
+                raise KafkaConfigError(
+                    f"option {name!r}: partition {p!r} of {topic!r} is not a number"
+                ) from None
+            if type(v) is not int:
+                raise KafkaConfigError(
+                    f"option {name!r}: value for {topic}-{p} must be an integer, not {v!r}"
+                )
+            out[topic][part] = v
+    return out
+
+
+def _offset_spec(
+    opts: Mapping[str, str], which: str, default: str | None, *, streaming: bool
+) -> OffsetSpec | None:
+    """``starting`` or ``ending``: timestamp options take precedence over offsets, as in Spark."""
+    ts = opts.get(f"{which}timestamp")
+    if ts is not None:
+        try:
+            return OffsetSpec("timestamp", timestamp=int(ts.strip()))
+        except ValueError:
+            raise KafkaConfigError(
+                f"option '{which}Timestamp' must be milliseconds since the epoch, not {ts!r}"
+            ) from None
+    by_ts = opts.get(f"{which}offsetsbytimestamp")
+    if by_ts is not None:
+        return OffsetSpec("timestamps", offsets=_json_offsets(f"{which}OffsetsByTimestamp", by_ts))
+    raw = opts.get(f"{which}offsets")
+    if raw is None:
+        return None if default is None else OffsetSpec(default)
+    text = raw.strip()
+    if text.lower() in ("earliest", "latest"):
+        return OffsetSpec(text.lower())
+    return OffsetSpec("offsets", offsets=_json_offsets(f"{which}Offsets", text))
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Everything a read needs, picklable (it travels to the executors inside each partition)."""
+
+    client: dict[str, Any]  # keyword arguments for KafkaClient / KafkaConsumer
+    subscribe: tuple[str, ...] = ()
+    pattern: str | None = None
+    assign: dict[str, tuple[int, ...]] | None = None
+    starting: OffsetSpec = OffsetSpec("earliest")
+    ending: OffsetSpec | None = None
+    starting_strategy: str = "error"
+    fail_on_data_loss: bool = True
+    min_partitions: int | None = None
+    max_records_per_partition: int | None = None
+    max_offsets_per_trigger: int | None = None
+    min_offsets_per_trigger: int | None = None
+    max_trigger_delay_ms: int = 15 * 60_000
+    include_headers: bool = False
+    poll_timeout_ms: int = 120_000
+    fetch_retries: int = 3
+    isolation_level: str = "read_uncommitted"
+
+    @property
+    def strategy(self) -> str:
+        return "assign" if self.assign is not None else "pattern" if self.pattern is not None else "subscribe"
+
+
+def _kafka_params(
+    opts: Mapping[str, str], role: str, refused: Mapping[str, str], ignored: set[str]
+) -> dict[str, Any]:
+    params: dict[str, str] = {}
+    for key, value in opts.items():
+        if not key.startswith("kafka."):
+            continue
+        name = key[len("kafka.") :]
+        if name in refused:
+            raise KafkaConfigError(f"Kafka option 'kafka.{name}' is not supported: {refused[name]}")
+        if name in ignored:
+            continue
+        params[name] = value
+    if "bootstrap.servers" not in params or not params["bootstrap.servers"].strip():
+        raise KafkaConfigError(
+            "option 'kafka.bootstrap.servers' must be specified (e.g. 'host1:9092,host2:9092')"
+        )
+    return translate(params, role, prefix="kafka.")
+
+
+def parse_source(options: Mapping[str, Any], *, streaming: bool) -> SourceOptions:
+    """Check the read options as Spark's connector does; raise naming the first bad one."""
+    opts = _lower_keys(options)
+    given = [name for name in ("assign", "subscribe", "subscribepattern") if name in opts]
+    spelled = {"assign": "assign", "subscribe": "subscribe", "subscribepattern": "subscribePattern"}
+    if len(given) != 1:
+        if not given:
+            raise KafkaConfigError(
+                "one of the options 'assign', 'subscribe' or 'subscribePattern' must be specified"
+            )
+        raise KafkaConfigError(
+            "only one of the options 'assign', 'subscribe' or 'subscribePattern' may be specified, got "
+            + " and ".join(repr(spelled[g]) for g in given)
+        )
+    subscribe: tuple[str, ...] = ()
+    pattern = None
+    assign = None
+    if given[0] == "subscribe":
+        subscribe = tuple(t.strip() for t in opts["subscribe"].split(",") if t.strip())
+        if not subscribe:
+            raise KafkaConfigError(f"option 'subscribe' names no topic: {opts['subscribe']!r}")
+    elif given[0] == "subscribepattern":
+        pattern = opts["subscribepattern"].strip()
+        if not pattern:
+            raise KafkaConfigError("option 'subscribePattern' is empty")
+        try:
+            re.compile(pattern)
+        except re.error as exc:
+            raise KafkaConfigError(
+                f"option 'subscribePattern' is not a valid regex ({exc}): {pattern!r}"
+            ) from None
+    else:
+        raw = opts["assign"]
+        try:
+            data = json.loads(raw)
+        except ValueError as exc:
+            raise KafkaConfigError(f"option 'assign' is not valid JSON ({exc}): {raw!r}") from None
+        if (
+            not isinstance(data, dict)
+            or not data
+            or not all(
+                isinstance(ps, list) and all(type(p) is int and p >= 0 for p in ps) for ps in data.values()
+            )
+        ):
+            raise KafkaConfigError(
+                f"option 'assign' must be a JSON object like {{\"topicA\":[0,1]}}, not {raw!r}"
+            )
+        assign = {t: tuple(sorted(set(ps))) for t, ps in data.items()}
+
+    starting = _offset_spec(opts, "starting", "latest" if streaming else "earliest", streaming=streaming)
+    ending = _offset_spec(opts, "ending", None if streaming else "latest", streaming=streaming)
+    assert starting is not None
+    if streaming and ending is not None:
+        raise KafkaConfigError(
+            "ending offsets ('endingOffsets', 'endingTimestamp', ...) are not valid in streaming queries"
+        )
+    if not streaming:
+        if starting.kind == "latest":
+            raise KafkaConfigError("starting offset can't be 'latest' for batch queries on Kafka")
+        if (
+            any(v == LATEST for ps in starting.offsets.values() for v in ps.values())
+            and starting.kind == "offsets"
+        ):
+            raise KafkaConfigError(
+                "starting offset for a partition can't be latest (-1) for batch queries on Kafka"
+            )
+        assert ending is not None
+        if ending.kind == "earliest":
+            raise KafkaConfigError("ending offset can't be 'earliest' for batch queries on Kafka")
+        if ending.kind == "offsets" and any(
+            v == EARLIEST for ps in ending.offsets.values() for v in ps.values()
+        ):
+            raise KafkaConfigError(
+                "ending offset for a partition can't be earliest (-2) for batch queries on Kafka"
+            )
+    for spec, name in ((starting, "startingOffsets"), (ending, "endingOffsets")):
+        if spec is not None and spec.kind == "offsets":
+            bad = [f"{t}-{p}: {v}" for t, ps in spec.offsets.items() for p, v in ps.items() if v < -2]
+            if bad:
+                raise KafkaConfigError(f"option {name!r} has offsets below -2: {', '.join(bad)}")
+    strategy = opts.get("startingoffsetsbytimestampstrategy", "error").strip().lower()
+    if strategy not in ("error", "latest"):
+        raise KafkaConfigError(
+            f"option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', not {strategy!r}"
+        )
+
+    client = _kafka_params(opts, "consumer", _SOURCE_REFUSED, _SOURCE_NO_EFFECT)
+    isolation = client.pop("isolation_level", "read_uncommitted")
+    if isolation not in ("read_uncommitted", "read_committed"):
+        raise KafkaConfigError(
+            f"option 'kafka.isolation.level' must be read_uncommitted or read_committed, not {isolation!r}"
+        )
+    for name in ("group_id", "group_instance_id", "auto_offset_reset", "enable_auto_commit"):
+        client.pop(name, None)
+    client.setdefault("client_id", opts.get("groupidprefix", "spark-kafka-source") + "-kafka_core")
+
+    min_off = _int(opts, "minOffsetsPerTrigger")
+    max_off = _int(opts, "maxOffsetsPerTrigger")
+    if min_off is not None and max_off is not None and min_off > max_off:
+        raise KafkaConfigError(
+            f"option 'minOffsetsPerTrigger' ({min_off}) must not exceed 'maxOffsetsPerTrigger' ({max_off})"
+        )
+    poll_ms = _int(opts, "kafkaConsumer.pollTimeoutMs")
+    retries = _int(opts, "fetchOffset.numRetries", minimum=0)
+    return SourceOptions(
+        client=client,
+        subscribe=subscribe,
+        pattern=pattern,
+        assign=assign,
+        starting=starting,
+        ending=ending,
+        starting_strategy=strategy,
+        fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
+        min_partitions=_int(opts, "minPartitions"),
+        max_records_per_partition=_int(opts, "maxRecordsPerPartition"),
+        max_offsets_per_trigger=max_off,
+        min_offsets_per_trigger=min_off,
+        max_trigger_delay_ms=_duration_ms(opts, "maxTriggerDelay", 15 * 60_000),
+        include_headers=_bool(opts, "includeHeaders", False),
+        poll_timeout_ms=poll_ms if poll_ms is not None else 120_000,
+        fetch_retries=retries if retries is not None else 3,
+        isolation_level=isolation,
+    )
+
+
+@dataclass(frozen=True)
+class SinkOptions:
+    """What a write needs: the producer's keyword arguments and the default topic."""
+
+    producer: dict[str, Any]
+    topic: str | None = None
+
+    @property
+    def cache_key(self) -> str:
+        return json.dumps(self.producer, sort_keys=True, default=str)
+
+
+def parse_sink(options: Mapping[str, Any]) -> SinkOptions:
+    opts = _lower_keys(options)
+    producer = _kafka_params(opts, "producer", _SINK_REFUSED, set())
+    topic = opts.get("topic")
+    if topic is not None and not topic.strip():
+        raise KafkaConfigError("option 'topic' is empty")
+    return SinkOptions(producer=producer, topic=topic.strip() if topic else None)

@@ -1,0 +1,221 @@
+"""Offset ranges for Spark tasks: resolving start/end specs, splitting, admission control.
+
+Pure functions over plain dicts, so the rules Spark users rely on (how ``minPartitions`` splits
+a skewed partition, how ``maxOffsetsPerTrigger`` is shared out by lag, which gaps count as data
+loss) are tested without a broker or a Spark session.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+
+from kafka_core.client.metadata import TopicPartition
+from kafka_core.errors import KafkaConfigError
+from kafka_core.spark.options import EARLIEST, LATEST, OffsetSpec
+
+__all__ = [
+    "DataLossError",
+    "OffsetRange",
+    "from_json",
+    "rate_limit",
+    "resolve",
+    "split_ranges",
+    "to_json",
+]
+
+
+class DataLossError(KafkaConfigError):
+    """Offsets that should be readable are not (aged out, topic deleted or recreated)."""
+
+
+LOSS_HINT = (
+    "Some data may have been lost because it is not available in Kafka any more: it was aged out by "
+    "retention, or the topic was deleted or recreated before all of it was processed. If you do not want "
+    "the query to fail in such cases, set the source option 'failOnDataLoss' to 'false'."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetRange:
+    """Offsets [start, end) of one partition: one Spark task's work."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+
+    @property
+    def size(self) -> int:
+        return max(0, self.end - self.start)
+
+    @property
+    def tp(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+
+def to_json(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    """Spark's offset JSON: ``{"topic": {"0": 23}}`` (keys are strings after a JSON round trip)."""
+    out: dict[str, dict[str, int]] = {}
+    for tp in sorted(offsets):
+        out.setdefault(tp.topic, {})[str(tp.partition)] = int(offsets[tp])
+    return out
+
+
+def from_json(data: Mapping[str, Mapping[str, int]]) -> dict[TopicPartition, int]:
+    return {TopicPartition(t, int(p)): int(o) for t, ps in data.items() for p, o in ps.items()}
+
+
+@dataclass(frozen=True)
+class OffsetLookups:
+    """What resolving a spec needs from Kafka (the driver passes its offset reader's methods)."""
+
+    earliest: Callable[[list[TopicPartition]], dict[TopicPartition, int]]
+    latest: Callable[[list[TopicPartition]], dict[TopicPartition, int]]
+    # offset of the first record with timestamp >= ts per partition; None where there is none
+    for_times: Callable[[dict[TopicPartition, int]], dict[TopicPartition, int | None]]
+
+
+def resolve(
+    spec: OffsetSpec,
+    tps: list[TopicPartition],
+    lookups: OffsetLookups,
+    *,
+    starting: bool,
+    strategy: str = "error",
+    name: str = "startingOffsets",
+) -> dict[TopicPartition, int]:
+    """Concrete offsets for every partition in ``tps`` (-2/-1 turned into real offsets).
+
+    Partitions a JSON spec leaves out are an error, as in Spark, except for a topic the spec does
+    not name at all... which Spark also refuses: every assigned partition must be given.
+    """
+    if not tps:
+        return {}
+    if spec.kind == "earliest":
+        return lookups.earliest(tps)
+    if spec.kind == "latest":
+        return lookups.latest(tps)
+    if spec.kind == "offsets":
+        given = {TopicPartition(t, p): o for t, ps in spec.offsets.items() for p, o in ps.items()}
+        missing = sorted(set(tps) - set(given))
+        if missing:
+            names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
+            raise KafkaConfigError(
+                f"option {name!r} does not give an offset for every partition: missing {names}"
+            )
+        out = {tp: given[tp] for tp in tps}
+        earliest = [tp for tp, o in out.items() if o == EARLIEST]
+        latest = [tp for tp, o in out.items() if o == LATEST]
+        if earliest:
+            out.update(lookups.earliest(earliest))
+        if latest:
+            out.update(lookups.latest(latest))
+        return out
+    if spec.kind == "timestamp":
+        assert spec.timestamp is not None
+        wanted = dict.fromkeys(tps, spec.timestamp)
+    else:
+        wanted = {TopicPartition(t, p): ts for t, ps in spec.offsets.items() for p, ts in ps.items()}
+        missing = sorted(set(tps) - set(wanted))
+        if missing:
+            names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
+            raise KafkaConfigError(
+                f"option {name!r} does not give a timestamp for every partition: missing {names}"
+            )
+        wanted = {tp: wanted[tp] for tp in tps}
+    found = lookups.for_times(wanted)
+    out = {}
+    none_found = [tp for tp in tps if found.get(tp) is None]
+    if none_found and starting and strategy == "error":
+        names = ", ".join(f"{tp.topic}-{tp.partition} (timestamp {wanted[tp]})" for tp in none_found)
+        raise KafkaConfigError(
+            f"no record at or after the given timestamp in {names}; set "
+            "'startingOffsetsByTimestampStrategy' to 'latest' to start at the end of such partitions"
+        )
+    latest = lookups.latest(none_found) if none_found else {}
+    for tp in tps:
+        offset = found.get(tp)
+        out[tp] = offset if offset is not None else latest[tp]
+    return out
+
+
+def _divide(r: OffsetRange, parts: int) -> list[OffsetRange]:
+    """``parts`` contiguous pieces of near-equal size (the last absorbs the rounding)."""
+    out = []
+    remaining = r.size
+    start = r.start
+    for i in range(parts):
+        this = remaining // (parts - i)
+        remaining -= this
+        end = min(start + this, r.end)
+        out.append(OffsetRange(r.topic, r.partition, start, end))
+        start = end
+    return out
+
+
+def split_ranges(
+    ranges: Iterable[OffsetRange], min_partitions: int | None, max_records: int | None
+) -> list[OffsetRange]:
+    """Spark's rule: empty ranges dropped; ``maxRecordsPerPartition`` caps each task; then, while
+    there are fewer tasks than ``minPartitions``, big ranges are cut in proportion to their size."""
+    nonempty = [r for r in ranges if r.size > 0]
+    if max_records is None and (min_partitions is None or len(nonempty) >= min_partitions):
+        return nonempty
+    divided = nonempty
+    if max_records is not None:
+        divided = [
+            piece for r in nonempty for piece in _divide(r, math.ceil(r.size / max_records)) if piece.size > 0
+        ]
+    if min_partitions is not None and len(divided) < min_partitions:
+        total = sum(r.size for r in divided)
+        divided = [
+            piece
+            for r in divided
+            for piece in _divide(r, max(round(r.size / total * min_partitions), 1))
+            if piece.size > 0
+        ]
+    return divided
+
+
+def rate_limit(
+    start: Mapping[TopicPartition, int], latest: Mapping[TopicPartition, int], limit: int
+) -> dict[TopicPartition, int]:
+    """End offsets that admit at most about ``limit`` records, shared out by each partition's lag
+    (a partition with a fraction below one record still gets one, as in Spark)."""
+    lags = {tp: max(0, end - start.get(tp, end)) for tp, end in latest.items()}
+    total = sum(lags.values())
+    if total <= limit:
+        return dict(latest)
+    out = {}
+    for tp, end in latest.items():
+        begin = start.get(tp, end)
+        share = limit * (lags[tp] / total)
+        step = math.ceil(share) if share < 1 else math.floor(share)
+        out[tp] = min(begin + step, end)
+    return out
+
+
+def check_ranges(
+    start: Mapping[TopicPartition, int],
+    end: Mapping[TopicPartition, int],
+    *,
+    fail_on_data_loss: bool,
+    on_loss: Callable[[str], None],
+) -> list[OffsetRange]:
+    """Ranges from planned offsets; an end before its start means offsets went backwards (a
+    recreated topic, or data deleted): loss is reported per ``failOnDataLoss``."""
+    ranges = []
+    for tp, stop in sorted(end.items()):
+        begin = start.get(tp)
+        if begin is None:
+            begin = EARLIEST
+        if begin >= 0 and stop < begin:
+            message = f"partition {tp.topic}-{tp.partition}'s offset went backwards from {begin} to {stop}. {LOSS_HINT}"
+            if fail_on_data_loss:
+                raise DataLossError(message)
+            on_loss(message)
+            continue
+        ranges.append(OffsetRange(tp.topic, tp.partition, begin, stop))
+    return ranges

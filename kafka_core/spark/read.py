@@ -1,0 +1,177 @@
+"""Executor side of a read: exactly one offset range of one partition, as Arrow batches.
+
+Each task reads its range with the consumer's columnar path and yields ``pyarrow.RecordBatch``es
+already in the schema Spark checks, so no Python object is made per record. Gaps in offsets
+(compaction, transaction markers, aborted records) are not data loss; offsets that were in
+the plan but are gone from the log are, and ``failOnDataLoss`` decides whether that fails the task.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterator
+from functools import cache
+from typing import Any
+
+from kafka_core.client.metadata import TopicPartition
+from kafka_core.errors import KafkaError, KafkaProtocolError, KafkaTimeoutError
+from kafka_core.spark.cache import WorkerCache
+from kafka_core.spark.options import SourceOptions
+from kafka_core.spark.planning import LOSS_HINT, DataLossError, OffsetRange
+
+log = logging.getLogger("kafka_core.spark")
+
+__all__ = ["arrow_read_schema", "read_range"]
+
+OFFSET_OUT_OF_RANGE = 1
+# Without progress for this long, ask where the log ends: data that is not there is not waited for.
+_STALL_CHECK_S = 2.0
+
+
+@cache
+def arrow_read_schema(include_headers: bool) -> Any:
+    """Spark's Kafka read schema as Arrow (what ``to_arrow_schema`` makes of it, UTC)."""
+    import pyarrow as pa
+
+    fields = [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        element = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
+        fields.append(pa.field("headers", pa.list_(pa.field("element", element))))
+    return pa.schema(fields)
+
+
+def _to_spark(batch: Any, include_headers: bool) -> Any:
+    """A consumer batch (topic, partition, offset, timestamp, timestamp_type, key, value,
+    headers) cast column by column to the Spark schema (buffers shared where types agree)."""
+    import pyarrow as pa
+
+    schema = arrow_read_schema(include_headers)
+    arrays = []
+    for f in schema:
+        source = {"timestampType": "timestamp_type"}.get(f.name, f.name)
+        col = batch.column(source)
+        arrays.append(col if col.type == f.type else col.cast(f.type))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _build_client(options: dict[str, Any]) -> Any:
+    from kafka_core.sync_client import KafkaClient
+
+    return KafkaClient(**options)
+
+
+_CLIENTS: WorkerCache[Any] = WorkerCache(_build_client, lambda c: c.close())
+
+
+def read_range(options: SourceOptions, r: OffsetRange) -> Iterator[Any]:
+    """Yield the records of ``r`` (offsets start <= o < end) as Spark-schema Arrow batches."""
+    if r.size <= 0:
+        return
+    key = json.dumps(options.client, sort_keys=True, default=str)
+    client = _CLIENTS.get(key, options.client)
+    try:
+        yield from _RangeReader(options, client, r).run()
+    except KafkaError as exc:
+        if not isinstance(exc, DataLossError):
+            _CLIENTS.discard(key, client)  # never reuse a client that just failed
+        raise
+    else:
+        _CLIENTS.touch(key)
+
+
+class _RangeReader:
+    def __init__(self, options: SourceOptions, client: Any, r: OffsetRange) -> None:
+        self.options = options
+        self.client = client
+        self.r = r
+        self.tp = TopicPartition(r.topic, r.partition)
+
+    def run(self) -> Iterator[Any]:
+        from kafka_core.consumer.sync import KafkaConsumer
+
+        r, tp = self.r, self.tp
+        consumer = KafkaConsumer(
+            client=self.client,
+            partitions={r.topic: [r.partition]},
+            group_id=None,
+            auto_offset_reset="none",
+            isolation_level=self.options.isolation_level,
+            fetch_max_wait_ms=100,
+        )
+        try:
+            consumer.seek(tp, r.start)
+            position = r.start
+            progress_at = time.monotonic()
+            checked_end = False
+            while position < r.end:
+                try:
+                    batch = consumer.poll_columns(timeout_ms=500)
+                except KafkaProtocolError as exc:
+                    if exc.code != OFFSET_OUT_OF_RANGE:
+                        raise
+                    position = self._out_of_range(consumer, position)
+                    progress_at = time.monotonic()
+                    continue
+                now_at = consumer.position(tp)
+                if batch is not None and batch.num_rows:
+                    yield self._emit(batch)
+                if now_at is not None and now_at > position:
+                    position = now_at
+                    progress_at = time.monotonic()
+                    checked_end = False
+                    continue
+                stalled = time.monotonic() - progress_at
+                if not checked_end and stalled >= _STALL_CHECK_S:
+                    checked_end = True
+                    end = consumer.end_offsets([tp])[tp]
+                    if end <= position:
+                        self._lost(
+                            f"the log of {tp.topic}-{tp.partition} ends at {end}, before the planned end {r.end}"
+                        )
+                        return
+                if stalled * 1000 >= self.options.poll_timeout_ms:
+                    raise KafkaTimeoutError(
+                        f"no record of {tp.topic}-{tp.partition} at offset {position} within "
+                        f"{self.options.poll_timeout_ms} ms (option 'kafkaConsumer.pollTimeoutMs'); "
+                        f"the task reads offsets {r.start} to {r.end}"
+                    )
+        finally:
+            consumer.close(commit=False)
+
+    def _emit(self, batch: Any) -> Any:
+        import pyarrow.compute as pc
+
+        offsets = batch.column("offset")
+        if offsets[len(offsets) - 1].as_py() >= self.r.end:
+            keep = pc.sum(pc.less(offsets, self.r.end)).as_py() or 0
+            batch = batch.slice(0, keep)
+        return _to_spark(batch, self.options.include_headers)
+
+    def _out_of_range(self, consumer: Any, position: int) -> int:
+        """The position is not in the log: before its start (aged out) or past its end."""
+        tp, r = self.tp, self.r
+        earliest = consumer.beginning_offsets([tp])[tp]
+        if position < earliest:
+            self._lost(f"offsets {position} to {min(earliest, r.end)} of {tp.topic}-{tp.partition} are gone")
+            if earliest >= r.end:
+                return r.end
+            consumer.seek(tp, earliest)
+            return earliest
+        self._lost(f"offset {position} of {tp.topic}-{tp.partition} is past the end of its log")
+        return r.end
+
+    def _lost(self, what: str) -> None:
+        message = f"{what} (the task reads offsets {self.r.start} to {self.r.end}). {LOSS_HINT}"
+        if self.options.fail_on_data_loss:
+            raise DataLossError(message)
+        log.warning("%s", message)

@@ -1,0 +1,191 @@
+"""The ``kafka_core`` PySpark data source: Spark's Kafka connector options, schema and sink.
+
+Batch reads plan offset ranges once on the driver and read each with the columnar decoder on
+the executors; streaming reads keep offsets as Spark's JSON with admission control; writes go
+through the Arrow writers. Options are checked here, on the driver, before any task runs.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceArrowWriter,
+    DataSourceReader,
+    DataSourceStreamReader,
+    InputPartition,
+    WriterCommitMessage,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from kafka_core.spark.options import SinkOptions, SourceOptions, parse_sink, parse_source
+
+if TYPE_CHECKING:
+    from kafka_core.spark.planning import OffsetRange
+
+try:  # 4.1+
+    from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamWriterBase
+except ImportError:  # pragma: no cover - 4.0
+    from pyspark.sql.datasource import DataSourceStreamWriter as _StreamWriterBase
+
+log = logging.getLogger("kafka_core.spark")
+
+__all__ = ["KafkaDataSource", "read_schema"]
+
+
+def read_schema(include_headers: bool = False) -> StructType:
+    """Spark's Kafka read schema (``headers`` only with ``includeHeaders``)."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
+        fields.append(StructField("headers", ArrayType(header)))
+    return StructType(fields)
+
+
+class RangePartition(InputPartition):
+    """One task: an offset range and the options to read it with (pickled to the executor)."""
+
+    def __init__(self, options: SourceOptions, offsets: OffsetRange) -> None:
+        super().__init__((offsets.topic, offsets.partition, offsets.start, offsets.end))
+        self.options = options
+        self.range = offsets
+
+
+@dataclass
+class KafkaCommitMessage(WriterCommitMessage):
+    """A write task's counts, for the driver's log and ``KafkaDataSource.last_write``."""
+
+    rows: int = 0
+    bytes: int = 0
+    batches: int = 0
+
+
+def _read(partition: RangePartition) -> Iterator[Any]:
+    from kafka_core.spark.read import read_range
+
+    return read_range(partition.options, partition.range)
+
+
+class KafkaBatchReader(DataSourceReader):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+
+    def partitions(self) -> Sequence[InputPartition]:
+        from kafka_core.spark.offsets import OffsetReader
+        from kafka_core.spark.planning import check_ranges, resolve, split_ranges
+
+        opts = self.options
+        reader = OffsetReader(opts)
+        try:
+            tps = reader.partitions()
+            lookups = reader.lookups()
+            start = resolve(opts.starting, tps, lookups, starting=True, strategy=opts.starting_strategy)
+            assert opts.ending is not None
+            end = resolve(opts.ending, tps, lookups, starting=False, name="endingOffsets")
+        finally:
+            reader.close()
+        ranges = check_ranges(start, end, fail_on_data_loss=opts.fail_on_data_loss, on_loss=log.warning)
+        tasks = split_ranges(ranges, opts.min_partitions, opts.max_records_per_partition)
+        return [RangePartition(opts, r) for r in tasks]
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        return _read(partition)  # type: ignore[arg-type]
+
+
+class KafkaArrowWriter(DataSourceArrowWriter):
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[Any]) -> KafkaCommitMessage:
+        from kafka_core.spark.write import write_arrow
+
+        counts = write_arrow(self.options, iterator)
+        return KafkaCommitMessage(rows=counts.rows, bytes=counts.bytes, batches=counts.batches)
+
+    def commit(self, messages: list[Any]) -> None:
+        _log_commit(messages, None)
+
+    def abort(self, messages: list[Any]) -> None:
+        written = sum(m.rows for m in messages if isinstance(m, KafkaCommitMessage))
+        log.warning(
+            "Kafka write aborted; %d rows had already been delivered by tasks that succeeded", written
+        )
+
+
+class KafkaStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
+    def __init__(self, options: SinkOptions) -> None:
+        self.options = options
+
+    def write(self, iterator: Iterator[Any]) -> KafkaCommitMessage:
+        from kafka_core.spark.write import write_any
+
+        counts = write_any(self.options, iterator)
+        return KafkaCommitMessage(rows=counts.rows, bytes=counts.bytes, batches=counts.batches)
+
+    def commit(self, messages: list[Any], batchId: int) -> None:
+        _log_commit(messages, batchId)
+
+    def abort(self, messages: list[Any], batchId: int) -> None:
+        log.warning("Kafka stream write of micro-batch %s aborted", batchId)
+
+
+def _log_commit(messages: list[Any], batch_id: int | None) -> None:
+    rows = sum(m.rows for m in messages if isinstance(m, KafkaCommitMessage))
+    size = sum(m.bytes for m in messages if isinstance(m, KafkaCommitMessage))
+    where = "" if batch_id is None else f" (micro-batch {batch_id})"
+    log.info("Kafka write committed%s: %d rows, %d bytes from %d tasks", where, rows, size, len(messages))
+
+
+class KafkaDataSource(DataSource):
+    """``spark.read.format("kafka_core")``: a drop-in for Spark's own Kafka connector."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "kafka_core"
+
+    def schema(self) -> StructType:
+        include = str(self.options.get("includeHeaders", "false")).strip().lower() in ("true", "1", "yes")
+        return read_schema(include)
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return KafkaBatchReader(parse_source(self.options, streaming=False))
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        from kafka_core.spark.stream import KafkaStreamReader
+
+        return KafkaStreamReader(parse_source(self.options, streaming=True))
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
+        return KafkaArrowWriter(_sink(self.options, schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> Any:
+        return KafkaStreamWriter(_sink(self.options, schema))
+
+
+def _sink(options: Any, schema: StructType) -> SinkOptions:
+    from kafka_core.spark.write import check_sink_schema
+
+    sink = parse_sink(options)
+    check_sink_schema({f.name: f.dataType.simpleString() for f in schema.fields}, sink.topic)
+    return sink

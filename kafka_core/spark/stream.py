@@ -1,0 +1,198 @@
+"""Streaming reads: offsets as Spark's JSON, admission control, Trigger.AvailableNow.
+
+Every driver-side call of a query runs in one long-lived Python process, so this object keeps
+its Kafka connection, the topic ids it has seen (to tell a recreated topic) and the time of the
+last micro-batch (for ``maxTriggerDelay``). ``read`` runs on a pickled copy on the executors and
+uses none of that state. The source never commits offsets to Kafka: Spark's checkpoint has them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
+
+from kafka_core.client.metadata import TopicPartition
+from kafka_core.spark.options import SourceOptions
+from kafka_core.spark.planning import (
+    LOSS_HINT,
+    DataLossError,
+    check_ranges,
+    from_json,
+    rate_limit,
+    resolve,
+    split_ranges,
+    to_json,
+)
+from kafka_core.spark.source import RangePartition
+
+try:  # 4.2+: admission control and Trigger.AvailableNow
+    from pyspark.sql.streaming.datasource import (
+        ReadAllAvailable,
+        ReadLimit,
+        ReadMaxRows,
+        ReadMinRows,
+        SupportsTriggerAvailableNow,
+    )
+except ImportError:  # pragma: no cover - 4.0/4.1
+
+    class SupportsTriggerAvailableNow:  # type: ignore[no-redef]
+        pass
+
+    ReadLimit = ReadAllAvailable = ReadMaxRows = ReadMinRows = None  # type: ignore[assignment,misc]
+
+log = logging.getLogger("kafka_core.spark")
+
+__all__ = ["KafkaStreamReader"]
+
+
+class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._reader: Any = None
+        self._topic_ids: dict[str, str] = {}
+        self._restart: set[str] = set()  # topics recreated since the last plan: read from earliest
+        self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow's end
+        self._last_end: dict[TopicPartition, int] | None = None
+        self._last_trigger = time.monotonic()
+
+    def __getstate__(self) -> dict[str, Any]:
+        # Executors get only what read() needs: no connection, no driver-side bookkeeping.
+        return {"options": self.options}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__init__(state["options"])  # type: ignore[misc]
+
+    # -- driver side --------------------------------------------------------------------------
+
+    def _offsets(self) -> Any:
+        if self._reader is None:
+            from kafka_core.spark.offsets import OffsetReader
+
+            self._reader = OffsetReader(self.options)
+        return self._reader
+
+    def _loss(self, message: str) -> None:
+        if self.options.fail_on_data_loss:
+            raise DataLossError(f"{message}. {LOSS_HINT}")
+        log.warning("%s (failOnDataLoss=false: going on)", message)
+
+    def _current(self) -> tuple[list[TopicPartition], dict[TopicPartition, int]]:
+        """Partitions read now and their latest offsets; a recreated topic is noticed here."""
+        reader = self._offsets()
+        tps = reader.partitions()
+        ids = reader.topic_ids()
+        for topic, tid in ids.items():
+            old = self._topic_ids.get(topic)
+            if old is not None and old != tid:
+                self._loss(f"topic {topic!r} was deleted and recreated (id {old} -> {tid})")
+                self._restart.add(topic)
+        self._topic_ids.update(ids)
+        return tps, reader.latest(tps)
+
+    def initialOffset(self) -> dict[str, Any]:
+        tps, _ = self._current()
+        opts = self.options
+        start = resolve(
+            opts.starting, tps, self._offsets().lookups(), starting=True, strategy=opts.starting_strategy
+        )
+        return to_json(start)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        _, latest = self._current()
+        self._target = latest
+
+    def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
+        _tps, latest = self._current()
+        if self._target is not None:
+            # AvailableNow: nothing past what was there when the query started; new partitions
+            # found since then are read to their current end.
+            latest = {tp: min(off, self._target.get(tp, off)) for tp, off in latest.items()}
+        # Spark 4.0/4.1 call latestOffset() without arguments
+        begin = self._last_end if start is None else from_json(start)
+        if begin is None:
+            self._last_end = latest
+            return to_json(latest)
+        for tp in begin:
+            if tp not in latest and tp.topic not in self._restart:
+                self._loss(f"partition {tp.topic}-{tp.partition} is gone")
+        earliest_needed = [tp for tp in latest if tp not in begin or tp.topic in self._restart]
+        if earliest_needed:
+            # New partitions (and recreated topics) are read from their earliest offset.
+            begin = {tp: o for tp, o in begin.items() if tp.topic not in self._restart}
+            begin.update(self._offsets().earliest(earliest_needed))
+        end = self._admit(begin, latest, limit)
+        self._last_end = end
+        return to_json(end)
+
+    def _admit(
+        self, begin: dict[TopicPartition, int], latest: dict[TopicPartition, int], limit: Any
+    ) -> dict[TopicPartition, int]:
+        """maxOffsetsPerTrigger shared out by lag; minOffsetsPerTrigger waits up to maxTriggerDelay."""
+        opts = self.options
+        if limit is None:  # Spark before 4.2 passes no limit: the options are the limit
+            limited = opts.max_offsets_per_trigger is not None or opts.min_offsets_per_trigger is not None
+        else:
+            limited = not isinstance(limit, ReadAllAvailable)
+        if not limited:
+            self._last_trigger = time.monotonic()
+            return latest
+        available = sum(max(0, off - begin.get(tp, off)) for tp, off in latest.items())
+        if (
+            opts.min_offsets_per_trigger is not None
+            and self._target is None
+            and available < opts.min_offsets_per_trigger
+            and (time.monotonic() - self._last_trigger) * 1000 < opts.max_trigger_delay_ms
+        ):
+            return {tp: begin.get(tp, off) for tp, off in latest.items()}  # not enough yet: skip
+        cap = opts.max_offsets_per_trigger
+        if ReadMaxRows is not None and isinstance(limit, ReadMaxRows):
+            cap = limit.max_rows if cap is None else min(cap, limit.max_rows)
+        end = latest if cap is None else rate_limit(begin, latest, cap)
+        if end != {tp: begin.get(tp, off) for tp, off in latest.items()}:
+            self._last_trigger = time.monotonic()
+        return end
+
+    def getDefaultReadLimit(self) -> Any:
+        opts = self.options
+        if ReadAllAvailable is None:
+            return None
+        if opts.max_offsets_per_trigger is not None:
+            return ReadMaxRows(opts.max_offsets_per_trigger)
+        if opts.min_offsets_per_trigger is not None:
+            return ReadMinRows(opts.min_offsets_per_trigger)
+        return ReadAllAvailable()
+
+    def reportLatestOffset(self) -> dict[str, Any] | None:
+        return None if self._last_end is None else to_json(self._last_end)
+
+    def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
+        begin, stop = from_json(start), from_json(end)
+        missing = [tp for tp in stop if tp not in begin or tp.topic in self._restart]
+        if missing:
+            begin.update(self._offsets().earliest(missing))
+        self._restart.clear()
+        ranges = check_ranges(
+            begin, stop, fail_on_data_loss=self.options.fail_on_data_loss, on_loss=log.warning
+        )
+        tasks = split_ranges(ranges, self.options.min_partitions, self.options.max_records_per_partition)
+        return [RangePartition(self.options, r) for r in tasks]
+
+    def commit(self, end: dict[str, Any]) -> None:
+        """Nothing to do: offsets live in Spark's checkpoint, never in a Kafka group."""
+
+    def stop(self) -> None:
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    # -- executor side ------------------------------------------------------------------------
+
+    def read(self, partition: InputPartition) -> Iterator[Any]:
+        from kafka_core.spark.read import read_range
+
+        assert isinstance(partition, RangePartition)
+        return read_range(partition.options, partition.range)

@@ -1,0 +1,298 @@
+"""Executor side of a write: Arrow batches (or rows) to Kafka through a cached producer.
+
+Each Arrow batch goes to ``send_batch`` whole per topic (and per explicit partition), so records
+never become Python objects; string columns are cast to binary by Arrow, null values are
+tombstones. Before a task returns, its producer is flushed and every delivery checked: any
+failure fails the task, and Spark retries it (at-least-once, as Spark's own sink). A producer is
+cached per Python worker, keyed by its options, and thrown away after any failure.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_core.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
+from kafka_core.spark.cache import WorkerCache
+from kafka_core.spark.options import SinkOptions
+
+__all__ = ["WriteCounts", "check_sink_schema", "produce_partition", "write_arrow"]
+
+_COLUMNS = ("topic", "key", "value", "headers", "partition")
+
+
+@dataclass
+class WriteCounts:
+    """What one task wrote: its commit message carries these to the driver."""
+
+    rows: int = 0
+    bytes: int = 0
+    batches: int = 0
+
+
+def check_sink_schema(fields: dict[str, str], topic_option: str | None) -> None:
+    """Spark's rules for the sink's columns, checked on the driver. ``fields``: name -> Spark
+    simpleString type (``binary``, ``string``, ``int``, ``array<struct<key:string,value:binary>>``)."""
+    lower = {name.lower(): t for name, t in fields.items()}
+    if "value" not in lower:
+        raise KafkaConfigError(
+            "the sink needs a 'value' column (string or binary); the DataFrame has: " + ", ".join(fields)
+        )
+    for name, allowed in (("value", ("string", "binary")), ("key", ("string", "binary"))):
+        if name in lower and lower[name] not in allowed:
+            raise KafkaConfigError(f"column {name!r} must be string or binary, not {lower[name]}")
+    if "topic" in lower and lower["topic"] != "string":
+        raise KafkaConfigError(f"column 'topic' must be a string, not {lower['topic']}")
+    if "topic" not in lower and topic_option is None:
+        raise KafkaConfigError(
+            "no topic to write to: set the option 'topic' or give the DataFrame a 'topic' column"
+        )
+    if "partition" in lower and lower["partition"] != "int":
+        raise KafkaConfigError(f"column 'partition' must be an int, not {lower['partition']}")
+    if "headers" in lower:
+        compact = lower["headers"].replace(" ", "")
+        if compact not in (
+            "array<struct<key:string,value:binary>>",
+            "array<struct<key:string,value:string>>",
+        ):
+            raise KafkaConfigError(
+                f"column 'headers' must be array<struct<key:string,value:binary>>, not {lower['headers']}"
+            )
+
+
+def _build_producer(options: dict[str, Any]) -> Any:
+    from kafka_core.producer.sync import KafkaProducer
+
+    return KafkaProducer(**options)
+
+
+_PRODUCERS: WorkerCache[Any] = WorkerCache(_build_producer, lambda p: p.close(timeout=5.0))
+
+
+def _column(batch: Any, name: str) -> Any:
+    index = batch.schema.get_field_index(name)
+    return None if index < 0 else batch.column(index)
+
+
+def _binary(col: Any) -> Any:
+    import pyarrow as pa
+
+    if col is None:
+        return None
+    t = col.type
+    if pa.types.is_string(t):
+        return col.cast(pa.binary())
+    if pa.types.is_large_string(t):
+        return col.cast(pa.large_binary())
+    return col
+
+
+def _headers(col: Any) -> Any:
+    """Spark's headers column as the encoder's (string values cast to binary)."""
+    import pyarrow as pa
+
+    if col is None or (col.null_count == len(col)):
+        return None
+    element = col.type.value_type
+    value_type = element.field("value").type
+    if pa.types.is_string(value_type) or pa.types.is_large_string(value_type):
+        target = pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())]))
+        col = col.cast(target)
+    if col.null_count:  # a null headers array is no headers
+        col = col.fill_null(pa.scalar([], col.type))
+    return col
+
+
+class _Sender:
+    """Sends the batches of one task and remembers their futures."""
+
+    def __init__(self, producer: Any, topic_option: str | None, max_block_s: float) -> None:
+        self.producer = producer
+        self.topic_option = topic_option
+        self.futures: list[Any] = []
+        self.counts = WriteCounts()
+        self.max_block_s = max_block_s
+
+    def send(self, batch: Any) -> None:
+        import pyarrow.compute as pc
+
+        n = batch.num_rows
+        if n == 0:
+            return
+        self.counts.batches += 1
+        if self.topic_option is not None:
+            self._send_topic(self.topic_option, batch)
+            return
+        topics = _column(batch, "topic")
+        if topics is None:
+            raise KafkaConfigError("no topic to write to: set the option 'topic' or add a 'topic' column")
+        if topics.null_count:
+            raise KafkaConfigError(
+                "null topic present in the data; use the option 'topic' to set a topic for every row"
+            )
+        distinct = pc.unique(topics).to_pylist()
+        if len(distinct) == 1:
+            self._send_topic(distinct[0], batch)
+            return
+        for topic in distinct:
+            self._send_topic(topic, batch.filter(pc.equal(topics, topic)))
+
+    def _send_topic(self, topic: str, batch: Any) -> None:
+        import pyarrow.compute as pc
+
+        values = _binary(_column(batch, "value"))
+        keys = _binary(_column(batch, "key"))
+        headers = _headers(_column(batch, "headers"))
+        self.counts.rows += batch.num_rows
+        self.counts.bytes += values.nbytes + (keys.nbytes if keys is not None else 0)
+        partitions = _column(batch, "partition")
+        if partitions is None or partitions.null_count == len(partitions):
+            self.futures.append(self.producer.send_batch(topic, values, keys=keys, headers=headers))
+            return
+        # Explicit partitions: one send per partition value; rows with a null partition are
+        # placed by the partitioner.
+        for p in pc.unique(partitions).to_pylist():
+            mask = pc.is_null(partitions) if p is None else pc.equal(partitions, p)
+            rows = pc.indices_nonzero(mask)
+            take = [None if c is None else c.take(rows) for c in (values, keys, headers)]
+            self.futures.append(
+                self.producer.send_batch(topic, take[0], keys=take[1], partition=p, headers=take[2])
+            )
+
+    def finish(self, timeout_s: float) -> WriteCounts:
+        """Flush, then check every delivery: the first failure fails the task."""
+        deadline = time.monotonic() + timeout_s
+        self.producer.flush(timeout_s)
+        for future in self.futures:
+            exc = future.exception(max(0.0, deadline - time.monotonic()))
+            if exc is not None:
+                raise exc
+        return self.counts
+
+
+def _run(options: SinkOptions, feed: Any) -> WriteCounts:
+    key = options.cache_key
+    producer = _PRODUCERS.get(key, options.producer)
+    delivery_s = float(options.producer.get("delivery_timeout_ms", 120_000)) / 1000.0
+    sender = _Sender(producer, options.topic, float(options.producer.get("max_block_ms", 60_000)) / 1000.0)
+    try:
+        feed(sender)
+        counts = sender.finish(delivery_s + 5.0)
+    except BaseException as exc:
+        # A failed task may have left records queued or a broken connection: start afresh next time.
+        _PRODUCERS.discard(key, producer)
+        if isinstance(exc, TimeoutError) and not isinstance(exc, KafkaError):
+            raise KafkaTimeoutError(f"records not delivered in time: {exc}") from exc
+        raise
+    _PRODUCERS.touch(key)
+    return counts
+
+
+def write_arrow(options: SinkOptions, batches: Iterator[Any]) -> WriteCounts:
+    """A task's Arrow batches to Kafka; returns its counts once every record is delivered."""
+
+    def feed(sender: _Sender) -> None:
+        for batch in batches:
+            sender.send(batch)
+
+    return _run(options, feed)
+
+
+def _rows_to_batch(rows: list[Any], schema_names: tuple[str, ...]) -> Any:
+    import pyarrow as pa
+
+    columns: dict[str, list[Any]] = {name: [] for name in schema_names}
+    for row in rows:
+        if isinstance(row, dict):
+            get = row.get
+        elif hasattr(row, "asDict"):
+            get = row.asDict().get
+        elif isinstance(row, (bytes, bytearray, str)) or row is None:
+            columns["value"].append(row)
+            continue
+        else:  # a (key, value) tuple
+            key, value = row
+            columns["key"].append(key)
+            columns["value"].append(value)
+            continue
+        for name in schema_names:
+            columns[name].append(get(name))
+    arrays = {}
+    for name, values in columns.items():
+        if len(values) != len(rows):
+            continue
+        if name in ("key", "value"):
+            arrays[name] = pa.array([v.encode() if isinstance(v, str) else v for v in values], pa.binary())
+        elif name == "topic":
+            arrays[name] = pa.array(values, pa.string())
+        elif name == "partition":
+            arrays[name] = pa.array(values, pa.int32())
+        elif name == "headers":
+            arrays[name] = pa.array(
+                [None if h is None else [{"key": k, "value": v} for k, v in _pairs(h)] for h in values],
+                pa.list_(pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])),
+            )
+    return pa.RecordBatch.from_pydict(arrays)
+
+
+def _pairs(headers: Any) -> Iterable[tuple[str, bytes | None]]:
+    for h in headers:
+        if isinstance(h, dict):
+            k, v = h["key"], h["value"]
+        elif hasattr(h, "asDict"):
+            d = h.asDict()
+            k, v = d["key"], d["value"]
+        else:
+            k, v = h
+        yield k, (v.encode() if isinstance(v, str) else v)
+
+
+def _feed_rows(rows: Iterable[Any], chunk_rows: int) -> Any:
+    def feed(sender: _Sender) -> None:
+        chunk: list[Any] = []
+        for row in rows:
+            chunk.append(row)
+            if len(chunk) >= chunk_rows:
+                sender.send(_rows_to_batch(chunk, _COLUMNS))
+                chunk = []
+        if chunk:
+            sender.send(_rows_to_batch(chunk, _COLUMNS))
+
+    return feed
+
+
+def write_any(options: SinkOptions, items: Iterator[Any]) -> WriteCounts:
+    """Arrow batches (Spark 4.1+ stream writers) or Rows (4.0), whichever the iterator holds."""
+    import itertools
+
+    import pyarrow as pa
+
+    first = next(items, None)
+    if first is None:
+        return WriteCounts()
+    chained = itertools.chain([first], items)
+    if isinstance(first, pa.RecordBatch):
+        return write_arrow(options, chained)
+    return _run(options, _feed_rows(chained, 10_000))
+
+
+def produce_partition(
+    rows: Iterable[Any], topic: str | None = None, *, chunk_rows: int = 10_000, **options: Any
+) -> int:
+    """For ``rdd.foreachPartition`` and ``df.foreachPartition`` users: write the rows (Rows or
+    dicts with the sink's columns, ``(key, value)`` tuples, or bare values) with a cached
+    producer, and return once every record is delivered (raising otherwise, so Spark retries the
+    task). ``options`` are the producer's keyword arguments (``bootstrap_servers``, ``acks`` ...),
+    or Java-style names in a ``config`` dict."""
+    from kafka_core.config import translate
+
+    config = options.pop("config", None)
+    producer_options = {**(translate(config, "producer") if config else {}), **options}
+    if "bootstrap_servers" not in producer_options:
+        raise KafkaConfigError("produce_partition needs bootstrap_servers")
+    if chunk_rows < 1:
+        raise KafkaConfigError(f"chunk_rows must be positive, not {chunk_rows}")
+    sink = SinkOptions(producer=producer_options, topic=topic)
+    return _run(sink, _feed_rows(rows, chunk_rows)).rows
