@@ -13,7 +13,7 @@ from typing import Any
 
 from kafka_core.errors import KafkaConfigError
 
-__all__ = ["ROLES", "translate"]
+__all__ = ["ROLES", "client_keywords", "translate"]
 
 ROLES = ("client", "producer", "consumer")
 
@@ -180,3 +180,10 @@ def translate(config: Mapping[str, Any], role: str, *, prefix: str = "") -> dict
                 raise
             raise KafkaConfigError(f"bad value for {prefix}{raw_name}: {value!r} ({exc})") from None
     return out
+
+
+def client_keywords(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """Split translated keyword arguments into the client's and the rest (the role's own)."""
+    ours = {keyword for keyword, _ in _CLIENT.values()} | {"sasl_username", "sasl_password"}
+    client = {k: v for k, v in kwargs.items() if k in ours}
+    return client, {k: v for k, v in kwargs.items() if k not in ours}

@@ -24,8 +24,11 @@ __all__ = [
     "catalog",
     "fingerprint",
     "generate_orders",
+    "is_run",
     "kafka_columns",
     "parse_orders",
+    "parsed_fingerprint",
+    "revenue_by_category",
     "window_counts",
 ]
 
@@ -99,9 +102,7 @@ def generate_orders(spark: SparkSession, events: int, seed: int, slices: int) ->
             (1 + F.least(F.floor(-F.log(1.0 - u[2]) * 0.8), F.lit(9))).cast("int").alias("quantity"),
             event_type.alias("event_type"),
             F.timestamp_micros(
-                (F.lit(EPOCH_US) + F.floor(F.col("id") * (SPAN_US / events)) - F.floor(lateness)).cast(
-                    "long"
-                )
+                (F.lit(EPOCH_US) + F.floor(F.col("id") * (SPAN_US / events)) - F.floor(lateness)).cast("long")
             ).alias("event_time"),
         )
         .join(F.broadcast(cat), "product_id")
@@ -170,6 +171,7 @@ class Fingerprint:
     hash_xor: int
     key_bytes: int
     value_bytes: int
+    others: int = 0  # records in the topic that are not this run's
 
     def same_records(self, other: Fingerprint) -> bool:
         return (self.rows, self.distinct_orders, self.hash_sum, self.hash_xor) == (
@@ -182,26 +184,32 @@ class Fingerprint:
     def describe(self) -> str:
         return (
             f"rows {self.rows:,}, distinct order ids {self.distinct_orders:,}, "
-            f"checksum {self.hash_sum % 10**12:012d}/{self.hash_xor & 0xFFFFFFFF:08x}"
+            f"checksum {int(self.hash_sum) & 0xFFFFFFFF:08x}-{self.hash_xor & 0xFFFFFFFF:08x}"
         )
 
 
-def fingerprint(records: DataFrame, order_id: Column | None = None) -> Fingerprint:
-    """One Spark job: count, distinct order ids, sum and xor of xxhash64(key, value, headers),
-    bytes. ``records`` has the Kafka columns; ``order_id`` defaults to the id parsed from value."""
+def fingerprint(records: DataFrame, keep: Column | None = None) -> Fingerprint:
+    """One Spark job over records with the Kafka columns: count, distinct order ids (read from
+    the JSON value), sum and xor of xxhash64(key, value, headers) and bytes of the records for
+    which ``keep`` holds (all when None); the others are only counted."""
     from pyspark.sql import functions as F
 
-    if order_id is None:
-        order_id = F.get_json_object(F.col("value").cast("string"), "$.order_id").cast("long")
+    keep = F.lit(True) if keep is None else keep
+    order_id = F.get_json_object(F.col("value").cast("string"), "$.order_id").cast("long")
     h = _row_hash()
     row = records.agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.count_distinct(order_id).alias("distinct"),
-        F.sum(h.cast("decimal(38,0)")).alias("hash_sum"),
-        F.bit_xor(h).alias("hash_xor"),
-        F.sum(F.length("key")).alias("key_bytes"),
-        F.sum(F.length("value")).alias("value_bytes"),
+        F.count(F.when(keep, 1)).alias("rows"),
+        F.count_distinct(F.when(keep, order_id)).alias("distinct"),
+        F.sum(F.when(keep, h.cast("decimal(38,0)"))).alias("hash_sum"),
+        F.bit_xor(F.when(keep, h)).alias("hash_xor"),
+        F.sum(F.when(keep, F.length("key"))).alias("key_bytes"),
+        F.sum(F.when(keep, F.length("value"))).alias("value_bytes"),
+        F.count(F.when(~keep, 1)).alias("others"),
     ).first()
+    return _fingerprint(row)
+
+
+def _fingerprint(row: Any) -> Fingerprint:
     assert row is not None
     return Fingerprint(
         rows=int(row["rows"]),
@@ -210,12 +218,14 @@ def fingerprint(records: DataFrame, order_id: Column | None = None) -> Fingerpri
         hash_xor=int(row["hash_xor"] or 0),
         key_bytes=int(row["key_bytes"] or 0),
         value_bytes=int(row["value_bytes"] or 0),
+        others=int(row["others"]) if "others" in row.asDict() else 0,
     )
 
 
 def parse_orders(records: DataFrame) -> DataFrame:
-    """Kafka records to typed orders, keeping the record hash (for fingerprints after the fact)
-    and the event-type header (checked against the payload)."""
+    """Kafka records to typed orders, keeping the record hash (for fingerprints after the fact),
+    the event-type header and the key (both checked against the payload), and the record's
+    partition and offset when present."""
     from pyspark.sql import functions as F
 
     schema = (
@@ -223,6 +233,8 @@ def parse_orders(records: DataFrame) -> DataFrame:
         "quantity int, unit_price decimal(10,2), amount decimal(12,2), event_type string, "
         "event_time timestamp"
     )
+    position = [c for c in ("partition", "offset") if c in records.columns]
+    extra = ["key_customer", "header_event_type", "record_hash", "key_bytes", "value_bytes", *position]
     return records.select(
         F.from_json(F.col("value").cast("string"), schema).alias("o"),
         F.col("key").cast("string").alias("key_customer"),
@@ -230,9 +242,8 @@ def parse_orders(records: DataFrame) -> DataFrame:
         _row_hash().alias("record_hash"),
         F.length("key").alias("key_bytes"),
         F.length("value").alias("value_bytes"),
-        *(c for c in ("partition", "offset") if c in records.columns),
-    ).select("o.*", "key_customer", "header_event_type", "record_hash", "key_bytes", "value_bytes",
-             *(c for c in ("partition", "offset") if c in records.columns))
+        *position,
+    ).select("o.*", *extra)
 
 
 def parsed_fingerprint(orders: DataFrame) -> Fingerprint:
@@ -240,22 +251,15 @@ def parsed_fingerprint(orders: DataFrame) -> Fingerprint:
     from pyspark.sql import functions as F
 
     h = F.col("record_hash")
-    row = orders.agg(
-        F.count(F.lit(1)).alias("rows"),
-        F.count_distinct("order_id").alias("distinct"),
-        F.sum(h.cast("decimal(38,0)")).alias("hash_sum"),
-        F.bit_xor(h).alias("hash_xor"),
-        F.sum("key_bytes").alias("key_bytes"),
-        F.sum("value_bytes").alias("value_bytes"),
-    ).first()
-    assert row is not None
-    return Fingerprint(
-        rows=int(row["rows"]),
-        distinct_orders=int(row["distinct"]),
-        hash_sum=Decimal(row["hash_sum"] or 0),
-        hash_xor=int(row["hash_xor"] or 0),
-        key_bytes=int(row["key_bytes"] or 0),
-        value_bytes=int(row["value_bytes"] or 0),
+    return _fingerprint(
+        orders.agg(
+            F.count(F.lit(1)).alias("rows"),
+            F.count_distinct("order_id").alias("distinct"),
+            F.sum(h.cast("decimal(38,0)")).alias("hash_sum"),
+            F.bit_xor(h).alias("hash_xor"),
+            F.sum("key_bytes").alias("key_bytes"),
+            F.sum("value_bytes").alias("value_bytes"),
+        ).first()
     )
 
 
@@ -333,9 +337,7 @@ def aggregates(orders: DataFrame, *, ordered: bool) -> Aggregates:
     if ordered:
         seen = Window.partitionBy("partition").orderBy("offset").rowsBetween(Window.unboundedPreceding, -1)
         late_row = (
-            orders.select(
-                (F.col("event_time") < F.max("event_time").over(seen)).alias("late")
-            )
+            orders.select((F.col("event_time") < F.max("event_time").over(seen)).alias("late"))
             .agg(F.count(F.when(F.col("late"), 1)).alias("late"))
             .first()
         )

@@ -106,7 +106,7 @@ class _RangeReader:
             group_id=None,
             auto_offset_reset="none",
             isolation_level=self.options.isolation_level,
-            fetch_max_wait_ms=100,
+            **self.options.consumer,
         )
         try:
             consumer.seek(tp, r.start)
