@@ -173,7 +173,7 @@ def translate(config: Mapping[str, Any], role: str, *, prefix: str = "") -> dict
             else:
                 known = sorted({n for t in tables for n in t} | {"sasl.jaas.config"})
                 raise KafkaConfigError(
-                    f"unknown {role} option {prefix}{raw_name!r} (kafka_core understands: {', '.join(known)})"
+                    f"unknown {role} option '{prefix}{raw_name}' (kafka_core understands: {', '.join(known)})"
                 )
         except (ValueError, TypeError) as exc:
             if isinstance(exc, KafkaConfigError):

@@ -91,6 +91,8 @@ def generate_orders(spark: SparkSession, events: int, seed: int, slices: int) ->
     for name, upto in EVENT_TYPES[1:]:
         event_type = event_type.when(u[3] < upto, name)
     lateness = F.when(u[4] < LATE_FRACTION, u[5] * LATE_MAX_US).otherwise(u[5] * 3_000_000)
+    # Each Spark partition is one producer (a shop front-end) emitting its rows over the whole day.
+    progress = F.least(F.greatest(F.col("id") * (slices / events) - F.spark_partition_id(), F.lit(0.0)), F.lit(1.0))
     base = (
         spark.range(0, events, numPartitions=slices)
         .select(
@@ -102,8 +104,9 @@ def generate_orders(spark: SparkSession, events: int, seed: int, slices: int) ->
             (1 + F.least(F.floor(-F.log(1.0 - u[2]) * 0.8), F.lit(9))).cast("int").alias("quantity"),
             event_type.alias("event_type"),
             F.timestamp_micros(
-                (F.lit(EPOCH_US) + F.floor(F.col("id") * (SPAN_US / events)) - F.floor(lateness)).cast("long")
+                (F.lit(EPOCH_US) + F.floor(progress * SPAN_US) - F.floor(lateness)).cast("long")
             ).alias("event_time"),
+            F.spark_partition_id().alias("producer"),
         )
         .join(F.broadcast(cat), "product_id")
     )
@@ -118,12 +121,13 @@ def generate_orders(spark: SparkSession, events: int, seed: int, slices: int) ->
         (F.col("quantity") * F.col("unit_price")).cast("decimal(12,2)").alias("amount"),
         "event_type",
         "event_time",
+        "producer",
     )
 
 
 def kafka_columns(orders: DataFrame, run_id: str) -> DataFrame:
     """The sink's columns: key = customer id, value = the order as JSON, headers = event type,
-    schema version and run id (so a reader can tell this run's records from older ones)."""
+    schema version, producer and run id (so a reader can tell this run's records from others)."""
     from pyspark.sql import functions as F
 
     def header(name: str, value: Column) -> Column:
@@ -131,10 +135,11 @@ def kafka_columns(orders: DataFrame, run_id: str) -> DataFrame:
 
     return orders.select(
         F.col("customer_id").cast("binary").alias("key"),
-        F.to_json(F.struct(*orders.columns)).cast("binary").alias("value"),
+        F.to_json(F.struct(*(c for c in orders.columns if c != "producer"))).cast("binary").alias("value"),
         F.array(
             header("event_type", F.col("event_type")),
             header("schema", F.lit(SCHEMA_VERSION)),
+            header("producer", F.format_string("shop-%d", "producer")),
             header("run", F.lit(run_id)),
         ).alias("headers"),
     )
@@ -234,11 +239,12 @@ def parse_orders(records: DataFrame) -> DataFrame:
         "event_time timestamp"
     )
     position = [c for c in ("partition", "offset") if c in records.columns]
-    extra = ["key_customer", "header_event_type", "record_hash", "key_bytes", "value_bytes", *position]
+    extra = ["key_customer", "header_event_type", "producer", "record_hash", "key_bytes", "value_bytes", *position]
     return records.select(
         F.from_json(F.col("value").cast("string"), schema).alias("o"),
         F.col("key").cast("string").alias("key_customer"),
         _header("event_type").alias("header_event_type"),
+        _header("producer").alias("producer"),
         _row_hash().alias("record_hash"),
         F.length("key").alias("key_bytes"),
         F.length("value").alias("value_bytes"),
@@ -335,7 +341,7 @@ def aggregates(orders: DataFrame, *, ordered: bool) -> Aggregates:
     types = {r["event_type"]: int(r["count"]) for r in orders.groupBy("event_type").count().collect()}
     late = 0
     if ordered:
-        seen = Window.partitionBy("partition").orderBy("offset").rowsBetween(Window.unboundedPreceding, -1)
+        seen = Window.partitionBy("producer", "partition").orderBy("offset").rowsBetween(Window.unboundedPreceding, -1)
         late_row = (
             orders.select((F.col("event_time") < F.max("event_time").over(seen)).alias("late"))
             .agg(F.count(F.when(F.col("late"), 1)).alias("late"))
