@@ -110,7 +110,9 @@ class OffsetReader:
         if not wanted:
             return {}
         found = consumer.offsets_for_times(wanted)
-        return {tp: (None if lo is None else lo.offset) for tp, lo in found.items()}
+        # "No such record" is offset -1 and timestamp -1; some brokers (Tansu) answer offset 0 with
+        # timestamp -1 instead. A record that was found always carries its timestamp.
+        return {tp: (None if lo is None or lo.timestamp < 0 else lo.offset) for tp, lo in found.items()}
 
     def lookups(self) -> OffsetLookups:
         return OffsetLookups(earliest=self.earliest, latest=self.latest, for_times=self.for_times)

@@ -127,3 +127,46 @@ def test_make_partitioner_names() -> None:
     assert isinstance(make_partitioner("round_robin"), RoundRobinPartitioner)
     with pytest.raises(KafkaConfigError):
         make_partitioner("crc32")
+
+
+# -- murmur2 over a whole Arrow key column (send_batch, the Spark sink) ---------------------------
+
+
+@given(
+    st.lists(st.none() | st.binary(max_size=40), max_size=60),
+    st.integers(1, 50),
+    st.integers(0, 5),
+    st.booleans(),
+)
+def test_murmur2_partitions_matches_per_key(keys: list, num: int, skip: int, large: bool) -> None:
+    import pyarrow as pa
+
+    from kafka_core.producer.partitioner import murmur2_partitions
+
+    arr = pa.array([b"pad"] * skip + keys, pa.large_binary() if large else pa.binary()).slice(skip)
+    got = murmur2_partitions(arr, num).to_pylist()
+    assert got == [None if k is None else murmur2_partition(k, num) for k in keys]
+
+
+def test_murmur2_partitions_takes_strings() -> None:
+    import pyarrow as pa
+
+    from kafka_core.producer.partitioner import murmur2_partitions
+
+    assert murmur2_partitions(pa.array(["ab", None]), 7).to_pylist() == [murmur2_partition(b"ab", 7), None]
+
+
+def test_murmur2_partitions_checks_forged_offsets() -> None:
+    from kafka_core.producer._speedups import accel
+
+    if accel is None:
+        pytest.skip("the C extension is not in use (pure-Python run)")
+    import struct
+
+    offsets = memoryview(struct.pack("<3i", 0, 4, 1 << 30))
+    with pytest.raises(ValueError, match="outside the data buffer"):
+        accel.murmur2_partitions(offsets, memoryview(b"abcdefgh"), 0, 2, False, 4, None)
+    with pytest.raises(ValueError, match="offsets buffer too short"):
+        accel.murmur2_partitions(offsets, memoryview(b"abcdefgh"), 1, 5, False, 4, None)
+    with pytest.raises(ValueError, match="num_partitions"):
+        accel.murmur2_partitions(offsets, memoryview(b"abcdefgh"), 0, 1, False, 0, None)
