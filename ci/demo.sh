@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# The main job: set everything up, then run the end-to-end produce/consume demo against the
-# embedded broker (or KAFKA_BOOTSTRAP_SERVERS). Extra arguments go to examples/demo.py.
+# The main job: set everything up, then run the Spark pipeline (kafka_core.spark.pipeline): order
+# events generated in Spark, written to Kafka, read back in batch and as a stream, verified end to
+# end, with figures. Uses KAFKA_BOOTSTRAP_SERVERS or an embedded broker. Extra arguments go to the
+# pipeline (bash ci/demo.sh --events 200000; --help lists them). examples/demo.py is the small
+# produce/consume demo without Spark.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/bootstrap.sh
-exec .venv/bin/python examples/demo.py "$@"
+exec .venv/bin/python -m kafka_core.spark.pipeline "$@"

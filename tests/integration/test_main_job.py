@@ -1,19 +1,79 @@
-"""The README's promises, run for real: the main job (examples/demo.py) and the quick-start code."""
+"""The README's promises, run for real: the main job (the Spark pipeline, kafka_core.spark.pipeline),
+the small produce/consume demo (examples/demo.py) and the quick-start code."""
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import re
+import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
+PIPELINE = [sys.executable, "-m", "kafka_core.spark.pipeline"]
+HAVE_SPARK = all(importlib.util.find_spec(m) is not None for m in ("pyspark", "pyarrow")) and bool(
+    os.environ.get("JAVA_HOME") or shutil.which("java")
+)
 
 
 def _python_blocks() -> list[str]:
     text = (ROOT / "README.md").read_text()
     return re.findall(r"```python\n(.*?)```", text, flags=re.S)
+
+
+@pytest.mark.skipif(not HAVE_SPARK, reason="the pipeline needs pyspark, pyarrow and Java")
+@pytest.mark.timeout(660)
+def test_pipeline_passes_end_to_end(bootstrap_servers: str) -> None:
+    proc = subprocess.run(
+        [*PIPELINE, "--events", "20000", "--bootstrap-servers", bootstrap_servers],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        check=False,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr[-5000:]
+    assert "PASS" in out and "FAIL" not in out, out
+    assert "batch read == generated: 20,000 events, each exactly once" in out, out
+    assert "stream == batch read: 20,000 events, each exactly once" in out, out
+    streaming = re.search(r"streaming +[\d,]+ rows/s .*, (\d+) micro-batches", out)
+    assert streaming is not None and int(streaming.group(1)) >= 2, out
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        pytest.param(["--events", "0"], "--events: must be positive", id="events"),
+        pytest.param(["--partitions", "-2"], "--partitions: must be positive", id="partitions"),
+        pytest.param(["--master", "local[0]"], "bad --master", id="master"),
+        pytest.param(["--bootstrap-servers", "localhost"], "bad --bootstrap-servers", id="bootstrap"),
+        pytest.param(
+            ["--bootstrap-servers", "127.0.0.1:1"],
+            "is not reachable",
+            id="unreachable",
+            marks=pytest.mark.skipif(not HAVE_SPARK, reason="Spark's set-up is checked first"),
+        ),
+        pytest.param(["--topic", "no/slashes"], "bad --topic", id="topic"),
+    ],
+)
+def test_pipeline_refuses_bad_arguments_before_spark(args: list[str], message: str) -> None:
+    start = time.monotonic()
+    proc = subprocess.run(
+        [*PIPELINE, *args], capture_output=True, text=True, timeout=60, cwd=ROOT, check=False
+    )
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0], proc.stderr
+    assert lines[0].startswith("python -m kafka_core.spark.pipeline: error: "), proc.stderr
+    assert proc.stdout == "", proc.stdout  # nothing started, not even the first phase line
+    assert elapsed < 15, f"{args} took {elapsed:.1f} s: Spark must not start for a bad argument"
 
 
 def test_demo_round_trips_every_record(bootstrap_servers: str) -> None:
