@@ -27,7 +27,9 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "==> installing kafka_core and its dev dependencies"
   python -m pip install -q --disable-pip-version-check -U pip
   python -m pip install -q --disable-pip-version-check "Cython>=3.0.10" "setuptools>=77" wheel build
-  python -m pip install -q --disable-pip-version-check -e ".[test,bench,spark,cli]"
+  # compat mode: the repository itself goes on sys.path, so Spark finds the top-level
+  # pyspark_kafka_core module (its data source lookup cannot see editable-install finders).
+  python -m pip install -q --disable-pip-version-check -e ".[test,bench,spark,cli]" --config-settings editable_mode=compat
   echo "$want" > "$stamp"
 fi
 

@@ -115,6 +115,7 @@ class KafkaProducer:
         self._ready: asyncio.Event | None = None
         self._closed = False
         self._start_error: BaseException | None = None
+        self._start_retry_error: BaseException | None = None  # why the start is still retrying
         with contextlib.suppress(RuntimeError):
             self._begin(asyncio.get_running_loop())
 
@@ -169,6 +170,7 @@ class KafkaProducer:
                 self._fail_everything(exc)
                 return
             except KafkaError as exc:
+                self._start_retry_error = exc
                 log.warning("producer start: %s; retrying", exc)
                 self._sender._handle_parked(time.monotonic())
                 await asyncio.sleep(backoff)
@@ -272,32 +274,44 @@ class KafkaProducer:
         return SendBatchFuture(parts, len(values))
 
     async def wait_topic(self, topic: str) -> int:
-        """Partition count of ``topic``, fetching metadata (up to ``max_block_ms``) if unknown."""
+        """Partition count of ``topic``, fetching metadata if unknown; raises KafkaTimeoutError,
+        with the last cause, once ``max_block_ms`` has passed (however long a lookup would take)."""
         t = self._acc.topics.get(topic)
         if t is not None and t.queues is not None:
             return t.num_partitions
         deadline = time.monotonic() + self._max_block
+        cause: BaseException | None = None
         while True:
             if self._closed:
                 raise KafkaClosedError("the producer is closed")
-            await self._ready.wait()  # type: ignore[union-attr]
+            left = deadline - time.monotonic()
+            try:
+                await asyncio.wait_for(self._ready.wait(), max(left, 0.0))  # type: ignore[union-attr]
+            except TimeoutError:
+                raise KafkaTimeoutError(
+                    f"topic {topic!r}: no broker reachable within max_block_ms "
+                    f"({self._max_block * 1000:.0f} ms){_cause(cause or self._start_retry_error)}"
+                ) from None
             if self._start_error is not None:
                 raise self._start_error
             try:
-                meta = await self.client.metadata([topic])
+                meta = await asyncio.wait_for(self.client.metadata([topic]), max(left, 0.001))
                 self._sender.apply_metadata(meta, [topic])
             except KafkaError as exc:
-                self._sender.last_metadata_error[topic] = exc
+                cause = self._sender.last_metadata_error[topic] = exc
+            except TimeoutError:
+                pass
             t = self._acc.topics.get(topic)
             if t is not None and t.queues is not None:
                 self._wake()
                 return t.num_partitions
             if time.monotonic() >= deadline:
-                cause = self._sender.last_metadata_error.get(topic)
+                cause = cause or self._sender.last_metadata_error.get(topic)
                 raise KafkaTimeoutError(
-                    f"topic {topic!r} not available within max_block_ms (last error: {cause})"
+                    f"topic {topic!r} not available within max_block_ms ({self._max_block * 1000:.0f} ms)"
+                    + _cause(cause)
                 )
-            await asyncio.sleep(self._sender.backoff)
+            await asyncio.sleep(min(self._sender.backoff, max(deadline - time.monotonic(), 0.0)))
 
     async def _lookup(self, topic: str) -> None:
         """First record for ``topic``: one metadata lookup (up to ``max_block_ms``) so that records
@@ -421,6 +435,10 @@ class KafkaProducer:
                     b.result.set_error(exc)
             q.in_flight.clear()
         return count
+
+
+def _cause(exc: BaseException | None) -> str:
+    return f"; last error: {exc}" if exc is not None else ""
 
 
 def _timestamp_list(col: Any) -> list[int | None]:

@@ -81,7 +81,10 @@ class KafkaCommitMessage(WriterCommitMessage):
     batches: int = 0
 
 
-def _read(partition: RangePartition) -> Iterator[Any]:
+def read_partition(partition: InputPartition) -> Iterator[Any]:
+    """An executor's task. Spark reads one plain ``InputPartition`` when the plan has none."""
+    if not isinstance(partition, RangePartition):
+        return iter(())
     from kafka_core.spark.read import read_range
 
     return read_range(partition.options, partition.range)
@@ -110,7 +113,7 @@ class KafkaBatchReader(DataSourceReader):
         return [RangePartition(opts, r) for r in tasks]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        return _read(partition)  # type: ignore[arg-type]
+        return read_partition(partition)
 
 
 class KafkaArrowWriter(DataSourceArrowWriter):

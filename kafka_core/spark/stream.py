@@ -27,7 +27,7 @@ from kafka_core.spark.planning import (
     split_ranges,
     to_json,
 )
-from kafka_core.spark.source import RangePartition
+from kafka_core.spark.source import RangePartition, read_partition
 
 try:  # 4.2+: admission control and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (
@@ -171,7 +171,14 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         begin, stop = from_json(start), from_json(end)
-        missing = [tp for tp in stop if tp not in begin or tp.topic in self._restart]
+        backwards = [tp for tp in stop if tp in begin and stop[tp] < begin[tp]]
+        for tp in backwards:
+            # Recreated or truncated: with failOnDataLoss=false the partition is read from its
+            # start again (Spark's connector skips it, and misses the new records).
+            self._loss(
+                f"partition {tp.topic}-{tp.partition}'s offset went backwards from {begin[tp]} to {stop[tp]}"
+            )
+        missing = [tp for tp in stop if tp not in begin or tp.topic in self._restart or tp in backwards]
         if missing:
             begin.update(self._offsets().earliest(missing))
         self._restart.clear()
@@ -192,7 +199,4 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     # -- executor side ------------------------------------------------------------------------
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
-        from kafka_core.spark.read import read_range
-
-        assert isinstance(partition, RangePartition)
-        return read_range(partition.options, partition.range)
+        return read_partition(partition)
