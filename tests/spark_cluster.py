@@ -1,0 +1,285 @@
+"""A Spark standalone cluster on loopback, started from the pip-installed pyspark, for tests.
+
+One master and one worker, each its own ``bin/spark-class`` process in its own process group,
+with every file (logs, the worker's work dir, local dirs, an empty conf dir) under one temporary
+directory. Start waits, with a deadline, until the master's web UI reports the worker alive with
+all of its cores; any failure raises :class:`SparkClusterError` carrying the tails of the logs.
+Stop kills both process groups (the worker's holds its executors and their Python workers).
+
+    with SparkStandaloneCluster() as cluster:
+        spark = SparkSession.builder.master(cluster.master_url).getOrCreate()
+
+``python tests/spark_cluster.py`` starts one and waits for Ctrl-C (for poking at it by hand).
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+__all__ = ["SparkClusterError", "SparkStandaloneCluster", "free_port", "log_tail", "spark_home"]
+
+HOST = "127.0.0.1"
+
+
+class SparkClusterError(RuntimeError):
+    """The cluster could not be started (the message carries the log tails)."""
+
+
+def spark_home() -> Path:
+    """The pyspark package directory: a pip-installed pyspark is a complete SPARK_HOME."""
+    import pyspark
+
+    home = Path(pyspark.__file__).resolve().parent
+    if not (home / "bin" / "spark-class").is_file() or not (home / "jars").is_dir():
+        raise SparkClusterError(f"{home} is not a usable SPARK_HOME (no bin/spark-class or jars/)")
+    return home
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((HOST, 0))
+        return int(sock.getsockname()[1])
+
+
+def log_tail(path: Path, lines: int = 40) -> str:
+    try:
+        text = path.read_text(errors="replace")
+    except OSError as exc:
+        return f"    (no log at {path}: {exc})"
+    tail = text.splitlines()[-lines:]
+    return "\n".join("    " + line for line in tail) or "    (empty)"
+
+
+def _die_with_parent_session() -> None:
+    """In the child: a new session (so a process group to kill), and SIGTERM if the parent dies."""
+    os.setsid()
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG (Linux)
+    except (OSError, AttributeError):
+        pass
+
+
+class SparkStandaloneCluster:
+    """A master and one worker on 127.0.0.1; see the module docstring."""
+
+    def __init__(
+        self,
+        *,
+        cores: int = 2,
+        memory: str = "2g",
+        python: str = sys.executable,
+        daemon_memory: str = "512m",
+        start_timeout: float = 90.0,
+        keep_dir: bool = False,
+    ) -> None:
+        self.cores = cores
+        self.memory = memory
+        self.python = python
+        self.daemon_memory = daemon_memory
+        self.start_timeout = start_timeout
+        self.keep_dir = keep_dir
+        self.home = spark_home()
+        self.master_port = free_port()
+        self.master_webui_port = free_port()
+        self.worker_port = free_port()
+        self.worker_webui_port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="kafka-core-spark-cluster-"))
+        self.work_dir = self.dir / "work"
+        self.master_log = self.dir / "master.log"
+        self.worker_log = self.dir / "worker.log"
+        self._procs: dict[str, subprocess.Popen[bytes]] = {}
+
+    # -- addresses ---------------------------------------------------------------------------------
+
+    @property
+    def master_url(self) -> str:
+        return f"spark://{HOST}:{self.master_port}"
+
+    @property
+    def webui_url(self) -> str:
+        return f"http://{HOST}:{self.master_webui_port}"
+
+    @property
+    def env(self) -> dict[str, str]:
+        """The environment the daemons run with (executors inherit it from the worker)."""
+        env = dict(os.environ)
+        for name in ("SPARK_MASTER_HOST", "SPARK_MASTER_PORT", "SPARK_WORKER_DIR", "PYSPARK_DRIVER_PYTHON"):
+            env.pop(name, None)
+        conf_dir = self.dir / "conf"
+        conf_dir.mkdir(exist_ok=True)
+        env.update(
+            SPARK_HOME=str(self.home),
+            SPARK_CONF_DIR=str(conf_dir),  # empty: no spark-env.sh or spark-defaults.conf from elsewhere
+            SPARK_LOCAL_IP=HOST,
+            SPARK_PUBLIC_DNS=HOST,
+            SPARK_LOCAL_DIRS=str(self.dir / "local"),
+            SPARK_DAEMON_MEMORY=self.daemon_memory,
+            # No REST submission server: it would listen on the fixed port 6066.
+            SPARK_MASTER_OPTS="-Dspark.master.rest.enabled=false",
+            PYSPARK_PYTHON=self.python,
+        )
+        return env
+
+    # -- life cycle --------------------------------------------------------------------------------
+
+    def start(self) -> SparkStandaloneCluster:
+        atexit.register(self.stop)
+        try:
+            self._start()
+        except BaseException:
+            self.stop(keep_dir=True)
+            raise
+        return self
+
+    def _start(self) -> None:
+        deadline = time.monotonic() + self.start_timeout
+        spark_class = str(self.home / "bin" / "spark-class")
+        self._spawn(
+            "master",
+            [
+                spark_class,
+                "org.apache.spark.deploy.master.Master",
+                "--host",
+                HOST,
+                "--port",
+                str(self.master_port),
+                "--webui-port",
+                str(self.master_webui_port),
+            ],
+            self.master_log,
+        )
+        self._wait(deadline, "the master's web UI to answer", lambda: self.state() is not None)
+        self.work_dir.mkdir()
+        self._spawn(
+            "worker",
+            [
+                spark_class,
+                "org.apache.spark.deploy.worker.Worker",
+                self.master_url,
+                "--host",
+                HOST,
+                "--port",
+                str(self.worker_port),
+                "--webui-port",
+                str(self.worker_webui_port),
+                "--cores",
+                str(self.cores),
+                "--memory",
+                self.memory,
+                "--work-dir",
+                str(self.work_dir),
+            ],
+            self.worker_log,
+        )
+        self._wait(deadline, "the worker to register with the master", self._worker_ready)
+
+    def _spawn(self, name: str, argv: list[str], log: Path) -> None:
+        with log.open("wb") as out:
+            self._procs[name] = subprocess.Popen(
+                argv,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                env=self.env,
+                cwd=self.dir,
+                preexec_fn=_die_with_parent_session,
+            )
+
+    def _wait(self, deadline: float, what: str, ready: Any) -> None:
+        while True:
+            for name, proc in self._procs.items():
+                if proc.poll() is not None:
+                    raise SparkClusterError(
+                        f"Spark {name} exited with code {proc.returncode} while waiting for {what}\n"
+                        + self.logs()
+                    )
+            if ready():
+                return
+            if time.monotonic() > deadline:
+                raise SparkClusterError(
+                    f"timed out after {self.start_timeout:.0f} s waiting for {what}\n" + self.logs()
+                )
+            time.sleep(0.25)
+
+    def _worker_ready(self) -> bool:
+        state = self.state()
+        if not state or state.get("aliveworkers", 0) < 1:
+            return False
+        return any(
+            w.get("state") == "ALIVE" and w.get("cores", 0) >= self.cores for w in state.get("workers", [])
+        )
+
+    def state(self) -> dict[str, Any] | None:
+        """The master's ``/json/`` document, or None when the web UI does not answer."""
+        try:
+            with urllib.request.urlopen(f"{self.webui_url}/json/", timeout=2) as resp:
+                return json.loads(resp.read())  # type: ignore[no-any-return]
+        except (OSError, ValueError, urllib.error.URLError):
+            return None
+
+    def executor_logs(self) -> list[Path]:
+        """Every executor's stdout and stderr file under the worker's work dir."""
+        if not self.work_dir.is_dir():
+            return []
+        return sorted(p for p in self.work_dir.glob("app-*/*/std*") if p.is_file())
+
+    def logs(self, lines: int = 40) -> str:
+        """The tails of the master, worker and executor logs, for error messages."""
+        parts = [f"  cluster dir: {self.dir}"]
+        for path in [self.master_log, self.worker_log, *self.executor_logs()]:
+            parts.append(f"  --- {path.relative_to(self.dir)} (last {lines} lines) ---")
+            parts.append(log_tail(path, lines))
+        return "\n".join(parts)
+
+    def stop(self, keep_dir: bool | None = None) -> None:
+        # The worker first: its process group also holds the executors and their Python workers.
+        for name in ("worker", "master"):
+            proc = self._procs.pop(name, None)
+            if proc is None:
+                continue
+            for sig, wait in ((signal.SIGTERM, 15.0), (signal.SIGKILL, 5.0)):
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, sig)
+                try:
+                    proc.wait(wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+            # Anything left in the group (an executor that outlived its worker) goes too.
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        keep = self.keep_dir if keep_dir is None else keep_dir
+        if not keep:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        atexit.unregister(self.stop)
+
+    def __enter__(self) -> SparkStandaloneCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+if __name__ == "__main__":
+    started = time.monotonic()
+    with SparkStandaloneCluster(keep_dir=True) as cluster:
+        print(f"{cluster.master_url} up in {time.monotonic() - started:.1f} s; web UI {cluster.webui_url}")
+        print(f"logs in {cluster.dir}; Ctrl-C stops it")
+        with contextlib.suppress(KeyboardInterrupt):
+            signal.pause()
