@@ -398,3 +398,39 @@ def test_deleted_topic_is_data_loss_per_option(
         seen.clear()
         run(ck2, "false")
         assert sum(seen) == 30
+
+
+def test_pattern_stream_picks_up_a_new_topic_from_its_start(
+    spark: SparkSession, bootstrap_servers: str, new_topic: Any
+) -> None:
+    first = new_topic(partitions=2, prefix="pat")
+    prefix = first[: first.index("-")]
+    stem = first.split("-")[1][:6]
+    pattern = f"{prefix}-{stem}.*"
+    _produce(bootstrap_servers, first, 50)
+    seen: list[str] = []
+
+    def run(checkpoint: str) -> None:
+        q = (
+            spark.readStream.format(FMT)
+            .option("kafka.bootstrap.servers", bootstrap_servers)
+            .option("subscribePattern", pattern)
+            .option("startingOffsets", "latest")
+            .load()
+            .writeStream.foreachBatch(
+                lambda df, _i: seen.extend(r.topic for r in df.select("topic").collect())
+            )
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination(180)
+
+    with tempfile.TemporaryDirectory() as checkpoint:
+        run(checkpoint)  # starts at latest: nothing yet
+        assert seen == []
+        second = f"{prefix}-{stem}-second"
+        _produce(bootstrap_servers, second, 30)  # a topic that did not exist: read from its start
+        _produce(bootstrap_servers, first, 5)
+        run(checkpoint)
+    assert sorted(seen) == sorted([first] * 5 + [second] * 30)

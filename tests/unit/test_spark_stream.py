@@ -8,12 +8,12 @@ import pytest
 
 pytest.importorskip("pyspark")
 
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows  # noqa: E402
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
 
-from kafka_core.client.metadata import TopicPartition  # noqa: E402
-from kafka_core.spark.options import parse_source  # noqa: E402
-from kafka_core.spark.planning import DataLossError, OffsetLookups  # noqa: E402
-from kafka_core.spark.stream import KafkaStreamReader  # noqa: E402
+from kafka_core.client.metadata import TopicPartition
+from kafka_core.spark.options import parse_source
+from kafka_core.spark.planning import DataLossError, OffsetLookups
+from kafka_core.spark.stream import KafkaStreamReader
 
 T0, T1, U0 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
 
