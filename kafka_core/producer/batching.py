@@ -27,7 +27,7 @@ class Chunk:
     timestamps: Any
     count: int
     size: int
-    rows: Sequence[int]
+    rows: Any  # row numbers in the send_batch call: a range, a list or a pyarrow integer array
 
 
 def _is_arrow(obj: Any) -> bool:
@@ -88,13 +88,16 @@ def _header_bytes(col: Any, start: int, stop: int) -> int:
     return sum(headers_size(h) for h in col[start:stop] if h)
 
 
-def _take(col: Any, rows: list[int]) -> Any:
+def _take(col: Any, rows: Any) -> Any:
+    """Rows of ``col``; ``rows`` is a list of ints or a pyarrow integer array."""
     if col is None:
         return None
     if _is_arrow(col):
         import pyarrow as pa
 
-        return col.take(pa.array(rows, pa.int64()))
+        return col.take(rows if _is_arrow(rows) else pa.array(rows, pa.int64()))
+    if _is_arrow(rows):
+        rows = rows.to_pylist()
     return [col[i] for i in rows]
 
 
@@ -112,9 +115,9 @@ def _key_list(keys: Any) -> list[Any]:
     return list(keys)
 
 
-def _arrow_groups(keys: Any, num: int, sticky: int) -> list[tuple[int, list[int] | None]]:
+def _arrow_groups(keys: Any, num: int, sticky: int) -> list[tuple[int, Any]]:
     """Rows per partition for pyarrow keys: murmur2 over the Arrow buffers in one C loop, null
-    keys to the sticky partition."""
+    keys to the sticky partition. The rows stay a pyarrow array (no Python int per record)."""
     import pyarrow as pa
     import pyarrow.compute as pc
 
@@ -124,7 +127,7 @@ def _arrow_groups(keys: Any, num: int, sticky: int) -> list[tuple[int, list[int]
     distinct = sorted(pc.unique(parts).to_pylist())
     if len(distinct) == 1:
         return [(distinct[0], None)]
-    return [(p, pc.indices_nonzero(pc.equal(parts, p)).to_pylist()) for p in distinct]
+    return [(p, pc.indices_nonzero(pc.equal(parts, p))) for p in distinct]
 
 
 def plan_chunks(
@@ -156,7 +159,7 @@ def plan_chunks(
     if n == 0:
         return []
     num = t.num_partitions
-    groups: list[tuple[int, list[int] | None]]
+    groups: list[tuple[int, Any]]  # partition, and its rows (None: all; a list or a pyarrow array)
     if partition is not None:
         if not 0 <= partition < num:
             raise KafkaConfigError(f"partition {partition} out of range: {t.topic!r} has {num}")

@@ -284,6 +284,8 @@ class SendBatchResult(Sequence[RecordMetadata]):
     def __init__(self, parts: list[tuple[BatchResult, Sequence[int] | range]], count: int) -> None:
         self._rows: list[tuple[BatchResult, int] | None] = [None] * count
         for result, rows in parts:
+            if hasattr(rows, "to_pylist"):  # a pyarrow array of row numbers
+                rows = rows.to_pylist()
             for i, row in enumerate(rows):
                 self._rows[row] = (result, i)
 

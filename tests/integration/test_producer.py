@@ -127,6 +127,30 @@ def test_send_batch_lists_and_arrow(bootstrap_servers: str, new_topic: Callable[
     assert stored[values[15_000]] == (list_meta[5_000].partition, list_meta[5_000].offset)
 
 
+def test_send_batch_arrow_keys_partitioned_in_one_pass(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
+    """pyarrow keys (with nulls) are hashed over their buffers; every row's metadata says where it went."""
+    pa = pytest.importorskip("pyarrow")
+    topic = new_topic(3)
+    keys = [None if i % 97 == 0 else b"key-%d" % i for i in range(5_000)]
+    values = [b"v%d" % i for i in range(5_000)]
+    with KafkaProducer(bootstrap_servers) as p:
+        meta = p.send_batch(
+            topic, pa.array(values), keys=pa.array(keys, pa.binary()).cast(pa.string())
+        ).result(60)
+    null_parts = {meta[i].partition for i, k in enumerate(keys) if k is None}
+    assert len(null_parts) == 1  # null keys stick to one partition
+    for i, k in enumerate(keys):
+        if k is not None:
+            assert meta[i].partition == murmur2_partition(k, 3)
+    got = {
+        m.value(): (m.partition(), m.offset(), m.key()) for m in consume(bootstrap_servers, topic, 3, 5_000)
+    }
+    for i in (1, 97, 2500, 4999):
+        assert got[values[i]] == (meta[i].partition, meta[i].offset, keys[i])
+
+
 def test_idempotent_by_default(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
     topic = new_topic(3)
     with KafkaProducer(bootstrap_servers) as p:
