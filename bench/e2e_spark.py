@@ -1,12 +1,67 @@
-"""End-to-end Spark write benchmark: a DataFrame of N rows (key 16 B, value 100 B) to a Kafka topic.
+"""End-to-end Spark benchmark: write N rows (key 16 B, value 100 B) to a Kafka topic, read them back.
 
-Peer: ``df.foreachPartition`` with one confluent-kafka Producer per partition (the usual
-workaround, anchor about 137k rows/s here). Ours: kafka_core's Python Data Source, once it exists.
-Each method runs in its own fresh process and Spark session (local[2]); the session start and the
-first spawn of Python workers are not timed (a warm-up job runs first). CPU is summed over the
-whole process tree (driver, JVM, Python workers) from /proc, so it is approximate.
+Every method runs in its own fresh process and Spark session (local[2]), sequentially; the
+session start and the first spawn of Python workers are not timed (warm-up jobs run first: a
+trivial RDD job, then for every method of an operation a 1,000-row job through the ceiling's
+Python Data Source, so the data source planner and Python workers are up for all alike).
+CPU is summed over the whole process tree (driver, JVM, Python workers) from /proc, so it is
+approximate; the broker's CPU is not in it (it runs beside, on the same 2 cores).
 
-    python -m bench.e2e_spark [--rows 2000000] [--clients foreachPartition-confluent,kafka_core]
+WRITE, a DataFrame from ``spark.range`` to a fresh 4-partition topic, then read back with
+confluent-kafka: a row counts only if every record landed.
+
+- ``foreachPartition-confluent`` (peer): ``df.foreachPartition`` with one confluent-kafka
+  Producer per partition (acks=all, linger 5 ms, batch 1 MB), flushed and checked at task end.
+- ``kafka_core-write`` (ours): ``df.write.format("kafka_core").option("kafka.bootstrap.servers",
+  ...).option("topic", ...).mode("append").save()``.
+- ``ceiling-arrow-writer`` (no broker): a ``DataSourceArrowWriter`` that only counts the rows of
+  the same DataFrame. The most any Python sink can do here.
+
+READ, all readers read the same topic: the one the peer wrote (else ours; else one filled by a
+confluent-kafka producer with the same keys and values).
+
+- ``mapPartitions-confluent`` (peer): an RDD with one element per Kafka partition whose
+  ``mapPartitions`` opens a confluent-kafka Consumer (fetch wait 100 ms, prefetching as in the
+  consumer bench), assigns the partition from its earliest offset and yields
+  ``(key, value, topic, partition, offset, timestamp ms, timestamp type)`` tuples;
+  ``spark.createDataFrame(rdd, schema, verifySchema=False)``, then ``timestamp_millis`` and
+  ``type - 1`` in SQL give Spark's Kafka schema. Where the partition ends: the test broker's
+  ListOffsets "latest" is wrong (base offset of the last batch + 1, which lies inside the last
+  batch), so the peer reads up to that listed end (asking ``consume`` for no more than remain
+  before it, so that it never sits out its timeout) and then drains, without waiting, what is
+  already fetched: the rest of the last batch arrived with the listed-end record. On Apache
+  Kafka the listed end is right and the drain finds nothing. No wait is added for the peer.
+- ``kafka_core-read`` (ours): ``spark.read.format("kafka_core").option("kafka.bootstrap.servers",
+  ...).option("subscribe", topic).option("startingOffsets", "earliest").load()``.
+- ``ceiling-arrow-reader`` (no broker): a Python Data Source whose reader yields prebuilt
+  ``pyarrow.RecordBatch``es of exactly the Kafka read schema (10,000 rows each, over 4 input
+  partitions like the topic): no per-row work in Python at all.
+
+What the read measures: the DataFrame's construction (``load()`` / ``createDataFrame``) and
+``df.agg(count(1), sum(length(value)), sum(length(key)))``, timed together. ``count()`` alone
+would do: Spark cannot push a count into a Python source (there is no column pruning either),
+so the reader runs in full and its Arrow batches cross to the JVM with every column. Checked on
+pyspark 4.3 with a reader of prebuilt batches: the count can only come from rows the reader
+yielded, and ``count()`` of 2,000,000 rows took 0.75-0.83 s with 100-byte values but 2.5-3.1 s with
+2,000-byte values it never looks at; the aggregate took the same within the noise (0.85-1.3 s,
+up to about 20% more in a warm session). The aggregate is used because it also makes the JVM
+read every key and value byte (a reader that someday gets column pruning could not skip them)
+and proves the data: a read counts only if it returns exactly N rows, N x 100 value bytes and
+N x 16 key bytes.
+
+By default each figure is the first big job of a fresh session after a light warm-up, as a
+one-off batch job sees it: the JVM is not yet warmed by a big job, and the Arrow paths suffer
+from that more than the peers' (medians of 3 rounds here: our read 0.58 M rows/s on the first
+job, 1.05 M on the second; the read ceiling 1.07 M then 1.48 M; the peer read 0.41 M then
+0.53 M; after several big jobs the read ceiling reaches 2.3-2.6 M). ``--passes N`` times the job
+N times in the session (writes each to a fresh topic, all checked) and reports the last, warmer
+one, the first beside it. Each Python Data Source job also pays a fixed 0.3-0.5 s of planning
+(its own Python processes) whatever its size, which is why small runs (--rows 200000) put every
+Python source near its peer. With ``--repeat`` the rounds go round-robin over the methods and
+each method's median is reported. The read ceiling's 10,000-row batches are its best size here
+(50,000 the same, 2,000 and 200,000 slower).
+
+    python -m bench.e2e_spark [--rows 2000000] [--repeat 1] [--passes 1] [--clients a,b,...]
 """
 
 from __future__ import annotations
@@ -18,7 +73,8 @@ import inspect
 import os
 import sys
 import threading
-from collections.abc import Iterable, Sequence
+import time
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -33,17 +89,42 @@ from bench.common import (
     count_topic,
     create_topic,
     delete_topic,
-    e2e_table,
+    fmt_num,
+    fmt_rate,
+    fmt_ratio,
+    markdown_table,
+    median_result,
     our_module,
     run_child,
+    status_cell,
     unique_topic,
 )
 
-CLIENTS = ("foreachPartition-confluent", "kafka_core")
-ANCHOR = "foreachPartition-confluent"
+# method -> (operation, role); roles: the peer every ratio is taken against, ours, the ceiling
+METHODS: dict[str, tuple[str, str]] = {
+    "foreachPartition-confluent": ("write", "peer"),
+    "kafka_core-write": ("write", "ours"),
+    "ceiling-arrow-writer": ("write", "ceiling"),
+    "mapPartitions-confluent": ("read", "peer"),
+    "kafka_core-read": ("read", "ours"),
+    "ceiling-arrow-reader": ("read", "ceiling"),
+}
+LEGACY_METHODS = {"kafka_core": ("write", "ours")}  # results.json written before the read existed
+CLIENTS = tuple(METHODS)
+ANCHOR = "foreachPartition-confluent"  # the write's peer (kept for callers of the write-only bench)
+OPERATIONS = ("write", "read")
+TARGETS = {"write": 8.0, "read": 5.0}  # ours / peer
 PARTITIONS = 4
 KEY_SIZE = 16
 VALUE_SIZE = 100
+BATCH_ROWS = 10_000  # rows per prebuilt Arrow batch of the read ceiling (Spark's default Arrow batch)
+WARM_UP_ROWS = 1_000
+PEER_DEADLINE_S = 300.0
+CEILING_SOURCE = "bench_ceiling"
+
+
+def method_role(client: str) -> tuple[str, str]:
+    return METHODS.get(client) or LEGACY_METHODS.get(client) or ("?", "?")
 
 
 # --------------------------------------------------------------------------- process-tree accounting
@@ -142,6 +223,167 @@ def write_partition_confluent(rows: Iterable[Any], bootstrap: str, topic: str) -
         raise RuntimeError(f"{remaining} undelivered, {len(errors)} errors: {errors[:3]}")
 
 
+def read_partitions_confluent(partitions: Iterable[int], bootstrap: str, topic: str) -> Iterator[tuple]:
+    """Runs on an executor: every record of the given Kafka partitions, from the earliest offset to
+    the end, as ``(key, value, topic, partition, offset, timestamp ms, confluent timestamp type)``.
+
+    The end: the listed end offset (ListOffsets latest), then whatever is already fetched. The
+    test broker lists the base offset of the last batch + 1, inside that batch; the rest of the
+    batch arrives with it, so a non-blocking drain after it completes the partition (on Apache
+    Kafka, whose listed end is right, the drain finds nothing). ``consume`` waits for as many
+    messages as asked, so it asks for no more than remain before the listed end.
+    """
+    from confluent_kafka import Consumer, KafkaException, TopicPartition
+
+    for partition in partitions:
+        consumer = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "bench-spark-read",  # required by the client; nothing is committed
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 100,
+                "queued.min.messages": 1_000_000,
+                "log_level": 3,
+            }
+        )
+        try:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
+            if high <= low:
+                continue
+            consumer.assign([TopicPartition(topic, partition, low)])
+            last = low - 1
+            deadline = time.monotonic() + PEER_DEADLINE_S
+            consume = consumer.consume
+            while True:
+                reached = last >= high - 1
+                messages = consume(10_000, 0) if reached else consume(min(10_000, high - 1 - last), 1.0)
+                if not messages:
+                    if reached:
+                        break
+                    if time.monotonic() > deadline:
+                        raise TimeoutError(f"partition {partition}: stuck at {last}, listed end {high}")
+                    continue
+                for m in messages:
+                    if m.error() is not None:
+                        raise KafkaException(m.error())
+                    ts_type, ts = m.timestamp()
+                    yield (m.key(), m.value(), topic, partition, m.offset(), ts, ts_type)
+                last = messages[-1].offset()
+        finally:
+            consumer.close()
+
+
+# --------------------------------------------------------------------------- ceilings (no broker)
+
+
+@functools.cache
+def ceiling_source() -> type:
+    """The ceilings' Python Data Source ("bench_ceiling"), made on first use so that importing
+    this module does not need pyspark. Read: prebuilt Arrow batches of the Kafka read schema,
+    ``rows`` over ``partitions`` input partitions. Write: an Arrow writer that only counts rows
+    (and fails the job in ``commit`` if ``expected`` is given and not met)."""
+    from pyspark.sql.datasource import (
+        DataSource,
+        DataSourceArrowWriter,
+        DataSourceReader,
+        InputPartition,
+        WriterCommitMessage,
+    )
+
+    class CeilingReader(DataSourceReader):
+        def __init__(self, options: dict[str, str], schema: Any) -> None:
+            self.rows = int(options.get("rows", "0"))
+            self.partitions_ = int(options.get("partitions", str(PARTITIONS)))
+            self.batch_rows = int(options.get("batch_rows", str(BATCH_ROWS)))
+            self.schema = schema
+
+        def partitions(self) -> list[Any]:
+            share, extra = divmod(self.rows, self.partitions_)
+            return [InputPartition((p, share + (p < extra))) for p in range(self.partitions_)]
+
+        def read(self, partition: Any) -> Iterator[Any]:
+            index, rows = partition.value
+            batch = prebuilt_kafka_batch(self.schema, index, min(rows, self.batch_rows))
+            while rows > 0:
+                yield batch if rows >= batch.num_rows else batch.slice(0, rows)
+                rows -= batch.num_rows
+
+    class CountingWriter(DataSourceArrowWriter):
+        def __init__(self, options: dict[str, str]) -> None:
+            self.expected = int(options.get("expected", "-1"))
+
+        def write(self, iterator: Iterator[Any]) -> Any:
+            message = WriterCommitMessage()
+            message.rows = sum(batch.num_rows for batch in iterator)  # type: ignore[attr-defined]
+            return message
+
+        def commit(self, messages: list[Any]) -> None:
+            total = sum(m.rows for m in messages)
+            if self.expected >= 0 and total != self.expected:
+                raise RuntimeError(f"the counting sink got {total} rows, expected {self.expected}")
+
+    class CeilingSource(DataSource):
+        @classmethod
+        def name(cls) -> str:
+            return CEILING_SOURCE
+
+        def schema(self) -> Any:
+            return kafka_schema()
+
+        def reader(self, schema: Any) -> Any:
+            return CeilingReader(self.options, schema)
+
+        def writer(self, schema: Any, overwrite: bool) -> Any:
+            return CountingWriter(self.options)
+
+    return CeilingSource
+
+
+def kafka_schema() -> Any:
+    """Spark's Kafka source schema (without headers)."""
+    from pyspark.sql.types import (
+        BinaryType,
+        IntegerType,
+        LongType,
+        StringType,
+        StructField,
+        StructType,
+        TimestampType,
+    )
+
+    return StructType(
+        [
+            StructField("key", BinaryType()),
+            StructField("value", BinaryType()),
+            StructField("topic", StringType()),
+            StructField("partition", IntegerType()),
+            StructField("offset", LongType()),
+            StructField("timestamp", TimestampType()),
+            StructField("timestampType", IntegerType()),
+        ]
+    )
+
+
+def prebuilt_kafka_batch(schema: Any, partition: int, rows: int) -> Any:
+    """One RecordBatch of ``rows`` records like the topic's, in the exact Arrow schema Spark wants."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    keys = [b"%0*d" % (KEY_SIZE, i) for i in range(rows)]
+    filler = b"v" * (VALUE_SIZE - KEY_SIZE)
+    now_us = int(time.time() * 1e6)
+    columns = [
+        pa.array(keys, pa.binary()),
+        pa.array([k + filler for k in keys], pa.binary()),
+        pa.array(["bench"] * rows, pa.string()),
+        pa.array([partition] * rows, pa.int32()),
+        pa.array(range(rows), pa.int64()),
+        pa.array([now_us] * rows, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
+        pa.array([0] * rows, pa.int32()),
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=to_arrow_schema(schema, timezone="UTC"))
+
+
 # --------------------------------------------------------------------------- driver side
 
 
@@ -174,74 +416,224 @@ def _frame(spark: Any, rows: int) -> Any:
     )
 
 
-def _warm_up(spark: Any) -> None:
-    """Spawn the Python workers before timing (about 4.5 s here, not part of the write)."""
+def _drain(df: Any) -> tuple[int, int, int]:
+    """The read's action: (rows, value bytes, key bytes), every row and byte through the JVM."""
+    from pyspark.sql import functions as F
+
+    row = df.agg(
+        F.count(F.lit(1)), F.sum(F.length("value")).cast("long"), F.sum(F.length("key")).cast("long")
+    ).first()
+    return int(row[0]), int(row[1] or 0), int(row[2] or 0)
+
+
+def _warm_up(spark: Any, op: str) -> None:
+    """Spawn the Python workers before timing (about 4.5 s here, not part of the job), then run a
+    small job through a Python Data Source of the same operation (the planner's Python process)."""
     spark.sparkContext.parallelize(range(4), 2).map(lambda x: x).count()
+    if op == "write":
+        (
+            _frame(spark, WARM_UP_ROWS)
+            .write.format(CEILING_SOURCE)
+            .option("expected", str(WARM_UP_ROWS))
+            .mode("append")
+            .save()
+        )
+    else:
+        _drain(spark.read.format(CEILING_SOURCE).option("rows", str(WARM_UP_ROWS)).load())
 
 
-def _our_source() -> Any:
-    """Our Python Data Source class, or say it is not there yet (checked before Spark starts).
+def _our_source(kind: str) -> Any:
+    """Our Python Data Source class with a ``kind`` ("reader" or "writer"), and the module's
+    ``register(spark)`` if it has one; or say it is not there yet (checked before Spark starts).
 
     Looked up in ``$BENCH_SPARK_SOURCE`` (``module`` or ``module:Class``, default
-    ``kafka_core.spark``): the first DataSource subclass there that defines a writer.
+    ``kafka_core.spark``): a DataSource subclass there that defines ``kind``, the one named
+    "kafka_core" first.
     """
     spec = os.environ.get("BENCH_SPARK_SOURCE", "kafka_core.spark")
     module_name, _, class_name = spec.partition(":")
     from pyspark.sql.datasource import DataSource
 
     module = our_module(module_name)
+    members = {}
+    for name in {*dir(module), *getattr(module, "__all__", ())}:  # __all__: lazy exports too
+        try:
+            members[name] = getattr(module, name)
+        except Exception as exc:
+            raise RuntimeError(f"{module_name}.{name} failed to import: {type(exc).__name__}: {exc}") from exc
     sources = [
         obj
-        for name, obj in inspect.getmembers(module, inspect.isclass)
-        if issubclass(obj, DataSource)
+        for name, obj in sorted(members.items())
+        if inspect.isclass(obj)
+        and issubclass(obj, DataSource)
         and obj is not DataSource
-        and "writer" in vars(obj)
+        and getattr(obj, kind) is not getattr(DataSource, kind)
         and (not class_name or name == class_name)
     ]
     if not sources:
-        raise NotImplementedYet(f"{spec} has no DataSource with a writer yet")
-    return sources[0]
+        raise NotImplementedYet(f"{spec} has no DataSource with a {kind} yet")
+    sources.sort(key=lambda cls: _source_name(cls) != "kafka_core")
+    register = getattr(module, "register", None)
+    return sources[0], register if callable(register) else None
 
 
-def _run(method: str, bootstrap: str, topic: str, rows: int) -> RunResult:
-    source = _our_source() if method == "kafka_core" else None
+def _source_name(cls: Any) -> str:
+    try:
+        return str(cls.name())
+    except Exception:
+        return ""
+
+
+def pass_topic(topic: str, index: int) -> str:
+    """The topic a write's pass ``index`` goes to (every pass writes the same rows to its own)."""
+    return topic if index == 0 else f"{topic}-pass{index}"
+
+
+def _run(method: str, bootstrap: str, topic: str, rows: int, passes: int = 1) -> RunResult:
+    op, role = method_role(method)
+    source, register = (
+        _our_source("writer" if op == "write" else "reader") if role == "ours" else (None, None)
+    )
+    from bench import e2e_spark as importable  # pickled by reference, not from __main__
+
     spark = _session()
     try:
-        df = _frame(spark, rows)
+        spark.dataSource.register(importable.ceiling_source())
         fmt = ""
         if source is not None:
-            spark.dataSource.register(source)
-            fmt = str(source.name())
-        _warm_up(spark)
-        cpu0, _ = tree_usage(os.getpid())
-        with TreeSampler() as sampler:
-            span = Span().start()
-            if method == "kafka_core":
-                (
-                    df.write.format(fmt)
-                    .option("kafka.bootstrap.servers", bootstrap)
-                    .option("topic", topic)
-                    .mode("append")
-                    .save()
-                )
+            if register is not None:
+                register(spark)
             else:
-                from bench import e2e_spark as importable  # pickled by reference, not from __main__
-
-                df.foreachPartition(
-                    functools.partial(importable.write_partition_confluent, bootstrap=bootstrap, topic=topic)
-                )
-            span.stop()
-        cpu1, _ = tree_usage(os.getpid())
-        result = RunResult(method, records=rows, wall_s=span.wall, cpu_s=cpu1 - cpu0)
+                spark.dataSource.register(source)
+            fmt = _source_name(source)
+        _warm_up(spark, op)
+        notes: list[str] = []
+        spans: list[tuple[float, float]] = []  # (wall, tree CPU) of every pass
+        with TreeSampler() as sampler:
+            for index in range(passes):
+                cpu0, _ = tree_usage(os.getpid())
+                span = Span().start()
+                if op == "write":
+                    df = _frame(spark, rows)
+                    _write(importable, method, df, fmt, bootstrap, pass_topic(topic, index), rows)
+                else:
+                    df = _read_frame(importable, spark, method, fmt, bootstrap, topic, rows)
+                    got = _drain(df)
+                span.stop()
+                spans.append((span.wall, tree_usage(os.getpid())[0] - cpu0))
+                if op == "read" and got != (want := (rows, rows * VALUE_SIZE, rows * KEY_SIZE)):
+                    raise RuntimeError(f"read (rows, value bytes, key bytes) {got}, expected {want}")
+        if op == "read":
+            schema = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+            expected = [(f.name, f.dataType.simpleString()) for f in kafka_schema().fields]
+            if schema != expected:
+                notes.append(f"schema differs from Spark's Kafka source: {schema}")
+        wall, cpu = spans[-1]  # the last pass: with several, the session is warm
+        result = RunResult(method, records=rows, wall_s=wall, cpu_s=cpu)
         result.extra["tree_rss_mb"] = round(sampler.peak_mb)
-        result.extra["note"] = (
-            f"{df.rdd.getNumPartitions()} Spark partitions; CPU and RSS: whole process tree"
-        )
-        if method == "kafka_core":
-            result.extra["note"] += f"; format {fmt!r}"
+        result.extra["op"] = op
+        result.extra["role"] = role
+        if passes > 1:
+            result.extra["pass_rates"] = [round(rows / w) for w, _ in spans]
+        notes.insert(0, f"{df.rdd.getNumPartitions()} Spark partitions")
+        if role == "ours":
+            notes.append(f"format {fmt!r}")
+        result.extra["note"] = "; ".join(notes)
         return result
     finally:
         spark.stop()
+
+
+def _write(importable: Any, method: str, df: Any, fmt: str, bootstrap: str, topic: str, rows: int) -> None:
+    if method == "foreachPartition-confluent":
+        df.foreachPartition(
+            functools.partial(importable.write_partition_confluent, bootstrap=bootstrap, topic=topic)
+        )
+    elif method == "ceiling-arrow-writer":
+        df.write.format(CEILING_SOURCE).option("expected", str(rows)).mode("append").save()
+    else:
+        (
+            df.write.format(fmt)
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("topic", topic)
+            .mode("append")
+            .save()
+        )
+
+
+def _read_frame(
+    importable: Any, spark: Any, method: str, fmt: str, bootstrap: str, topic: str, rows: int
+) -> Any:
+    if method == "ceiling-arrow-reader":
+        return (
+            spark.read.format(CEILING_SOURCE)
+            .option("rows", str(rows))
+            .option("partitions", str(PARTITIONS))
+            .load()
+        )
+    if method == "kafka_core-read":
+        return (
+            spark.read.format(fmt)
+            .option("kafka.bootstrap.servers", bootstrap)
+            .option("subscribe", topic)
+            .option("startingOffsets", "earliest")
+            .load()
+        )
+    from confluent_kafka.admin import AdminClient
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    metadata = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3}).list_topics(topic, timeout=30)
+    partitions = sorted(metadata.topics[topic].partitions)
+    fields = kafka_schema().fields
+    fields[5] = StructField("timestamp", LongType())  # milliseconds, converted in SQL below
+    rdd = spark.sparkContext.parallelize(partitions, len(partitions)).mapPartitions(
+        functools.partial(importable.read_partitions_confluent, bootstrap=bootstrap, topic=topic)
+    )
+    df = spark.createDataFrame(rdd, StructType(fields), verifySchema=False)
+    return df.select(
+        "key",
+        "value",
+        "topic",
+        "partition",
+        "offset",
+        F.timestamp_millis("timestamp").alias("timestamp"),
+        (F.col("timestampType") - 1).alias("timestampType"),  # librdkafka: 1 CreateTime, 2 LogAppend
+    )
+
+
+def _fill_like_frame(bootstrap: str, topic: str, rows: int) -> None:
+    """The rows of ``_frame`` written by a confluent-kafka producer (only when no write left a topic)."""
+    from confluent_kafka import Producer
+
+    errors: list[str] = []
+
+    def on_error(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "delivery.report.only.error": True,
+            "on_delivery": on_error,
+        }
+    )
+    filler = b"v" * (VALUE_SIZE - KEY_SIZE)
+    for i in range(rows):
+        key = b"%0*d" % (KEY_SIZE, i)
+        while True:
+            try:
+                producer.produce(topic, key + filler, key=key)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    remaining = producer.flush(120)
+    if remaining or errors:
+        raise RuntimeError(f"filling {topic}: {remaining} undelivered, errors: {errors[:3]}")
 
 
 def run_spark_bench(
@@ -249,25 +641,188 @@ def run_spark_bench(
     *,
     rows: int = 2_000_000,
     clients: Sequence[str] = CLIENTS,
+    repeat: int = 1,
+    passes: int = 1,
     timeout: float = 400.0,
     log: Any = print,
 ) -> list[RunResult]:
-    results = []
-    for client in clients:
-        topic = unique_topic("spark", client)
-        create_topic(bootstrap, topic, PARTITIONS)
-        args = ["--bootstrap", bootstrap, "--topic", topic, "--rows", str(rows)]
-        result = run_child("bench.e2e_spark", client, args, timeout)
-        if result.status == OK:
-            result.rss_mb = float(result.extra.get("tree_rss_mb", result.rss_mb))
-            landed = count_topic(bootstrap, topic, PARTITIONS, rows)
-            if landed != rows:
-                result.status = ERROR
-                result.detail = f"{landed} of {rows} rows on the topic after the run"
-        delete_topic(bootstrap, topic)
-        log(f"  spark {client}: {result.status} {result.rate:,.0f} rows/s {result.detail}")
-        results.append(result)
-    return results
+    """Writes first (each to its own fresh topic, checked by reading it back), then reads, all of
+    the one topic the peer's write left (else ours', else a freshly filled one); ``repeat`` rounds
+    of that, each method's median reported. With ``passes`` > 1 every child times its job that many
+    times in its session (writes each to a fresh topic) and reports the last, warm one."""
+    runs: dict[str, list[RunResult]] = {}
+    written: dict[str, str] = {}  # writer -> its topic, holding exactly ``rows`` records
+    read_topic = read_source = ""
+    order = sorted(clients, key=lambda c: (*OPERATIONS, method_role(c)[0]).index(method_role(c)[0]))
+    try:
+        for _round in range(repeat):
+            for client in order:
+                op, role = method_role(client)
+                args = ["--rows", str(rows)]
+                topic = ""
+                if role != "ceiling" and op == "write":
+                    topic = unique_topic("spark", client)
+                    for index in range(passes):
+                        create_topic(bootstrap, pass_topic(topic, index), PARTITIONS)
+                elif role != "ceiling" and op == "read":
+                    if not read_topic:
+                        read_topic, read_source = _pick_read_topic(bootstrap, written, rows, log)
+                    topic = read_topic
+                if topic:
+                    args += ["--bootstrap", bootstrap, "--topic", topic]
+                result = run_child("bench.e2e_spark", client, [*args, "--passes", str(passes)], timeout)
+                if result.status == OK:
+                    result.rss_mb = float(result.extra.get("tree_rss_mb", result.rss_mb))
+                if op == "write" and topic:
+                    landed = [
+                        count_topic(bootstrap, pass_topic(topic, i), PARTITIONS, rows)
+                        if result.status == OK
+                        else -1
+                        for i in range(passes)
+                    ]
+                    if result.status == OK and landed != [rows] * passes:
+                        result.status = ERROR
+                        result.detail = f"{landed} of {rows} rows on the topic (per pass) after the run"
+                    for index in range(1, passes):
+                        delete_topic(bootstrap, pass_topic(topic, index))
+                    if landed[0] == rows and not read_topic and client not in written:
+                        written[client] = topic  # kept for the reads
+                    else:
+                        delete_topic(bootstrap, topic)
+                if op == "read" and topic and result.status == OK:
+                    result.extra["note"] += f"; topic written by {read_source}"
+                log(f"  spark {client}: {result.status} {result.rate:,.0f} rows/s {result.detail}")
+                runs.setdefault(client, []).append(result)
+    finally:
+        for topic in {*written.values(), read_topic} - {""}:
+            delete_topic(bootstrap, topic)
+    return [median_result(runs[client]) for client in order]
+
+
+def _pick_read_topic(bootstrap: str, written: dict[str, str], rows: int, log: Any) -> tuple[str, str]:
+    """(topic, who wrote it): the peer's written topic, else ours', else a new one filled by
+    confluent-kafka. The other written topics are deleted (the test broker keeps every record in
+    memory)."""
+    for writer in ("foreachPartition-confluent", "kafka_core-write"):
+        if writer in written:
+            topic = written.pop(writer)
+            for other in list(written):
+                delete_topic(bootstrap, written.pop(other))
+            return topic, writer
+    topic = unique_topic("spark", "read")
+    create_topic(bootstrap, topic, PARTITIONS)
+    log(f"  spark: no write left a topic, filling {topic} with confluent-kafka")
+    _fill_like_frame(bootstrap, topic, rows)
+    return topic, "a confluent-kafka producer (_fill_like_frame)"
+
+
+# --------------------------------------------------------------------------- table
+
+
+def _first_rate(r: RunResult) -> float:
+    """The rate of the first timed job of the session (the only one unless --passes > 1)."""
+    rates = r.extra.get("pass_rates")
+    return float(rates[0]) if rates else r.rate
+
+
+def _group(results: Sequence[RunResult], op: str, role: str) -> RunResult | None:
+    return next((r for r in results if method_role(r.client) == (op, role) and r.status == OK), None)
+
+
+def spark_table(results: Sequence[RunResult]) -> str:
+    """One row per method, grouped by operation: ratio against that operation's peer, share of
+    its ceiling (the Python Data Source boundary with no Kafka work), target for ours. With
+    several timed jobs per session, the first job's rate and ratio stand beside (cold JIT)."""
+    passes = any(len(r.extra.get("pass_rates", ())) > 1 for r in results)
+    ops = [*OPERATIONS, *sorted({method_role(r.client)[0] for r in results} - set(OPERATIONS))]
+    rows = []
+    for op in ops:
+        peer, ceiling = _group(results, op, "peer"), _group(results, op, "ceiling")
+        for r in (r for r in results if method_role(r.client)[0] == op):
+            role = method_role(r.client)[1]
+            name = r.client + (" (ceiling)" if role == "ceiling" else "")
+            if r.status != OK:
+                rows.append([op, name, *["-"] * (7 if passes else 6), status_cell(r)])
+                continue
+            target = TARGETS.get(op) if role == "ours" else None
+            note = r.extra.get("note", "")
+            if len(r.extra.get("runs", ())) > 1:
+                note = (note + "; " if note else "") + "runs: " + ", ".join(map(fmt_rate, r.extra["runs"]))
+            row = [
+                op,
+                name,
+                fmt_rate(r.rate),
+                fmt_ratio(r.rate, peer.rate) if peer else "-",
+                f"{r.rate / ceiling.rate:.0%}" if ceiling and role != "ceiling" else "-",
+                _target_cell(r.rate / peer.rate if peer else 0.0, target) if target else "",
+            ]
+            if passes:
+                first = _first_rate(r)
+                row.append(fmt_rate(first) + (f" ({fmt_ratio(first, _first_rate(peer))})" if peer else ""))
+            rows.append([*row, fmt_num(r.cpu_per_million), f"{r.rss_mb:.0f}", note])
+    headers = ["operation", "method", "rows/s", "vs peer", "of ceiling", "target"]
+    if passes:
+        headers.append("first job rows/s (vs peer)")
+    headers += ["CPU s / M rows", "peak RSS MB", "notes"]
+    return markdown_table(headers, rows)
+
+
+def _target_cell(ratio: float, target: float) -> str:
+    if ratio <= 0:
+        return f"≥{target:g}x (not measured)"
+    return f"≥{target:g}x {'met' if ratio >= target else 'NOT met'}"
+
+
+def spark_headline(results: Sequence[RunResult]) -> list[list[str]]:
+    """Summary rows (path, measured against, ratio, target) for kafka_core's Spark methods."""
+    rows = []
+    for r in results:
+        op, role = method_role(r.client)
+        if role != "ours":
+            continue
+        peer, ceiling = _group(results, op, "peer"), _group(results, op, "ceiling")
+        peer_name = (
+            peer.client
+            if peer
+            else next((c for c, (o, w) in METHODS.items() if (o, w) == (op, "peer")), "peer")
+        )
+        if r.status != OK or peer is None:
+            cell = {"not_implemented": "not yet implemented", OK: "no peer figure"}.get(r.status, "")
+            rows.append([f"spark {op}: {r.client}", peer_name, cell or "error (see below)", ""])
+            continue
+        extra = [f"{r.rate / ceiling.rate:.0%} of ceiling"] if ceiling else []
+        if len(r.extra.get("pass_rates", ())) > 1:
+            extra.append(f"first job {fmt_ratio(_first_rate(r), _first_rate(peer))}")
+        rows.append(
+            [
+                f"spark {op}: {r.client}",
+                peer_name,
+                fmt_ratio(r.rate, peer.rate) + (f" ({'; '.join(extra)})" if extra else ""),
+                _target_cell(r.rate / peer.rate, TARGETS[op]) if op in TARGETS else "",
+            ]
+        )
+    return rows
+
+
+SECTION_TEXT = (
+    "{records:,} rows (key 16 B, value 100 B), local[2], 4-partition topic; each method in its own "
+    "fresh process and Spark session. Write: a DataFrame from spark.range, to a fresh topic, checked by "
+    "reading it back. Read: every reader reads the topic the peer wrote; the timed job is the "
+    "DataFrame's construction and `agg(count(1), sum(length(value)), sum(length(key)))`, which must "
+    "return exactly the rows and bytes written. Peers: write `df.foreachPartition` + confluent-kafka "
+    "Producer per partition; read an RDD of Kafka partitions, `mapPartitions` with a confluent-kafka "
+    "Consumer yielding tuples, `createDataFrame` with the Kafka schema (it reads to the listed end, "
+    "then drains what is already fetched: the test broker's listed end is wrong). Ceilings (no broker): "
+    "a Python Data Source reader yielding prebuilt Arrow batches of the Kafka read schema, and a "
+    "DataSourceArrowWriter that only counts rows; 'of ceiling' is the share of that limit reached, "
+    "'vs peer' on a ceiling row is the most any Python source could gain over the peer. Session start "
+    "and the first spawn of Python workers are not timed. Where a 'first job' column is shown, each "
+    "session timed its job several times (writes each to a fresh topic) and the figures are the last, "
+    "warm one, the first job of the session (cold JIT, what a one-off batch job sees) beside; "
+    "otherwise they are that first job. With several rounds, the median (rounds in the notes). "
+    "CPU and RSS are summed over the process tree (driver, JVM, Python workers): approximate. "
+    "Details: bench/e2e_spark.py."
+)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -276,20 +831,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--bootstrap", help="broker; default: KAFKA_BOOTSTRAP_SERVERS or embedded Tansu")
     parser.add_argument("--topic", help=argparse.SUPPRESS)
     parser.add_argument("--rows", type=int, default=2_000_000)
-    parser.add_argument("--clients", default=",".join(CLIENTS))
+    parser.add_argument("--clients", default=",".join(CLIENTS), help="comma list of methods")
+    parser.add_argument("--repeat", type=int, default=1, help="rounds (fresh processes); median reported")
+    parser.add_argument(
+        "--passes", type=int, default=1, help="timed jobs per session; the last (warm) one is reported"
+    )
     args = parser.parse_args(argv)
 
     if args.child:
-        run = functools.partial(_run, args.child, args.bootstrap, args.topic, args.rows)
-        return child_main(args.child, {args.child: run} if args.child in CLIENTS else {})
+        run = functools.partial(_run, args.child, args.bootstrap, args.topic, args.rows, args.passes)
+        return child_main(args.child, {args.child: run} if args.child in METHODS else {})
 
     clients = [c for c in args.clients.split(",") if c]
+    unknown = [c for c in clients if c not in METHODS]
+    if unknown:
+        parser.error(f"unknown methods: {', '.join(unknown)} (known: {', '.join(METHODS)})")
     if args.bootstrap:
-        results = run_spark_bench(args.bootstrap, rows=args.rows, clients=clients)
+        results = run_spark_bench(
+            args.bootstrap, rows=args.rows, clients=clients, repeat=args.repeat, passes=args.passes
+        )
     else:
         with bench_broker() as bootstrap:
-            results = run_spark_bench(bootstrap, rows=args.rows, clients=clients)
-    print(e2e_table(results, ANCHOR, unit="rows/s"))
+            results = run_spark_bench(
+                bootstrap, rows=args.rows, clients=clients, repeat=args.repeat, passes=args.passes
+            )
+    print(spark_table(results))
     return 0
 
 

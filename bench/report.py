@@ -6,6 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.common import RunResult, e2e_table, fmt_ratio, markdown_table
+from bench.e2e_spark import SECTION_TEXT as SPARK_SECTION_TEXT
+from bench.e2e_spark import spark_headline, spark_table
 
 # op, peer op used as the baseline (the peers have no columnar path), target ratio vs aiokafka
 ROW_OPS: tuple[tuple[str, str, float | None], ...] = (
@@ -226,7 +228,6 @@ def headline(sections: dict[str, Any]) -> str:
     for key, anchor in (
         ("producer", "confluent-kafka"),
         ("consumer", "confluent-kafka"),
-        ("spark", "foreachPartition-confluent"),
     ):
         results = {r.client: r for r in _results(sections.get(key, {}))}
         base = results.get(anchor)
@@ -238,6 +239,7 @@ def headline(sections: dict[str, Any]) -> str:
             else:
                 cell = fmt_ratio(r.rate, base.rate)
             rows.append([f"{key}: {name}", anchor, cell, ""])
+    rows += spark_headline(_results(sections.get("spark", {})))  # a peer and a target per operation
     if not rows:
         return ""
     return markdown_table(["kafka_core path", "measured against", "ratio", "target"], rows)
@@ -307,14 +309,7 @@ def render(data: dict[str, Any]) -> str:
             "the client's start (connect, metadata, first fetch: wall / CPU) is in the notes. "
             "Median of the rounds.",
         ),
-        "spark": (
-            "Spark write",
-            "foreachPartition-confluent",
-            "rows/s",
-            "{records:,} rows (key 16 B, value 100 B) from spark.range, local[2], to a 4-partition "
-            "topic. Session start and the first spawn of Python workers are not timed. CPU and "
-            "RSS are summed over the process tree (driver, JVM, Python workers): approximate.",
-        ),
+        "spark": ("Spark write and read", "", "rows/s", SPARK_SECTION_TEXT),
     }
     for key, (title, anchor, unit, text) in titles.items():
         if key not in sections:
@@ -330,6 +325,8 @@ def render(data: dict[str, Any]) -> str:
             "",
             f"**The section failed:** `{sec['failed']}`"
             if sec.get("failed")
+            else spark_table(_results(sec))
+            if key == "spark"
             else e2e_table(_results(sec), anchor, unit),
         ]
     out += [

@@ -51,6 +51,8 @@ class Mode:
     e2e_repeat: int
     spark_rows: int
     codec_processes: int = 1  # fresh pytest processes; the fastest round over all of them counts
+    spark_repeat: int = 1  # rounds of every Spark method (fresh processes); the median counts
+    spark_passes: int = 1  # timed jobs per Spark session; the last (warm) one counts, the first beside
 
 
 FULL = Mode("full", 0.5, 5, True, 300_000, 3, 2_000_000, codec_processes=3)
@@ -162,8 +164,10 @@ def run_e2e(mode: Mode, sections: Sequence[str]) -> dict[str, Any]:
             mode.e2e_records,
         ),
         "spark": (
-            f"{mode.spark_rows} rows",
-            lambda b: run_spark_bench(b, rows=mode.spark_rows, log=log),
+            f"{mode.spark_rows} rows x {mode.spark_repeat} rounds x {mode.spark_passes} passes",
+            lambda b: run_spark_bench(
+                b, rows=mode.spark_rows, repeat=mode.spark_repeat, passes=mode.spark_passes, log=log
+            ),
             mode.spark_rows,
         ),
     }
@@ -220,6 +224,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--records", type=int, help="producer/consumer records (default 300000)")
     parser.add_argument("--repeat", type=int, help="producer/consumer rounds per client (default 3)")
     parser.add_argument("--spark-rows", type=int, help="Spark rows (default 2000000)")
+    parser.add_argument("--spark-repeat", type=int, help="Spark rounds per method (default 1)")
+    parser.add_argument("--spark-passes", type=int, help="Spark timed jobs per session (default 1)")
     parser.add_argument(
         "--render-only", action="store_true", help="rewrite the table from --raw, run nothing"
     )
@@ -231,7 +237,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
     mode = QUICK if args.quick else FULL
-    overrides = {"e2e_records": args.records, "e2e_repeat": args.repeat, "spark_rows": args.spark_rows}
+    overrides = {
+        "e2e_records": args.records,
+        "e2e_repeat": args.repeat,
+        "spark_rows": args.spark_rows,
+        "spark_repeat": args.spark_repeat,
+        "spark_passes": args.spark_passes,
+    }
     mode = dataclasses.replace(mode, **{k: v for k, v in overrides.items() if v})
     sections = [s for s in (args.only.split(",") if args.only else SECTIONS) if s]
     unknown = set(sections) - set(SECTIONS)

@@ -317,3 +317,64 @@ def test_count_topic_sees_exactly_what_landed(bootstrap: str) -> None:
     fill_topic(bootstrap, topic, make_values(50, 100))
     assert count_topic(bootstrap, topic, 2, expected=50) == 50
     assert count_topic(bootstrap, topic, 2, expected=60, timeout=10) == 50
+
+
+def test_spark_table_ratios_ceilings_and_targets() -> None:
+    from bench.e2e_spark import spark_headline, spark_table
+
+    def run(client: str, wall: float, **kw: Any) -> RunResult:
+        return RunResult(client, records=1_000_000, wall_s=wall, cpu_s=wall, rss_mb=100, **kw)
+
+    results = [
+        run("foreachPartition-confluent", 10.0),  # 100 k/s
+        run("kafka_core-write", 1.0),  # 1 M/s: 10x the peer, 50% of the ceiling
+        run("ceiling-arrow-writer", 0.5),
+        run("mapPartitions-confluent", 4.0),  # 250 k/s
+        run("kafka_core-read", 1.0),  # 4x: below the read target
+        RunResult("ceiling-arrow-reader", status=ERROR, detail="boom"),
+    ]
+    text = spark_table(results)
+    assert "| write | kafka_core-write | 1.00 M | 10.00x | 50% | ≥8x met |" in text
+    assert "| write | ceiling-arrow-writer (ceiling) | 2.00 M | 20.00x | - |" in text
+    assert "| read | kafka_core-read | 1.00 M | 4.00x | - | ≥5x NOT met |" in text
+    assert "error: boom" in text
+    head = spark_headline(results)
+    assert head[0] == [
+        "spark write: kafka_core-write",
+        "foreachPartition-confluent",
+        "10.00x (50% of ceiling)",
+        "≥8x met",
+    ]
+    assert head[1][1:] == ["mapPartitions-confluent", "4.00x", "≥5x NOT met"]
+    missing = [run("foreachPartition-confluent", 10.0), RunResult("kafka_core-read", status=NOT_IMPLEMENTED)]
+    assert spark_headline(missing)[0][2] == "not yet implemented"
+
+
+def test_report_spark_section_old_and_new() -> None:
+    peer = RunResult("foreachPartition-confluent", records=2_000_000, wall_s=20.0, cpu_s=40.0, rss_mb=900)
+    legacy = RunResult("kafka_core", status=NOT_IMPLEMENTED, detail="x")  # results.json of before
+    ours = RunResult("kafka_core-read", records=2_000_000, wall_s=2.0, cpu_s=4.0, rss_mb=900)
+    read_peer = RunResult("mapPartitions-confluent", records=2_000_000, wall_s=10.0, cpu_s=9.0)
+    sections = {
+        "spark": {"results": [r.__dict__ for r in (peer, legacy, read_peer, ours)], "records": 2_000_000}
+    }
+    text = report.render({"environment": {}, "sections": sections})
+    assert "## Spark write and read" in text
+    assert "| spark write: kafka_core | foreachPartition-confluent | not yet implemented |" in text
+    assert "| spark read: kafka_core-read | mapPartitions-confluent | 5.00x | ≥5x met |" in text
+    assert "2,000,000 rows (key 16 B, value 100 B)" in text
+
+
+def test_spark_table_first_job_beside_warm_figure() -> None:
+    from bench.e2e_spark import spark_headline, spark_table
+
+    peer = RunResult(
+        "mapPartitions-confluent", records=1_000_000, wall_s=4.0, extra={"pass_rates": [200_000, 250_000]}
+    )
+    ours = RunResult(
+        "kafka_core-read", records=1_000_000, wall_s=1.0, extra={"pass_rates": [400_000, 1_000_000]}
+    )
+    text = spark_table([peer, ours])
+    assert "first job rows/s (vs peer)" in text
+    assert "| read | kafka_core-read | 1.00 M | 4.00x | - | ≥5x NOT met | 400 k (2.00x) |" in text
+    assert spark_headline([peer, ours])[0][2] == "4.00x (first job 2.00x)"
