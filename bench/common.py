@@ -17,7 +17,7 @@ import subprocess
 import sys
 import time
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
@@ -279,8 +279,11 @@ def delete_topic(bootstrap: str, name: str) -> None:
         admin.delete_topics([name])[name].result(15)
 
 
-def fill_topic(bootstrap: str, topic: str, values: Sequence[bytes]) -> None:
-    """Preload a topic for the consumer benchmark (confluent-kafka: the fastest writer here)."""
+def produce_all(
+    bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes]], timeout: float = 120.0
+) -> None:
+    """Write ``(key, value)`` records with one confluent-kafka Producer (acks=all, linger 5 ms,
+    1 MB batches), flushed and checked: the peers' writer in every benchmark."""
     from confluent_kafka import Producer
 
     errors: list[str] = []
@@ -299,16 +302,22 @@ def fill_topic(bootstrap: str, topic: str, values: Sequence[bytes]) -> None:
             "on_delivery": on_error,
         }
     )
-    for value in values:
+    produce, poll = producer.produce, producer.poll
+    for key, value in records:
         while True:
             try:
-                producer.produce(topic, value)
+                produce(topic, value, key=key)
                 break
             except BufferError:
-                producer.poll(0.01)
-    remaining = producer.flush(60)
+                poll(0.005)
+    remaining = producer.flush(timeout)
     if remaining or errors:
-        raise RuntimeError(f"filling {topic}: {remaining} undelivered, errors: {errors[:3]}")
+        raise RuntimeError(f"writing {topic}: {remaining} undelivered, {len(errors)} errors: {errors[:3]}")
+
+
+def fill_topic(bootstrap: str, topic: str, values: Sequence[bytes]) -> None:
+    """Preload a topic for the consumer benchmark (confluent-kafka: the fastest writer here)."""
+    produce_all(bootstrap, topic, ((None, v) for v in values), timeout=60.0)
 
 
 def count_topic(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60.0) -> int:

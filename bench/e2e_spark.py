@@ -95,6 +95,7 @@ from bench.common import (
     markdown_table,
     median_result,
     our_module,
+    produce_all,
     run_child,
     status_cell,
     unique_topic,
@@ -192,35 +193,7 @@ class TreeSampler:
 
 def write_partition_confluent(rows: Iterable[Any], bootstrap: str, topic: str) -> None:
     """Runs on an executor: one Producer per partition, flushed and checked before the task ends."""
-    from confluent_kafka import Producer
-
-    errors: list[str] = []
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(str(err))
-
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "delivery.report.only.error": True,
-            "on_delivery": on_delivery,
-        }
-    )
-    produce, poll = producer.produce, producer.poll
-    for row in rows:
-        while True:
-            try:
-                produce(topic, row[1], key=row[0])
-                break
-            except BufferError:
-                poll(0.005)
-    remaining = producer.flush(120)
-    if remaining or errors:
-        raise RuntimeError(f"{remaining} undelivered, {len(errors)} errors: {errors[:3]}")
+    produce_all(bootstrap, topic, ((row[0], row[1]) for row in rows))
 
 
 def read_partitions_confluent(partitions: Iterable[int], bootstrap: str, topic: str) -> Iterator[tuple]:
@@ -340,28 +313,10 @@ def ceiling_source() -> type:
 
 
 def kafka_schema() -> Any:
-    """Spark's Kafka source schema (without headers)."""
-    from pyspark.sql.types import (
-        BinaryType,
-        IntegerType,
-        LongType,
-        StringType,
-        StructField,
-        StructType,
-        TimestampType,
-    )
+    """Spark's Kafka source schema (without headers): the one the connector and ours declare."""
+    from kafka_core.spark import read_schema
 
-    return StructType(
-        [
-            StructField("key", BinaryType()),
-            StructField("value", BinaryType()),
-            StructField("topic", StringType()),
-            StructField("partition", IntegerType()),
-            StructField("offset", LongType()),
-            StructField("timestamp", TimestampType()),
-            StructField("timestampType", IntegerType()),
-        ]
-    )
+    return read_schema(False)
 
 
 def prebuilt_kafka_batch(schema: Any, partition: int, rows: int) -> Any:
@@ -604,36 +559,9 @@ def _read_frame(
 
 def _fill_like_frame(bootstrap: str, topic: str, rows: int) -> None:
     """The rows of ``_frame`` written by a confluent-kafka producer (only when no write left a topic)."""
-    from confluent_kafka import Producer
-
-    errors: list[str] = []
-
-    def on_error(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(str(err))
-
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "delivery.report.only.error": True,
-            "on_delivery": on_error,
-        }
-    )
     filler = b"v" * (VALUE_SIZE - KEY_SIZE)
-    for i in range(rows):
-        key = b"%0*d" % (KEY_SIZE, i)
-        while True:
-            try:
-                producer.produce(topic, key + filler, key=key)
-                break
-            except BufferError:
-                producer.poll(0.01)
-    remaining = producer.flush(120)
-    if remaining or errors:
-        raise RuntimeError(f"filling {topic}: {remaining} undelivered, errors: {errors[:3]}")
+    keys = (b"%0*d" % (KEY_SIZE, i) for i in range(rows))
+    produce_all(bootstrap, topic, ((key, key + filler) for key in keys))
 
 
 def run_spark_bench(
