@@ -77,6 +77,18 @@ class OffsetLookups:
     for_times: Callable[[dict[TopicPartition, int]], dict[TopicPartition, int | None]]
 
 
+def _per_partition(
+    spec: OffsetSpec, tps: list[TopicPartition], name: str, what: str
+) -> dict[TopicPartition, int]:
+    """A JSON spec's number for each partition read; every one must be given, as in Spark."""
+    given = {TopicPartition(t, p): v for t, ps in spec.offsets.items() for p, v in ps.items()}
+    missing = sorted(set(tps) - set(given))
+    if missing:
+        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
+        raise KafkaConfigError(f"option {name!r} does not give {what} for every partition: missing {names}")
+    return {tp: given[tp] for tp in tps}
+
+
 def resolve(
     spec: OffsetSpec,
     tps: list[TopicPartition],
@@ -86,11 +98,7 @@ def resolve(
     strategy: str = "error",
     name: str = "startingOffsets",
 ) -> dict[TopicPartition, int]:
-    """Concrete offsets for every partition in ``tps`` (-2/-1 turned into real offsets).
-
-    Partitions a JSON spec leaves out are an error, as in Spark, except for a topic the spec does
-    not name at all... which Spark also refuses: every assigned partition must be given.
-    """
+    """Concrete offsets for every partition in ``tps`` (-2/-1 turned into real offsets)."""
     if not tps:
         return {}
     if spec.kind == "earliest":
@@ -98,14 +106,7 @@ def resolve(
     if spec.kind == "latest":
         return lookups.latest(tps)
     if spec.kind == "offsets":
-        given = {TopicPartition(t, p): o for t, ps in spec.offsets.items() for p, o in ps.items()}
-        missing = sorted(set(tps) - set(given))
-        if missing:
-            names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
-            raise KafkaConfigError(
-                f"option {name!r} does not give an offset for every partition: missing {names}"
-            )
-        out = {tp: given[tp] for tp in tps}
+        out = _per_partition(spec, tps, name, "an offset")
         earliest = [tp for tp, o in out.items() if o == EARLIEST]
         latest = [tp for tp, o in out.items() if o == LATEST]
         if earliest:
@@ -117,14 +118,7 @@ def resolve(
         assert spec.timestamp is not None
         wanted = dict.fromkeys(tps, spec.timestamp)
     else:
-        wanted = {TopicPartition(t, p): ts for t, ps in spec.offsets.items() for p, ts in ps.items()}
-        missing = sorted(set(tps) - set(wanted))
-        if missing:
-            names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
-            raise KafkaConfigError(
-                f"option {name!r} does not give a timestamp for every partition: missing {names}"
-            )
-        wanted = {tp: wanted[tp] for tp in tps}
+        wanted = _per_partition(spec, tps, name, "a timestamp")
     found = lookups.for_times(wanted)
     out = {}
     none_found = [tp for tp in tps if found.get(tp) is None]

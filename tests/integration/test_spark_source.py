@@ -47,6 +47,11 @@ def _reader(spark: SparkSession, bootstrap: str, **options: str) -> Any:
     return r
 
 
+def _write(df: Any, bootstrap: str, topic: str | None) -> None:
+    w = df.write.format(FMT).option("kafka.bootstrap.servers", bootstrap)
+    (w if topic is None else w.option("topic", topic)).mode("append").save()
+
+
 def _produce(bootstrap: str, topic: str, n: int, partition: int | None = None, prefix: str = "") -> None:
     with KafkaProducer(bootstrap_servers=bootstrap, linger_ms=2) as p:
         for i in range(n):
@@ -79,9 +84,7 @@ def test_batch_write_then_read_round_trips_every_column(
             F.struct(F.lit("h1").alias("key"), F.col("id").cast("string").cast("binary").alias("value"))
         ).alias("headers"),
     )
-    df.write.format(FMT).option("kafka.bootstrap.servers", bootstrap_servers).option("topic", topic).mode(
-        "append"
-    ).save()
+    _write(df, bootstrap_servers, topic)
     back = _reader(spark, bootstrap_servers, subscribe=topic, includeHeaders="true").load()
     assert back.schema.simpleString() == (
         "struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,timestamp:timestamp,"
@@ -121,9 +124,7 @@ def test_peers_read_what_the_sink_wrote(spark: SparkSession, bootstrap_servers: 
         [(b"k1", b"v1", [("a", b"x")]), (None, b"v2", [])],
         "key binary, value binary, headers array<struct<key:string,value:binary>>",
     )
-    df.write.format(FMT).option("kafka.bootstrap.servers", bootstrap_servers).option("topic", topic).mode(
-        "append"
-    ).save()
+    _write(df, bootstrap_servers, topic)
     c = Consumer(
         {"bootstrap.servers": bootstrap_servers, "group.id": "peer", "auto.offset.reset": "earliest"}
     )
@@ -142,7 +143,7 @@ def test_topic_and_partition_columns(spark: SparkSession, bootstrap_servers: str
     t1, t2 = new_topic(partitions=3), new_topic(partitions=3)
     rows = [(t1 if i % 2 else t2, i % 3 if i % 5 else None, f"v{i}") for i in range(300)]
     df = spark.createDataFrame(rows, "topic string, partition int, value string")
-    df.write.format(FMT).option("kafka.bootstrap.servers", bootstrap_servers).mode("append").save()
+    _write(df, bootstrap_servers, None)
     back = _reader(spark, bootstrap_servers, subscribe=f"{t1},{t2}").load()
     got = {(r.topic, r.value.decode()): r.partition for r in back.collect()}
     assert len(got) == 300
@@ -151,9 +152,7 @@ def test_topic_and_partition_columns(spark: SparkSession, bootstrap_servers: str
             assert got[(topic, value)] == part
     # the topic option wins over the column, as in Spark
     t3 = new_topic(partitions=3)
-    df.write.format(FMT).option("kafka.bootstrap.servers", bootstrap_servers).option("topic", t3).mode(
-        "append"
-    ).save()
+    _write(df, bootstrap_servers, t3)
     assert _reader(spark, bootstrap_servers, subscribe=t3).load().count() == 300
 
 
@@ -244,13 +243,11 @@ def test_bad_sink_columns_fail_before_any_task(
 ) -> None:
     df = spark.createDataFrame([], frame)
     with pytest.raises(PySparkException) as info:
-        df.write.format(FMT).option("kafka.bootstrap.servers", bootstrap_servers).option("topic", "t").mode(
-            "append"
-        ).save()
+        _write(df, bootstrap_servers, "t")
     assert message in str(info.value)
     no_topic = spark.createDataFrame([], "value binary")
     with pytest.raises(PySparkException, match="no topic to write to"):
-        no_topic.write.format(FMT).option("kafka.bootstrap.servers", bootstrap_servers).mode("append").save()
+        _write(no_topic, bootstrap_servers, None)
 
 
 def test_a_failed_delivery_fails_the_task(spark: SparkSession, new_topic: Any) -> None:
