@@ -115,19 +115,27 @@ def _key_list(keys: Any) -> list[Any]:
     return list(keys)
 
 
-def _arrow_groups(keys: Any, num: int, sticky: int) -> list[tuple[int, Any]]:
-    """Rows per partition for pyarrow keys: murmur2 over the Arrow buffers in one C loop, null
-    keys to the sticky partition. The rows stay a pyarrow array (no Python int per record)."""
+def _arrow_order(keys: Any, num: int, sticky: int) -> tuple[Any, list[tuple[int, int, int]]]:
+    """Rows in partition order for pyarrow keys, and each partition's [start, stop) in it.
+
+    murmur2 runs over the Arrow buffers in one C loop; null keys go to the sticky partition. The
+    sort is stable, so each key's records keep their order.
+    """
     import pyarrow as pa
     import pyarrow.compute as pc
 
     parts = murmur2_partitions(keys, num)
     if parts.null_count:
         parts = parts.fill_null(pa.scalar(sticky, pa.int32()))
-    distinct = sorted(pc.unique(parts).to_pylist())
-    if len(distinct) == 1:
-        return [(distinct[0], None)]
-    return [(p, pc.indices_nonzero(pc.equal(parts, p))) for p in distinct]
+    order = pc.sort_indices(parts)
+    counts = pc.value_counts(parts)
+    sizes = dict(zip(counts.field("values").to_pylist(), counts.field("counts").to_pylist(), strict=True))
+    bounds = []
+    start = 0
+    for p in sorted(sizes):
+        bounds.append((p, start, start + sizes[p]))
+        start += sizes[p]
+    return order, bounds
 
 
 def plan_chunks(
@@ -169,7 +177,17 @@ def plan_chunks(
         partitioner.on_new_batch(t.topic, num, t.sticky)
         t.sticky = partitioner.sticky(t.topic, num)
     elif keys is not None and _is_arrow(keys) and type(partitioner) is DefaultPartitioner:
-        groups = _arrow_groups(keys, num, partitioner.sticky(t.topic, num))
+        order, bounds = _arrow_order(keys, num, partitioner.sticky(t.topic, num))
+        if len(bounds) == 1:
+            groups = [(bounds[0][0], None)]
+        else:
+            # One take per column in partition order, then zero-copy slices per partition.
+            cols = [_take(c, order) for c in (keys, values, headers, timestamps)]
+            chunks: list[Chunk] = []
+            for p, start, stop in bounds:
+                gk, gv, gh, gt = (_slice(c, start, stop) for c in cols)
+                chunks.extend(_cut(p, gk, gv, gh, gt, order.slice(start, stop - start), batch_size))
+            return chunks
     else:
         key_list = _key_list(keys) if keys is not None else [None] * n
         by_part: dict[int, list[int]] = {}

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kafka_core.errors import KafkaCodecError, KafkaConfigError, KafkaTimeoutError
 from kafka_core.producer.accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, Accumulator
@@ -270,6 +272,37 @@ def test_plan_chunks_groups_keys_by_partition() -> None:
             assert c.partition == murmur2_partition(k, 4)
             seen[row] = c.partition
     assert sorted(seen) == list(range(100))
+
+
+@given(
+    st.lists(st.none() | st.sampled_from([b"a", b"b", b"c", b"dd", b"eee"]), min_size=1, max_size=300),
+    st.integers(1, 6),
+    st.integers(200, 3000),
+)
+def test_plan_chunks_arrow_keys_keep_per_key_order(keys: list, num: int, batch_size: int) -> None:
+    """pyarrow keys: every row once, in its murmur2 partition (null keys sticky), in input order
+    within each partition, and the columns taken along with their rows."""
+    pa = pytest.importorskip("pyarrow")
+    acc = make()
+    acc.set_partitions("t", num)
+    values = pa.array([b"v%d" % i for i in range(len(keys))])
+    headers = [[("i", b"%d" % i)] for i in range(len(keys))]
+    chunks = plan_chunks(
+        acc.topics["t"], acc.partitioner, values, pa.array(keys, pa.binary()), None, headers, None, batch_size
+    )
+    placed: dict[int, list[int]] = {}
+    for c in chunks:
+        rows = list(c.rows) if not hasattr(c.rows, "to_pylist") else c.rows.to_pylist()
+        got_values = c.values.to_pylist()
+        for j, row in enumerate(rows):
+            assert got_values[j] == values[row].as_py() and c.headers[j] == headers[row]
+            if keys[row] is not None:
+                assert c.partition == murmur2_partition(keys[row], num)
+            placed.setdefault(c.partition, []).append(row)
+    assert sorted(r for rows in placed.values() for r in rows) == list(range(len(keys)))
+    assert all(rows == sorted(rows) for rows in placed.values())
+    null_parts = {p for p, rows in placed.items() for r in rows if keys[r] is None}
+    assert len(null_parts) <= 1
 
 
 def test_plan_chunks_rejects_mismatched_columns() -> None:
