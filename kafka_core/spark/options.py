@@ -135,9 +135,7 @@ def _json_offsets(name: str, raw: str) -> dict[str, dict[int, int]]:
     return out
 
 
-def _offset_spec(
-    opts: Mapping[str, str], which: str, default: str | None, *, streaming: bool
-) -> OffsetSpec | None:
+def _offset_spec(opts: Mapping[str, str], which: str, default: str | None) -> OffsetSpec | None:
     """``starting`` or ``ending``: timestamp options take precedence over offsets, as in Spark."""
     ts = opts.get(f"{which}timestamp")
     if ts is not None:
@@ -179,7 +177,6 @@ class SourceOptions:
     max_trigger_delay_ms: int = 15 * 60_000
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
-    fetch_retries: int = 3
     isolation_level: str = "read_uncommitted"
 
     @property
@@ -256,8 +253,8 @@ def parse_source(options: Mapping[str, Any], *, streaming: bool) -> SourceOption
             )
         assign = {t: tuple(sorted(set(ps))) for t, ps in data.items()}
 
-    starting = _offset_spec(opts, "starting", "latest" if streaming else "earliest", streaming=streaming)
-    ending = _offset_spec(opts, "ending", None if streaming else "latest", streaming=streaming)
+    starting = _offset_spec(opts, "starting", "latest" if streaming else "earliest")
+    ending = _offset_spec(opts, "ending", None if streaming else "latest")
     assert starting is not None
     if streaming and ending is not None:
         raise KafkaConfigError(
@@ -314,7 +311,6 @@ def parse_source(options: Mapping[str, Any], *, streaming: bool) -> SourceOption
             f"option 'minOffsetsPerTrigger' ({min_off}) must not exceed 'maxOffsetsPerTrigger' ({max_off})"
         )
     poll_ms = _int(opts, "kafkaConsumer.pollTimeoutMs")
-    retries = _int(opts, "fetchOffset.numRetries", minimum=0)
     return SourceOptions(
         client=client,
         consumer=consumer,
@@ -332,7 +328,6 @@ def parse_source(options: Mapping[str, Any], *, streaming: bool) -> SourceOption
         max_trigger_delay_ms=_duration_ms(opts, "maxTriggerDelay", 15 * 60_000),
         include_headers=_bool(opts, "includeHeaders", False),
         poll_timeout_ms=poll_ms if poll_ms is not None else 120_000,
-        fetch_retries=retries if retries is not None else 3,
         isolation_level=isolation,
     )
 

@@ -74,7 +74,7 @@ class RangePartition(InputPartition):
 
 @dataclass
 class KafkaCommitMessage(WriterCommitMessage):
-    """A write task's counts, for the driver's log and ``KafkaDataSource.last_write``."""
+    """A write task's counts, logged by the driver when the write commits."""
 
     rows: int = 0
     bytes: int = 0

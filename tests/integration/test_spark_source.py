@@ -47,9 +47,29 @@ def _reader(spark: SparkSession, bootstrap: str, **options: str) -> Any:
     return r
 
 
+def _stream(spark: SparkSession, bootstrap: str, **options: str) -> Any:
+    """A streaming read (from earliest unless ``startingOffsets`` says otherwise)."""
+    r = spark.readStream.format(FMT).option("kafka.bootstrap.servers", bootstrap)
+    for k, v in {"startingOffsets": "earliest", **options}.items():
+        r = r.option(k, v)
+    return r.load()
+
+
 def _write(df: Any, bootstrap: str, topic: str | None) -> None:
     w = df.write.format(FMT).option("kafka.bootstrap.servers", bootstrap)
     (w if topic is None else w.option("topic", topic)).mode("append").save()
+
+
+def _available_now(stream: Any, on_batch: Any, checkpoint: str) -> Any:
+    """Run ``stream`` to the end of what is there now, each micro-batch to ``on_batch(df, id)``."""
+    q = (
+        stream.writeStream.foreachBatch(on_batch)
+        .option("checkpointLocation", checkpoint)
+        .trigger(availableNow=True)
+        .start()
+    )
+    q.awaitTermination(180)
+    return q
 
 
 def _produce(bootstrap: str, topic: str, n: int, partition: int | None = None, prefix: str = "") -> None:
@@ -299,33 +319,14 @@ def test_streaming_available_now_with_admission_control(
         batches.append(df.count())
 
     with tempfile.TemporaryDirectory() as checkpoint:
-        stream = (
-            spark.readStream.format(FMT)
-            .option("kafka.bootstrap.servers", bootstrap_servers)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .option("maxOffsetsPerTrigger", "250")
-            .load()
-        )
-        q = (
-            stream.writeStream.foreachBatch(collect)
-            .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .start()
-        )
-        q.awaitTermination(180)
+        stream = _stream(spark, bootstrap_servers, subscribe=topic, maxOffsetsPerTrigger="250")
+        _available_now(stream, collect, checkpoint)
         assert sum(batches) == 900
         assert max(batches) <= 250 + 3 and len([b for b in batches if b]) >= 4
         # a restart resumes from the checkpoint: only the new records
         _produce(bootstrap_servers, topic, 60, prefix="more-")
         batches.clear()
-        q = (
-            stream.writeStream.foreachBatch(collect)
-            .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .start()
-        )
-        q.awaitTermination(180)
+        _available_now(stream, collect, checkpoint)
         assert sum(batches) == 60
 
 
@@ -364,20 +365,8 @@ def test_deleted_topic_is_data_loss_per_option(
     seen: list[int] = []
 
     def run(checkpoint: str, fail: str) -> Any:
-        q = (
-            spark.readStream.format(FMT)
-            .option("kafka.bootstrap.servers", bootstrap_servers)
-            .option("subscribe", topic)
-            .option("startingOffsets", "earliest")
-            .option("failOnDataLoss", fail)
-            .load()
-            .writeStream.foreachBatch(lambda df, _i: seen.append(df.count()))
-            .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .start()
-        )
-        q.awaitTermination(180)
-        return q
+        stream = _stream(spark, bootstrap_servers, subscribe=topic, failOnDataLoss=fail)
+        return _available_now(stream, lambda df, _i: seen.append(df.count()), checkpoint)
 
     with tempfile.TemporaryDirectory() as ck1, tempfile.TemporaryDirectory() as ck2:
         run(ck1, "true")
@@ -408,20 +397,10 @@ def test_pattern_stream_picks_up_a_new_topic_from_its_start(
     seen: list[str] = []
 
     def run(checkpoint: str) -> None:
-        q = (
-            spark.readStream.format(FMT)
-            .option("kafka.bootstrap.servers", bootstrap_servers)
-            .option("subscribePattern", pattern)
-            .option("startingOffsets", "latest")
-            .load()
-            .writeStream.foreachBatch(
-                lambda df, _i: seen.extend(r.topic for r in df.select("topic").collect())
-            )
-            .option("checkpointLocation", checkpoint)
-            .trigger(availableNow=True)
-            .start()
+        stream = _stream(spark, bootstrap_servers, subscribePattern=pattern, startingOffsets="latest")
+        _available_now(
+            stream, lambda df, _i: seen.extend(r.topic for r in df.select("topic").collect()), checkpoint
         )
-        q.awaitTermination(180)
 
     with tempfile.TemporaryDirectory() as checkpoint:
         run(checkpoint)  # starts at latest: nothing yet
