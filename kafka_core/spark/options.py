@@ -179,10 +179,6 @@ class SourceOptions:
     poll_timeout_ms: int = 120_000
     isolation_level: str = "read_uncommitted"
 
-    @property
-    def strategy(self) -> str:
-        return "assign" if self.assign is not None else "pattern" if self.pattern is not None else "subscribe"
-
 
 def _kafka_params(
     opts: Mapping[str, str], role: str, refused: Mapping[str, str], ignored: set[str]

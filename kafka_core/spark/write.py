@@ -224,10 +224,10 @@ def write_arrow(options: SinkOptions, batches: Iterator[Any]) -> WriteCounts:
     return _run(options, feed)
 
 
-def _rows_to_batch(rows: list[Any], schema_names: tuple[str, ...]) -> Any:
+def _rows_to_batch(rows: list[Any]) -> Any:
     import pyarrow as pa
 
-    columns: dict[str, list[Any]] = {name: [] for name in schema_names}
+    columns: dict[str, list[Any]] = {name: [] for name in _COLUMNS}
     for row in rows:
         if isinstance(row, dict):
             get = row.get
@@ -241,7 +241,7 @@ def _rows_to_batch(rows: list[Any], schema_names: tuple[str, ...]) -> Any:
             columns["key"].append(key)
             columns["value"].append(value)
             continue
-        for name in schema_names:
+        for name in _COLUMNS:
             columns[name].append(get(name))
     arrays = {}
     for name, values in columns.items():
@@ -279,10 +279,10 @@ def _feed_rows(rows: Iterable[Any], chunk_rows: int) -> Any:
         for row in rows:
             chunk.append(row)
             if len(chunk) >= chunk_rows:
-                sender.send(_rows_to_batch(chunk, _COLUMNS))
+                sender.send(_rows_to_batch(chunk))
                 chunk = []
         if chunk:
-            sender.send(_rows_to_batch(chunk, _COLUMNS))
+            sender.send(_rows_to_batch(chunk))
 
     return feed
 

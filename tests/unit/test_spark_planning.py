@@ -141,7 +141,7 @@ def test_option_names_are_case_insensitive_and_kafka_params_mapped() -> None:
 
 def test_assign_parsed() -> None:
     opts = parse_source({**BOOT, "assign": '{"a":[2,0,2],"b":[1]}'}, streaming=False)
-    assert opts.assign == {"a": (0, 2), "b": (1,)} and opts.strategy == "assign"
+    assert opts.assign == {"a": (0, 2), "b": (1,)} and not opts.subscribe and opts.pattern is None
 
 
 def test_sink_options() -> None:
