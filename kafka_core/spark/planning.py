@@ -198,14 +198,13 @@ def check_ranges(
     fail_on_data_loss: bool,
     on_loss: Callable[[str], None],
 ) -> list[OffsetRange]:
-    """Ranges from planned offsets; an end before its start means offsets went backwards (a
-    recreated topic, or data deleted): loss is reported per ``failOnDataLoss``."""
+    """Ranges from resolved offsets (every partition of ``end`` has a start); an end before its
+    start means offsets went backwards (a recreated topic, or data deleted): loss is reported per
+    ``failOnDataLoss``."""
     ranges = []
     for tp, stop in sorted(end.items()):
-        begin = start.get(tp)
-        if begin is None:
-            begin = EARLIEST
-        if begin >= 0 and stop < begin:
+        begin = start[tp]
+        if stop < begin:
             message = f"partition {tp.topic}-{tp.partition}'s offset went backwards from {begin} to {stop}. {LOSS_HINT}"
             if fail_on_data_loss:
                 raise DataLossError(message)
