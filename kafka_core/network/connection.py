@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import logging
 import ssl
+import struct
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -39,6 +40,7 @@ from kafka_core.protocol import (
 from kafka_core.protocol.errors import error_for
 from kafka_core.protocol.messages import (
     ApiVersionsRequest,
+    ApiVersionsResponse,
     SaslAuthenticateRequest,
     SaslHandshakeRequest,
 )
@@ -240,6 +242,10 @@ class BrokerConnection:
                 version = min(version - 1, broker_max)
                 log.debug("%s rejected ApiVersions; retrying with v%d", self, version)
                 continue
+            if resp.error_code == UNSUPPORTED_VERSION:
+                raise KafkaUnsupportedVersionError(
+                    f"{self.host}:{self.port} refused ApiVersions down to v0 (UNSUPPORTED_VERSION)"
+                )
             if resp.error_code:
                 raise error_for(resp.error_code, f"ApiVersions from {self.host}:{self.port}")
             self.api_versions = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
@@ -442,9 +448,13 @@ class BrokerConnection:
     @staticmethod
     def _decode(pending: _Pending, frame: bytes | bytearray) -> Any:
         version = pending.api_version
-        if pending.api_key == ApiKey.API_VERSIONS and version > 0 and frame[4:6] == b"\x00\x23":
+        if pending.api_key == ApiKey.API_VERSIONS and frame[4:6] == b"\x00\x23":
             # UNSUPPORTED_VERSION: brokers fall back to a v0 body so the client can read the ranges.
-            version = 0
+            try:
+                return decode_response(pending.api_key, 0, frame).body
+            except KafkaError:
+                # Not every broker does (librdkafka's mock cluster): the error code is enough.
+                return _salvage_api_versions_rejection(frame)
         return decode_response(pending.api_key, version, frame).body
 
     # -- failure and close -----------------------------------------------------------------
@@ -500,6 +510,23 @@ class _Sink(FrameSink):
 
     def stream_ended(self, exc: BaseException | None, mid_frame: bool) -> None:
         self.conn._stream_ended(exc, mid_frame)
+
+
+def _salvage_api_versions_rejection(frame: bytes | bytearray) -> ApiVersionsResponse:
+    """An UNSUPPORTED_VERSION answer to ApiVersions that decodes in no version (as librdkafka's mock
+    sends: a one-byte count, then entries without tagged fields): keep the error code, and the
+    broker's own ApiVersions range if it is the first entry after a 1- or 4-byte count, so the
+    retry can go straight to the highest version it takes (librdkafka retries on the code alone)."""
+    keys: list[ApiVersionsResponse.ApiVersion] = []
+    for offset in (7, 10):
+        entry = bytes(frame[offset : offset + 6])
+        if len(entry) < 6:
+            continue
+        api_key, low, high = struct.unpack(">hhh", entry)
+        if api_key == ApiKey.API_VERSIONS and 0 <= low <= high:
+            keys.append(ApiVersionsResponse.ApiVersion(api_key=api_key, min_version=low, max_version=high))
+            break
+    return ApiVersionsResponse(error_code=UNSUPPORTED_VERSION, api_keys=keys)
 
 
 def _api_name(api_key: int) -> str:

@@ -73,8 +73,12 @@ SUPPORTED = (
 class FakeBroker:
     """A loopback server answering ApiVersions and Metadata, with injectable faults."""
 
-    def __init__(self, *, api_versions_max: int = 4, hold_until: int = 0) -> None:
+    def __init__(self, *, api_versions_max: int = 4, hold_until: int = 0, rejection: str = "kafka") -> None:
         self.api_versions_max = api_versions_max
+        # How a too-new ApiVersions request is refused: "kafka" (a v0 body), "librdkafka-mock" (the
+        # mock cluster's 17-byte body, valid in no version) or "bare" (the error code alone).
+        self.rejection = rejection
+        self.rejection_code = 35
         self.hold_until = hold_until  # answer nothing until this many Metadata requests arrived
         self.connections = 0
         self.api_versions_seen: list[int] = []
@@ -193,7 +197,14 @@ class FakeBroker:
         keys.append(
             ApiVersionsResponse.ApiVersion(api_key=18, min_version=0, max_version=self.api_versions_max)
         )
-        if h.api_version > self.api_versions_max:
+        if h.api_version > self.api_versions_max and self.rejection != "kafka":
+            # Error 35, then (mock) a one-byte count 1 that is no valid compact length, the
+            # ApiVersions range 0-max without tagged fields, and throttle_time_ms 0.
+            tail = b""
+            if self.rejection == "librdkafka-mock":
+                tail = b"\x01" + struct.pack(">hhh", 18, 0, self.api_versions_max) + b"\x00" * 4
+            frame = struct.pack(">ih", h.correlation_id, self.rejection_code) + tail
+        elif h.api_version > self.api_versions_max:
             # What Kafka does: a v0 body with UNSUPPORTED_VERSION, listing what it supports.
             body = ApiVersionsResponse(error_code=35, api_keys=keys)
             frame = encode_response(Response(18, 0, h.correlation_id, body))
@@ -322,6 +333,48 @@ async def test_api_versions_falls_back_when_rejected(broker_max: int) -> None:
         assert broker.api_versions_seen == [4, broker_max]
         assert conn.api_versions_used == broker_max
         assert (await conn.send(meta("x"))).topics[0].name == "x"
+
+
+def test_librdkafka_mock_rejection_is_the_documented_17_bytes() -> None:
+    # The body seen from librdkafka's mock cluster (shared notes), byte for byte.
+    body = bytes.fromhex("0000000700230100120000000200000000")
+    assert len(body) == 17
+    tail = b"\x01" + struct.pack(">hhh", 18, 0, 2) + b"\x00" * 4
+    assert struct.pack(">ih", 7, 35) + tail == body
+
+
+@pytest.mark.parametrize(("rejection", "retry_at"), [("librdkafka-mock", 2), ("bare", 0)])
+@aio
+async def test_api_versions_retries_lower_after_an_undecodable_rejection(
+    rejection: str, retry_at: int
+) -> None:
+    # librdkafka's mock answers v3/v4 with error 35 in a body no version decodes: read the error
+    # code, take the ApiVersions range when it can be found (else v0), retry on the same socket.
+    async with FakeBroker(api_versions_max=2, rejection=rejection) as broker, connected(broker) as conn:
+        assert broker.api_versions_seen == [4, retry_at]
+        assert broker.connections == 1
+        assert conn.api_versions_used == retry_at
+        assert (await conn.send(meta("x"))).topics[0].name == "x"
+
+
+@aio
+async def test_a_broker_refusing_even_v0_is_unsupported_not_garbled() -> None:
+    async with FakeBroker(api_versions_max=-1, rejection="bare") as broker:
+        conn = broker.connection()
+        with pytest.raises(KafkaUnsupportedVersionError, match="refused ApiVersions down to v0"):
+            await conn.connect()
+        assert broker.api_versions_seen == [4, 0]
+
+
+@aio
+async def test_undecodable_api_versions_with_another_error_is_still_garbled() -> None:
+    # Leniency is for UNSUPPORTED_VERSION only: any other undecodable answer is a codec error.
+    async with FakeBroker(api_versions_max=2, rejection="bare") as broker:
+        broker.rejection_code = 0
+        conn = broker.connection()
+        with pytest.raises(KafkaError, match="garbled API_VERSIONS v4"):
+            await conn.connect()
+        assert conn.failed and broker.api_versions_seen == [4]
 
 
 @aio
