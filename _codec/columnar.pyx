@@ -383,9 +383,12 @@ cdef class _Columns:
                     read_error(r)
                 if not valid_utf8(h.key, h.klen):
                     read_fail(r, r.pos, "header key is not valid UTF-8")
+            if rec.klen < 4:  # every record of a control batch is a marker (as the row decoder)
+                read_fail(r, r.pos, f"control record key is {'null' if rec.klen < 0 else f'{rec.klen} bytes'}, needs 4")
+            add64(r, b.base_offset, rec.off_delta, "offset")  # overflows as the row decoder's do
+            if (b.attributes & ATTR_LOG_APPEND) == 0:
+                add64(r, b.base_ts, rec.ts_delta, "timestamp")
             if j == 0:
-                if rec.klen < 4:
-                    read_fail(r, r.pos, f"control record key is {'null' if rec.klen < 0 else f'{rec.klen} bytes'}, needs 4")
                 control_type = <int16_t>read_be16(rec.key + 2)
             end_rec(r, &rec)
         close_records(r, b)

@@ -255,6 +255,8 @@ cdef list _decode_rows(_Input inp, Batch* b, bint check_crc):
         check_more(&r, b.count, i)
         if read_rec(&r, &rec):
             read_error(&r)
+        if control and rec.klen < 4:  # a marker's key holds version and type (as the columns)
+            read_fail(&r, r.pos, f"control record key is {'null' if rec.klen < 0 else f'{rec.klen} bytes'}, needs 4")
         o = KafkaRecord.__new__(KafkaRecord)
         o.offset = add64(&r, b.base_offset, rec.off_delta, "offset")
         if log_append:

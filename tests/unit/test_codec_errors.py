@@ -243,7 +243,8 @@ def test_decoded_timestamp_or_offset_overflowing_int64():
 def test_control_batch_with_short_key_in_columns():
     pytest.importorskip("pyarrow")
     buf = batch(rec(b"\x00\x00\x00\x02k\x02v\x00"), 1, attributes=0x20)
-    K.decode_record_batches(buf)  # rows: the control record is simply returned
+    with pytest.raises(KafkaCodecError, match="control record key is 1 bytes"):
+        K.decode_record_batches(buf)  # rows and columns agree (issue 13)
     with pytest.raises(KafkaCodecError, match="control"):
         K.decode_record_batches_columns(buf)
 

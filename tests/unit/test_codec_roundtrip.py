@@ -215,6 +215,11 @@ def test_round_trip(
     records, compression, base_offset, base_timestamp, log_append_time, producer, transactional, control
 ):
     pid, epoch, seq = producer
+    if control:  # a control record's key holds version and type: shorter keys are malformed
+        records = [
+            K.KafkaRecord(b"\x00\x00\x00\x01" + bytes(r.key or b""), r.value, r.headers, r.timestamp)
+            for r in records
+        ]
     opts = dict(
         base_offset=base_offset,
         base_timestamp=base_timestamp,

@@ -320,6 +320,21 @@ def _decode_v2(view: memoryview, pos: int, end: int, length: int, check_crc: boo
     return batch
 
 
+def check_control_records(batch: _Batch) -> None:
+    """Every record of a control batch is a marker whose key holds version and type (4 bytes),
+    and its offset and timestamp fit int64: the row and columnar decoders reject the rest alike."""
+    base_ts = None if batch.log_append_time else batch.base_timestamp
+    for tsd, od, key, _value, _headers in batch.records:
+        if key is None or len(key) < 4:
+            raise KafkaCodecError(
+                f"control batch with base offset {batch.base_offset}: control record key is "
+                f"{'null' if key is None else f'{len(key)} bytes'}, needs 4 (offset delta {od})"
+            )
+        _check_int64(batch.base_offset + od, "offset", batch)
+        if base_ts is not None:
+            _check_int64(base_ts + tsd, "timestamp", batch)
+
+
 def _check_int64(value: int, what: str, batch: _Batch) -> None:
     if not _INT64_MIN <= value <= _INT64_MAX:
         raise KafkaCodecError(f"batch with base offset {batch.base_offset}: {what} {value} overflows int64")

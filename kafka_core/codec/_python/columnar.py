@@ -10,7 +10,7 @@ from array import array
 from typing import Any
 
 from kafka_core._typing import Buffer
-from kafka_core.codec._python._reader import _walk
+from kafka_core.codec._python._reader import _walk, check_control_records
 from kafka_core.codec._python._writer import _encode
 from kafka_core.codec.columns import BatchInfo, RecordColumns, headers_type
 from kafka_core.errors import KafkaCodecError
@@ -184,15 +184,10 @@ def decode_record_batches_columns(
         base_offset = batch.base_offset
         last_offset = base_offset + batch.last_offset_delta
         if batch.is_control:
+            check_control_records(batch)
             control_type = -1
             if batch.records:
-                key = batch.records[0][2]
-                if key is None or len(key) < 4:
-                    raise KafkaCodecError(
-                        f"control batch with base offset {base_offset}: control record key is "
-                        f"{'null' if key is None else f'{len(key)} bytes'}, needs 4"
-                    )
-                control_type = int.from_bytes(key[2:4], "big", signed=True)
+                control_type = int.from_bytes(batch.records[0][2][2:4], "big", signed=True)
             batches.append(
                 BatchInfo(
                     base_offset,

@@ -12,7 +12,13 @@ from collections.abc import Iterable
 from typing import Any
 
 from kafka_core._typing import Buffer
-from kafka_core.codec._python._reader import _INT64_MAX, _INT64_MIN, _check_int64, _walk
+from kafka_core.codec._python._reader import (
+    _INT64_MAX,
+    _INT64_MIN,
+    _check_int64,
+    _walk,
+    check_control_records,
+)
 from kafka_core.codec._python._writer import _encode
 from kafka_core.errors import KafkaCodecError
 
@@ -228,6 +234,8 @@ def decode_record_batches(buf: Buffer, *, check_crc: bool = True) -> list[KafkaR
         epoch = batch.producer_epoch
         txn = batch.is_transactional
         ctrl = batch.is_control
+        if ctrl:
+            check_control_records(batch)
         if batch.log_append_time:
             ts = batch.max_timestamp
             for _tsd, od, key, value, headers in batch.records:
