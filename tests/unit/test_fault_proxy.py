@@ -1,0 +1,242 @@
+"""The fault proxy with plain sockets: each fault does what the chaos harness relies on.
+
+The upstream is a tiny Kafka-framed server of the test's own: it answers every request frame
+with one response frame carrying the same correlation id (and, for a Fetch, a real record batch).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+import kafka_core.codec as K
+from kafka_core.chaos.proxy import FaultProxy, find_record_batch
+from kafka_core.errors import KafkaCodecError
+
+pytestmark = pytest.mark.timeout(60)
+
+BATCH = bytes(
+    K.encode_record_batch([(b"key-%d" % i, b"value-%03d" % i * 8) for i in range(20)], base_offset=7)
+)
+PRODUCE, FETCH = 0, 1
+
+
+def request(api_key: int, corr: int, body: bytes = b"") -> bytes:
+    head = struct.pack(">hhi", api_key, 0, corr) + b"\x00\x00" + body  # null client id
+    return struct.pack(">i", len(head)) + head
+
+
+def response_body(api_key: int) -> bytes:
+    # A Fetch answer: a few bytes of "response" around a record batch, as in the real thing.
+    return b"\x00" * 10 + struct.pack(">i", len(BATCH)) + BATCH + b"\x00\x00" if api_key == FETCH else b"ok"
+
+
+class Upstream:
+    """Answers each request frame with [size][correlation id][body] (thread per connection)."""
+
+    def __init__(self) -> None:
+        self.sock = socket.create_server(("127.0.0.1", 0))
+        self.port = self.sock.getsockname()[1]
+        self.received = 0
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        while True:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
+
+    def _answer(self, conn: socket.socket) -> None:
+        with conn, contextlib.suppress(OSError):
+            while head := recv_exact(conn, 4):
+                frame = recv_exact(conn, struct.unpack(">i", head)[0])
+                api_key, _, corr = struct.unpack(">hhi", frame[:8])
+                self.received += 1
+                body = struct.pack(">i", corr) + response_body(api_key)
+                conn.sendall(struct.pack(">i", len(body)) + body)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    out = b""
+    while len(out) < n:
+        chunk = sock.recv(n - len(out))
+        if not chunk:
+            return b""
+        out += chunk
+    return out
+
+
+def read_response(sock: socket.socket) -> tuple[int, bytes]:
+    size = struct.unpack(">i", recv_exact(sock, 4))[0]
+    frame = recv_exact(sock, size)
+    return struct.unpack(">i", frame[:4])[0], frame[4:]
+
+
+@pytest.fixture
+def upstream() -> Iterator[Upstream]:
+    server = Upstream()
+    yield server
+    server.close()
+
+
+@pytest.fixture
+def proxy(upstream: Upstream) -> Iterator[FaultProxy]:
+    with FaultProxy("127.0.0.1", upstream.port, seed=1) as p:
+        yield p
+
+
+def connect(proxy: FaultProxy, timeout: float = 5.0) -> socket.socket:
+    return socket.create_connection(("127.0.0.1", proxy.port), timeout=timeout)
+
+
+def roundtrip(sock: socket.socket, api_key: int = PRODUCE, corr: int = 1) -> bytes:
+    sock.sendall(request(api_key, corr))
+    got_corr, body = read_response(sock)
+    assert got_corr == corr
+    return body
+
+
+def test_forwards_both_ways_untouched(proxy: FaultProxy) -> None:
+    with connect(proxy) as sock:
+        assert roundtrip(sock, PRODUCE, 1) == b"ok"
+        assert roundtrip(sock, FETCH, 2) == response_body(FETCH)
+    assert proxy.connections == 1
+
+
+def test_reset_all_cuts_open_connections_with_an_rst(proxy: FaultProxy) -> None:
+    with connect(proxy) as sock:
+        roundtrip(sock)
+        assert proxy.reset_all() == 1
+        with pytest.raises(ConnectionResetError):
+            sock.sendall(request(PRODUCE, 2))
+            sock.recv(1)  # an RST, not an orderly end of stream (which would return b"")
+    with connect(proxy) as sock:  # new connections still work
+        assert roundtrip(sock) == b"ok"
+
+
+def test_refuse_turns_new_connections_away_for_the_window(proxy: FaultProxy) -> None:
+    with connect(proxy) as kept:
+        roundtrip(kept)  # accepted by the proxy, not just queued by the kernel
+        proxy.refuse(1.0)
+        with pytest.raises(ConnectionRefusedError):
+            connect(proxy)
+        assert roundtrip(kept) == b"ok"  # open connections are left alone
+    time.sleep(1.3)
+    with connect(proxy) as sock:
+        assert roundtrip(sock) == b"ok"
+
+
+def test_stall_stops_bytes_without_closing_then_resumes(proxy: FaultProxy) -> None:
+    with connect(proxy) as sock:
+        roundtrip(sock)
+        proxy.stall(1.5)
+        started = time.monotonic()
+        sock.sendall(request(PRODUCE, 2))
+        sock.settimeout(0.8)
+        with pytest.raises(TimeoutError):
+            sock.recv(1)  # nothing comes back, and nothing is closed
+        sock.settimeout(5)
+        assert read_response(sock) == (2, b"ok")
+        assert time.monotonic() - started >= 1.4
+
+
+def test_stall_also_holds_requests(proxy: FaultProxy, upstream: Upstream) -> None:
+    with connect(proxy) as sock:
+        roundtrip(sock)
+        proxy.stall(1.0)
+        sock.sendall(request(PRODUCE, 2))
+        time.sleep(0.5)
+        assert upstream.received == 1  # the second request has not reached the broker
+        sock.settimeout(5)
+        assert read_response(sock) == (2, b"ok")
+
+
+def test_delay_holds_every_response_and_keeps_order(proxy: FaultProxy) -> None:
+    proxy.delay_responses(0.7)
+    with connect(proxy) as sock:
+        started = time.monotonic()
+        sock.sendall(request(PRODUCE, 1) + request(PRODUCE, 2))
+        assert read_response(sock)[0] == 1
+        assert read_response(sock)[0] == 2
+        elapsed = time.monotonic() - started
+        assert 0.65 <= elapsed < 1.3  # delayed, and pipelined rather than one after the other
+        proxy.delay_responses(0)
+        started = time.monotonic()
+        roundtrip(sock, corr=3)
+        assert time.monotonic() - started < 0.5
+
+
+def test_find_record_batch_by_layout_and_crc() -> None:
+    frame = b"\x00" * 8 + b"\x02" * 30 + BATCH + b"\x02\x00"
+    assert find_record_batch(frame) == (38, 38 + len(BATCH))
+    broken = bytearray(frame)
+    broken[38 + 70] ^= 1
+    assert find_record_batch(broken) is None  # the checksum no longer proves it
+    assert find_record_batch(b"\x00" * 200) is None
+
+
+def test_corrupt_flips_a_byte_inside_a_fetch_batch_only(proxy: FaultProxy) -> None:
+    proxy.corrupt_fetches(1.0, limit=1)
+    with connect(proxy) as sock:
+        assert roundtrip(sock, PRODUCE, 1) == b"ok"  # not a Fetch: untouched
+        body = roundtrip(sock, FETCH, 2)
+        clean = response_body(FETCH)
+        diff = [i for i in range(len(clean)) if body[i] != clean[i]]
+        assert len(body) == len(clean) and len(diff) == 1
+        start = 14  # where BATCH sits in the body
+        assert start + 61 <= diff[0] < start + len(BATCH)
+        with pytest.raises(KafkaCodecError):
+            K.decode_record_batches(body[start : start + len(BATCH)], check_crc=True)
+        assert roundtrip(sock, FETCH, 3) == clean  # the limit is reached
+    assert len(proxy.flips) == 1
+    assert proxy.flips[0]["correlation_id"] == 2
+    assert proxy.flips[0]["batch_base_offset"] == 7
+
+
+def test_corruption_is_reproducible_from_the_seed() -> None:
+    upstream = Upstream()
+    bodies = []
+    try:
+        for _ in range(2):
+            with FaultProxy("127.0.0.1", upstream.port, seed=42) as p:
+                p.corrupt_fetches(0.5)
+                with connect(p) as sock:
+                    bodies.append([roundtrip(sock, FETCH, i) for i in range(12)])
+    finally:
+        upstream.close()
+    assert bodies[0] == bodies[1]
+    assert any(b != response_body(FETCH) for b in bodies[0])
+    assert any(b == response_body(FETCH) for b in bodies[0])
+
+
+def test_heal_ends_every_fault_at_once(proxy: FaultProxy) -> None:
+    proxy.refuse(30)
+    proxy.delay_responses(5)
+    proxy.stall(30)
+    proxy.heal()
+    with connect(proxy) as sock:
+        started = time.monotonic()
+        assert roundtrip(sock) == b"ok"
+        assert time.monotonic() - started < 1
+
+
+def test_a_dead_upstream_resets_the_client() -> None:
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))  # bound, never listening: connecting is refused
+        dead_port = holder.getsockname()[1]
+        with FaultProxy("127.0.0.1", dead_port) as p, connect(p) as sock:
+            sock.settimeout(5)
+            with pytest.raises(ConnectionResetError):
+                sock.sendall(request(PRODUCE, 1))
+                sock.recv(1)
