@@ -133,6 +133,9 @@ class KafkaClient(ClientOperations):
         self._start_lock: asyncio.Lock | None = None
         self._started = False
         self._closed = False
+        # The last error a retry loop swallowed (bootstrap, metadata...): the cause a caller that
+        # gives up first (a producer's max_block_ms) can report.
+        self.last_error: BaseException | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -555,6 +558,7 @@ class KafkaClient(ClientOperations):
             except (KafkaConnectionError, KafkaTimeoutError, KafkaProtocolError) as exc:
                 if isinstance(exc, KafkaProtocolError) and not exc.retriable:
                     raise
+                self.last_error = exc
                 delay = backoff.next_s()
                 if loop.time() + delay >= deadline:
                     raise KafkaTimeoutError(
