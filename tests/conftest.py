@@ -1,5 +1,6 @@
 """Test set-up: the codec implementation check and the real broker the integration tests use.
 
+``mock_cluster`` is librdkafka's 3-broker mock cluster (tests/mockcluster.py), fresh per test.
 The broker is ``KAFKA_BOOTSTRAP_SERVERS`` when set (e.g. Apache Kafka from
 docker-compose.kafka.yml), else an embedded Tansu started once per session. Under ``CI=true`` a
 broker that cannot be had fails the run; it is never skipped there.
@@ -12,6 +13,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+from mockcluster import MockCluster, MockClusterError
 
 import kafka_core.codec
 from kafka_core._env import env_flag
@@ -94,3 +96,19 @@ def new_topic(bootstrap_servers: str, tansu: TansuBroker | None) -> Callable[...
         return name
 
     return create
+
+
+@pytest.fixture
+def mock_cluster() -> Iterator[MockCluster]:
+    """A fresh 3-broker librdkafka mock cluster, destroyed (with all its data) after the test.
+
+    No skip: confluent-kafka is a test dependency, so a library that will not load is a failure.
+    """
+    try:
+        cluster = MockCluster(3)
+    except MockClusterError as exc:
+        pytest.fail(f"librdkafka's mock cluster is unavailable: {exc}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        cluster.close()

@@ -286,6 +286,8 @@ class ClientOperations:
             coord = await self.find_coordinator(group_id, 0, timeout_ms=timeout_ms)
             conn = await self.connection(coord.node_id)
             version = conn.choose_version(ApiKey.OFFSET_FETCH, max_version=OFFSETS_MAX_VERSION)
+            # Before v7 there is no stable read: fall back to a plain one, as Java's consumer does.
+            stable = require_stable and version >= 7
             if version >= 8:
                 tcls = _nested(OffsetFetchRequest, "OffsetFetchRequestTopics")
                 gcls = _nested(OffsetFetchRequest, "OffsetFetchRequestGroup")
@@ -295,7 +297,7 @@ class ClientOperations:
                     else [tcls(name=t, partition_indexes=ps) for t, ps in wanted.items()]
                 )
                 body = OffsetFetchRequest(
-                    groups=[gcls(group_id=group_id, topics=topics)], require_stable=require_stable
+                    groups=[gcls(group_id=group_id, topics=topics)], require_stable=stable
                 )
             else:
                 tcls = _nested(OffsetFetchRequest, "OffsetFetchRequestTopic")
@@ -304,7 +306,7 @@ class ClientOperations:
                     if wanted is None
                     else [tcls(name=t, partition_indexes=ps) for t, ps in wanted.items()]
                 )
-                body = OffsetFetchRequest(group_id=group_id, topics=topics, require_stable=require_stable)
+                body = OffsetFetchRequest(group_id=group_id, topics=topics, require_stable=stable)
             resp = await self.send(coord.node_id, body, version)
             if version >= 8:
                 group = next((g for g in resp.groups if g.group_id == group_id), None)

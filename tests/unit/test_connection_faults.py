@@ -721,6 +721,28 @@ async def test_init_producer_id_retries_the_transaction_coordinator() -> None:
         assert broker.seen[ApiKey.INIT_PRODUCER_ID] == 3
 
 
+@pytest.mark.parametrize(
+    ("api", "code", "name"),
+    [
+        (ApiKey.FIND_COORDINATOR, 30, "GROUP_AUTHORIZATION_FAILED"),
+        (ApiKey.INIT_PRODUCER_ID, 31, "CLUSTER_AUTHORIZATION_FAILED"),
+        (ApiKey.INIT_PRODUCER_ID, 53, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+    ],
+)
+@aio
+async def test_fatal_coordinator_errors_are_raised_at_once(api: ApiKey, code: int, name: str) -> None:
+    # The mock cluster cannot show this (its error answers to FindCoordinator are undecodable).
+    async with FakeBroker() as broker, fast_client(broker) as client:
+        broker.script[api] = [code]
+        with pytest.raises(KafkaProtocolError) as info:
+            if api == ApiKey.FIND_COORDINATOR:
+                await client.find_coordinator("g")
+            else:
+                await client.init_producer_id(None)
+        assert (info.value.code, info.value.name) == (code, name)
+        assert broker.seen[api] == 1
+
+
 @aio
 async def test_retries_give_up_at_the_deadline() -> None:
     async with FakeBroker() as broker, fast_client(broker) as client:
