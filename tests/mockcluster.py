@@ -46,6 +46,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "rd_kafka_mock_clear_request_errors": (None, [_V, _I16]),
     # Variadic: (error code, rtt ms) pairs follow; argtypes name the fixed part only.
     "rd_kafka_mock_broker_push_request_error_rtts": (_ERR, [_V, _I32, _I16, _SIZE]),
+    "rd_kafka_mock_broker_error_stack_cnt": (_ERR, [_V, _I32, _I16, ctypes.POINTER(_SIZE)]),
     "rd_kafka_mock_coordinator_set": (_ERR, [_V, _S, _S, _I32]),
     "rd_kafka_mock_set_apiversion": (_ERR, [_V, _I16, _I16, _I16]),
     "rd_kafka_mock_group_initial_rebalance_delay_ms": (None, [_V, _I32]),
@@ -244,6 +245,15 @@ class MockCluster:
             self._handle, broker_id, api_key, len(pairs), *flat
         )
         self._check(err, f"broker_push_request_error_rtts({broker_id}, {api_key})")
+
+    def broker_error_stack_count(self, broker_id: int, api_key: int) -> int:
+        """How many of the errors pushed for this broker and API are still waiting for requests."""
+        count = _SIZE(0)
+        err = self._lib.rd_kafka_mock_broker_error_stack_cnt(
+            self._handle, broker_id, api_key, ctypes.byref(count)
+        )
+        self._check(err, f"broker_error_stack_cnt({broker_id}, {api_key})")
+        return count.value
 
     def set_topic_error(self, topic: str, code: int) -> None:
         """Metadata reports ``code`` for the topic (0 clears it)."""

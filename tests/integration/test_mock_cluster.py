@@ -14,7 +14,7 @@ import uuid
 from typing import Any
 
 import pytest
-from mockcluster import MockCluster
+from mockcluster import MockCluster, MockClusterError
 
 from kafka_core.consumer.sync import KafkaConsumer
 from kafka_core.errors import KafkaProtocolError
@@ -366,6 +366,54 @@ def test_commit_retries_through_coordinator_errors(cluster: MockCluster, topic: 
         ends = {p: sum(1 for q, _ in acked if q == p) for p in range(PARTITIONS)}
         committed = c.committed()
         assert {tp.partition: off for tp, off in committed.items()} == ends
+
+
+def test_commit_during_a_rebalance_raises_it_and_the_next_commit_works(
+    cluster: MockCluster, topic: str
+) -> None:
+    # Kafka's consumer: commitSync raises RebalanceInProgressException; the next poll rejoins.
+    acked = produce_all(cluster.bootstrap, topic, 300)
+    with consumer(cluster.bootstrap, topic, group=f"g-{uuid.uuid4().hex[:8]}") as c:
+        assert_exact(acked, drain(c, len(acked)))
+        cluster.push_request_errors(ApiKey.OFFSET_COMMIT, REBALANCE_IN_PROGRESS)
+        start = time.monotonic()
+        with pytest.raises(KafkaProtocolError) as info:
+            c.commit()
+        assert time.monotonic() - start < FATAL_BOUND_S
+        assert_fatal(info.value, REBALANCE_IN_PROGRESS, "REBALANCE_IN_PROGRESS")
+        assert c.poll(500) == []  # nothing delivered twice after the rejoin
+        c.commit()
+        assert sum(c.committed().values()) == len(acked)
+
+
+def test_per_broker_errors_with_delays_are_retried(cluster: MockCluster, topic: str) -> None:
+    # A slow failure then a slow success on partition 0's leader: retried, delivered once.
+    leader = leaders(cluster.bootstrap, topic)[0]
+    cluster.broker_push_request_error_rtts(
+        leader, ApiKey.PRODUCE, (REQUEST_TIMED_OUT, 800), (NOT_ENOUGH_REPLICAS, 300), (0, 500)
+    )
+    assert cluster.broker_error_stack_count(leader, ApiKey.PRODUCE) == 3
+    acked = produce_all(cluster.bootstrap, topic, 300)
+    assert cluster.broker_error_stack_count(leader, ApiKey.PRODUCE) == 0
+    with consumer(cluster.bootstrap, topic) as c:
+        assert_exact(acked, drain(c, len(acked)))
+
+
+def test_wrapper_commands_steer_the_cluster(cluster: MockCluster, topic: str) -> None:
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    cluster.coordinator_set("group", group, 3)
+    cluster.set_followers(topic, PARTITIONS, 2)
+    cluster.start_request_tracking()
+    with KafkaClient(cluster.bootstrap) as client:
+        assert client.find_coordinator(group).node_id == 3
+    assert any(r.api_key == ApiKey.FIND_COORDINATOR for r in cluster.get_requests())
+    cluster.clear_requests()
+    cluster.stop_request_tracking()
+    assert cluster.get_requests() == []
+    with pytest.raises(MockClusterError, match=r"broker_down\(99\)"):
+        cluster.broker_down(99)
+    with pytest.raises(ValueError, match="key_type"):
+        cluster.coordinator_set("cluster", group, 1)
 
 
 # -- injected fatal errors: a typed error at once, and the client stays usable ---------------
