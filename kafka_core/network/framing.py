@@ -4,6 +4,9 @@ A StreamReader copies every byte three times on the way to a response (recv into
 into its buffer, the buffer into the frame), which made reading a multi-megabyte Fetch response
 cost more than decoding it. Here small frames are cut from one scratch buffer, and a large frame
 gets a buffer of its own that the socket (or the TLS layer) fills directly.
+
+That buffer is sized from the frame's length only up to ``PREALLOC``; past it, it doubles as bytes
+arrive, so a forged length (up to ``max_frame``) costs what the peer sends, not what it claims.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import Any
 from kafka_core.codec import new_buffer
 
 SCRATCH = 64 * 1024  # what one read asks for between frames
+PREALLOC = 16 << 20  # a large frame's buffer starts at most this big and grows with what arrives
 _HEAD = 4
 
 
@@ -41,6 +45,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._scratch = bytearray(SCRATCH)
         self._filled = 0  # bytes of _scratch holding unparsed input
         self._frame: bytearray | None = None  # a large frame being read in place
+        self._frame_size = 0  # its length; _frame may still be shorter (it grows as bytes arrive)
         self._got = 0
         self._stopped = False
         self.transport: asyncio.Transport | None = None
@@ -57,6 +62,11 @@ class FrameProtocol(asyncio.BufferedProtocol):
 
     def get_buffer(self, sizehint: int) -> memoryview:
         if self._frame is not None:
+            if self._got == len(self._frame):  # full, the frame is not: double it (a new buffer,
+                # as a view handed out before may still pin the old one against resizing)
+                grown = new_buffer(min(self._frame_size, 2 * len(self._frame)))
+                memoryview(grown)[: self._got] = self._frame
+                self._frame = grown
             return memoryview(self._frame)[self._got :]
         # Never full: what _cut_frames leaves is a partial head (< 4 bytes) or a partial frame
         # that fits the buffer (larger ones are read in place).
@@ -67,7 +77,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
             return
         if self._frame is not None:
             self._got += nbytes
-            if self._got == len(self._frame):
+            if self._got == self._frame_size:
                 frame, self._frame = self._frame, None
                 self._deliver(frame)
             return
@@ -91,10 +101,10 @@ class FrameProtocol(asyncio.BufferedProtocol):
                 continue
             if size > len(buf) - start:
                 # Larger than what is left of the scratch buffer: read the rest in place.
-                frame = new_buffer(size)  # filled entirely before it is delivered
                 have = end - start
+                frame = new_buffer(min(size, max(PREALLOC, have)))  # filled before it is delivered
                 frame[:have] = memoryview(buf)[start:end]
-                self._frame, self._got = frame, have
+                self._frame, self._frame_size, self._got = frame, size, have
                 pos = end
             break
         if pos:
