@@ -54,6 +54,7 @@ class EvilBroker:
         self.faults = list(faults or [])
         self.on_connect = list(on_connect or [])
         self.connections = 0
+        self.produce_requests = 0
         self.port = 0
         self._server: asyncio.base_events.Server | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -88,6 +89,9 @@ class EvilBroker:
                 if h.api_key == ApiKey.API_VERSIONS:
                     good = self._api_versions(h.api_version, h.correlation_id)
                     mode, connect_fault = connect_fault, None
+                elif h.api_key == ApiKey.PRODUCE:
+                    self.produce_requests += 1
+                    continue  # a black hole for records: never answered
                 else:
                     good = self._metadata(h.api_version, h.correlation_id, req.body)
                     evil = any(t.name == "evil" for t in req.body.topics or [])
@@ -135,6 +139,7 @@ class EvilBroker:
         keys = [
             ApiVersionsResponse.ApiVersion(api_key=ApiKey.METADATA, min_version=0, max_version=12),
             ApiVersionsResponse.ApiVersion(api_key=ApiKey.API_VERSIONS, min_version=0, max_version=4),
+            ApiVersionsResponse.ApiVersion(api_key=ApiKey.PRODUCE, min_version=3, max_version=9),
         ]
         v = min(version, 4)
         return encode_response(Response(ApiKey.API_VERSIONS, v, corr, ApiVersionsResponse(api_keys=keys)))
@@ -239,6 +244,39 @@ async def test_a_forged_length_within_a_huge_limit_allocates_only_what_arrives()
             tracemalloc.stop()
         assert peak < 64 << 20, f"{peak:,} bytes allocated for a frame that brought a few hundred"
         await conn.close()
+
+
+@aio
+async def test_send_blocks_then_raises_when_buffer_memory_fills_against_a_black_hole() -> None:
+    """Backpressure, small: a broker that never answers Produce fills buffer_memory; then send
+    waits max_block_ms and raises KafkaTimeoutError naming the cause (memory stays bounded)."""
+    from kafka_core.aio import KafkaProducer
+
+    async with EvilBroker() as broker:
+        producer = KafkaProducer(
+            broker.bootstrap,
+            acks=1,
+            buffer_memory=64 << 10,
+            batch_size=8 << 10,
+            linger_ms=0,
+            max_block_ms=1000,
+            request_timeout_ms=30_000,
+            delivery_timeout_ms=60_000,
+        )
+        sent = 0
+        with pytest.raises(KafkaTimeoutError, match="buffer_memory") as info:
+            while sent < 10_000:  # 10 MB of records: far more than 64 KiB can hold
+                t0 = time.monotonic()
+                await producer.send("sink", b"x" * 1000)
+                sent += 1
+        waited = time.monotonic() - t0
+        assert "max_block_ms" in str(info.value)
+        assert 0.9 <= waited < 1.0 + 3  # it blocked, and no longer than max_block_ms (with slack)
+        assert 10 < sent < 200  # records were taken until the 64 KiB were used up, then no more
+        assert broker.produce_requests >= 1
+        t0 = time.monotonic()
+        await producer.close(timeout=1)
+        assert time.monotonic() - t0 < 1 + 3
 
 
 # ------------------------------------------------------------------------------------------
