@@ -234,6 +234,7 @@ class FaultProxy:
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
         self._server: asyncio.Server | None = None
+        self._listen_lock = asyncio.Lock()
         self._faults = _Faults()
         self._faults.flowing.set()
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -260,7 +261,12 @@ class FaultProxy:
         await self._listen()
 
     async def _listen(self) -> None:
-        self._server = await asyncio.start_server(self._accept, self.host, self.port, reuse_address=True)
+        """Listen unless already listening (the refuse timer and heal() may both ask)."""
+        async with self._listen_lock:
+            if self._server is None:
+                self._server = await asyncio.start_server(
+                    self._accept, self.host, self.port, reuse_address=True
+                )
 
     def close(self) -> None:
         if self._thread is None:

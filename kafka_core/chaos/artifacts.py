@@ -1,0 +1,134 @@
+"""One JSON verification artifact per capability, and the verdict rules they record.
+
+A verdict is PASS only when every cycle ran and its books balance (zero acknowledged records
+lost by the client, zero duplicates, zero corrupt deliveries, recovery within the bound); FAIL
+otherwise; BLOCKED when a prerequisite is missing (named exactly), never a pass by default.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import platform
+import subprocess
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka_core.chaos.accounting import Tally
+
+__all__ = ["BLOCKED", "FAIL", "PASS", "Outcome", "write_artifact"]
+
+PASS, FAIL, BLOCKED = "PASS", "FAIL", "BLOCKED"
+
+
+@dataclass
+class Outcome:
+    """What one capability's run came to."""
+
+    capability: str
+    mode: str
+    seed: int
+    parameters: dict[str, Any]
+    verdict: str = FAIL
+    reason: str = ""
+    cycles: list[dict[str, Any]] = field(default_factory=list)
+    tally: Tally = field(default_factory=Tally)
+    details: dict[str, Any] = field(default_factory=dict)
+    broker: dict[str, Any] = field(default_factory=dict)
+    started: float = 0.0
+    duration_s: float = 0.0
+
+    @property
+    def pass_count(self) -> int:
+        return sum(1 for c in self.cycles if c.get("passed"))
+
+    def recovery_times(self) -> dict[str, list[float]]:
+        out: dict[str, list[float]] = {}
+        for c in self.cycles:
+            for key in ("recovery_ack_s", "recovery_delivery_s"):
+                if c.get(key) is not None:
+                    out.setdefault(key[9:-2], []).append(round(c[key], 3))
+        return out
+
+    def judge(self, failures: list[str]) -> None:
+        """Set the verdict from the books: every problem found is named in the reason."""
+        t = self.tally
+        if t.lost:
+            failures.append(f"{t.lost} acknowledged records lost by the client (e.g. {t.lost_examples[:5]})")
+        if t.duplicated:
+            failures.append(f"{t.duplicated} records stored or delivered at two offsets")
+        if t.corrupt_delivered:
+            failures.append(f"{t.corrupt_delivered} corrupt records delivered as data")
+        failed_cycles = [c["cycle"] for c in self.cycles if not c.get("passed")]
+        if failed_cycles:
+            failures.append(f"cycles {failed_cycles} did not pass")
+        self.verdict = FAIL if failures else PASS
+        notes = []
+        if t.broker_lost:
+            notes.append(
+                f"{t.broker_lost} acknowledged records lost by the broker (Tansu's DUPLICATE_SEQUENCE_NUMBER "
+                "signature, evidence attached), not counted against the client"
+            )
+        self.reason = "; ".join(dict.fromkeys(failures + notes))
+
+
+def _version() -> str:
+    import kafka_core
+
+    return kafka_core.__version__
+
+
+def _codec() -> str:
+    import kafka_core.codec
+
+    return str(kafka_core.codec.IMPLEMENTATION)
+
+
+def tansu_version() -> str:
+    try:
+        from kafka_core.devbroker import tansu_binary
+
+        out = subprocess.run([tansu_binary(), "--version"], capture_output=True, timeout=10, check=False)
+        return out.stdout.decode(errors="replace").strip() or "unknown"
+    except Exception as exc:  # the artifact says why instead of failing the run
+        return f"unknown ({type(exc).__name__}: {exc})"
+
+
+def write_artifact(outcome: Outcome, out_dir: Path) -> Path:
+    """Write ``<capability>.json`` into ``out_dir`` and return its path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    doc = {
+        "capability": outcome.capability,
+        "verdict": outcome.verdict,
+        "reason": outcome.reason,
+        "mode": outcome.mode,
+        "seed": outcome.seed,
+        "parameters": outcome.parameters,
+        "cycles_run": len(outcome.cycles),
+        "pass_count": outcome.pass_count,
+        "produced": outcome.tally.produced,
+        "acknowledged": outcome.tally.acknowledged,
+        "failed": outcome.tally.failed,
+        "delivered": outcome.tally.delivered,
+        "lost": outcome.tally.lost,
+        "lost_detail": outcome.tally.lost_detail[:5],
+        "broker_lost": outcome.tally.broker_lost,
+        "broker_lost_evidence": outcome.tally.evidence[:50],
+        "duplicated": outcome.tally.duplicated,
+        "redelivered": outcome.tally.redelivered,
+        "corrupt_delivered": outcome.tally.corrupt_delivered,
+        "recovery_times_s": outcome.recovery_times(),
+        "cycles": outcome.cycles,
+        "details": outcome.details,
+        "timestamp": datetime.datetime.fromtimestamp(outcome.started or 0, datetime.UTC).isoformat(),
+        "duration_s": round(outcome.duration_s, 2),
+        "broker": outcome.broker,
+        "kafka_core_version": _version(),
+        "codec": _codec(),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
+    path = out_dir / f"{outcome.capability}.json"
+    path.write_text(json.dumps(doc, indent=2, default=str) + "\n")
+    return path

@@ -1,0 +1,409 @@
+"""The chaos scenarios: each runs its faults against a real Tansu and returns an Outcome.
+
+Process faults (SIGTERM, SIGKILL restarts) use Tansu with persistent S3 storage on moto_server;
+network faults put the fault proxy in front of a Tansu that advertises the proxy's port, so every
+connection a client makes goes through it. Durations are drawn from the seed: a run is
+reproducible from (mode, seed).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import random
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kafka_core.chaos.artifacts import BLOCKED, FAIL, Outcome, tansu_version
+from kafka_core.chaos.proxy import FaultProxy
+from kafka_core.chaos.workload import Workload, read_log
+from kafka_core.devbroker import BrokerStartError, TansuBroker, free_port, tansu_binary
+
+__all__ = ["CAPABILITIES", "SCALES", "Settings", "run_capability"]
+
+SCALES: dict[str, dict[str, Any]] = {
+    "short": {
+        "cold_starts": 3,
+        "cold_records": 300,
+        "restarts": 2,
+        "restart_pause_s": 0.5,
+        "outages_s": [10.0, 25.0],  # the second is in the 20-30 s range that stopped consumers
+        "stalls": 1,
+        "stall_s": (10, 12),
+        "slow_s": {1.0: 6, 5.0: 12},
+        "corrupt_s": 10,
+        "rate": 400,
+    },
+    "full": {
+        "cold_starts": 100,
+        "cold_records": 1_000,
+        "restarts": 100,
+        "restart_pause_s": 0.5,
+        "outages": 5,
+        "outage_range_s": (10, 30),
+        "stalls": 5,
+        "stall_s": (10, 40),
+        "slow_s": {1.0: 30, 5.0: 60},
+        "corrupt_s": 60,
+        "rate": 1_000,
+    },
+}
+PARTITIONS = 3
+WARM_S = 2.0  # traffic between faults
+RECOVERY_TIMEOUT_S = 60.0  # a cycle fails when acks or deliveries have not resumed by then
+FLUSH_TIMEOUT_S = 90.0
+DRAIN_TIMEOUT_S = 60.0
+
+
+@dataclass
+class Settings:
+    mode: str = "short"
+    seed: int = 13
+
+    @property
+    def scale(self) -> dict[str, Any]:
+        return SCALES[self.mode]
+
+
+def _round(seconds: float | None) -> float | None:
+    return None if seconds is None else round(seconds, 3)
+
+
+def _topic() -> str:
+    return f"chaos-{uuid.uuid4().hex[:10]}"
+
+
+def _broker_info(broker: TansuBroker, proxy: FaultProxy | None = None) -> dict[str, Any]:
+    return {
+        "name": "tansu",
+        "version": tansu_version(),
+        "storage": broker.storage.split(":")[0],
+        "listener": f"{broker.host}:{broker.port}",
+        "advertised": broker.bootstrap,
+        "through_fault_proxy": proxy is not None,
+    }
+
+
+def _finish_books(outcome: Outcome, wl: Workload, failures: list[str]) -> None:
+    """Settle, drain, read the log independently, count; name every way the run fell short."""
+    wl.finish(FLUSH_TIMEOUT_S, DRAIN_TIMEOUT_S)
+    if wl.flush_error:
+        failures.append(f"producer did not settle every record: {wl.flush_error}")
+    if wl.unsettled:
+        failures.append(f"{wl.unsettled} records neither delivered nor failed after flush")
+    if not wl.drained:
+        failures.append(
+            f"consumer did not reach the end of every partition within {DRAIN_TIMEOUT_S:.0f}s "
+            f"(sentinels seen on {sorted(wl.sentinels)} of {wl.partitions})"
+        )
+    log = read_log(wl.bootstrap, wl.topic, wl.partitions) if wl.drained else None
+    outcome.tally.add(wl.ledger.tally(log))
+    outcome.details["independent_log_read"] = log is not None
+    outcome.details["consumer_errors"] = wl.ledger.errors[:20]
+    outcome.details["consumer_error_count"] = len(wl.ledger.errors)
+    outcome.details["failed_examples"] = list(wl.ledger.failed.values())[:5]
+
+
+def _faulted_run(
+    outcome: Outcome,
+    broker: TansuBroker,
+    bootstrap: str,
+    faults: list[tuple[str, Callable[[Workload], dict[str, Any] | None]]],
+    failures: list[str],
+    **workload: Any,
+) -> None:
+    """Traffic on, each fault in turn (it returns when the fault has ended), then the books."""
+    topic = _topic()
+    broker.create_topic(topic, PARTITIONS)
+    wl = Workload(bootstrap, topic, PARTITIONS, rate=outcome.parameters["rate"], **workload)
+    try:
+        began = time.monotonic()
+        wl.start()
+        ack, got = wl.wait_progress(began, RECOVERY_TIMEOUT_S)
+        outcome.details["first_ack_s"], outcome.details["first_delivery_s"] = ack, got
+        if ack is None or got is None:
+            failures.append(f"no traffic before any fault (first ack {ack}, first delivery {got})")
+            return
+        for k, (label, inject) in enumerate(faults):
+            time.sleep(WARM_S)
+            start = time.monotonic()
+            extra = inject(wl) or {}
+            healed = time.monotonic()
+            ack, got = wl.wait_progress(healed, RECOVERY_TIMEOUT_S)
+            passed = ack is not None and got is not None and extra.pop("passed", True)
+            outcome.cycles.append(
+                {
+                    "cycle": k,
+                    "fault": label,
+                    "fault_s": round(healed - start, 3),
+                    "recovery_ack_s": _round(ack),
+                    "recovery_delivery_s": _round(got),
+                    "passed": passed,
+                    **extra,
+                }
+            )
+        _finish_books(outcome, wl, failures)
+    finally:
+        wl.close()
+
+
+# --- the capabilities ---
+
+
+def cold_start(outcome: Outcome) -> None:
+    failures: list[str] = []
+    n = outcome.parameters["records"]
+    for k in range(outcome.parameters["cycles"]):
+        with TansuBroker() as broker:
+            outcome.broker = _broker_info(broker)
+            began = time.monotonic()
+            topic = _topic()
+            broker.create_topic(topic, PARTITIONS)
+            wl = Workload(broker.bootstrap, topic, PARTITIONS)
+            cycle_failures: list[str] = []
+            try:
+                wl.start(produce=False)
+                wl.send(n)
+                ack, got = wl.wait_progress(began, RECOVERY_TIMEOUT_S)
+                sub = Outcome(outcome.capability, outcome.mode, outcome.seed, outcome.parameters)
+                _finish_books(sub, wl, cycle_failures)
+            finally:
+                wl.close()
+        t = sub.tally
+        passed = not cycle_failures and t.clean and t.delivered == t.acknowledged == n
+        if not passed and not cycle_failures:
+            cycle_failures.append(f"{t.delivered} of {n} delivered, {t.acknowledged} acknowledged")
+        outcome.tally.add(t)
+        outcome.cycles.append(
+            {
+                "cycle": k,
+                "fault": "fresh broker",
+                "recovery_ack_s": _round(ack),  # from broker start to the first acknowledgement
+                "recovery_delivery_s": _round(got),  # ... and to the first delivery
+                "passed": passed,
+                "problems": cycle_failures,
+            }
+        )
+        failures.extend(f"cycle {k}: {p}" for p in cycle_failures)
+    outcome.judge(failures)
+
+
+def _restarts(outcome: Outcome, crash: bool) -> None:
+    failures: list[str] = []
+    broker = TansuBroker.persistent()
+    try:
+        broker.start()
+        outcome.broker = _broker_info(broker)
+        pause = outcome.parameters["pause_s"]
+
+        def restart(_: Workload) -> dict[str, Any]:
+            broker.kill() if crash else broker.stop()
+            time.sleep(pause)
+            broker.start()
+            return {}
+
+        signal = "SIGKILL" if crash else "SIGTERM"
+        faults = [(f"{signal} restart", restart)] * outcome.parameters["cycles"]
+        _faulted_run(outcome, broker, broker.bootstrap, faults, failures)
+    finally:
+        broker.close()
+    outcome.judge(failures)
+
+
+def broker_restart_sigterm(outcome: Outcome) -> None:
+    _restarts(outcome, crash=False)
+
+
+def broker_restart_sigkill(outcome: Outcome) -> None:
+    _restarts(outcome, crash=True)
+
+
+def _proxied(
+    outcome: Outcome, make_faults: Callable[[FaultProxy], list[tuple[str, Any]]], **workload: Any
+) -> None:
+    failures: list[str] = []
+    port = free_port()
+    proxy = FaultProxy("127.0.0.1", port, seed=outcome.seed).start()
+    broker = TansuBroker(port, advertised_port=proxy.port)
+    try:
+        broker.start()
+        outcome.broker = _broker_info(broker, proxy)
+        _faulted_run(outcome, broker, proxy.address, make_faults(proxy), failures, **workload)
+        outcome.details["proxy"] = {"connections": proxy.connections, "resets": proxy.resets}
+    finally:
+        broker.close()
+        proxy.close()
+    outcome.judge(failures)
+
+
+def network_interruption(outcome: Outcome) -> None:
+    def faults(proxy: FaultProxy) -> list[tuple[str, Any]]:
+        def outage(seconds: float) -> dict[str, Any]:
+            proxy.refuse(seconds)
+            cut = proxy.reset_all()
+            time.sleep(seconds)
+            proxy.heal()
+            return {"connections_reset": cut, "refused_s": seconds}
+
+        return [(f"RST all + refuse {s}s", lambda _, s=s: outage(s)) for s in outcome.parameters["outages_s"]]
+
+    _proxied(outcome, faults)
+
+
+def connection_loss(outcome: Outcome) -> None:
+    def faults(proxy: FaultProxy) -> list[tuple[str, Any]]:
+        def stall(seconds: float) -> dict[str, Any]:
+            proxy.stall(seconds)
+            time.sleep(seconds)
+            proxy.heal()
+            return {"stalled_s": seconds}
+
+        return [(f"TCP stall {s}s", lambda _, s=s: stall(s)) for s in outcome.parameters["stalls_s"]]
+
+    _proxied(outcome, faults)
+
+
+def slow_broker(outcome: Outcome) -> None:
+    def faults(proxy: FaultProxy) -> list[tuple[str, Any]]:
+        def slow(wl: Workload, delay: float, hold: float) -> dict[str, Any]:
+            ledger = wl.ledger
+            acked, delivered = len(ledger.acked), len(ledger.deliveries)
+            proxy.delay_responses(delay)
+            time.sleep(hold)
+            proxy.heal()
+            during = {
+                "acked_during": len(ledger.acked) - acked,
+                "delivered_during": len(ledger.deliveries) - delivered,
+            }
+            # Working on, slowly, is the requirement: both sides must make progress meanwhile.
+            return {
+                **during,
+                "delay_s": delay,
+                "passed": during["acked_during"] > 0 and during["delivered_during"] > 0,
+            }
+
+        return [
+            (f"every response +{d}s for {h}s", lambda wl, d=d, h=h: slow(wl, d, h))
+            for d, h in outcome.parameters["delays_s"].items()
+        ]
+
+    _proxied(
+        outcome,
+        faults,
+        producer_options={"request_timeout_ms": 20_000},
+        consumer_options={"request_timeout_ms": 20_000},
+    )
+
+
+def corrupt_data(outcome: Outcome) -> None:
+    def faults(proxy: FaultProxy) -> list[tuple[str, Any]]:
+        def corrupt(wl: Workload, seconds: float) -> dict[str, Any]:
+            ledger = wl.ledger
+            proxy.corrupt_fetches(outcome.parameters["probability"])
+            time.sleep(seconds)
+            proxy.heal()
+            time.sleep(1.0)  # errors for the last flipped responses reach poll
+            raised = [e for e in ledger.errors if e["where"] == "poll" and e["type"] == "KafkaCodecError"]
+            named = [
+                e
+                for e in raised
+                if e["topic"] == ledger.topic
+                and isinstance(e["partition"], int)
+                and isinstance(e["offset"], int)
+                and e["offset"] >= 0
+                and ledger.topic in e["message"]
+            ]
+            flips = len(proxy.flips)
+            return {
+                "bytes_flipped": flips,
+                "typed_errors": len(raised),
+                "errors_naming_topic_partition_offset": len(named),
+                "example_error": raised[0]["message"] if raised else None,
+                "passed": flips > 0 and len(raised) > 0 and len(named) == len(raised),
+            }
+
+        return [
+            (
+                f"flip a byte in {outcome.parameters['probability']:.0%} of Fetch batches",
+                lambda wl: corrupt(wl, outcome.parameters["seconds"]),
+            )
+        ]
+
+    _proxied(outcome, faults)
+
+
+def _parameters(capability: str, settings: Settings) -> dict[str, Any]:
+    s, rng = settings.scale, random.Random(f"{settings.seed}:{capability}")
+    common = {
+        "rate": s["rate"],
+        "partitions": PARTITIONS,
+        "warm_s": WARM_S,
+        "recovery_timeout_s": RECOVERY_TIMEOUT_S,
+    }
+    if capability == "cold-start":
+        return {"cycles": s["cold_starts"], "records": s["cold_records"], "partitions": PARTITIONS}
+    if capability.startswith("broker-restart"):
+        return {
+            **common,
+            "cycles": s["restarts"],
+            "pause_s": s["restart_pause_s"],
+            "storage": "s3 (moto_server)",
+        }
+    if capability == "network-interruption":
+        if "outages_s" in s:
+            return {**common, "outages_s": s["outages_s"]}
+        lo, hi = s["outage_range_s"]
+        return {**common, "outages_s": [round(rng.uniform(lo, hi), 1) for _ in range(s["outages"])]}
+    if capability == "connection-loss":
+        lo, hi = s["stall_s"]
+        return {**common, "stalls_s": [round(rng.uniform(lo, hi), 1) for _ in range(s["stalls"])]}
+    if capability == "slow-broker":
+        return {**common, "delays_s": s["slow_s"]}
+    if capability == "corrupt-data":
+        return {**common, "seconds": s["corrupt_s"], "probability": 0.3}
+    raise KeyError(capability)
+
+
+CAPABILITIES: dict[str, Callable[[Outcome], None]] = {
+    "cold-start": cold_start,
+    "broker-restart-sigterm": broker_restart_sigterm,
+    "broker-restart-sigkill": broker_restart_sigkill,
+    "network-interruption": network_interruption,
+    "connection-loss": connection_loss,
+    "slow-broker": slow_broker,
+    "corrupt-data": corrupt_data,
+}
+
+
+def missing_prerequisite(capability: str) -> str | None:
+    """What this machine lacks for ``capability`` (exactly), or None."""
+    try:
+        binary = tansu_binary()
+    except BrokerStartError as exc:
+        return f"no Tansu binary: {exc}"
+    if not os.access(binary, os.X_OK):
+        return f"no Tansu binary: {binary} does not exist or is not executable (TANSU_BIN)"
+    if capability.startswith("broker-restart") and importlib.util.find_spec("moto") is None:
+        return "no moto_server for Tansu's persistent S3 storage: `pip install 'moto[server]'`"
+    return None
+
+
+def run_capability(capability: str, settings: Settings) -> Outcome:
+    """Run one capability; a missing prerequisite gives BLOCKED, a crash of the run gives FAIL."""
+    outcome = Outcome(capability, settings.mode, settings.seed, _parameters(capability, settings))
+    outcome.started = time.time()
+    began = time.monotonic()
+    try:
+        missing = missing_prerequisite(capability)
+        if missing:
+            raise BrokerStartError(missing)
+        CAPABILITIES[capability](outcome)
+    except BrokerStartError as exc:
+        outcome.verdict, outcome.reason = BLOCKED, f"prerequisite missing: {exc}"
+    except Exception as exc:
+        outcome.verdict, outcome.reason = FAIL, f"the run itself failed: {type(exc).__name__}: {exc}"
+    outcome.duration_s = time.monotonic() - began
+    return outcome

@@ -1,0 +1,177 @@
+"""The chaos harness in short mode: every capability against a real Tansu, verdict and artifact.
+
+Each capability runs once (a few cycles) through the same code as ``kafka-core-chaos run --mode
+short`` and leaves its JSON artifact in ``$CHAOS_ARTIFACTS`` (else a temporary directory). The
+books' rules are unit-tested first, without a broker: a test that can only pass proves nothing.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from kafka_core.chaos.accounting import Ledger, parse_value, record_value
+from kafka_core.chaos.artifacts import BLOCKED, FAIL, PASS, write_artifact
+from kafka_core.chaos.cli import main
+from kafka_core.chaos.scenarios import CAPABILITIES, Settings, run_capability
+
+IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
+
+FIELDS = {
+    "capability",
+    "verdict",
+    "parameters",
+    "pass_count",
+    "cycles_run",
+    "produced",
+    "acknowledged",
+    "delivered",
+    "lost",
+    "broker_lost",
+    "broker_lost_evidence",
+    "duplicated",
+    "corrupt_delivered",
+    "recovery_times_s",
+    "timestamp",
+    "broker",
+    "kafka_core_version",
+    "codec",
+    "seed",
+    "mode",
+}
+
+
+# --- the books (no broker) ---
+
+
+def test_record_bodies_are_checked_byte_for_byte() -> None:
+    assert parse_value(record_value(12345)) == 12345
+    body = bytearray(record_value(7))
+    body[60] ^= 1
+    assert parse_value(bytes(body)) is None
+    assert parse_value(None) is None
+
+
+def test_an_acknowledged_record_never_delivered_is_the_clients_loss() -> None:
+    ledger = Ledger("t")
+    ledger.sent(3)
+    for seq in range(3):
+        ledger.ack(seq, 0, seq)
+    ledger.deliver(0, 0, record_value(0))
+    ledger.deliver(0, 2, record_value(2))
+    t = ledger.tally({0: [(0, 0), (1, 1), (2, 2)]})  # in the log: the consumer skipped it
+    assert (t.lost, t.broker_lost, t.lost_examples) == (1, 0, [1])
+
+
+def test_tansus_duplicate_sequence_signature_is_the_brokers_loss_with_evidence() -> None:
+    ledger = Ledger("t")
+    ledger.sent(4)
+    ledger.ack(0, 1, 0)
+    ledger.ack(1, 1, -1)  # answered DUPLICATE_SEQUENCE_NUMBER ...
+    ledger.ack(2, 1, -1)
+    ledger.ack(3, 1, 3)
+    for seq, offset in ((0, 0), (3, 3)):
+        ledger.deliver(1, offset, record_value(seq))
+    t = ledger.tally({1: [(0, 0), (3, 3)]})  # ... and the log has a hole where they were
+    assert (t.lost, t.broker_lost) == (0, 2)
+    (ev,) = t.evidence
+    assert ev["partition"] == 1 and ev["log_hole"] == [1, 2] and ev["records"] == [1, 2]
+    assert "DUPLICATE_SEQUENCE_NUMBER" in ev["answer"]
+
+
+def test_a_hole_elsewhere_or_of_another_size_does_not_excuse_a_loss() -> None:
+    ledger = Ledger("t")
+    ledger.sent(6)
+    for seq, offset in ((0, 0), (1, -1), (2, 1), (3, -1), (4, -1), (5, 5)):
+        ledger.ack(seq, 0, offset)
+    log = {0: [(0, 0), (1, 2), (4, 5)]}  # one hole, [2, 3]: where records 3 and 4 were
+    for offset, seq in log[0]:
+        ledger.deliver(0, offset, record_value(seq))
+    t = ledger.tally(log)
+    assert (t.lost, t.broker_lost, t.lost_examples) == (1, 2, [1])  # record 1 left no hole
+    assert t.lost_detail[0]["note"].startswith("DUPLICATE_SEQUENCE_NUMBER but no hole")
+
+
+def test_without_a_hole_or_an_independent_read_a_loss_stays_the_clients() -> None:
+    ledger = Ledger("t")
+    ledger.sent(2)
+    ledger.ack(0, 0, 0)
+    ledger.ack(1, 0, -1)
+    ledger.deliver(0, 0, record_value(0))
+    assert ledger.tally({0: [(0, 0)]}).lost == 1  # no hole in the log
+    assert ledger.tally(None).lost == 1  # nothing read independently: no excuse
+
+
+def test_duplicates_and_corrupt_deliveries_are_counted() -> None:
+    ledger = Ledger("t")
+    ledger.sent(2)
+    ledger.ack(0, 0, 0)
+    ledger.ack(1, 0, 1)
+    ledger.deliver(0, 0, record_value(0))
+    ledger.deliver(0, 1, record_value(1))
+    ledger.deliver(0, 2, record_value(1))  # stored twice
+    ledger.deliver(0, 0, record_value(0))  # the same offset again: a replay, not a duplicate
+    ledger.deliver(0, 3, b"garbage")
+    t = ledger.tally(None)
+    assert (t.duplicated, t.redelivered, t.corrupt_delivered, t.lost) == (1, 1, 1, 0)
+    assert not t.clean
+
+
+def test_a_missing_broker_binary_is_blocked_not_passed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("TANSU_BIN", str(tmp_path / "no-tansu-here"))
+    outcome = run_capability("cold-start", Settings("short", 1))
+    assert outcome.verdict == BLOCKED
+    assert "no Tansu binary" in outcome.reason and "no-tansu-here" in outcome.reason
+    doc = json.loads(write_artifact(outcome, tmp_path).read_text())
+    assert doc["verdict"] == BLOCKED and doc["pass_count"] == 0
+    assert main(["run", "--scenario", "cold-start", "--out", str(tmp_path)]) == 2
+
+
+# --- every capability, short mode, real broker ---
+
+AWAITING_B = pytest.mark.xfail(
+    strict=False, reason="issue 13: awaiting the consumer fix (resume by itself after an outage)"
+)
+AWAITING_C = pytest.mark.xfail(
+    strict=False,
+    reason="issue 13: awaiting the producer fix (batches fill while waiting; delivery_timeout honoured)",
+)
+EXPECTED: dict[str, list[pytest.MarkDecorator]] = {}
+
+
+@pytest.fixture(scope="module")
+def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    configured = os.environ.get("CHAOS_ARTIFACTS")
+    return Path(configured) if configured else tmp_path_factory.mktemp("chaos-artifacts")
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(240)
+@pytest.mark.parametrize(
+    "capability", [pytest.param(c, marks=EXPECTED.get(c, []), id=c) for c in CAPABILITIES]
+)
+def test_capability_short_run(capability: str, artifacts: Path) -> None:
+    outcome = run_capability(capability, Settings("short", 13))
+    doc = json.loads(write_artifact(outcome, artifacts).read_text())
+    assert doc.keys() >= FIELDS, FIELDS - doc.keys()
+    assert doc["capability"] == capability and doc["mode"] == "short"
+    if outcome.verdict == BLOCKED:  # a prerequisite is missing: never a pass, never silent in CI
+        if IN_CI:
+            pytest.fail(f"{capability} BLOCKED in CI: {outcome.reason}")
+        pytest.skip(f"{capability} BLOCKED: {outcome.reason}")
+    assert doc["broker"]["name"] == "tansu" and doc["broker"]["version"].startswith("tansu")
+    assert doc["lost"] == 0, outcome.reason
+    assert doc["duplicated"] == 0, outcome.reason
+    assert doc["corrupt_delivered"] == 0, outcome.reason
+    for ev in doc["broker_lost_evidence"]:  # Tansu's loss, told apart only with its evidence
+        assert ev["log_hole"] and "DUPLICATE_SEQUENCE_NUMBER" in ev["answer"]
+    assert doc["acknowledged"] > 0 and doc["delivered"] > 0
+    assert doc["cycles_run"] >= 1 and doc["recovery_times_s"]
+    assert outcome.verdict == PASS, outcome.reason
+    assert doc["pass_count"] == doc["cycles_run"]
+    assert outcome.verdict != FAIL
