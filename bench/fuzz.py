@@ -149,6 +149,8 @@ def run(
             if only is not None and i != only:
                 continue
             stats.frames += 1
+            if progress and stats.frames % 100_000 == 0:
+                print(f"... {stats.frames} frames, {time.perf_counter() - t0:.0f} s", file=sys.stderr)
             stats.mutations.update(ops)
             stats.max_frame_bytes = max(stats.max_frame_bytes, len(frame))
             where = f"frame {i} (seed {seed})"
@@ -164,8 +166,6 @@ def run(
             }
             if len(set(verdicts.values())) > 1:
                 stats.disagreements.append((where, verdicts))
-            if progress and stats.frames % 100_000 == 0:
-                print(f"... {stats.frames} frames, {time.perf_counter() - t0:.0f} s", file=sys.stderr)
     finally:
         stats.elapsed = time.perf_counter() - t0
         if trace:
