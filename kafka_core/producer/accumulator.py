@@ -4,6 +4,11 @@
 The loop is woken only when a batch opens (to arm its linger timer) or fills up. Memory is
 accounted in estimated encoded bytes; when ``buffer_memory`` is used up, ``append`` blocks up to
 ``max_block_ms`` (the sync face) or raises at once so that the async face can wait instead.
+
+A batch is sealed when it is full, or once its linger has passed *and* its partition can send
+(as the Java client's ``ready`` check): while it waits behind in-flight requests it keeps
+filling, so a slow broker gets bigger batches, not a queue of tiny ones. Such a "late" batch
+stamps each further record with its own time (the fast paths leave it alone).
 """
 
 from __future__ import annotations
@@ -68,8 +73,10 @@ class ProducerBatch(BatchBase):  # type: ignore[misc,valid-type]
         "deadline",
         "encoded",
         "encoded_for",
+        "expired",
         "headers",
         "keys",
+        "late",
         "partition",
         "producer_epoch",
         "producer_id",
@@ -101,6 +108,8 @@ class ProducerBatch(BatchBase):  # type: ignore[misc,valid-type]
         self.encoded: bytearray | None = None
         self.encoded_for: tuple[int, int, int] | None = None
         self.unknown_outcome = False
+        self.expired = False  # failed at its deadline while in flight; the request is still out
+        self.late = False  # past its linger, still open: records carry their own timestamps
 
     def __repr__(self) -> str:
         return f"<ProducerBatch {self.topic}[{self.partition}] n={self.count} seq={self.sequence}>"
@@ -112,6 +121,7 @@ class PartitionQueue:
     __slots__ = (
         "acked_next",
         "in_flight",
+        "last_error",
         "leader",
         "muted_until",
         "next_sequence",
@@ -120,6 +130,7 @@ class PartitionQueue:
         "retry",
         "sealed",
         "topic",
+        "unresolved",
     )
 
     def __init__(self, topic: str, partition: int) -> None:
@@ -133,6 +144,11 @@ class PartitionQueue:
         self.next_sequence = 0
         self.acked_next = 0  # the sequence the broker expects after the last batch it acknowledged
         self.muted_until = 0.0
+        # The end sequence of a batch failed at its deadline that may have been written: until an
+        # acknowledgement past it (written) or a sequence error (not written) says which, no new
+        # batch is numbered; if nothing is left to tell, the epoch is bumped (see sender).
+        self.unresolved = -1
+        self.last_error: BaseException | None = None  # the cause named when a record times out
 
 
 class TopicState:
@@ -467,6 +483,8 @@ class Accumulator:
         b.size += size
         if headers is not None or b.headers is not None:
             self._add_header(b, index, headers)
+        if ts is None and b.late:
+            ts = now_ms()
         if ts is not None or b.timestamps is not None:
             self._add_timestamp(b, index, ts)
         if (b.keys is not None or b.headers is not None or b.timestamps is not None) and self.fast.get(
@@ -492,10 +510,13 @@ class Accumulator:
         with self.lock:
             return [(t.topic, t.pending_since) for t in self.topics.values() if t.pending_result is not None]
 
-    def seal_ready(self, now: float) -> float | None:
-        """Seal open batches whose linger passed (all of them while flushing or closing).
+    def seal_ready(
+        self, now: float, can_send: Callable[[PartitionQueue], bool] | None = None
+    ) -> float | None:
+        """Seal open batches whose linger passed (all of them while flushing or closing) and whose
+        partition ``can_send`` now with nothing sealed before them; the others stay open, late.
 
-        Returns the earliest time an open batch will be ready, or None.
+        Returns the earliest time an open batch not yet past its linger will be, or None.
         """
         next_at: float | None = None
         with self.lock:
@@ -510,13 +531,37 @@ class Accumulator:
                         continue
                     ready_at = b.created + self.linger
                     if force or ready_at <= now:
-                        q.sealed.append(b)
-                        q.open = None
-                        if t.sticky == q.partition:
-                            self._next_sticky(t)
+                        if not q.sealed and (can_send is None or can_send(q)):
+                            q.sealed.append(b)
+                            q.open = None
+                            if t.sticky == q.partition:
+                                self._next_sticky(t)
+                        elif not b.late:
+                            self._make_late(t, b)
                     elif next_at is None or ready_at < next_at:
                         next_at = ready_at
         return next_at
+
+    def _make_late(self, t: TopicState, b: ProducerBatch) -> None:
+        """``b`` stays open past its linger: from now on each record carries its own timestamp."""
+        b.late = True
+        if b.timestamps is None:
+            b.timestamps = [None] * b.count  # also keeps the keyed fast path away
+            b.result.timestamps = b.timestamps
+        if self.fast.get(t.topic) is b:
+            del self.fast[t.topic]
+
+    def drop_open(self, t: TopicState, q: PartitionQueue) -> ProducerBatch | None:
+        """Take ``q``'s open batch out (its deadline passed); called with the lock held."""
+        b = q.open
+        if b is None or not b.count:
+            return None
+        q.open = None
+        if self.fast.get(t.topic) is b:
+            del self.fast[t.topic]
+        if t.sticky == q.partition:
+            self._next_sticky(t)
+        return b
 
     def queues(self) -> list[PartitionQueue]:
         with self.lock:

@@ -26,6 +26,7 @@ from kafka_core.producer.accumulator import Accumulator, _BufferFull
 from kafka_core.producer.batching import Chunk, plan_chunks
 from kafka_core.producer.futures import BatchResult, RecordFuture, SendBatchFuture
 from kafka_core.producer.idempotence import INIT_PRODUCER_ID_MIN_VERSION, IdempotenceState
+from kafka_core.producer.options import check_options, parse_acks
 from kafka_core.producer.partitioner import Partitioner, make_partitioner
 from kafka_core.producer.sender import Sender
 from kafka_core.protocol import ApiKey
@@ -33,16 +34,6 @@ from kafka_core.protocol import ApiKey
 log = logging.getLogger("kafka_core.producer")
 
 __all__ = ["KafkaProducer"]
-
-COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
-
-
-def _acks(value: int | str) -> int:
-    if value in ("all", -1, "-1"):
-        return -1
-    if value in (0, 1, "0", "1"):
-        return int(value)
-    raise KafkaConfigError(f"acks must be 0, 1, -1 or 'all', not {value!r}")
 
 
 class KafkaProducer:
@@ -70,17 +61,20 @@ class KafkaProducer:
         client: KafkaClient | None = None,
         **client_options: Any,
     ) -> None:
-        self.acks = _acks(acks)
-        if compression not in COMPRESSIONS:
-            raise KafkaConfigError(f"compression must be one of {COMPRESSIONS}, not {compression!r}")
-        if batch_size < 1 or buffer_memory < 1 or max_in_flight < 1 or linger_ms < 0:
-            raise KafkaConfigError(
-                "batch_size, buffer_memory and max_in_flight must be positive, linger_ms >= 0"
-            )
-        if idempotent and self.acks != -1:
-            raise KafkaConfigError("idempotent=True needs acks='all' (-1)")
-        if idempotent and max_in_flight > 5:
-            raise KafkaConfigError("idempotent=True allows at most 5 requests in flight")
+        self.acks = parse_acks(acks)
+        check_options(
+            acks=self.acks,
+            linger_ms=linger_ms,
+            batch_size=batch_size,
+            compression=compression,
+            idempotent=idempotent,
+            max_in_flight=max_in_flight,
+            delivery_timeout_ms=delivery_timeout_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            request_timeout_ms=request_timeout_ms,
+            buffer_memory=buffer_memory,
+            max_block_ms=max_block_ms,
+        )
         # None: on when the broker supports it and the other options allow it (as the Java client).
         self._idempotent_wanted = idempotent
         if idempotent is None and (self.acks != -1 or max_in_flight > 5):
@@ -131,13 +125,19 @@ class KafkaProducer:
         self._sender.wake()
 
     async def start(self) -> None:
-        """Connect and learn what the broker supports (sending starts without waiting for it)."""
+        """Connect and learn what the broker supports, waiting at most ``max_block_ms``: then
+        KafkaTimeoutError with the cause (the producer keeps trying; ``send`` still queues)."""
         if self._closed:
             raise KafkaClosedError("the producer is closed")
-        self._begin(asyncio.get_running_loop())
-        await self._ready.wait()  # type: ignore[union-attr]
-        if self._start_error is not None:
-            raise self._start_error
+        if not await self.wait_ready(self._max_block):
+            raise KafkaTimeoutError(
+                f"no broker reachable within max_block_ms ({self._max_block * 1000:.0f} ms)"
+                + _cause(self._start_cause())
+            )
+
+    def _start_cause(self) -> BaseException | None:
+        """Why the producer has not reached a broker yet, as far as anyone knows."""
+        return getattr(self.client, "last_error", None) or self._start_retry_error
 
     async def wait_ready(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for the connection; False if not there yet (sending still works)."""
@@ -158,24 +158,31 @@ class KafkaProducer:
         await self.close()
 
     async def _main(self) -> None:
-        backoff = self._sender.backoff
-        while True:
-            try:
-                await self.client.start()
-                await self._setup_idempotence()
-                break
-            except (KafkaConfigError, KafkaUnsupportedVersionError, KafkaClosedError) as exc:
-                self._start_error = exc
-                self._ready.set()  # type: ignore[union-attr]
-                self._fail_everything(exc)
-                return
-            except KafkaError as exc:
-                self._start_retry_error = exc
-                log.warning("producer start: %s; retrying", exc)
-                self._sender._handle_parked(time.monotonic())
-                await asyncio.sleep(backoff)
-        self._ready.set()  # type: ignore[union-attr]
-        await self._sender.run()
+        # The sender runs from the start, paused: deadlines are kept while no broker answers.
+        sender = self._sender
+        sender.paused = True
+        run = asyncio.get_running_loop().create_task(sender.run())
+        try:
+            while True:
+                try:
+                    await self.client.start()
+                    await self._setup_idempotence()
+                    break
+                except (KafkaConfigError, KafkaUnsupportedVersionError, KafkaClosedError) as exc:
+                    self._start_error = exc
+                    self._ready.set()  # type: ignore[union-attr]
+                    self._fail_everything(exc)
+                    return
+                except KafkaError as exc:
+                    self._start_retry_error = exc
+                    log.warning("producer start: %s; retrying", exc)
+                    await asyncio.sleep(sender.backoff)
+            sender.paused = False
+            self._ready.set()  # type: ignore[union-attr]
+            sender.wake()
+            await asyncio.shield(run)
+        finally:
+            run.cancel()
 
     async def _setup_idempotence(self) -> None:
         if self._idempotent_wanted is False:
@@ -290,7 +297,7 @@ class KafkaProducer:
             except TimeoutError:
                 raise KafkaTimeoutError(
                     f"topic {topic!r}: no broker reachable within max_block_ms "
-                    f"({self._max_block * 1000:.0f} ms){_cause(cause or self._start_retry_error)}"
+                    f"({self._max_block * 1000:.0f} ms){_cause(cause or self._start_cause())}"
                 ) from None
             if self._start_error is not None:
                 raise self._start_error
@@ -314,18 +321,25 @@ class KafkaProducer:
             await asyncio.sleep(min(self._sender.backoff, max(deadline - time.monotonic(), 0.0)))
 
     async def _lookup(self, topic: str) -> None:
-        """First record for ``topic``: one metadata lookup (up to ``max_block_ms``) so that records
-        go straight into partition batches; if it does not succeed they wait parked instead."""
+        """First record for ``topic``: one metadata lookup (``max_block_ms`` in all, waiting for a
+        broker included) so that records go straight into partition batches; if it does not
+        succeed they wait parked instead, until their delivery deadline."""
         if topic in self._acc.topics:
             return
+        if self._task is None:
+            self._begin(asyncio.get_running_loop())
+        deadline = time.monotonic() + self._max_block
         try:
             await asyncio.wait_for(self._ready.wait(), self._max_block)  # type: ignore[union-attr]
             if self._start_error is not None or topic in self._acc.topics:
                 return
-            meta = await asyncio.wait_for(self.client.metadata([topic]), self._max_block)
+            left = max(deadline - time.monotonic(), 0.0)
+            meta = await asyncio.wait_for(self.client.metadata([topic]), left)
             self._sender.apply_metadata(meta, [topic])
-        except (KafkaError, TimeoutError) as exc:
+        except KafkaError as exc:
             self._sender.last_metadata_error[topic] = exc
+        except TimeoutError:
+            pass  # the cause is the client's (cause_for_topic)
 
     async def partitions_for(self, topic: str) -> list[int]:
         """Partition ids of ``topic`` (waiting up to ``max_block_ms`` for its metadata)."""

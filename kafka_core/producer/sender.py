@@ -7,6 +7,14 @@ in flight, then the parked batches go out again first, in order. Sequence errors
 (OUT_OF_ORDER_SEQUENCE_NUMBER with no earlier failure, UNKNOWN_PRODUCER_ID,
 INVALID_PRODUCER_EPOCH) quiesce every partition, bump the epoch (KIP-360) and renumber what is
 unacknowledged from 0.
+
+A batch is sealed only when its partition can send (see accumulator), so it keeps filling while
+requests are slow. Deadlines are kept by ``expiry``; a batch failed at its deadline after it was
+numbered leaves a hole in the sequence: if it was surely not written the epoch is bumped at once;
+if it may have been written the partition is "unresolved" until an acknowledgement past it
+(written) or a sequence error right after it (not written) tells, numbering nothing new meanwhile,
+and the epoch is bumped if nothing is left to tell (as the Java client's unresolved sequences).
+A response that cannot be read leaves the outcome unknown too: it is retried like a lost one.
 """
 
 from __future__ import annotations
@@ -21,12 +29,14 @@ from typing import Any
 from kafka_core.codec import encode_record_batch_columns
 from kafka_core.errors import (
     KafkaClosedError,
+    KafkaCodecError,
     KafkaConnectionError,
     KafkaError,
     KafkaProtocolError,
     KafkaTimeoutError,
 )
 from kafka_core.producer.accumulator import BATCH_OVERHEAD, Accumulator, PartitionQueue, ProducerBatch
+from kafka_core.producer.expiry import expire
 from kafka_core.protocol.errors import error_for
 from kafka_core.protocol.messages import ProduceRequest
 
@@ -80,6 +90,7 @@ class Sender:
         self.last_metadata_error: dict[str, BaseException] = {}
         self.metadata_max_age = getattr(client, "_metadata_max_age", 300.0)
         self._last_refresh = time.monotonic()
+        self.paused = False  # True until the producer has reached a broker: deadlines only
 
     # -- driving ---------------------------------------------------------------------------------
 
@@ -90,18 +101,24 @@ class Sender:
         while True:
             self._event.clear()
             now = time.monotonic()
-            next_at = self.acc.seal_ready(now)
-            self._handle_parked(now)
-            next_send = self._send_ready(now)
-            if self._closing and not self._requests and not self.acc.unfinished():
-                return
-            if next_send is not None and (next_at is None or next_send < next_at):
-                next_at = next_send
+            next_at = expire(self, now)
+            if not self.paused:
+                next_at = _earliest(next_at, self.acc.seal_ready(now, self._can_send))
+                self._handle_parked(now)
+                next_at = _earliest(next_at, self._send_ready(now))
+                if self._closing and not self._requests and not self.acc.unfinished():
+                    return
+            else:
+                self.acc.wake_pending = False
             timeout = None if next_at is None else max(0.0, next_at - time.monotonic())
-            if self._stale_topics or self.acc.parked_topics():
+            if not self.paused and (self._stale_topics or self.acc.parked_topics()):
                 timeout = self.backoff if timeout is None else min(timeout, self.backoff)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._event.wait(), timeout)
+
+    def cause_for_topic(self, topic: str) -> BaseException | None:
+        """The last error that kept ``topic`` from being sent (metadata, or reaching a broker)."""
+        return self.last_metadata_error.get(topic) or getattr(self.client, "last_error", None)
 
     def begin_close(self) -> None:
         self._closing = True
@@ -111,16 +128,6 @@ class Sender:
 
     def _handle_parked(self, now: float) -> None:
         parked = self.acc.parked_topics()
-        for topic, since in parked:
-            if now - since >= self.acc.delivery_timeout:
-                taken = self.acc.expire_parked(topic)
-                if taken is not None:
-                    cause = self.last_metadata_error.get(topic)
-                    exc = KafkaTimeoutError(
-                        f"topic {topic!r} not available within delivery_timeout_ms"
-                        + (f" (last error: {cause})" if cause else "")
-                    )
-                    taken[0].set_error(exc)
         if now - self._last_refresh > self.metadata_max_age:
             # Periodic refresh: partitions added to a topic, leaders moved without an error.
             self._last_refresh = now
@@ -177,6 +184,20 @@ class Sender:
 
     # -- sending -----------------------------------------------------------------------------------
 
+    def _can_send(self, q: PartitionQueue) -> bool:
+        """Whether ``q``'s next batch could go out now (called with the accumulator's lock held)."""
+        idem = self.idem
+        if idem is not None and (idem.bump_needed or idem.producer_id < 0 or q.unresolved >= 0):
+            return False
+        limit = self.max_in_flight if idem is not None else 1
+        if q.retry or len(q.in_flight) >= limit or q.muted_until > time.monotonic():
+            return False
+        if q.in_flight and q.in_flight[0].attempts > 1:
+            return False
+        leaders = self._leaders.get(q.topic)
+        leader = leaders[q.partition] if leaders and q.partition < len(leaders) else -1
+        return leader >= 0 and self._node_in_flight[leader] < self.max_in_flight
+
     def _send_ready(self, now: float) -> float | None:
         """Pick what can go now; returns the earliest time a muted partition can go again."""
         idem = self.idem
@@ -190,9 +211,11 @@ class Sender:
         limit = self.max_in_flight if idem is not None else 1
         with self.acc.lock:
             for q in self._all_queues():
-                if not q.sealed:
+                if idem is not None and q.unresolved >= 0 and self._unprobed(q):
+                    # Nothing left that could tell whether the failed batch was written.
+                    log.info("%s[%s]: sequence unresolved; bumping the epoch", q.topic, q.partition)
+                    idem.bump_needed = True
                     continue
-                self._expire_sealed(q, now)
                 if not q.sealed or q.retry or len(q.in_flight) >= limit:
                     continue
                 if q.in_flight and q.in_flight[0].attempts > 1:
@@ -215,6 +238,8 @@ class Sender:
                         if len(requests) >= slots:
                             break
                         requests.append([])
+                    if q.unresolved >= 0 and q.sealed[0].sequence < 0:
+                        break  # nothing new is numbered until the hole is resolved
                     b = q.sealed.popleft()
                     if idem is not None and b.sequence < 0:
                         b.sequence = q.next_sequence
@@ -242,15 +267,23 @@ class Sender:
     def _all_queues(self) -> list[PartitionQueue]:
         return [q for t in self.acc.topics.values() if t.queues for q in t.queues]
 
-    def _expire_sealed(self, q: PartitionQueue, now: float) -> None:
-        """Fail waiting batches whose delivery timeout passed (called with the lock held)."""
-        while q.sealed and q.sealed[0].deadline <= now and not q.in_flight:
-            b = q.sealed.popleft()
-            if b.sequence >= 0 and self.idem is not None:
-                self.idem.bump_needed = True  # its sequence numbers leave a hole
-            asyncio.get_running_loop().call_soon(
-                self._fail, b, KafkaTimeoutError(f"{b.topic}[{b.partition}]: delivery_timeout_ms expired")
-            )
+    @staticmethod
+    def _unprobed(q: PartitionQueue) -> bool:
+        """No batch of ``q`` in flight or numbered and waiting: nothing can resolve its hole."""
+        return not q.in_flight and not q.retry and not (q.sealed and q.sealed[0].sequence >= 0)
+
+    def _hole(self, q: PartitionQueue, b: ProducerBatch) -> None:
+        """``b`` failed after it was numbered (called with or without the lock; no I/O)."""
+        if self.idem is None or b.sequence < 0:
+            return
+        if b.unknown_outcome:
+            end = (b.sequence + b.count) & _MAX_SEQUENCE
+            if q.unresolved < 0 or _at_or_after(end, q.unresolved):
+                q.unresolved = end
+        else:
+            # Surely not written: later batches will be rejected; renumber from a new epoch.
+            log.info("%r failed and was not written: its sequence numbers leave a hole; bumping the epoch", b)
+            self.idem.bump_needed = True
 
     def _encode(self, b: ProducerBatch) -> bytearray:
         ident = (b.producer_id, b.producer_epoch, b.sequence)
@@ -310,6 +343,14 @@ class Sender:
                     self._stale_topics.add(b.topic)
                     self._retry_or_fail(q, b, exc)
                 return
+            except (KafkaCodecError, KafkaProtocolError) as exc:
+                # A garbled response (the connection is dropped with it): written or not is
+                # unknown, and retrying under the same sequence numbers is safe.
+                log.warning("unreadable Produce response from node %s: %s; retrying", node, exc)
+                for q, b in sent:
+                    b.unknown_outcome = True
+                    self._retry_or_fail(q, b, exc, force_retry=True)
+                return
             except KafkaClosedError as exc:
                 for q, b in sent:
                     self._settle(q, b)
@@ -324,8 +365,10 @@ class Sender:
         except Exception as exc:  # never lose a batch to a bug: fail it loudly
             log.exception("producer request to node %s failed unexpectedly", node)
             for q, b in items:
-                if not b.result.done:
+                if b in q.in_flight or not b.result.done:
+                    b.unknown_outcome = True
                     self._settle(q, b)
+                    self._hole(q, b)
                     self._fail(b, exc)
         finally:
             self._node_in_flight[node] -= 1
@@ -345,6 +388,8 @@ class Sender:
             if code == 0 or code == _DUPLICATE_SEQUENCE:
                 if b.sequence >= 0:
                     q.acked_next = (b.sequence + b.count) & _MAX_SEQUENCE
+                    if q.unresolved >= 0 and _at_or_after(q.acked_next, q.unresolved):
+                        q.unresolved = -1  # acknowledged past the hole: it was written
                 self._settle(q, b)
                 self._succeed(b, pr.base_offset if code == 0 else -1, pr.log_append_time_ms)
                 continue
@@ -355,7 +400,7 @@ class Sender:
                 # Out of order is expected while an earlier batch is unresolved (it failed, or its
                 # answer has not been read yet): retry in order. Only when this batch is the very
                 # next one the broker should take is it a real gap: renumber from a new epoch.
-                if code in _EPOCH_ERRORS or b.sequence == q.acked_next:
+                if code in _EPOCH_ERRORS or b.sequence in (q.acked_next, q.unresolved):
                     log.info("%r: %s with nothing unresolved before it; bumping the epoch", b, exc)
                     self.idem.bump_needed = True
                     b.unknown_outcome = False
@@ -385,7 +430,8 @@ class Sender:
             or isinstance(exc, KafkaConnectionError | KafkaTimeoutError)
         )
         now = time.monotonic()
-        if retriable and now < b.deadline and not self._closing_hard():
+        q.last_error = exc
+        if retriable and now < b.deadline and not b.expired and not self._closing_hard():
             with self.acc.lock:
                 if b in q.in_flight:
                     q.in_flight.remove(b)
@@ -399,10 +445,7 @@ class Sender:
                 f"{b.topic}[{b.partition}]: delivery_timeout_ms expired; last error: {exc}"
             )
         self._settle(q, b)
-        if self.idem is not None and b.sequence >= 0:
-            # A hole in the sequence: later batches will be rejected; renumber from a new epoch.
-            log.info("%r failed (%s): its sequence numbers leave a hole; bumping the epoch", b, exc)
-            self.idem.bump_needed = True
+        self._hole(q, b)
         self._fail(b, exc)
 
     def _closing_hard(self) -> bool:
@@ -439,11 +482,13 @@ class Sender:
 
     def _succeed(self, b: ProducerBatch, base_offset: int, log_append_time: int) -> None:
         self.acc.release(b)
-        b.result.set_result(base_offset, log_append_time if log_append_time is not None else -1)
+        if not b.result.done:  # an expired batch's records already failed at their deadline
+            b.result.set_result(base_offset, log_append_time if log_append_time is not None else -1)
 
     def _fail(self, b: ProducerBatch, exc: BaseException) -> None:
         self.acc.release(b)
-        b.result.set_error(exc)
+        if not b.result.done:
+            b.result.set_error(exc)
 
     # -- idempotence -------------------------------------------------------------------------------
 
@@ -465,6 +510,7 @@ class Sender:
             for q in self._all_queues():
                 q.next_sequence = 0
                 q.acked_next = 0
+                q.unresolved = -1
                 pending = sorted([*q.retry, *q.sealed], key=lambda x: (x.sequence < 0, x.sequence, x.created))
                 q.retry.clear()
                 q.sealed.clear()
@@ -479,3 +525,12 @@ class Sender:
             task.cancel()
         if self._requests:
             await asyncio.gather(*self._requests, return_exceptions=True)
+
+
+def _earliest(a: float | None, b: float | None) -> float | None:
+    return b if a is None else a if b is None else min(a, b)
+
+
+def _at_or_after(seq: int, ref: int) -> bool:
+    """Sequence ``seq`` is at or after ``ref``, modulo the 31-bit wrap."""
+    return ((seq - ref) & _MAX_SEQUENCE) < (1 << 30)

@@ -22,8 +22,13 @@ class KafkaProducer(SyncFace):
     """Blocking Kafka producer; same options as ``kafka_core.aio.KafkaProducer``.
 
     ``send(topic, value, key=None, partition=None, headers=None, timestamp_ms=None)`` returns a
-    future of RecordMetadata at once; it blocks only while ``buffer_memory`` is full (up to
-    ``max_block_ms``). Use ``with KafkaProducer(...) as p:`` or call ``close()``.
+    future of RecordMetadata at once; it blocks only while ``buffer_memory`` is full or for the
+    first record of a topic while its partitions are looked up (up to ``max_block_ms`` in all).
+    Use ``with KafkaProducer(...) as p:`` or call ``close()``.
+
+    Construction does not wait for the broker (as the Java client and librdkafka): a bad address
+    shows as ``send`` giving up on the metadata after ``max_block_ms`` and the records failing at
+    ``delivery_timeout_ms``, each error naming the cause (e.g. the connection refused).
     """
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
@@ -44,7 +49,6 @@ class KafkaProducer(SyncFace):
         acc._wakeup = lambda: loop.call_soon_threadsafe(wake)
         # The hot path: the accumulator's own bound method, no wrapper frame in between.
         self.send = acc.append  # type: ignore[method-assign]
-        self._run(core.wait_ready(core._max_block))
 
     def send(  # type: ignore[no-redef]
         self,
@@ -93,8 +97,18 @@ class KafkaProducer(SyncFace):
 
     @property
     def idempotent(self) -> bool:
+        """Whether idempotence is on: known once a broker answered (waits up to ``max_block_ms``)."""
+        self._wait_ready()
         return self._async_obj.idempotent
 
     @property
     def producer_id_and_epoch(self) -> tuple[int, int]:
+        """(-1, -1) without idempotence or before a broker answered (waits up to ``max_block_ms``)."""
+        self._wait_ready()
         return self._async_obj.producer_id_and_epoch
+
+    def _wait_ready(self) -> None:
+        core: AsyncKafkaProducer = self._async_obj
+        ready = core._ready
+        if (ready is None or not ready.is_set()) and self._loop_thread.alive and not core._closed:
+            self._run(core.wait_ready(core._max_block))

@@ -203,7 +203,9 @@ def test_bad_values_fail_at_send(bootstrap_servers: str, new_topic: Callable[...
 
 def test_unknown_topic_fails_after_delivery_timeout(bootstrap_servers: str) -> None:
     topic = f"missing-{uuid.uuid4().hex[:8]}"
-    with KafkaProducer(bootstrap_servers, delivery_timeout_ms=2000, allow_auto_create_topics=False) as p:
+    with KafkaProducer(
+        bootstrap_servers, delivery_timeout_ms=2000, request_timeout_ms=1000, allow_auto_create_topics=False
+    ) as p:
         fut = p.send(topic, b"nowhere")
         with pytest.raises(KafkaTimeoutError, match="UNKNOWN_TOPIC_OR_PARTITION"):
             fut.result(60)

@@ -466,6 +466,7 @@ def _run_producer(broker: FakeBroker, n: int, **options: Any) -> tuple[list[Any]
             batch_size=400,
             retry_backoff_ms=1,
             delivery_timeout_ms=20_000,
+            request_timeout_ms=10_000,
             **options,
         )
         await p.start()

@@ -1,0 +1,431 @@
+"""The producer against a slow, stuck or garbling broker: batches keep filling while they wait,
+every record is settled by its delivery deadline, a garbled answer is retried, bad options are
+named. An in-memory broker with Kafka's idempotence rules stands in for the wire (the real
+broker's side is in tests/integration/test_producer_fail_fast.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from kafka_core.aio import KafkaProducer as AsyncKafkaProducer
+from kafka_core.codec import decode_record_batches
+from kafka_core.errors import KafkaCodecError, KafkaConfigError, KafkaTimeoutError
+from kafka_core.producer.futures import RecordMetadata
+
+SLACK = 3.0
+
+
+class SlowBroker:
+    """A one-node cluster as the producer's client sees it. ``delay(n)`` is how long Produce
+    request ``n`` takes; longer than ``request_timeout`` and it times out as a connection would
+    (written or not, per ``write_late``). ``garble(n)`` answers request ``n`` with an undecodable
+    body after writing it."""
+
+    def __init__(
+        self,
+        partitions: int = 1,
+        delay: Callable[[int], float] = lambda n: 0.0,
+        garble: Callable[[int], bool] = lambda n: False,
+        write_late: bool = True,
+    ) -> None:
+        self.partitions = partitions
+        self.delay = delay
+        self.garble = garble
+        self.write_late = write_late
+        self.logs: dict[int, list[bytes | None]] = {p: [] for p in range(partitions)}
+        self.state: dict[tuple[int, int], tuple[int, int, list[tuple[int, int]]]] = {}
+        self.requests: list[dict[int, int]] = []  # per Produce request: partition -> record count
+        self.answers: list[dict[int, int]] = []  # per Produce request: partition -> error code
+        self.next_pid = 1000
+        self.epochs: dict[int, int] = {}
+        self.init_calls: list[tuple[int, int]] = []
+        self.last_error: BaseException | None = None
+        self._metadata_max_age = 300.0
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def negotiated_versions(self) -> dict[int, dict[Any, int]]:
+        from kafka_core.protocol import ApiKey
+
+        return {0: {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.PRODUCE: 9}}
+
+    async def metadata(self, topics: list[str]) -> Any:
+        from kafka_core.client.metadata import ClusterMeta, PartitionMeta, TopicMeta
+
+        parts = [PartitionMeta(partition=p, leader=0) for p in range(self.partitions)]
+        return ClusterMeta(brokers=[], topics=[TopicMeta(name=t, partitions=parts) for t in topics])
+
+    async def init_producer_id(
+        self, _txn: Any = None, *, producer_id: int = -1, producer_epoch: int = -1
+    ) -> Any:
+        self.init_calls.append((producer_id, producer_epoch))
+        if producer_id >= 0 and self.epochs.get(producer_id) == producer_epoch:
+            self.epochs[producer_id] = producer_epoch + 1
+            return (producer_id, producer_epoch + 1)
+        pid = self.next_pid
+        self.next_pid += 1
+        self.epochs[pid] = 0
+        return (pid, 0)
+
+    async def send(self, node: int, body: Any, version: int | None = None, **kw: Any) -> Any:
+        n = len(self.requests)
+        counts: dict[int, int] = {}
+        batches = []
+        for td in body.topic_data:
+            for pd in td.partition_data:
+                data = bytes(pd.records)
+                pid, epoch, seq, count = struct.unpack_from(">qhii", data, 43)
+                counts[pd.index] = count
+                batches.append((pd.index, data, pid, epoch, seq, count))
+        self.requests.append(counts)
+        self.answers.append({})
+        delay = self.delay(n)
+        timeout = body.timeout_ms / 1000.0
+        if delay > timeout:
+            await asyncio.sleep(timeout)
+            if self.write_late:
+                for p, data, pid, epoch, seq, count in batches:
+                    self.answers[n][p] = self._append(p, data, pid, epoch, seq, count)[0]
+            raise KafkaTimeoutError(f"request {n} timed out after {body.timeout_ms} ms")
+        await asyncio.sleep(delay)
+        out = []
+        for p, data, pid, epoch, seq, count in batches:
+            code, base = self._append(p, data, pid, epoch, seq, count)
+            self.answers[n][p] = code
+            out.append(
+                SimpleNamespace(
+                    index=p, error_code=code, base_offset=base, log_append_time_ms=-1, error_message=None
+                )
+            )
+        if self.garble(n):
+            raise KafkaCodecError(f"garbled PRODUCE v9 response from fake:0: request {n}")
+        name = body.topic_data[0].name
+        return SimpleNamespace(responses=[SimpleNamespace(name=name, partition_responses=out)])
+
+    def _append(self, p: int, data: bytes, pid: int, epoch: int, seq: int, count: int) -> tuple[int, int]:
+        """Kafka's idempotence checks: duplicates of the last five batches, order, epochs."""
+        if pid >= 0:
+            cur = self.state.get((pid, p))
+            if cur is None:
+                if seq != 0:
+                    return 59, -1  # UNKNOWN_PRODUCER_ID
+            else:
+                cur_epoch, last_seq, recent = cur
+                if epoch < cur_epoch:
+                    return 47, -1  # INVALID_PRODUCER_EPOCH
+                if epoch == cur_epoch:
+                    for base_seq, offset in recent:
+                        if base_seq == seq:
+                            return 0, offset
+                    if seq != last_seq + 1:
+                        return 45, -1  # OUT_OF_ORDER_SEQUENCE_NUMBER
+                elif seq != 0:
+                    return 45, -1
+        base = len(self.logs[p])
+        self.logs[p].extend(r.value for r in decode_record_batches(data))
+        if pid >= 0:
+            prev = self.state.get((pid, p))
+            recent = [*([] if prev is None or prev[0] != epoch else prev[2])[-4:], (seq, base)]
+            self.state[(pid, p)] = (epoch, seq + count - 1, recent)
+        return 0, base
+
+
+async def outcomes(futures: list[Any], timeout: float) -> list[Any]:
+    """Each future's metadata or exception, waiting at most ``timeout`` s for all of them."""
+    out = []
+    deadline = time.monotonic() + timeout
+    for f in futures:
+        try:
+            out.append(
+                await asyncio.wait_for(
+                    asyncio.ensure_future(_await(f)), max(0.0, deadline - time.monotonic())
+                )
+            )
+        except KafkaTimeoutError as exc:  # a TimeoutError too: the record's own outcome
+            out.append(exc)
+        except TimeoutError:
+            out.append("pending")
+        except Exception as exc:
+            out.append(exc)
+    return out
+
+
+async def _await(f: Any) -> Any:
+    return await f
+
+
+# -- defect 1: batches keep filling while requests are slow ---------------------------------------
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_batches_grow_while_requests_are_slow(idempotent: bool) -> None:
+    """With 0.4 s per request and linger 5 ms, what waits behind a request keeps filling its
+    batch: the requests after the first carry many records each, not one linger's worth."""
+    broker = SlowBroker(delay=lambda n: 0.4)
+
+    async def main() -> list[Any]:
+        async with AsyncKafkaProducer(
+            client=broker,
+            linger_ms=5,
+            max_in_flight=1,
+            idempotent=idempotent,
+            acks=-1 if idempotent else 1,
+            delivery_timeout_ms=30_000,
+            request_timeout_ms=10_000,
+        ) as p:
+            futures = []
+            start = time.monotonic()
+            while time.monotonic() - start < 2.0:
+                futures.append(await p.send("t", b"x" * 20))
+                await asyncio.sleep(0.005)
+            await p.flush(30)
+            return await outcomes(futures, 5)
+
+    results = asyncio.run(main())
+    assert all(isinstance(r, RecordMetadata) for r in results)
+    assert broker.logs[0] == [b"x" * 20] * len(results)
+    sizes = [c[0] for c in broker.requests]
+    # One request at a time, 0.4 s each, a record every ~5 ms: about 80 records wait per request.
+    assert len(sizes) <= 10, sizes
+    assert max(sizes[1:]) >= 30, sizes
+
+
+def test_a_batch_fills_only_up_to_batch_size_while_it_waits() -> None:
+    broker = SlowBroker(delay=lambda n: 0.3)
+
+    async def main() -> None:
+        async with AsyncKafkaProducer(
+            client=broker, linger_ms=0, max_in_flight=1, batch_size=2_000, request_timeout_ms=10_000
+        ) as p:
+            futures = [await p.send("t", b"y" * 100) for _ in range(200)]
+            await p.flush(30)
+            assert all(isinstance(r, RecordMetadata) for r in await outcomes(futures, 5))
+
+    asyncio.run(main())
+    assert sum(c[0] for c in broker.requests) == 200
+    assert max(c[0] for c in broker.requests) <= 2_000 // 100
+
+
+# -- defect 2: every record settled by its delivery deadline --------------------------------------
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_records_behind_a_stuck_request_fail_at_their_deadline(idempotent: bool) -> None:
+    """The broker never answers in time: queued and in-flight records alike fail with a
+    KafkaTimeoutError naming the cause by delivery_timeout_ms, and flush returns by then."""
+    broker = SlowBroker(delay=lambda n: 60.0, write_late=False)
+
+    async def main() -> tuple[list[Any], float, float]:
+        p = AsyncKafkaProducer(
+            client=broker,
+            linger_ms=0,
+            max_in_flight=1,
+            idempotent=idempotent,
+            acks=-1 if idempotent else 1,
+            delivery_timeout_ms=2_500,
+            request_timeout_ms=1_000,
+            retry_backoff_ms=50,
+        )
+        await p.start()
+        t0 = time.monotonic()
+        futures = []
+        for i in range(50):
+            futures.append(await p.send("t", b"r%d" % i))
+            await asyncio.sleep(0.01)
+        await p.flush(10)
+        flushed = time.monotonic() - t0
+        results = await outcomes(futures, 0.1)
+        settled = time.monotonic() - t0
+        await p.close(5)
+        return results, flushed, settled
+
+    results, flushed, settled = asyncio.run(main())
+    assert flushed < 2.5 + SLACK and settled < 2.5 + SLACK
+    assert all(isinstance(r, KafkaTimeoutError) for r in results), results
+    assert all("delivery_timeout_ms" in str(r) for r in results)
+    assert any("timed out after 1000 ms" in str(r) for r in results), results  # the real cause
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_a_backlog_behind_busy_requests_settles_by_the_deadline(idempotent: bool) -> None:
+    """Requests are slow (0.6 s) but never idle, and records come faster than they drain: each
+    record is settled, delivered or failed, within delivery_timeout_ms of its send."""
+    broker = SlowBroker(partitions=1, delay=lambda n: 0.6)
+    settled: dict[int, float] = {}
+
+    async def main() -> tuple[list[Any], list[float]]:
+        p = AsyncKafkaProducer(
+            client=broker,
+            linger_ms=5,
+            batch_size=1_000,
+            max_in_flight=5,
+            idempotent=idempotent,
+            acks=-1 if idempotent else 1,
+            delivery_timeout_ms=1_500,
+            request_timeout_ms=1_000,
+        )
+        await p.start()
+        futures, sent_at = [], []
+        start = time.monotonic()
+        while time.monotonic() - start < 3.0:
+            f = await p.send("t", b"z" * 20)
+            i = len(futures)
+            f.add_done_callback(lambda _f, i=i: settled.setdefault(i, time.monotonic()))
+            futures.append(f)
+            sent_at.append(time.monotonic())
+            await asyncio.sleep(0.004)
+        await p.flush(20)
+        results = await outcomes(futures, 1)
+        await p.close(5)
+        return results, sent_at
+
+    results, sent_at = asyncio.run(main())
+    assert all(isinstance(r, RecordMetadata | KafkaTimeoutError) for r in results), results
+    assert any(isinstance(r, KafkaTimeoutError) for r in results)  # the backlog really outgrew them
+    late = [i for i, t in enumerate(sent_at) if settled[i] - t > 1.5 + SLACK]
+    assert not late, (len(late), max(settled[i] - sent_at[i] for i in late))
+
+
+def test_flush_and_close_honour_their_timeouts_behind_a_stuck_request() -> None:
+    broker = SlowBroker(delay=lambda n: 60.0, write_late=False)
+
+    async def main() -> tuple[float, float, int]:
+        p = AsyncKafkaProducer(client=broker, linger_ms=0, request_timeout_ms=30_000)
+        await p.start()
+        futures = [await p.send("t", b"r%d" % i) for i in range(10)]
+        t0 = time.monotonic()
+        with pytest.raises(KafkaTimeoutError, match="flush"):
+            await p.flush(1.0)
+        flushed = time.monotonic() - t0
+        t0 = time.monotonic()
+        abandoned = await p.close(1.0)
+        closed = time.monotonic() - t0
+        assert all(f.done() for f in futures)
+        return flushed, closed, abandoned
+
+    flushed, closed, abandoned = asyncio.run(main())
+    assert flushed < 1.0 + SLACK and closed < 1.0 + SLACK
+    assert abandoned == 10
+
+
+@pytest.mark.parametrize("written", [True, False])
+def test_an_in_flight_batch_past_its_deadline_leaves_sequences_consistent(written: bool) -> None:
+    """The first request outlives the records' deadline (the broker may or may not have written
+    it): its records fail at the deadline, and what is sent afterwards is delivered exactly once,
+    in order, with no sequence error left behind."""
+    broker = SlowBroker(delay=lambda n: 5.0 if n < 2 else 0.0, write_late=written)
+
+    async def main() -> tuple[list[Any], list[Any]]:
+        p = AsyncKafkaProducer(
+            client=broker,
+            linger_ms=0,
+            delivery_timeout_ms=1_500,
+            request_timeout_ms=1_200,
+            retry_backoff_ms=20,
+        )
+        await p.start()
+        t0 = time.monotonic()
+        first = [await p.send("t", b"early-%d" % i) for i in range(5)]
+        early = await outcomes(first, 1.5 + SLACK)
+        assert time.monotonic() - t0 < 1.5 + SLACK
+        await asyncio.sleep(1.5)  # the stuck request has timed out by now
+        later = [await p.send("t", b"late-%d" % i) for i in range(20)]
+        await p.flush(10)
+        late = await outcomes(later, 1)
+        await p.close(5)
+        return early, late
+
+    early, late = asyncio.run(main())
+    assert all(isinstance(r, KafkaTimeoutError) for r in early), early
+    assert all(isinstance(r, RecordMetadata) for r in late), late
+    lates = [v for v in broker.logs[0] if v is not None and v.startswith(b"late")]
+    assert lates == [b"late-%d" % i for i in range(20)]  # once each, in order
+    assert all(r.offset == broker.logs[0].index(b"late-%d" % i) for i, r in enumerate(late))
+    assert all(code == 0 for a in broker.answers[1:] for code in a.values()), broker.answers
+    assert all("in flight" in str(r) for r in early), early  # outcome unknown, said so
+
+
+# -- defect 3: a garbled Produce response is retried ----------------------------------------------
+
+
+def test_a_garbled_produce_response_is_retried_and_deduplicated() -> None:
+    """The broker wrote the batch but its answer cannot be read: the outcome is unknown, so the
+    batch is retried with the same sequence numbers and the broker drops the duplicate."""
+    broker = SlowBroker(partitions=2, garble=lambda n: n in (1, 4))
+
+    async def main() -> list[Any]:
+        async with AsyncKafkaProducer(client=broker, linger_ms=2, retry_backoff_ms=10) as p:
+            futures = []
+            for i in range(300):
+                futures.append(await p.send("t", b"g%03d" % i, partition=i % 2))
+                if i % 20 == 0:
+                    await asyncio.sleep(0.005)
+            await p.flush(30)
+            return await outcomes(futures, 5)
+
+    results = asyncio.run(main())
+    assert all(isinstance(r, RecordMetadata) for r in results), [
+        r for r in results if not isinstance(r, RecordMetadata)
+    ]
+    for p in (0, 1):
+        assert broker.logs[p] == [b"g%03d" % i for i in range(300) if i % 2 == p]
+
+
+# -- defect 4: each option validated on its own ---------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"acks": 2}, "acks"),
+        ({"acks": "some"}, "acks"),
+        ({"batch_size": 0}, "batch_size"),
+        ({"batch_size": -5}, "batch_size"),
+        ({"buffer_memory": 0}, "buffer_memory"),
+        ({"linger_ms": -1}, "linger_ms"),
+        ({"max_in_flight": 0}, "max_in_flight"),
+        ({"delivery_timeout_ms": -1}, "delivery_timeout_ms"),
+        ({"delivery_timeout_ms": 5_000}, "delivery_timeout_ms"),  # < linger + request timeout
+        ({"request_timeout_ms": 0}, "request_timeout_ms"),
+        ({"request_timeout_ms": -3}, "request_timeout_ms"),
+        ({"max_block_ms": -1}, "max_block_ms"),
+        ({"retry_backoff_ms": -1}, "retry_backoff_ms"),
+        ({"linger_ms": float("nan")}, "linger_ms"),
+        ({"batch_size": "big"}, "batch_size"),
+        ({"compression": "brotli"}, "compression"),
+        ({"idempotent": True, "acks": 1}, "idempotent"),
+        ({"idempotent": True, "max_in_flight": 6}, "max_in_flight"),
+    ],
+)
+def test_each_bad_option_is_named_with_its_value(options: dict[str, Any], named: str) -> None:
+    with pytest.raises(KafkaConfigError) as info:
+        AsyncKafkaProducer(client=SlowBroker(), **options)
+    message = str(info.value)
+    assert message.startswith(named), message
+    bad = options[named]
+    assert repr(bad) in message or str(bad) in message, message
+
+
+def test_sound_options_pass_validation() -> None:
+    AsyncKafkaProducer(
+        client=SlowBroker(), delivery_timeout_ms=3_000, request_timeout_ms=2_000, linger_ms=1000
+    )
+    AsyncKafkaProducer(client=SlowBroker(), acks="all", max_block_ms=0, linger_ms=0)
+
+
+def test_the_sync_face_validates_the_same_way() -> None:
+    from kafka_core import KafkaProducer
+
+    with pytest.raises(KafkaConfigError, match="request_timeout_ms"):
+        KafkaProducer("127.0.0.1:1", request_timeout_ms=-1)
