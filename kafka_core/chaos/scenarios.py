@@ -53,9 +53,9 @@ SCALES: dict[str, dict[str, Any]] = {
 }
 PARTITIONS = 3
 WARM_S = 2.0  # traffic between faults
-RECOVERY_TIMEOUT_S = 60.0  # a cycle fails when acks or deliveries have not resumed by then
+RECOVERY_TIMEOUT_S = 30.0  # a cycle fails when acks or deliveries have not resumed by then
 FLUSH_TIMEOUT_S = 90.0
-DRAIN_TIMEOUT_S = 60.0
+DRAIN_TIMEOUT_S = 30.0
 
 
 @dataclass

@@ -141,7 +141,21 @@ AWAITING_C = pytest.mark.xfail(
     strict=False,
     reason="issue 13: awaiting the producer fix (batches fill while waiting; delivery_timeout honoured)",
 )
-EXPECTED: dict[str, list[pytest.MarkDecorator]] = {}
+# Found by this harness, not yet explained: after a restart, a batch answered
+# DUPLICATE_SEQUENCE_NUMBER (offset -1) that is missing from the log with no hole of its size
+# (seen on SIGKILL and SIGTERM, about one run in two). Either the producer reused a sequence or
+# Tansu kept a sequence without data or offsets; the books count it against the client until a
+# wire capture of the Produce requests tells which. Not every restart hits a batch: not strict.
+UNEXPLAINED_DUPSEQ = pytest.mark.xfail(
+    strict=False,
+    reason="issue 13: DUPLICATE_SEQUENCE_NUMBER answer for a batch missing from the log without a hole "
+    "(sequence reuse by the producer, or Tansu): under investigation",
+)
+EXPECTED: dict[str, list[pytest.MarkDecorator]] = {
+    "broker-restart-sigterm": [UNEXPLAINED_DUPSEQ],
+    "broker-restart-sigkill": [UNEXPLAINED_DUPSEQ],
+    "network-interruption": [AWAITING_B],  # the 25 s outage: the consumer never delivers again
+}
 
 
 @pytest.fixture(scope="module")
