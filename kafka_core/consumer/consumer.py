@@ -14,11 +14,20 @@ import re
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
-from kafka_core.client.metadata import EARLIEST, LATEST, ListedOffset, OffsetAndMetadata, TopicPartition
+from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
 from kafka_core.consumer.fetcher import Fetcher
 from kafka_core.consumer.message import ConsumedMessage
+from kafka_core.consumer.offsets import ConsumerOffsets, _tp
+from kafka_core.consumer.options import check_consumer_options
+from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.subscription import SubscriptionState
-from kafka_core.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
+from kafka_core.errors import (
+    KafkaClosedError,
+    KafkaConfigError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -31,17 +40,13 @@ COLUMNS_BATCH_BYTES = 1 << 20
 FETCH_CONCURRENCY = 3
 
 
-def _tp(x: Any) -> TopicPartition:
-    return x if isinstance(x, TopicPartition) else TopicPartition(x[0], int(x[1]))
-
-
 def _partitions_arg(partitions: Any) -> list[TopicPartition]:
     if isinstance(partitions, Mapping):
         return [TopicPartition(t, int(p)) for t, ps in partitions.items() for p in ps]
     return [_tp(x) for x in partitions]
 
 
-class KafkaConsumer:
+class KafkaConsumer(ConsumerOffsets):
     """Consume records from Kafka topics (asyncio).
 
     Assignment: ``group_id=None`` with ``topics`` reads every partition of them (no group, no
@@ -61,6 +66,16 @@ class KafkaConsumer:
     A group member checks every ``metadata_max_age_ms`` whether its subscription changed (new
     topics matching ``pattern``, more partitions) and rejoins if so.
     Other keyword arguments (or ``client=``, an existing KafkaClient) configure the connection.
+
+    Outages: the consumer never stops by itself. Whatever fails (connecting, leader lookups,
+    fetches, joining) is retried in the background with backoff, for as long as it lives, and
+    consumption resumes where it was once the cluster answers. ``poll`` always returns or raises
+    within its ``timeout_ms`` (connecting and joining go on behind it), and never hides an outage:
+    until a first broker has answered, a poll that ends without one raises KafkaConnectionError
+    with the cause (a wrong address fails at the first poll); later, a partition or the group
+    failing for longer than ``request_timeout_ms`` makes poll raise KafkaConnectionError naming
+    them and the last error, once per ``request_timeout_ms`` while it lasts (a warning is logged
+    when it starts and ends). These errors are retriable: keep polling.
     """
 
     def __init__(
@@ -96,6 +111,7 @@ class KafkaConsumer:
         **client_options: Any,
     ) -> None:
         topic_list = list(topics_args) + list(topics or [])
+        check_consumer_options(locals())  # each option on its own, before anything else
         if auto_offset_reset not in OFFSET_RESETS:
             raise KafkaConfigError(
                 f"auto_offset_reset must be one of {OFFSET_RESETS}, not {auto_offset_reset!r}"
@@ -112,12 +128,6 @@ class KafkaConsumer:
             raise KafkaConfigError("pattern subscriptions need a group_id")
         if group_id is not None and not group_id:
             raise KafkaConfigError("group_id must not be empty")
-        if heartbeat_interval_ms >= session_timeout_ms:
-            raise KafkaConfigError("heartbeat_interval_ms must be lower than session_timeout_ms")
-        if max_poll_records is not None and max_poll_records < 1:
-            raise KafkaConfigError("max_poll_records must be positive")
-        if fetch_concurrency < 1:
-            raise KafkaConfigError("fetch_concurrency must be at least 1")
         if client is None:
             if bootstrap_servers is None:
                 raise KafkaConfigError("bootstrap_servers (or client) is required")
@@ -125,6 +135,7 @@ class KafkaConsumer:
 
             client = KafkaClient(bootstrap_servers, **client_options)
             self._owns_client = True
+            request_timeout_ms = client_options.get("request_timeout_ms", 30_000)
         else:
             if client_options or bootstrap_servers is not None:
                 raise KafkaConfigError(
@@ -132,6 +143,7 @@ class KafkaConsumer:
                 )
             client = getattr(client, "async_object", client)  # a sync KafkaClient's async twin
             self._owns_client = False
+            request_timeout_ms = getattr(client, "_request_timeout_ms", 30_000)
         self._client = client
         self.group_id = group_id
         self._topics = topic_list
@@ -144,6 +156,10 @@ class KafkaConsumer:
         self._max_poll_records = max_poll_records
         self._gate_timeout_ms = coordinator_ready_timeout_ms
         self._subs = SubscriptionState()
+        self._outage = OutageTracker(request_timeout_ms / 1000.0)
+        # Before a first broker answered, poll reports each new failure (none from before us).
+        self._reached = False
+        self._reported_error: BaseException | None = getattr(client, "last_error", None)
         self._fetcher = Fetcher(
             client,
             self._subs,
@@ -155,6 +171,8 @@ class KafkaConsumer:
             max_partition_fetch_bytes=max_partition_fetch_bytes,
             check_crcs=check_crcs,
             fetch_concurrency=fetch_concurrency,
+            request_timeout_ms=request_timeout_ms,
+            outage=self._outage,
         )
         self._group: Any = None
         if group_id is not None and self._static is None:
@@ -184,6 +202,9 @@ class KafkaConsumer:
         # Runs rebalance callbacks when set (the sync face: in the application's thread).
         self._callback_runner: Callable[[Callable[..., Any], set[TopicPartition]], Any] | None = None
         self._start_lock = asyncio.Lock()
+        self._start_task: asyncio.Task[None] | None = None  # a start going on behind poll()
+        self._commit_lock = asyncio.Lock()  # commits in order: an older one never lands last
+        self._commit_task: asyncio.Task[None] | None = None  # an auto-commit behind poll()
         self._started = False
         self._closed = False
         self._stopping = False
@@ -203,8 +224,6 @@ class KafkaConsumer:
     async def start(self) -> None:
         """Connect, resolve the assignment and starting positions (poll() calls this lazily)."""
         if self._closed:
-            from kafka_core.errors import KafkaClosedError
-
             raise KafkaClosedError("this consumer is closed")
         async with self._start_lock:
             if self._started:
@@ -265,21 +284,40 @@ class KafkaConsumer:
                 self._subs.request_reset(tp, self.auto_offset_reset)
         self._fetcher.wake()
 
-    async def close(self, *, commit: bool = True) -> None:
-        """Commit what was handed over (auto-commit), leave the group, release connections."""
+    async def close(self, timeout: float | None = None, *, commit: bool = True) -> None:
+        """Commit what was handed over (auto-commit), leave the group, release connections.
+
+        ``timeout`` (seconds) bounds the commit and the leave: past it, connections are released
+        anyway and KafkaTimeoutError says what was cut short (records after the last commit are
+        delivered again to the next owner; the group rebalances after the session timeout).
+        """
         if self._closed:
             return
         self._closed = True
         self.stop()
         error: BaseException | None = None
+        step = "the final commit"
+        if self._start_task is not None:
+            self._start_task.cancel()
+            await asyncio.gather(self._start_task, return_exceptions=True)
+        deadline = None if timeout is None else asyncio.get_running_loop().time() + max(timeout, 0)
+        bound = asyncio.timeout_at(deadline)
         try:
-            if self._started and commit and self._auto_commit:
-                try:
-                    await self._commit_positions()
-                except KafkaError as exc:
-                    error = exc
-            if self._group is not None:
-                await self._group.close()
+            async with bound:
+                if self._commit_task is not None:  # an auto-commit in flight: superseded below
+                    await asyncio.gather(self._commit_task, return_exceptions=True)
+                if self._started and commit and self._auto_commit:
+                    try:
+                        await self._commit_positions()
+                    except KafkaError as exc:
+                        error = exc
+                step = "leaving the group"
+                if self._group is not None:
+                    await self._group.close()
+        except TimeoutError:
+            if not bound.expired():
+                raise
+            error = KafkaTimeoutError(f"close did not finish within {timeout}s: {step} was cut short")
         finally:
             await self._fetcher.close()
             if self._owns_client:
@@ -305,20 +343,63 @@ class KafkaConsumer:
 
     # -- polling -----------------------------------------------------------------------------
 
-    async def _before_poll(self) -> None:
-        if self._closed:
-            from kafka_core.errors import KafkaClosedError
+    async def _start_within(self, deadline: float) -> bool:
+        """Start (connect, resolve the assignment) as a task; False if it outlasts ``deadline``."""
+        loop = asyncio.get_running_loop()
+        task = self._start_task
+        if task is None:
+            task = self._start_task = loop.create_task(self.start(), name="kafka-core-consumer-start")
+        if not task.done():
+            await _wait_until(task, deadline - loop.time(), self._wakeup)
+            if not task.done():
+                return False
+        self._start_task = None
+        task.result()  # its error (the next poll starts again)
+        return True
 
+    async def _before_poll(self, deadline: float) -> bool:
+        """False while the start goes on; else raises what is pending, runs the auto-commit."""
+        if self._closed:
             raise KafkaClosedError("this consumer is closed")
-        await self._ensure_started()
+        if not self._started and not await self._start_within(deadline):
+            return False
         if self._pending_errors:
             raise self._pending_errors.pop(0)
         if self._group is not None:
             self._group.note_poll()
             if self._group.joining:
-                return  # no auto-commit mid-rebalance: the revocation commits what it must
-        if self._auto_commit and asyncio.get_running_loop().time() >= self._next_auto_commit:
-            await self._commit_positions()
+                return True  # no auto-commit mid-rebalance: the revocation commits what it must
+        loop = asyncio.get_running_loop()
+        if self._auto_commit and self._commit_task is None and loop.time() >= self._next_auto_commit:
+            todo = self._uncommitted()  # now: what was handed over before this poll, no more
+            if todo:
+                self._commit_task = loop.create_task(self._commit(todo), name="kafka-core-auto-commit")
+        task = self._commit_task
+        if task is not None:
+            # A commit slower than the poll (an outage) goes on behind it; its error comes later.
+            await _wait_until(task, deadline - loop.time(), self._wakeup)
+            if task.done():
+                self._commit_task = None
+                task.result()
+        return True
+
+    def _nothing(self, columns: bool) -> Any:
+        """An empty poll's answer, unless the consumer is cut off: then why, as an error."""
+        if not self._reached:
+            if self._client.cached_metadata().brokers:
+                self._reached = True
+            else:
+                err = getattr(self._client, "last_error", None)
+                if (
+                    isinstance(err, KafkaConnectionError | KafkaTimeoutError)
+                    and err is not self._reported_error
+                ):
+                    self._reported_error = err
+                    raise KafkaConnectionError(f"no broker reachable yet (still trying): {err}") from err
+        err = self._outage.due()
+        if err is not None:
+            raise err
+        return None if columns else []
 
     def _raise_fetch_errors(self) -> None:
         err = self._fetcher.take_error()
@@ -326,17 +407,19 @@ class KafkaConsumer:
             raise err
 
     async def _poll(self, timeout_ms: float, max_records: int | None, columns: bool) -> Any:
-        await self._before_poll()
         max_records = max_records if max_records is not None else self._max_poll_records
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(timeout_ms, 0) / 1000.0
+        if not await self._before_poll(deadline):
+            self._wakeup.clear()
+            return self._nothing(columns)
         while True:
             # A join (its callbacks included) may outlast the timeout: it goes on behind poll.
             if self._group is not None and not await self._group.wait_active(
                 deadline - loop.time(), self._wakeup
             ):
                 self._wakeup.clear()
-                return None if columns else []
+                return self._nothing(columns)
             if self._pending_errors:
                 raise self._pending_errors.pop(0)
             self._raise_fetch_errors()
@@ -346,12 +429,12 @@ class KafkaConsumer:
             remaining = deadline - loop.time()
             if remaining <= 0 or self._wakeup.is_set():
                 self._wakeup.clear()
-                return None if columns else []
+                return self._nothing(columns)
             self._fetcher.data_ready.clear()
             try:
                 await asyncio.wait_for(self._fetcher.data_ready.wait(), remaining)
             except TimeoutError:
-                return None if columns else []
+                return self._nothing(columns)
 
     def _drain(self, max_records: int | None, columns: bool) -> Any:
         buffer = self._fetcher.buffer
@@ -473,123 +556,6 @@ class KafkaConsumer:
             if tp in self._subs:
                 self.seek(tp, offset)
 
-    # -- offsets -----------------------------------------------------------------------------
-
-    def _group_args(self) -> dict[str, Any]:
-        if self._group is None:
-            return {}
-        return self._group.commit_args()
-
-    async def _commit_positions(self, tps: Iterable[TopicPartition] | None = None) -> None:
-        self._next_auto_commit = asyncio.get_running_loop().time() + self._auto_commit_interval
-        positions = self._subs.positions()
-        if tps is not None:
-            positions = {tp: positions[tp] for tp in tps if tp in positions}
-        todo = {tp: off for tp, off in positions.items() if self._committed_positions.get(tp) != off}
-        if todo:
-            await self._commit(todo)
-
-    async def _commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
-        if self.group_id is None:
-            raise KafkaConfigError("commit needs a group_id")
-        await self._client.commit_offsets(self.group_id, offsets, **self._group_args())
-        for tp, value in offsets.items():
-            off = value.offset if isinstance(value, OffsetAndMetadata) else int(value)
-            self._committed_positions[tp] = off
-            if tp in self._subs:
-                self._subs.state(tp).committed = off
-
-    async def commit(self, offsets: Any = None) -> None:
-        """Commit positions (None: every assigned partition), a {tp: offset} map, or messages.
-
-        Offsets are of the next record to consume. A message (or list of them) commits past it.
-        """
-        await self._ensure_started()
-        if offsets is None:
-            await self._commit_positions()
-            return
-        if isinstance(offsets, ConsumedMessage):
-            offsets = [offsets]
-        if isinstance(offsets, Mapping):
-            todo = {_tp(k): v for k, v in offsets.items()}
-        else:
-            todo = {}
-            for item in offsets:
-                if isinstance(item, ConsumedMessage):
-                    tp = item.topic_partition
-                    todo[tp] = max(todo.get(tp, 0), item.offset + 1)  # type: ignore[arg-type]
-                else:
-                    tp = _tp(item)
-                    pos = self._subs.positions().get(tp)
-                    if pos is None:
-                        raise KafkaConfigError(f"{tp} has no position to commit")
-                    todo[tp] = pos
-        await self._commit(todo)
-
-    async def committed(self, partitions: Iterable[Any] | None = None) -> dict[TopicPartition, int | None]:
-        """The group's committed offsets (None where nothing is committed)."""
-        if self.group_id is None:
-            raise KafkaConfigError("committed offsets need a group_id")
-        tps = [_tp(x) for x in partitions] if partitions is not None else sorted(self._subs.assigned())
-        got = await self._client.fetch_committed_offsets(self.group_id, tps)
-        return {tp: (got[tp].offset if tp in got else None) for tp in tps}
-
-    def seek(self, tp: Any, offset: int) -> None:
-        """Consume ``tp`` from ``offset`` next (also the way past a corrupt batch)."""
-        tp = _tp(tp)
-        if offset < 0:
-            raise KafkaConfigError(f"offset must be >= 0, not {offset}")
-        self._subs.seek(tp, offset)
-        self._fetcher.drop([tp])
-
-    def _reset(self, tps: Iterable[Any] | None, policy: str) -> None:
-        targets = [_tp(x) for x in tps] if tps is not None else sorted(self._subs.assigned())
-        for tp in targets:
-            self._subs.request_reset(tp, policy)
-        self._fetcher.drop(targets)
-
-    def seek_to_beginning(self, partitions: Iterable[Any] | None = None) -> None:
-        self._reset(partitions, "earliest")
-
-    def seek_to_end(self, partitions: Iterable[Any] | None = None) -> None:
-        self._reset(partitions, "latest")
-
-    async def position(self, tp: Any) -> int | None:
-        """The offset of the next record poll() will hand over for ``tp`` (once it is known)."""
-        await self._ensure_started()
-        return self._subs.state(_tp(tp)).position
-
-    async def offsets_for_times(
-        self, timestamps: Mapping[Any, int]
-    ) -> dict[TopicPartition, ListedOffset | None]:
-        """Earliest offset whose timestamp is >= the given one, per partition (None: no such record)."""
-        got = await self._client.list_offsets({_tp(k): int(v) for k, v in timestamps.items()})
-        return {tp: (lo if lo.offset >= 0 else None) for tp, lo in got.items()}
-
-    async def beginning_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
-        got = await self._client.list_offsets({_tp(x): EARLIEST for x in partitions})
-        return {tp: lo.offset for tp, lo in got.items()}
-
-    async def end_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
-        tps = [_tp(x) for x in partitions]
-        got = await self._client.list_offsets({tp: LATEST for tp in tps}, isolation_level=self._isolation)
-        return {
-            tp: await self._fetcher._true_end(tp, lo.offset) if lo.offset > 0 else lo.offset
-            for tp, lo in got.items()
-        }
-
-    async def lag(self) -> dict[TopicPartition, int | None]:
-        """Records between each position and the log end (None while the position is unknown)."""
-        await self._ensure_started()
-        ends = await self.end_offsets(self._subs.assigned())
-        out: dict[TopicPartition, int | None] = {}
-        for tp, st in self._subs.items():
-            end = max(ends.get(tp, -1), st.high_watermark)
-            for buffered in self._fetcher.buffer.get(tp, ()):
-                end = max(end, buffered.next_offset)
-            out[tp] = None if st.position is None else max(end - st.position, 0)
-        return out
-
     # -- assignment and flow control ------------------------------------------------------------
 
     def assignment(self) -> set[TopicPartition]:
@@ -608,3 +574,14 @@ class KafkaConsumer:
 
     def subscription(self) -> list[str]:
         return list(self._topics)
+
+
+async def _wait_until(task: asyncio.Future[Any], timeout_s: float, interrupt: asyncio.Event) -> None:
+    """Wait for ``task`` at most ``timeout_s``, or until ``interrupt`` (stop()) is set."""
+    if timeout_s <= 0 or interrupt.is_set():
+        return
+    waiter = asyncio.get_running_loop().create_task(interrupt.wait())
+    try:
+        await asyncio.wait({task, waiter}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()

@@ -3,12 +3,16 @@
 A partition is fetched again as soon as its buffered data has been handed to the application,
 so the next response is on its way while the application works on the current records. Positions
 move only when records are handed over: a dropped connection or a broker restart costs a resend
-from the same position, never a skipped record.
+from the same position, never a skipped record. A partition whose leader cannot be looked up (the
+cluster is down) is tried again after a backoff, for as long as the consumer runs: an outage of
+any length ends with the consumer fetching again. Failures go to the OutageTracker, so that
+poll can say why nothing comes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from collections import defaultdict, deque
@@ -16,6 +20,7 @@ from typing import Any
 
 from kafka_core.client.metadata import EARLIEST, LATEST, TopicPartition
 from kafka_core.consumer.fetchresult import PartitionFetch, scan_batches
+from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import KafkaClosedError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from kafka_core.network.backoff import Backoff
@@ -51,6 +56,8 @@ class Fetcher:
         check_crcs: bool = True,
         prefetch_depth: int = 2,
         fetch_concurrency: int = 1,
+        request_timeout_ms: float = 30_000,
+        outage: OutageTracker | None = None,
     ) -> None:
         self._client = client
         self._subs = subs
@@ -61,6 +68,10 @@ class Fetcher:
         self._max_bytes = fetch_max_bytes
         self._part_max = max_partition_fetch_bytes
         self._check_crcs = check_crcs
+        self._request_timeout = request_timeout_ms
+        self.outage = outage if outage is not None else OutageTracker(request_timeout_ms / 1000.0)
+        # Between rounds that left partitions without a leader (the cluster unreachable).
+        self._lookup_backoff = Backoff(100, 2_000)
         # Up to ``prefetch_depth`` undelivered responses per partition: a partition with data
         # waiting is still fetched ahead, so one caught-up partition's long poll never holds
         # back a busy one.
@@ -120,9 +131,10 @@ class Fetcher:
     async def _run(self) -> None:
         while not self._closed:
             self._wake.clear()
+            unrouted = False
             try:
                 await self._reset_positions()
-                await self._send_fetches()
+                unrouted = await self._send_fetches()
             except asyncio.CancelledError:
                 raise
             except KafkaClosedError:
@@ -132,6 +144,12 @@ class Fetcher:
                 self.errors.append(exc)
                 self._notify()
                 await asyncio.sleep(0.1)
+            if unrouted:
+                # Nothing else would wake us for those partitions: look their leaders up again.
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), self._lookup_backoff.next_s())
+                continue
+            self._lookup_backoff.reset()
             if self._pending_resets():
                 await asyncio.sleep(0.1)
                 continue
@@ -173,7 +191,9 @@ class Fetcher:
             )
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             log.debug("offset reset failed, will retry: %r", exc)
+            self.outage.failed_all(todo, exc)
             return
+        self.outage.ok_all(todo)
         for tp, listed in found.items():
             policy = todo[tp]
             offset = listed.offset
@@ -287,7 +307,8 @@ class Fetcher:
                 out.append((name, t))
         return out
 
-    async def _send_fetches(self) -> None:
+    async def _send_fetches(self) -> bool:
+        """Send a Fetch to each leader that has partitions to fetch; True if some have no leader."""
         wanted: dict[TopicPartition, tuple[int, int]] = {}
         for tp in self._subs.fetchable():
             if tp in self._inflight_tps or tp in self.partition_errors:
@@ -298,13 +319,21 @@ class Fetcher:
             st = self._subs.state(tp)
             wanted[tp] = (q[-1].next_offset if q else st.position, st.epoch)  # type: ignore[assignment]
         if not wanted:
-            return
+            return False
+        self.outage.forget(lambda key: not isinstance(key, TopicPartition) or key in self._subs)
         by_node: dict[tuple[int, int], dict[TopicPartition, tuple[int, int]]] = defaultdict(dict)
+        unrouted: dict[str, BaseException] = {}  # topic -> why its leader lookup failed this round
         for tp, where in wanted.items():
-            try:
-                node = await self._client.leader_for(tp.topic, tp.partition, timeout_ms=5_000)
-            except (KafkaConnectionError, KafkaTimeoutError) as exc:
-                log.debug("no leader for %s yet: %r", tp, exc)
+            cause = unrouted.get(tp.topic)
+            if cause is None:
+                try:
+                    node = await self._client.leader_for(tp.topic, tp.partition, timeout_ms=5_000)
+                except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                    log.debug("no leader for %s yet: %r", tp, exc)
+                    # Its topic's other partitions would wait as long for the same answer.
+                    cause = unrouted[tp.topic] = exc
+            if cause is not None:
+                self.outage.failed(tp, cause)
                 continue
             slot = (node, self._lane(node, tp))
             if slot in self._inflight:
@@ -320,6 +349,7 @@ class Fetcher:
                 continue
             self._inflight_tps.update(offsets)
             self._inflight[slot] = loop.create_task(self._fetch_node(slot, offsets))
+        return bool(unrouted)
 
     def _lane(self, node: int, tp: TopicPartition) -> int:
         """The partition's lane: dealt round-robin per broker the first time it is fetched."""
@@ -345,9 +375,10 @@ class Fetcher:
                 min_bytes=self._min_bytes,
             )
             resp = await self._client.send(
-                node, request, version, timeout_ms=self._max_wait + 30_000, lane=lane
+                node, request, version, timeout_ms=self._max_wait + self._request_timeout, lane=lane
             )
             self._backoff[node].reset()
+            self.outage.ok_all(offsets)
             if resp.error_code:
                 self._client.note_error(resp.error_code)
                 if resp.error_code in RETRIABLE_FETCH_ERRORS:  # e.g. a stale topic id
@@ -377,6 +408,7 @@ class Fetcher:
             # Lost connection or broker restart: back off, refresh metadata, resend from the
             # unchanged positions.
             log.debug("fetch from node %s failed: %r", node, exc)
+            self.outage.failed_all(offsets, exc)
             for tp in offsets:
                 self._client.invalidate_metadata(tp.topic)
             await asyncio.sleep(self._backoff[node].next_s())

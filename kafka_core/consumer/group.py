@@ -50,6 +50,7 @@ log = logging.getLogger(__name__)
 
 COORDINATOR_ERRORS = frozenset({14, 15, 16})
 ILLEGAL_GENERATION = 22
+INVALID_SESSION_TIMEOUT = 26
 UNKNOWN_MEMBER_ID = 25
 REBALANCE_IN_PROGRESS = 27
 MEMBER_ID_REQUIRED = 79
@@ -110,6 +111,8 @@ class GroupMembership:
         self._joined_once = False
         self._assigned_counts: dict[str, int] = {}  # what the leader assigned from
         self._gate_timeout_ms = coordinator_ready_timeout_ms
+        self._join_key = f"joining group {group_id!r}"  # what the outage report names
+        self._heartbeat_key = f"heartbeats of group {group_id!r}"
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -257,6 +260,7 @@ class GroupMembership:
                 try:
                     await self._join_once()
                 except (KafkaConnectionError, KafkaTimeoutError) as exc:
+                    self._consumer._outage.failed(self._join_key, exc)
                     if gate is not None and loop.time() >= gate:
                         raise KafkaTimeoutError(
                             f"group coordinator for {self.group_id!r} not ready within "
@@ -269,6 +273,8 @@ class GroupMembership:
                 except _Retry as exc:
                     log.info("joining group %s: %s; retrying", self.group_id, exc)
                     await asyncio.sleep(backoff.next_s() if exc.backoff else 0)
+            if not self.needs_rejoin:
+                self._consumer._outage.ok_all((self._join_key, self._heartbeat_key))
 
     async def _subscription_topics(self) -> list[str]:
         if self._pattern is None:
@@ -296,6 +302,12 @@ class GroupMembership:
             return _Retry(f"{what}: illegal generation")
         if code == REBALANCE_IN_PROGRESS:
             return _Retry(f"{what}: rebalance in progress")
+        if code == INVALID_SESSION_TIMEOUT:
+            return error_for(
+                code,
+                f"{what} for group {self.group_id!r}: session_timeout_ms={self._session_timeout} is outside "
+                "the broker's group.min.session.timeout.ms..group.max.session.timeout.ms",
+            )
         return error_for(code, f"{what} for group {self.group_id!r}")
 
     async def _join_once(self) -> None:
@@ -450,8 +462,10 @@ class GroupMembership:
                 return
             except KafkaError as exc:
                 log.info("heartbeat for %s failed: %r", self.group_id, exc)
+                self._consumer._outage.failed(self._heartbeat_key, exc)
                 self._client.note_error(15, coordinator_key=self.group_id)
                 continue
+            self._consumer._outage.ok(self._heartbeat_key)
             code = resp.error_code
             if not code:
                 continue

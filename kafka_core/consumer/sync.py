@@ -209,11 +209,14 @@ class KafkaConsumer(SyncFace):
         if self._loop_thread.alive:
             self._loop_thread.loop.call_soon_threadsafe(self._async_obj.stop)
 
-    def close(self, *, commit: bool = True) -> None:
-        """Commit (auto-commit), run on_revoke here, leave the group; then release the loop."""
+    def close(self, timeout: float | None = None, *, commit: bool = True) -> None:
+        """Commit (auto-commit), run on_revoke here, leave the group; then release the loop.
+
+        ``timeout`` (seconds) bounds it: see :meth:`kafka_core.aio.KafkaConsumer.close`.
+        """
         try:
             if self._loop_thread.alive and not self._async_obj._closed:
-                self._serve(self._async_obj.close(commit=commit))
+                self._serve(self._async_obj.close(timeout, commit=commit))
         finally:
             self._finalizer()
 

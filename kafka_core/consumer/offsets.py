@@ -1,0 +1,156 @@
+"""The consumer's offset methods: commits (serialised), committed offsets, seeks, lag.
+
+A mixin of KafkaConsumer, kept apart so that each module stays readable; it works on the
+consumer's subscription state, fetcher and client.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from kafka_core.client.metadata import EARLIEST, LATEST, ListedOffset, OffsetAndMetadata, TopicPartition
+from kafka_core.consumer.message import ConsumedMessage
+from kafka_core.consumer.subscription import SubscriptionState
+from kafka_core.errors import KafkaConfigError
+
+
+def _tp(x: Any) -> TopicPartition:
+    return x if isinstance(x, TopicPartition) else TopicPartition(x[0], int(x[1]))
+
+
+class ConsumerOffsets:
+    _client: Any
+    _subs: SubscriptionState
+    _fetcher: Any
+    _group: Any
+    group_id: str | None
+    _isolation: int
+    _auto_commit_interval: float
+    _next_auto_commit: float
+    _committed_positions: dict[TopicPartition, int]
+    _commit_lock: asyncio.Lock
+
+    async def _ensure_started(self) -> None:
+        raise NotImplementedError
+
+    def _group_args(self) -> dict[str, Any]:
+        if self._group is None:
+            return {}
+        return self._group.commit_args()
+
+    def _uncommitted(self, tps: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, int]:
+        """Positions (handed over so far) not committed yet; the auto-commit clock restarts."""
+        self._next_auto_commit = asyncio.get_running_loop().time() + self._auto_commit_interval
+        positions = self._subs.positions()
+        if tps is not None:
+            positions = {tp: positions[tp] for tp in tps if tp in positions}
+        return {tp: off for tp, off in positions.items() if self._committed_positions.get(tp) != off}
+
+    async def _commit_positions(self, tps: Iterable[TopicPartition] | None = None) -> None:
+        todo = self._uncommitted(tps)
+        if todo:
+            await self._commit(todo)
+
+    async def _commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
+        if self.group_id is None:
+            raise KafkaConfigError("commit needs a group_id")
+        async with self._commit_lock:
+            await self._client.commit_offsets(self.group_id, offsets, **self._group_args())
+        for tp, value in offsets.items():
+            off = value.offset if isinstance(value, OffsetAndMetadata) else int(value)
+            self._committed_positions[tp] = off
+            if tp in self._subs:
+                self._subs.state(tp).committed = off
+
+    async def commit(self, offsets: Any = None) -> None:
+        """Commit positions (None: every assigned partition), a {tp: offset} map, or messages.
+
+        Offsets are of the next record to consume. A message (or list of them) commits past it.
+        """
+        await self._ensure_started()
+        if offsets is None:
+            await self._commit_positions()
+            return
+        if isinstance(offsets, ConsumedMessage):
+            offsets = [offsets]
+        if isinstance(offsets, Mapping):
+            todo = {_tp(k): v for k, v in offsets.items()}
+        else:
+            todo = {}
+            for item in offsets:
+                if isinstance(item, ConsumedMessage):
+                    tp = item.topic_partition
+                    todo[tp] = max(todo.get(tp, 0), item.offset + 1)  # type: ignore[arg-type]
+                else:
+                    tp = _tp(item)
+                    pos = self._subs.positions().get(tp)
+                    if pos is None:
+                        raise KafkaConfigError(f"{tp} has no position to commit")
+                    todo[tp] = pos
+        await self._commit(todo)
+
+    async def committed(self, partitions: Iterable[Any] | None = None) -> dict[TopicPartition, int | None]:
+        """The group's committed offsets (None where nothing is committed)."""
+        if self.group_id is None:
+            raise KafkaConfigError("committed offsets need a group_id")
+        tps = [_tp(x) for x in partitions] if partitions is not None else sorted(self._subs.assigned())
+        got = await self._client.fetch_committed_offsets(self.group_id, tps)
+        return {tp: (got[tp].offset if tp in got else None) for tp in tps}
+
+    def seek(self, tp: Any, offset: int) -> None:
+        """Consume ``tp`` from ``offset`` next (also the way past a corrupt batch)."""
+        tp = _tp(tp)
+        if offset < 0:
+            raise KafkaConfigError(f"offset must be >= 0, not {offset}")
+        self._subs.seek(tp, offset)
+        self._fetcher.drop([tp])
+
+    def _reset(self, tps: Iterable[Any] | None, policy: str) -> None:
+        targets = [_tp(x) for x in tps] if tps is not None else sorted(self._subs.assigned())
+        for tp in targets:
+            self._subs.request_reset(tp, policy)
+        self._fetcher.drop(targets)
+
+    def seek_to_beginning(self, partitions: Iterable[Any] | None = None) -> None:
+        self._reset(partitions, "earliest")
+
+    def seek_to_end(self, partitions: Iterable[Any] | None = None) -> None:
+        self._reset(partitions, "latest")
+
+    async def position(self, tp: Any) -> int | None:
+        """The offset of the next record poll() will hand over for ``tp`` (once it is known)."""
+        await self._ensure_started()
+        return self._subs.state(_tp(tp)).position
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[Any, int]
+    ) -> dict[TopicPartition, ListedOffset | None]:
+        """Earliest offset whose timestamp is >= the given one, per partition (None: no such record)."""
+        got = await self._client.list_offsets({_tp(k): int(v) for k, v in timestamps.items()})
+        return {tp: (lo if lo.offset >= 0 else None) for tp, lo in got.items()}
+
+    async def beginning_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
+        got = await self._client.list_offsets({_tp(x): EARLIEST for x in partitions})
+        return {tp: lo.offset for tp, lo in got.items()}
+
+    async def end_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
+        tps = [_tp(x) for x in partitions]
+        got = await self._client.list_offsets({tp: LATEST for tp in tps}, isolation_level=self._isolation)
+        return {
+            tp: await self._fetcher._true_end(tp, lo.offset) if lo.offset > 0 else lo.offset
+            for tp, lo in got.items()
+        }
+
+    async def lag(self) -> dict[TopicPartition, int | None]:
+        """Records between each position and the log end (None while the position is unknown)."""
+        await self._ensure_started()
+        ends = await self.end_offsets(self._subs.assigned())
+        out: dict[TopicPartition, int | None] = {}
+        for tp, st in self._subs.items():
+            end = max(ends.get(tp, -1), st.high_watermark)
+            for buffered in self._fetcher.buffer.get(tp, ()):
+                end = max(end, buffered.next_offset)
+            out[tp] = None if st.position is None else max(end - st.position, 0)
+        return out
