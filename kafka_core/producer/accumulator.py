@@ -15,13 +15,22 @@ from __future__ import annotations
 
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kafka_core.errors import KafkaClosedError, KafkaCodecError, KafkaConfigError, KafkaTimeoutError
-from kafka_core.producer._speedups import BatchBase, Budget
+from kafka_core.errors import KafkaClosedError, KafkaConfigError, KafkaTimeoutError
+from kafka_core.producer._speedups import Budget
 from kafka_core.producer._speedups import accel as _accel
+from kafka_core.producer.batches import (
+    BATCH_OVERHEAD,
+    RECORD_OVERHEAD,
+    PartitionQueue,
+    ProducerBatch,
+    TopicState,
+    check_bytes,
+    headers_size,
+    now_ms,
+)
 from kafka_core.producer.futures import BatchResult, RecordFuture
 from kafka_core.producer.partitioner import DefaultPartitioner, Partitioner
 
@@ -33,145 +42,6 @@ __all__ = [
     "ProducerBatch",
     "TopicState",
 ]
-
-BATCH_OVERHEAD = 61  # RecordBatch v2 header
-# Upper bound of a record's framing for records under 1 MiB: length(3) attributes(1)
-# timestampDelta(10) offsetDelta(3) keyLength(3) valueLength(3) headerCount(1).
-RECORD_OVERHEAD = 24
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def check_bytes(obj: Any, what: str) -> int:
-    """Size of a bytes-like ``obj`` (0 for None); anything else fails alone, at send time."""
-    if obj is None:
-        return 0
-    if not isinstance(obj, str):
-        try:
-            return memoryview(obj).nbytes
-        except TypeError:
-            pass
-    raise KafkaCodecError(f"{what} must be bytes-like or None, not {type(obj).__name__}")
-
-
-def headers_size(headers: Sequence[tuple[str, Any]]) -> int:
-    size = 0
-    for k, v in headers:
-        size += 10 + len(k) * 4 + (0 if v is None else len(v))
-    return size
-
-
-class ProducerBatch(BatchBase):  # type: ignore[misc,valid-type]
-    """Records for one partition, sent (and retried) as one RecordBatch."""
-
-    __slots__ = (
-        "attempts",
-        "columns",
-        "created",
-        "deadline",
-        "encoded",
-        "encoded_for",
-        "expired",
-        "headers",
-        "keys",
-        "late",
-        "partition",
-        "producer_epoch",
-        "producer_id",
-        "retry_at",
-        "sequence",
-        "timestamps",
-        "topic",
-        "unknown_outcome",
-    )
-
-    def __init__(self, topic: str, partition: int, created: float, deadline: float) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.keys: list[Any] | None = None  # None while every key so far is null
-        self.values: list[Any] = []
-        self.headers: list[Any] | None = None
-        self.timestamps: list[int | None] | None = None
-        self.columns: tuple[Any, Any, Any, Any] | None = None
-        self.count = 0
-        self.size = BATCH_OVERHEAD
-        self.created = created
-        self.deadline = deadline
-        self.result = BatchResult(topic, partition, now_ms())
-        self.attempts = 0
-        self.retry_at = 0.0
-        self.sequence = -1
-        self.producer_id = -1
-        self.producer_epoch = -1
-        self.encoded: bytearray | None = None
-        self.encoded_for: tuple[int, int, int] | None = None
-        self.unknown_outcome = False
-        self.expired = False  # failed at its deadline while in flight; the request is still out
-        self.late = False  # past its linger, still open: records carry their own timestamps
-
-    def __repr__(self) -> str:
-        return f"<ProducerBatch {self.topic}[{self.partition}] n={self.count} seq={self.sequence}>"
-
-
-class PartitionQueue:
-    """One partition's open batch, its sealed batches in order, and what is in flight."""
-
-    __slots__ = (
-        "acked_next",
-        "in_flight",
-        "last_error",
-        "leader",
-        "muted_until",
-        "next_sequence",
-        "open",
-        "partition",
-        "retry",
-        "sealed",
-        "topic",
-        "unresolved",
-    )
-
-    def __init__(self, topic: str, partition: int) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.open: ProducerBatch | None = None
-        self.sealed: deque[ProducerBatch] = deque()
-        self.in_flight: deque[ProducerBatch] = deque()
-        self.retry: list[ProducerBatch] = []
-        self.leader = -1
-        self.next_sequence = 0
-        self.acked_next = 0  # the sequence the broker expects after the last batch it acknowledged
-        self.muted_until = 0.0
-        # The end sequence of a batch failed at its deadline that may have been written: until an
-        # acknowledgement past it (written) or a sequence error (not written) says which, no new
-        # batch is numbered; if nothing is left to tell, the epoch is bumped (see sender).
-        self.unresolved = -1
-        self.last_error: BaseException | None = None  # the cause named when a record times out
-
-
-class TopicState:
-    """Partition queues of a topic, or records parked until its metadata is known."""
-
-    __slots__ = (
-        "num_partitions",
-        "pending",
-        "pending_result",
-        "pending_since",
-        "queues",
-        "sticky",
-        "topic",
-    )
-
-    def __init__(self, topic: str) -> None:
-        self.topic = topic
-        self.num_partitions = 0
-        self.queues: list[PartitionQueue] | None = None
-        self.sticky: int | None = None
-        self.pending: list[tuple[Any, Any, int | None, Any, int | None, int]] = []
-        self.pending_result: BatchResult | None = None
-        self.pending_since = 0.0
 
 
 class Accumulator:

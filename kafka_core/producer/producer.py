@@ -104,6 +104,9 @@ class KafkaProducer:
             compression_level=compression_level,
             idempotence=None,
         )
+        servers = bootstrap_servers if isinstance(bootstrap_servers, str) else ",".join(bootstrap_servers)
+        where = f" (bootstrap {servers})" if client is None else ""
+        self._sender.waiting_for = f"no broker has answered yet{where}"
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready: asyncio.Event | None = None
@@ -137,7 +140,11 @@ class KafkaProducer:
 
     def _start_cause(self) -> BaseException | None:
         """Why the producer has not reached a broker yet, as far as anyone knows."""
-        return getattr(self.client, "last_error", None) or self._start_retry_error
+        return (
+            getattr(self.client, "last_error", None)
+            or self._start_retry_error
+            or KafkaTimeoutError(self._sender.waiting_for)
+        )
 
     async def wait_ready(self, timeout: float) -> bool:
         """Wait up to ``timeout`` s for the connection; False if not there yet (sending still works)."""

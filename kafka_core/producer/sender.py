@@ -91,6 +91,7 @@ class Sender:
         self.metadata_max_age = getattr(client, "_metadata_max_age", 300.0)
         self._last_refresh = time.monotonic()
         self.paused = False  # True until the producer has reached a broker: deadlines only
+        self.waiting_for = ""  # while paused with no error yet: what it is still waiting for
 
     # -- driving ---------------------------------------------------------------------------------
 
@@ -118,7 +119,10 @@ class Sender:
 
     def cause_for_topic(self, topic: str) -> BaseException | None:
         """The last error that kept ``topic`` from being sent (metadata, or reaching a broker)."""
-        return self.last_metadata_error.get(topic) or getattr(self.client, "last_error", None)
+        cause = self.last_metadata_error.get(topic) or getattr(self.client, "last_error", None)
+        if cause is None and self.paused and self.waiting_for:
+            return KafkaTimeoutError(self.waiting_for)
+        return cause
 
     def begin_close(self) -> None:
         self._closing = True
