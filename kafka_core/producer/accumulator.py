@@ -76,6 +76,7 @@ class Accumulator:
         self.wake_pending = False
         self.flushing = 0
         self.closed = False
+        self.closed_by: BaseException | None = None  # a fatal start error, raised by later sends
         self.block = True  # False for the async face: it waits for memory itself
         self.space_event: Any = None  # asyncio.Event of the async face, set when memory frees up
         self.loop_thread: int | None = None  # the I/O thread of the sync face (must never block)
@@ -149,7 +150,7 @@ class Accumulator:
             if self.mem.used + size > self.mem.limit and self.mem.used:
                 self._wait_for_space(size)
             if self.closed:
-                raise KafkaClosedError("the producer is closed")
+                raise self.closed_by or KafkaClosedError("the producer is closed")
             t = self.topics.get(topic)
             if t is None or t.queues is None:
                 return self._park(topic, t, key, value, partition, headers, timestamp_ms, size)
@@ -268,7 +269,7 @@ class Accumulator:
             if self.mem.used + size > self.mem.limit and self.mem.used:
                 self._wait_for_space(size)
             if self.closed:
-                raise KafkaClosedError("the producer is closed")
+                raise self.closed_by or KafkaClosedError("the producer is closed")
             t = self.topics[topic]
             q = t.queues[partition]  # type: ignore[index]
             now = time.monotonic()

@@ -175,12 +175,10 @@ class KafkaProducer:
                     await self.client.start()
                     await self._setup_idempotence()
                     break
-                except (KafkaConfigError, KafkaUnsupportedVersionError, KafkaClosedError) as exc:
-                    self._start_error = exc
-                    self._ready.set()  # type: ignore[union-attr]
-                    self._fail_everything(exc)
-                    return
                 except KafkaError as exc:
+                    if _fatal(exc):
+                        self._fatal_start(exc)
+                        return
                     self._start_retry_error = exc
                     log.warning("producer start: %s; retrying", exc)
                     await asyncio.sleep(sender.backoff)
@@ -190,6 +188,13 @@ class KafkaProducer:
             await asyncio.shield(run)
         finally:
             run.cancel()
+
+    def _fatal_start(self, exc: BaseException) -> None:
+        """Starting cannot succeed: every record, queued or sent later, fails with ``exc``."""
+        self._start_error = exc
+        self._acc.closed_by = exc
+        self._ready.set()  # type: ignore[union-attr]
+        self._fail_everything(exc)
 
     async def _setup_idempotence(self) -> None:
         if self._idempotent_wanted is False:
@@ -456,6 +461,13 @@ class KafkaProducer:
                     b.result.set_error(exc)
             q.in_flight.clear()
         return count
+
+
+def _fatal(exc: KafkaError) -> bool:
+    """Retrying the start will not help (bad options, no common version, not authorised...)."""
+    if isinstance(exc, KafkaConfigError | KafkaUnsupportedVersionError | KafkaClosedError):
+        return True
+    return isinstance(exc, KafkaProtocolError) and not exc.retriable
 
 
 def _cause(exc: BaseException | None) -> str:

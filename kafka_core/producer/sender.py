@@ -394,6 +394,7 @@ class Sender:
                     q.acked_next = (b.sequence + b.count) & _MAX_SEQUENCE
                     if q.unresolved >= 0 and _at_or_after(q.acked_next, q.unresolved):
                         q.unresolved = -1  # acknowledged past the hole: it was written
+                q.last_error = None
                 self._settle(q, b)
                 self._succeed(b, pr.base_offset if code == 0 else -1, pr.log_append_time_ms)
                 continue

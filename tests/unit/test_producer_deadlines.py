@@ -429,3 +429,38 @@ def test_the_sync_face_validates_the_same_way() -> None:
 
     with pytest.raises(KafkaConfigError, match="request_timeout_ms"):
         KafkaProducer("127.0.0.1:1", request_timeout_ms=-1)
+
+
+def test_a_batch_waiting_past_its_linger_stays_open_and_stamps_each_record() -> None:
+    """The accumulator's side of the ready check: past its linger, a partition that cannot send
+    keeps its batch open (records join it, up to batch_size) and records carry their own time."""
+    import random
+
+    from kafka_core.producer.accumulator import Accumulator
+    from kafka_core.producer.partitioner import DefaultPartitioner
+
+    acc = Accumulator(
+        batch_size=1_000,
+        buffer_memory=1 << 20,
+        max_block_ms=1000,
+        linger_ms=5,
+        delivery_timeout_ms=120_000,
+        partitioner=DefaultPartitioner(random.Random(1)),
+        wakeup=lambda: None,
+    )
+    acc.set_partitions("t", 1)
+    q = acc.topics["t"].queues[0]  # type: ignore[index]
+    first = acc.append("t", b"a")
+    b = q.open
+    assert b is not None
+    acc.seal_ready(b.created + 1.0, lambda q: False)
+    assert q.open is b and not q.sealed and b.late
+    time.sleep(0.01)
+    second = acc.append("t", b"b")
+    assert q.open is b and b.count == 2
+    assert b.timestamps is not None and b.timestamps[0] is None and b.timestamps[1] is not None
+    assert b.timestamps[1] >= b.result.base_timestamp + 5
+    acc.seal_ready(b.created + 1.0, lambda q: True)
+    assert q.open is None and list(q.sealed) == [b]
+    b.result.set_result(0)
+    assert second.result(0).timestamp > first.result(0).timestamp
