@@ -492,11 +492,6 @@ def test_fatal_commit_error_is_raised_and_the_next_commit_works(cluster: MockClu
         assert sum(c.committed().values()) == len(acked)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue 13: the producer retries InitProducerId after an authorization error "
-    "(logs 'producer start: ... retrying') and then delivers, instead of failing the send",
-)
 @pytest.mark.parametrize(
     ("code", "name"),
     [
