@@ -37,7 +37,7 @@ class OutageTracker:
     def ok(self, key: Hashable) -> None:
         streak = self._streaks.pop(key, None)
         if streak is not None and not self._streaks:
-            log.warning("consumer: %s works again after %.1fs", _name(key), time.monotonic() - streak[0])
+            log.warning("consumer: %s: working again after %.1fs", _name(key), time.monotonic() - streak[0])
 
     def ok_all(self, keys: Iterable[Hashable]) -> None:
         for key in keys:

@@ -12,14 +12,14 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from kafka_core import KafkaConsumer
 from kafka_core.devbroker import BrokerStartError, TansuBroker
-from kafka_core.errors import KafkaConnectionError, KafkaError
+from kafka_core.errors import KafkaConnectionError, KafkaError, KafkaProtocolError
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 
@@ -156,3 +156,27 @@ def test_close_returns_within_its_timeout_while_the_broker_is_down(broker: Tansu
         assert time.monotonic() - started < 3 + SLACK
     finally:
         broker.start()
+
+
+@pytest.mark.tansu_deviation(
+    "JoinGroup takes any session timeout and answers only after half of it: a member with "
+    "session_timeout_ms=10**9 waits silently (Apache Kafka rejects it, group.max.session.timeout.ms)"
+)
+def test_a_session_timeout_the_broker_refuses_is_raised_by_poll(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(1)
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap_servers,
+        group_id=f"s-{uuid.uuid4().hex[:8]}",
+        session_timeout_ms=10**9,
+    )
+    try:
+        deadline = time.monotonic() + 10
+        with pytest.raises(KafkaProtocolError) as info:
+            while time.monotonic() < deadline:
+                consumer.poll(1_000)
+        assert info.value.code == 26 and "session_timeout_ms=1000000000" in str(info.value)
+    finally:
+        consumer.close(timeout=5)
