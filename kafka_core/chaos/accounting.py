@@ -150,8 +150,11 @@ class Ledger:
                 }
             )
 
-    def tally(self, log: dict[int, list[tuple[int, int]]] | None) -> Tally:
-        """Count the run. ``log`` is an independent read of the topic: partition -> [(offset, seq)]."""
+    def tally(self, log: dict[int, list[tuple[int, int]]] | None, writes: list[Any] | None = None) -> Tally:
+        """Count the run. ``log`` is an independent read of the topic: partition -> [(offset, seq)].
+
+        ``writes`` is the proxy's capture of the Produce traffic (``ProduceWrite``s), if any.
+        """
         with self.lock:
             t = Tally(
                 produced=self.produced,
@@ -180,7 +183,7 @@ class Ledger:
                         t.lost_examples.append(seq)
                         t.lost_detail.append(self._where(seq, log, places))
             for partition, seqs in suspects.items():
-                self._judge_suspects(t, partition, seqs, log or {}, places)
+                self._judge_suspects(t, partition, seqs, log or {}, places, writes, set(stored))
         return t
 
     def _judge_suspects(
@@ -190,13 +193,20 @@ class Ledger:
         seqs: list[int],
         log: dict[int, list[tuple[int, int]]],
         places: dict[int, set[tuple[int, int]]],
+        writes: list[Any] | None = None,
+        stored: set[int] | None = None,
     ) -> None:
-        """Put a lost batch down to the broker only when the log has a hole of its size where it belongs.
+        """Put a lost batch down to the broker only with evidence that it was the broker's doing.
 
         A batch is a run of records, consecutive in this partition's send order, all answered
-        DUPLICATE_SEQUENCE_NUMBER and all missing; its hole must lie between the offsets of the
-        records sent just before and just after it. Anything else stays a client loss.
+        DUPLICATE_SEQUENCE_NUMBER and all missing. Evidence is either a hole of its size between
+        the offsets of the records sent just before and just after it, or (no hole) a wire
+        capture showing the same records under the same producer id, epoch and sequence sent
+        before, never given an offset (see ``capture.explain_duplicate``). Anything else stays a
+        client loss, with what the capture says in ``lost_detail``.
         """
+        from kafka_core.chaos.capture import explain_duplicate
+
         order = sorted(s for s, (p, _) in self.acked.items() if p == partition)
         index = {s: i for i, s in enumerate(order)}
         holes = _holes([off for off, _ in log.get(partition, [])])
@@ -230,6 +240,26 @@ class Ledger:
                 ),
                 None,
             )
+            wire = (
+                explain_duplicate(writes, self.topic, partition, run, stored or set())
+                if writes is not None
+                else None
+            )
+            if match is None and wire is not None and wire["verdict"] == "broker":
+                t.broker_lost += len(run)
+                t.evidence.append(
+                    {
+                        "partition": partition,
+                        "records": [run[0], run[-1]],
+                        "count": len(run),
+                        "answer": "DUPLICATE_SEQUENCE_NUMBER (error 46; acknowledged with offset -1)",
+                        "log_hole": None,
+                        "signature": "sequence kept without data or offsets (no hole)",
+                        "between_offsets": [before, after],
+                        "wire": wire,
+                    }
+                )
+                continue
             if match is None:
                 t.lost += len(run)
                 for seq in run[: max(0, 20 - len(t.lost_examples))]:
@@ -238,6 +268,7 @@ class Ledger:
                         {
                             **self._where(seq, log, places),
                             "note": "DUPLICATE_SEQUENCE_NUMBER but no hole of its size",
+                            **({"wire": wire} if wire is not None else {}),
                         }
                     )
                 continue
@@ -250,7 +281,9 @@ class Ledger:
                     "count": len(run),
                     "answer": "DUPLICATE_SEQUENCE_NUMBER (error 46; acknowledged with offset -1)",
                     "log_hole": holes[match],
+                    "signature": "hole of the batch's size",
                     "between_offsets": [before, after],
+                    **({"wire": wire} if wire is not None else {}),
                 }
             )
 

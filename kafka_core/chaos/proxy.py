@@ -22,6 +22,8 @@ from typing import Any
 
 from crc32c import crc32c
 
+from kafka_core.chaos.capture import ProduceCapture
+
 __all__ = ["FaultProxy", "find_record_batch"]
 
 _FETCH = 1
@@ -105,6 +107,8 @@ class _Conn:
         self.scanner = _RequestScanner()
         self.out: asyncio.Queue[tuple[float, bytes] | None] = asyncio.Queue()
         self.tasks: list[asyncio.Task[None]] = []
+        proxy.connections += 1
+        self.id = proxy.connections
 
     async def run(self) -> None:
         self.tasks = [
@@ -125,6 +129,8 @@ class _Conn:
             await flowing.wait()
             for corr, api_key in self.scanner.feed(data):
                 self.pending[corr] = api_key
+            if self.proxy.capture is not None:
+                self.proxy.capture.from_client(self.id, data)
             self.u_writer.write(data)
             await self.u_writer.drain()
         with contextlib.suppress(OSError):
@@ -151,6 +157,8 @@ class _Conn:
                     break
                 frame = bytearray(buf[: 4 + size])
                 del buf[: 4 + size]
+                if self.proxy.capture is not None:
+                    self.proxy.capture.from_broker(self.id, frame)
                 self._maybe_corrupt(frame)
                 self.out.put_nowait((time.monotonic() + faults.delay, bytes(frame)))
         self.out.put_nowait(None)
@@ -205,12 +213,15 @@ class _Conn:
             else:
                 writer.close()
         self.proxy._conns.discard(self)
+        if self.proxy.capture is not None:
+            self.proxy.capture.closed(self.id)
 
 
 class FaultProxy:
     """Forwards ``host:port`` to ``upstream``; faults are switched on and off while it runs.
 
-    ``seed`` makes the corrupt-byte choice reproducible. Every fault method is thread-safe and
+    ``seed`` makes the corrupt-byte choice reproducible; ``capture`` records every Produce
+    request and answer in :attr:`capture`. Every fault method is thread-safe and
     returns once the fault is in force.
     """
 
@@ -222,6 +233,7 @@ class FaultProxy:
         host: str = "127.0.0.1",
         port: int = 0,
         seed: int = 0,
+        capture: bool = False,
     ) -> None:
         self.upstream = (upstream_host, upstream_port)
         self.host = host
@@ -230,6 +242,8 @@ class FaultProxy:
         self.flips: list[dict[str, Any]] = []  # one entry per corrupted Fetch response
         self.connections = 0  # accepted in all
         self.resets = 0  # connections cut with an RST
+        # Every Produce request and its answer, per partition (see kafka_core.chaos.capture).
+        self.capture: ProduceCapture | None = ProduceCapture() if capture else None
         self._conns: set[_Conn] = set()
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
@@ -300,7 +314,6 @@ class FaultProxy:
         return asyncio.run_coroutine_threadsafe(run(), self._loop).result(timeout)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.connections += 1
         try:
             upstream = await asyncio.wait_for(asyncio.open_connection(*self.upstream), 10)
         except (OSError, TimeoutError):
@@ -309,6 +322,7 @@ class FaultProxy:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, _LINGER_RST)
             writer.transport.abort()
+            self.connections += 1
             return
         conn = _Conn(self, (reader, writer), upstream)
         self._conns.add(conn)

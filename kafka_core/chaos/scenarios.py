@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_core.chaos.artifacts import BLOCKED, FAIL, Outcome, tansu_version
+from kafka_core.chaos.capture import ProduceCapture
 from kafka_core.chaos.proxy import FaultProxy
 from kafka_core.chaos.workload import Workload, read_log
 from kafka_core.devbroker import BrokerStartError, TansuBroker, free_port, tansu_binary
@@ -87,7 +88,9 @@ def _broker_info(broker: TansuBroker, proxy: FaultProxy | None = None) -> dict[s
     }
 
 
-def _finish_books(outcome: Outcome, wl: Workload, failures: list[str]) -> None:
+def _finish_books(
+    outcome: Outcome, wl: Workload, failures: list[str], capture: ProduceCapture | None = None
+) -> None:
     """Settle, drain, read the log independently, count; name every way the run fell short."""
     wl.finish(FLUSH_TIMEOUT_S, DRAIN_TIMEOUT_S)
     if wl.flush_error:
@@ -100,7 +103,9 @@ def _finish_books(outcome: Outcome, wl: Workload, failures: list[str]) -> None:
             f"(sentinels seen on {sorted(wl.sentinels)} of {wl.partitions})"
         )
     log = read_log(wl.bootstrap, wl.topic, wl.partitions) if wl.drained else None
-    outcome.tally.add(wl.ledger.tally(log))
+    outcome.tally.add(wl.ledger.tally(log, capture.writes if capture is not None else None))
+    if capture is not None:
+        outcome.details["produce_capture"] = _capture_summary(capture)
     outcome.details["independent_log_read"] = log is not None
     outcome.details["consumer_errors"] = wl.ledger.errors[:20]
     outcome.details["consumer_error_count"] = len(wl.ledger.errors)
@@ -113,6 +118,7 @@ def _faulted_run(
     bootstrap: str,
     faults: list[tuple[str, Callable[[Workload], dict[str, Any] | None]]],
     failures: list[str],
+    capture: ProduceCapture | None = None,
     **workload: Any,
 ) -> None:
     """Traffic on, each fault in turn (it returns when the fault has ended), then the books."""
@@ -145,9 +151,23 @@ def _faulted_run(
                     **extra,
                 }
             )
-        _finish_books(outcome, wl, failures)
+        _finish_books(outcome, wl, failures, capture)
     finally:
         wl.close()
+
+
+def _capture_summary(capture: ProduceCapture) -> dict[str, Any]:
+    writes = capture.writes
+    errors: dict[str, int] = {}
+    for w in writes:
+        key = "unanswered" if w.error is None else str(w.error)
+        errors[key] = errors.get(key, 0) + 1
+    return {
+        "produce_batches": len(writes),
+        "answers": errors,
+        "decode_errors": capture.decode_errors,
+        "marks": [[round(at, 3), label] for at, label in capture.marks],
+    }
 
 
 # --- the capabilities ---
@@ -192,24 +212,34 @@ def cold_start(outcome: Outcome) -> None:
 
 
 def _restarts(outcome: Outcome, crash: bool) -> None:
+    """Restarts under traffic. The fault proxy, injecting nothing, records every Produce request
+    and answer: the evidence that tells a broker's lost batch from a reused sequence."""
     failures: list[str] = []
-    broker = TansuBroker.persistent()
+    port = free_port()
+    proxy = FaultProxy("127.0.0.1", port, seed=outcome.seed, capture=True).start()
+    capture = proxy.capture
+    assert capture is not None
+    broker = TansuBroker.persistent(port, advertised_port=proxy.port)
     try:
         broker.start()
-        outcome.broker = _broker_info(broker)
+        outcome.broker = _broker_info(broker, proxy)
         pause = outcome.parameters["pause_s"]
+        signal = "SIGKILL" if crash else "SIGTERM"
 
         def restart(_: Workload) -> dict[str, Any]:
+            capture.mark(f"{signal} sent")
             broker.kill() if crash else broker.stop()
+            capture.mark("broker down")
             time.sleep(pause)
             broker.start()
+            capture.mark("broker listening")
             return {}
 
-        signal = "SIGKILL" if crash else "SIGTERM"
         faults = [(f"{signal} restart", restart)] * outcome.parameters["cycles"]
-        _faulted_run(outcome, broker, broker.bootstrap, faults, failures)
+        _faulted_run(outcome, broker, proxy.address, faults, failures, capture)
     finally:
         broker.close()
+        proxy.close()
     outcome.judge(failures)
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from kafka_core.chaos.accounting import Ledger, parse_value, record_value
 from kafka_core.chaos.artifacts import BLOCKED, FAIL, PASS, write_artifact
+from kafka_core.chaos.capture import ProduceWrite
 from kafka_core.chaos.cli import main
 from kafka_core.chaos.scenarios import CAPABILITIES, Settings, run_capability
 
@@ -95,6 +96,43 @@ def test_a_hole_elsewhere_or_of_another_size_does_not_excuse_a_loss() -> None:
     assert t.lost_detail[0]["note"].startswith("DUPLICATE_SEQUENCE_NUMBER but no hole")
 
 
+def _dup_without_hole() -> Ledger:
+    """Records 0-3 acked; 1 and 2 answered DUPLICATE_SEQUENCE_NUMBER, absent, and no hole."""
+    ledger = Ledger("t")
+    ledger.sent(4)
+    for seq, offset in ((0, 0), (1, -1), (2, -1), (3, 1)):
+        ledger.ack(seq, 0, offset)
+    ledger.deliver(0, 0, record_value(0))
+    ledger.deliver(0, 1, record_value(3))
+    return ledger
+
+
+def _capture(*sent: tuple[list[int], int, int | None]) -> list[ProduceWrite]:
+    """Produce writes on t[0] (record numbers, base sequence, error or None), producer 7 epoch 0."""
+    out = []
+    for order, (numbers, sequence, error) in enumerate(sent):
+        w = ProduceWrite(order, 1, order, 0.0, "t", 0, 7, 0, sequence, len(numbers), f"{numbers}", numbers)
+        w.error, w.base_offset = error, (-1 if error else 0) if error is not None else None
+        out.append(w)
+    return out
+
+
+def test_without_a_hole_the_wire_capture_decides_whose_loss_it_is() -> None:
+    log = {0: [(0, 0), (1, 3)]}  # no hole: 1 and 2 took no offsets
+    # The same records, same sequence, sent before the restart and never answered: Tansu's.
+    broker = _dup_without_hole().tally(log, _capture(([0], 0, 0), ([1, 2], 1, None), ([1, 2], 1, 46)))
+    assert (broker.lost, broker.broker_lost) == (0, 2)
+    (ev,) = broker.evidence
+    assert ev["log_hole"] is None and ev["wire"]["verdict"] == "broker"
+    assert "DUPLICATE_SEQUENCE_NUMBER" in ev["answer"]
+    # Sequence 1 first carried other records (9, 8): the producer reused it, the client's loss.
+    client = _dup_without_hole().tally(log, _capture(([0], 0, 0), ([9, 8], 1, None), ([1, 2], 1, 46)))
+    assert (client.lost, client.broker_lost) == (2, 0)
+    assert client.lost_detail[0]["wire"]["verdict"] == "client"
+    # No capture at all: no excuse.
+    assert _dup_without_hole().tally(log).lost == 2
+
+
 def test_without_a_hole_or_an_independent_read_a_loss_stays_the_clients() -> None:
     ledger = Ledger("t")
     ledger.sent(2)
@@ -141,19 +179,7 @@ AWAITING_C = pytest.mark.xfail(
     strict=False,
     reason="issue 13: awaiting the producer fix (batches fill while waiting; delivery_timeout honoured)",
 )
-# Found by this harness, not yet explained: after a restart, a batch answered
-# DUPLICATE_SEQUENCE_NUMBER (offset -1) that is missing from the log with no hole of its size
-# (seen on SIGKILL and SIGTERM, about one run in two). Either the producer reused a sequence or
-# Tansu kept a sequence without data or offsets; the books count it against the client until a
-# wire capture of the Produce requests tells which. Not every restart hits a batch: not strict.
-UNEXPLAINED_DUPSEQ = pytest.mark.xfail(
-    strict=False,
-    reason="issue 13: DUPLICATE_SEQUENCE_NUMBER answer for a batch missing from the log without a hole "
-    "(sequence reuse by the producer, or Tansu): under investigation",
-)
 EXPECTED: dict[str, list[pytest.MarkDecorator]] = {
-    "broker-restart-sigterm": [UNEXPLAINED_DUPSEQ],
-    "broker-restart-sigkill": [UNEXPLAINED_DUPSEQ],
     "network-interruption": [AWAITING_B],  # the 25 s outage: the consumer never delivers again
 }
 
@@ -183,7 +209,8 @@ def test_capability_short_run(capability: str, artifacts: Path) -> None:
     assert doc["duplicated"] == 0, outcome.reason
     assert doc["corrupt_delivered"] == 0, outcome.reason
     for ev in doc["broker_lost_evidence"]:  # Tansu's loss, told apart only with its evidence
-        assert ev["log_hole"] and "DUPLICATE_SEQUENCE_NUMBER" in ev["answer"]
+        assert "DUPLICATE_SEQUENCE_NUMBER" in ev["answer"]
+        assert ev["log_hole"] or ev["wire"]["verdict"] == "broker", ev
     assert doc["acknowledged"] > 0 and doc["delivered"] > 0
     assert doc["cycles_run"] >= 1 and doc["recovery_times_s"]
     assert outcome.verdict == PASS, outcome.reason

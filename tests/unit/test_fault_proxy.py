@@ -240,3 +240,142 @@ def test_a_dead_upstream_resets_the_client() -> None:
             with pytest.raises(ConnectionResetError):
                 sock.sendall(request(PRODUCE, 1))
                 sock.recv(1)
+
+
+# --- the Produce capture, and what it says about a DUPLICATE_SEQUENCE_NUMBER answer ---
+
+
+def produce_frame(corr: int, batches: dict[int, bytes], topic: str = "t") -> bytes:
+    """A real Produce v9 request frame (size prefix included), one batch per partition."""
+    from kafka_core.protocol import Request, RequestHeader, encode_request
+    from kafka_core.protocol.messages import ProduceRequest
+
+    body = ProduceRequest(
+        transactional_id=None,
+        acks=-1,
+        timeout_ms=1000,
+        topic_data=[
+            ProduceRequest.TopicProduceData(
+                name=topic,
+                partition_data=[
+                    ProduceRequest.PartitionProduceData(index=p, records=b) for p, b in batches.items()
+                ],
+            )
+        ],
+    )
+    frame = encode_request(Request(RequestHeader(PRODUCE, 9, corr, "test"), body))
+    return struct.pack(">i", len(frame)) + frame
+
+
+def produce_answer(corr: int, answers: dict[int, tuple[int, int]], topic: str = "t") -> bytes:
+    from kafka_core.protocol import Response, encode_response
+    from kafka_core.protocol.messages import ProduceResponse
+
+    body = ProduceResponse(
+        responses=[
+            ProduceResponse.TopicProduceResponse(
+                name=topic,
+                partition_responses=[
+                    ProduceResponse.PartitionProduceResponse(index=p, error_code=e, base_offset=o)
+                    for p, (e, o) in answers.items()
+                ],
+            )
+        ],
+        throttle_time_ms=0,
+    )
+    frame = encode_response(Response(PRODUCE, 9, corr, body))
+    return struct.pack(">i", len(frame)) + frame
+
+
+def chaos_batch(numbers: list[int], sequence: int, epoch: int = 0) -> bytes:
+    from kafka_core.chaos.accounting import record_value
+
+    return bytes(
+        K.encode_record_batch_columns(
+            None,
+            [record_value(n) for n in numbers],
+            base_timestamp=1_700_000_000_000,
+            producer_id=7,
+            producer_epoch=epoch,
+            base_sequence=sequence,
+        )
+    )
+
+
+def test_capture_records_each_partitions_batch_and_its_answer() -> None:
+    from kafka_core.chaos.capture import ProduceCapture
+
+    cap = ProduceCapture()
+    frame = produce_frame(5, {0: chaos_batch([10, 11, 12], 40), 2: chaos_batch([13], 3)})
+    for i in range(0, len(frame), 7):  # arrives in pieces, as from a socket
+        cap.from_client(1, frame[i : i + 7])
+    cap.from_broker(1, produce_answer(5, {0: (0, 100), 2: (46, -1)}))
+    a, b = cap.writes
+    assert (a.partition, a.producer_id, a.producer_epoch, a.base_sequence, a.count) == (0, 7, 0, 40, 3)
+    assert a.numbers == [10, 11, 12] and (a.error, a.base_offset) == (0, 100)
+    assert (b.partition, b.base_sequence, b.numbers, b.error, b.base_offset) == (2, 3, [13], 46, -1)
+    assert a.digest != b.digest
+
+
+def test_capture_leaves_a_request_cut_off_unanswered() -> None:
+    from kafka_core.chaos.capture import ProduceCapture
+
+    cap = ProduceCapture()
+    cap.from_client(1, produce_frame(5, {0: chaos_batch([1, 2], 0)}))
+    cap.closed(1)
+    cap.from_broker(1, produce_answer(5, {0: (0, 0)}))  # a stray frame: matched to nothing
+    (w,) = cap.writes
+    assert w.error is None and w.answered_at is None
+
+
+def test_the_proxy_captures_produce_requests_when_asked(upstream: Upstream) -> None:
+    with FaultProxy("127.0.0.1", upstream.port, capture=True) as prox:
+        sock = connect(prox)
+        with sock:
+            sock.sendall(produce_frame(9, {1: chaos_batch([5, 6], 2)}))
+            read_response(sock)
+        assert prox.capture is not None
+        (w,) = prox.capture.writes
+        assert (w.partition, w.base_sequence, w.numbers) == (1, 2, [5, 6])
+    with FaultProxy("127.0.0.1", upstream.port) as prox:
+        assert prox.capture is None  # off unless asked: no cost
+
+
+def _writes(*sent: tuple[list[int], int, int | None]) -> list:
+    """(record numbers, base sequence, error or None) per request, in order, on partition 0."""
+    from kafka_core.chaos.capture import ProduceCapture
+
+    cap = ProduceCapture()
+    for corr, (numbers, sequence, error) in enumerate(sent):
+        cap.from_client(1, produce_frame(corr, {0: chaos_batch(numbers, sequence)}))
+        if error is not None:
+            cap.from_broker(1, produce_answer(corr, {0: (error, -1 if error else 500)}))
+    return cap.writes
+
+
+def test_a_sequence_reused_for_other_records_is_the_clients_bug() -> None:
+    from kafka_core.chaos.capture import explain_duplicate
+
+    writes = _writes(([1, 2], 10, None), ([3, 4], 10, 46))
+    got = explain_duplicate(writes, "t", 0, [3, 4], in_log={1, 2})
+    assert got["verdict"] == "client" and "sequence 10" in got["reason"]
+
+
+def test_the_same_records_never_given_an_offset_are_the_brokers_loss() -> None:
+    from kafka_core.chaos.capture import explain_duplicate
+
+    writes = _writes(([1, 2], 10, None), ([1, 2], 10, 46), ([3, 4], 12, 0))
+    got = explain_duplicate(writes, "t", 0, [1, 2], in_log={3, 4})
+    assert got["verdict"] == "broker" and len(got["writes"]) == 2
+    assert got["next_sequence_accepted"]["records"] == [3, 4]  # the broker took 12 as next
+
+
+def test_what_the_capture_cannot_settle_stays_unexplained() -> None:
+    from kafka_core.chaos.capture import explain_duplicate
+
+    acked_before = _writes(([1, 2], 10, 0), ([1, 2], 10, 46))
+    assert explain_duplicate(acked_before, "t", 0, [1, 2], set())["verdict"] == "unexplained"
+    never_sent_before = _writes(([1, 2], 10, 46))
+    assert explain_duplicate(never_sent_before, "t", 0, [1, 2], set())["verdict"] == "unexplained"
+    in_the_log = _writes(([1, 2], 10, None), ([1, 2], 10, 46))
+    assert explain_duplicate(in_the_log, "t", 0, [1, 2], {1})["verdict"] == "unexplained"
