@@ -144,13 +144,23 @@ class Workload:
                     ledger.error(exc, where="commit")
 
     def wait_progress(self, since: float, timeout: float) -> tuple[float | None, float | None]:
-        """Seconds from ``since`` to the first acknowledgement and the first delivery after it."""
+        """Seconds from ``since`` to the first acknowledgement and the first delivery after it.
+
+        Each is taken when first seen (polled every 10 ms), never later: were one side to stay
+        down, the other's figure must still say when *it* resumed, not when the wait gave up.
+        """
         deadline = time.monotonic() + timeout
+        first_ack: float | None = None
+        first_got: float | None = None
         while True:
             ack, got = self.ledger.last_ack, self.ledger.last_delivery
-            if (ack > since and got > since) or time.monotonic() > deadline:
-                return (ack - since if ack > since else None, got - since if got > since else None)
-            time.sleep(0.05)
+            if first_ack is None and ack > since:
+                first_ack = ack - since
+            if first_got is None and got > since:
+                first_got = got - since
+            if (first_ack is not None and first_got is not None) or time.monotonic() > deadline:
+                return first_ack, first_got
+            time.sleep(0.01)
 
     # --- ending ---
 

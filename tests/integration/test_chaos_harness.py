@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,7 @@ from kafka_core.chaos.artifacts import BLOCKED, FAIL, PASS, write_artifact
 from kafka_core.chaos.capture import ProduceWrite
 from kafka_core.chaos.cli import main
 from kafka_core.chaos.scenarios import CAPABILITIES, Settings, run_capability
+from kafka_core.chaos.workload import Workload
 
 IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
@@ -156,6 +159,25 @@ def test_duplicates_and_corrupt_deliveries_are_counted() -> None:
     t = ledger.tally(None)
     assert (t.duplicated, t.redelivered, t.corrupt_delivered, t.lost) == (1, 1, 1, 0)
     assert not t.clean
+
+
+def test_recovery_is_timed_to_the_first_acknowledgement_not_the_last() -> None:
+    # A producer that resumed at once while the consumer never did was booked as resuming at
+    # the end of the wait (the latest acknowledgement): "the producer resumed only after ~60 s".
+    wl = Workload("127.0.0.1:9", "t", 1)  # nothing started: only its books are used
+    since = time.monotonic()
+
+    def acks() -> None:
+        for seq in range(40):
+            wl.ledger.ack(seq, 0, seq)
+            time.sleep(0.05)
+
+    feeder = threading.Thread(target=acks)
+    feeder.start()
+    ack, got = wl.wait_progress(since, 1.5)
+    feeder.join()
+    assert got is None  # nothing was delivered
+    assert ack is not None and ack < 0.5, ack
 
 
 def test_a_missing_broker_binary_is_blocked_not_passed(
