@@ -7,8 +7,9 @@ accounted in estimated encoded bytes; when ``buffer_memory`` is used up, ``appen
 
 A batch is sealed when it is full, or once its linger has passed *and* its partition can send
 (as the Java client's ``ready`` check): while it waits behind in-flight requests it keeps
-filling, so a slow broker gets bigger batches, not a queue of tiny ones. Such a "late" batch
-stamps each further record with its own time (the fast paths leave it alone).
+filling, so a slow broker gets bigger batches, not a queue of tiny ones. The time of the records
+such a "late" batch takes is noted by the sender's ticks (``ProducerBatch.stamps``), so they keep
+the fast path and still carry when they were sent, within a tick.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class Accumulator:
         self.buffer_memory = buffer_memory
         self.max_block = max_block_ms / 1000.0
         self.linger = linger_ms / 1000.0
+        self.tick = max(self.linger, 0.01)  # how often a late batch notes the time of its records
         self.delivery_timeout = delivery_timeout_ms / 1000.0
         self.partitioner = partitioner
         self._wakeup = wakeup
@@ -180,6 +182,7 @@ class Accumulator:
         old = q.open
         now = time.monotonic()
         if old is not None and old.count:
+            old.stamp()
             q.sealed.append(old)
             if t.sticky == q.partition:
                 self._next_sticky(t)
@@ -354,8 +357,6 @@ class Accumulator:
         b.size += size
         if headers is not None or b.headers is not None:
             self._add_header(b, index, headers)
-        if ts is None and b.late:
-            ts = now_ms()
         if ts is not None or b.timestamps is not None:
             self._add_timestamp(b, index, ts)
         if (b.keys is not None or b.headers is not None or b.timestamps is not None) and self.fast.get(
@@ -387,7 +388,8 @@ class Accumulator:
         """Seal open batches whose linger passed (all of them while flushing or closing) and whose
         partition ``can_send`` now with nothing sealed before them; the others stay open, late.
 
-        Returns the earliest time an open batch not yet past its linger will be, or None.
+        Returns the earliest time an open batch will be past its linger or, for a late batch, due
+        to note the time of its records; None if there is no open batch.
         """
         next_at: float | None = None
         with self.lock:
@@ -403,24 +405,20 @@ class Accumulator:
                     ready_at = b.created + self.linger
                     if force or ready_at <= now:
                         if not q.sealed and (can_send is None or can_send(q)):
+                            b.stamp()
                             q.sealed.append(b)
                             q.open = None
                             if t.sticky == q.partition:
                                 self._next_sticky(t)
-                        elif not b.late:
-                            self._make_late(t, b)
-                    elif next_at is None or ready_at < next_at:
+                            continue
+                        if b.stamps is None:
+                            b.stamps = [(b.count, None)]  # the records so far: the batch's time
+                        else:
+                            b.stamp()
+                        ready_at = now + self.tick  # note the time of what it takes meanwhile
+                    if next_at is None or ready_at < next_at:
                         next_at = ready_at
         return next_at
-
-    def _make_late(self, t: TopicState, b: ProducerBatch) -> None:
-        """``b`` stays open past its linger: from now on each record carries its own timestamp."""
-        b.late = True
-        if b.timestamps is None:
-            b.timestamps = [None] * b.count  # also keeps the keyed fast path away
-            b.result.timestamps = b.timestamps
-        if self.fast.get(t.topic) is b:
-            del self.fast[t.topic]
 
     def drop_open(self, t: TopicState, q: PartitionQueue) -> ProducerBatch | None:
         """Take ``q``'s open batch out (its deadline passed); called with the lock held."""

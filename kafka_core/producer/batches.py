@@ -67,12 +67,12 @@ class ProducerBatch(BatchBase):  # type: ignore[misc,valid-type]
         "expired",
         "headers",
         "keys",
-        "late",
         "partition",
         "producer_epoch",
         "producer_id",
         "retry_at",
         "sequence",
+        "stamps",
         "timestamps",
         "topic",
         "unknown_outcome",
@@ -100,7 +100,34 @@ class ProducerBatch(BatchBase):  # type: ignore[misc,valid-type]
         self.encoded_for: tuple[int, int, int] | None = None
         self.unknown_outcome = False
         self.expired = False  # failed at its deadline while in flight; the request is still out
-        self.late = False  # past its linger, still open: records carry their own timestamps
+        # Past its linger and still open (waiting for its partition to be able to send): records
+        # keep coming, so their time is noted as (record count, ms) points by the sender's ticks
+        # instead of per record, which would take them off the fast path. None until then.
+        self.stamps: list[tuple[int, int | None]] | None = None
+
+    def stamp(self) -> None:
+        """Note that the records added since the last point were added by now."""
+        stamps = self.stamps
+        if stamps is not None and self.count > stamps[-1][0]:
+            stamps.append((self.count, now_ms()))
+
+    def settle_timestamps(self) -> list[int | None] | None:
+        """Per-record timestamps (None: the batch's base) once no more records come."""
+        stamps = self.stamps
+        if stamps is None:
+            return self.timestamps
+        self.stamp()
+        self.stamps = None
+        out: list[int | None] = []
+        lo = 0
+        for hi, ts in stamps:
+            out += [ts] * (hi - lo)
+            lo = hi
+        given = self.timestamps
+        if given is not None:  # a timestamp the caller gave wins
+            out = [s if g is None else g for g, s in zip(given, out, strict=True)]
+        self.timestamps = self.result.timestamps = out
+        return out
 
     def __repr__(self) -> str:
         return f"<ProducerBatch {self.topic}[{self.partition}] n={self.count} seq={self.sequence}>"

@@ -297,7 +297,7 @@ class Sender:
             keys, values, headers, timestamps = b.columns
         else:
             keys = b.keys
-            values, headers, timestamps = b.values, b.headers, b.timestamps
+            values, headers, timestamps = b.values, b.headers, b.settle_timestamps()
             if timestamps is not None:
                 base = b.result.base_timestamp
                 timestamps = [base if ts is None else ts for ts in timestamps]

@@ -433,7 +433,8 @@ def test_the_sync_face_validates_the_same_way() -> None:
 
 def test_a_batch_waiting_past_its_linger_stays_open_and_stamps_each_record() -> None:
     """The accumulator's side of the ready check: past its linger, a partition that cannot send
-    keeps its batch open (records join it, up to batch_size) and records carry their own time."""
+    keeps its batch open (records join it, up to batch_size, on the fast path) and records carry
+    the time they were added (within a tick), not the batch's."""
     import random
 
     from kafka_core.producer.accumulator import Accumulator
@@ -454,13 +455,37 @@ def test_a_batch_waiting_past_its_linger_stays_open_and_stamps_each_record() -> 
     b = q.open
     assert b is not None
     acc.seal_ready(b.created + 1.0, lambda q: False)
-    assert q.open is b and not q.sealed and b.late
+    assert q.open is b and not q.sealed and b.stamps is not None
     time.sleep(0.01)
     second = acc.append("t", b"b")
     assert q.open is b and b.count == 2
-    assert b.timestamps is not None and b.timestamps[0] is None and b.timestamps[1] is not None
-    assert b.timestamps[1] >= b.result.base_timestamp + 5
+    assert acc.fast.get("t") is b  # a late batch keeps the values-only fast path
     acc.seal_ready(b.created + 1.0, lambda q: True)
     assert q.open is None and list(q.sealed) == [b]
+    stamped = b.settle_timestamps()  # as the sender does when it encodes the batch
+    assert stamped is not None and stamped[0] is None and stamped[1] is not None
+    assert stamped[1] >= b.result.base_timestamp + 5
     b.result.set_result(0)
     assert second.result(0).timestamp > first.result(0).timestamp
+
+
+def test_late_stamps_resolve_to_per_record_times_and_caller_timestamps_win() -> None:
+    from kafka_core.producer.batches import ProducerBatch
+
+    b = ProducerBatch("t", 0, 0.0, 1.0)
+    b.values = [b"v"] * 2
+    b.count = 2
+    b.stamps = [(2, None)]  # late with two records: they keep the batch's time
+    b.values.append(b"v")
+    b.count = 3
+    b.stamp()
+    b.stamp()  # nothing new since: no point added
+    assert b.stamps is not None and len(b.stamps) == 2
+    b.timestamps = [None, 7, None, 9]
+    b.values.append(b"v")
+    b.count = 4
+    out = b.settle_timestamps()
+    assert out is not None and out[:2] == [None, 7] and out[3] == 9
+    assert out[2] is not None and out[2] >= b.result.base_timestamp
+    assert b.stamps is None and b.result.timestamps is out
+    assert b.settle_timestamps() is out  # settled once
