@@ -197,10 +197,6 @@ def test_a_missing_broker_binary_is_blocked_not_passed(
 AWAITING_B = pytest.mark.xfail(
     strict=False, reason="issue 13: awaiting the consumer fix (resume by itself after an outage)"
 )
-AWAITING_C = pytest.mark.xfail(
-    strict=False,
-    reason="issue 13: awaiting the producer fix (batches fill while waiting; delivery_timeout honoured)",
-)
 EXPECTED: dict[str, list[pytest.MarkDecorator]] = {
     "network-interruption": [AWAITING_B],  # the 25 s outage: the consumer never delivers again
 }
