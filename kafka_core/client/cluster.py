@@ -198,6 +198,11 @@ class KafkaClient(ClientOperations):
         conns = [c for n in self._nodes.values() for c in n.all_conns()]
         await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
 
+    @property
+    def request_timeout_ms(self) -> float:
+        """How long one request may take; components sharing this client bound their waits by it."""
+        return self._request_timeout_ms
+
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaClosedError("KafkaClient is closed")

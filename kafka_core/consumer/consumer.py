@@ -143,7 +143,7 @@ class KafkaConsumer(ConsumerOffsets):
                 )
             client = getattr(client, "async_object", client)  # a sync KafkaClient's async twin
             self._owns_client = False
-            request_timeout_ms = getattr(client, "_request_timeout_ms", 30_000)
+            request_timeout_ms = client.request_timeout_ms
         self._client = client
         self.group_id = group_id
         self._topics = topic_list

@@ -40,6 +40,8 @@ class FakeLog:
 
 
 class FakeClient:
+    request_timeout_ms = 30_000.0
+
     def __init__(self, partitions: dict[str, int]) -> None:
         self.topics = partitions
         self.logs: dict[TopicPartition, FakeLog] = defaultdict(FakeLog)

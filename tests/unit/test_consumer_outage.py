@@ -124,7 +124,7 @@ def test_consumer_resumes_after_an_outage_that_failed_every_leader_lookup() -> N
 
 def test_an_outage_longer_than_request_timeout_is_raised_with_its_cause_then_polls_resume() -> None:
     client = OutageClient({T: 1})
-    client._request_timeout_ms = 300  # type: ignore[attr-defined]  # what the consumer reads
+    client.request_timeout_ms = 300  # what the consumer reads
     fill(client, 0, 10)
 
     async def main() -> None:
