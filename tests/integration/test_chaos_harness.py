@@ -194,13 +194,6 @@ def test_a_missing_broker_binary_is_blocked_not_passed(
 
 # --- every capability, short mode, real broker ---
 
-AWAITING_B = pytest.mark.xfail(
-    strict=False, reason="issue 13: awaiting the consumer fix (resume by itself after an outage)"
-)
-EXPECTED: dict[str, list[pytest.MarkDecorator]] = {
-    "network-interruption": [AWAITING_B],  # the 25 s outage: the consumer never delivers again
-}
-
 
 @pytest.fixture(scope="module")
 def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
@@ -210,9 +203,7 @@ def artifacts(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.mark.broker
 @pytest.mark.timeout(240)
-@pytest.mark.parametrize(
-    "capability", [pytest.param(c, marks=EXPECTED.get(c, []), id=c) for c in CAPABILITIES]
-)
+@pytest.mark.parametrize("capability", [pytest.param(c, id=c) for c in CAPABILITIES])
 def test_capability_short_run(capability: str, artifacts: Path) -> None:
     outcome = run_capability(capability, Settings("short", 13))
     doc = json.loads(write_artifact(outcome, artifacts).read_text())
