@@ -80,7 +80,13 @@ class KafkaProducer:
         if idempotent is None and (self.acks != -1 or max_in_flight > 5):
             self._idempotent_wanted = False
         self._own_client = client is None
-        self.client = client if client is not None else KafkaClient(bootstrap_servers, **client_options)
+        # request_timeout_ms bounds every request the producer makes (metadata, InitProducerId and
+        # Produce alike), so its own client waits no longer than that for any answer.
+        self.client = (
+            client
+            if client is not None
+            else KafkaClient(bootstrap_servers, request_timeout_ms=request_timeout_ms, **client_options)
+        )
         self._acc = Accumulator(
             batch_size=batch_size,
             buffer_memory=buffer_memory,

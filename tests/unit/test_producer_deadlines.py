@@ -489,3 +489,41 @@ def test_late_stamps_resolve_to_per_record_times_and_caller_timestamps_win() -> 
     assert out[2] is not None and out[2] >= b.result.base_timestamp
     assert b.stamps is None and b.result.timestamps is out
     assert b.settle_timestamps() is out  # settled once
+
+
+# -- request_timeout_ms reaches the wire (found by tests/integration/test_stall_bounds.py) ----------
+
+
+class TimeoutRecordingBroker(SlowBroker):
+    """Notes the ``timeout_ms`` each Produce is sent with: the real client drops a request's
+    connection at that bound, or at its own default (30 s) when none is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.timeouts: list[float | None] = []
+
+    async def send(self, node: int, body: Any, version: int | None = None, **kw: Any) -> Any:
+        self.timeouts.append(kw.get("timeout_ms"))
+        return await super().send(node, body, version, **kw)
+
+
+def test_a_produce_request_is_bounded_by_the_producers_request_timeout() -> None:
+    broker = TimeoutRecordingBroker()
+
+    async def main() -> None:
+        async with AsyncKafkaProducer(client=broker, request_timeout_ms=1_500) as p:
+            await (await p.send("t", b"x"))
+
+    asyncio.run(main())
+    assert broker.timeouts == [1_500]
+
+
+def test_the_producers_own_client_waits_no_longer_than_its_request_timeout() -> None:
+    async def main() -> float:
+        p = AsyncKafkaProducer("127.0.0.1:1", request_timeout_ms=1_500, delivery_timeout_ms=2_000)
+        try:
+            return float(p.client.request_timeout_ms)
+        finally:
+            await p.close(0)
+
+    assert asyncio.run(main()) == 1_500
