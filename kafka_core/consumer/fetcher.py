@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 import uuid
 from collections import defaultdict, deque
 from typing import Any
@@ -367,6 +368,7 @@ class Fetcher:
         node, lane = slot
         # Not idle while data waits for the application: then do not long-poll the others.
         busy = any(self.buffer.values())
+        sent = time.monotonic()  # a stalled fetch leaves these partitions unserved from now
         try:
             request, version = await self._request(
                 node,
@@ -408,7 +410,7 @@ class Fetcher:
             # Lost connection or broker restart: back off, refresh metadata, resend from the
             # unchanged positions.
             log.debug("fetch from node %s failed: %r", node, exc)
-            self.outage.failed_all(offsets, exc)
+            self.outage.failed_all(offsets, exc, since=sent)
             for tp in offsets:
                 self._client.invalidate_metadata(tp.topic)
             await asyncio.sleep(self._backoff[node].next_s())

@@ -24,15 +24,17 @@ class OutageTracker:
         self._streaks: dict[Hashable, tuple[float, BaseException]] = {}  # key -> (since, last cause)
         self._last_report = 0.0
 
-    def failed(self, key: Hashable, cause: BaseException) -> None:
+    def failed(self, key: Hashable, cause: BaseException, since: float | None = None) -> None:
+        """``since`` (monotonic): when the failed attempt began. A request that timed out had no
+        answer from the moment it was sent, so a stall counts from then, not from the timeout."""
         if not self._streaks:
             log.warning("consumer: %s failed, retrying in the background: %s", _name(key), cause)
-        since = self._streaks.get(key, (time.monotonic(), cause))[0]
-        self._streaks[key] = (since, cause)
+        began = time.monotonic() if since is None else since
+        self._streaks[key] = (self._streaks.get(key, (began, cause))[0], cause)
 
-    def failed_all(self, keys: Iterable[Hashable], cause: BaseException) -> None:
+    def failed_all(self, keys: Iterable[Hashable], cause: BaseException, since: float | None = None) -> None:
         for key in keys:
-            self.failed(key, cause)
+            self.failed(key, cause, since)
 
     def ok(self, key: Hashable) -> None:
         streak = self._streaks.pop(key, None)

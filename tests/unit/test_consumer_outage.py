@@ -153,6 +153,52 @@ def test_an_outage_longer_than_request_timeout_is_raised_with_its_cause_then_pol
     run(main())
 
 
+class StallClient(OutageClient):
+    """While ``stalled``, a Fetch gets no answer: it fails at its timeout, as a connection does."""
+
+    def __init__(self, partitions: dict[str, int]) -> None:
+        super().__init__(partitions)
+        self.stalled = False
+
+    async def send(self, node: int, body: Any, version: int | None = None, **kw: Any) -> Any:
+        if self.stalled:
+            timeout = kw["timeout_ms"] / 1000.0
+            await asyncio.sleep(timeout)
+            raise KafkaTimeoutError(f"FETCH to 127.0.0.1:9 got no response within {timeout:.1f}s")
+        return await super().send(node, body, version, **kw)
+
+
+def test_a_stall_is_reported_once_the_stalled_fetch_times_out() -> None:
+    """A fetch that timed out had no answer since it was sent: the outage counts from then, so
+    poll reports it when the fetch times out, not request_timeout_ms later (found on the stall
+    proxy, tests/integration/test_stall_bounds.py: reported after 2 x request_timeout_ms)."""
+    client = StallClient({T: 1})
+    client.request_timeout_ms = 4_000
+    fill(client, 0, 10)
+
+    async def main() -> tuple[BaseException | None, float]:
+        c = KafkaConsumer(T, client=client, auto_offset_reset="earliest", fetch_max_wait_ms=20)
+        assert len(await poll_until(c, 10, 10)) == 10
+        await asyncio.sleep(0.1)  # the next fetch is out (and now stalls)
+        client.stalled = True
+        began = time.monotonic()
+        first: BaseException | None = None
+        while first is None and time.monotonic() - began < 12:
+            got, took = await timed_poll(c, 200)
+            assert took < 0.2 + SLACK
+            if isinstance(got, BaseException):
+                first = got
+        reported = time.monotonic() - began
+        client.stalled = False
+        await c.close(timeout=1)
+        return first, reported
+
+    first, reported = run(main())
+    assert isinstance(first, KafkaConnectionError) and "got no response within" in str(first), first
+    # The stalled fetch times out after request_timeout_ms + fetch_max_wait_ms (4.02 s).
+    assert reported < 4.02 + SLACK, f"a stall reported only after {reported:.1f}s"
+
+
 def test_auto_commit_during_an_outage_does_not_hold_poll_past_its_timeout() -> None:
     client = FakeClient({T: 1})
     fill(client, 0, 10)
