@@ -334,22 +334,25 @@ class TansuBroker:
         self.start()
 
     def create_topic(self, name: str, partitions: int = 3) -> None:
-        """Create a topic with Tansu's own CLI (independent of the client under test)."""
-        result = subprocess.run(
-            [
-                tansu_binary(),
-                "topic",
-                "create",
-                "--broker",
-                f"tcp://{self.host}:{self.port}",
-                "--partitions",
-                str(partitions),
-                name,
-            ],
-            capture_output=True,
-            timeout=30,
-            check=False,
-        )
+        """Create a topic with Tansu's own CLI (independent of the client under test).
+
+        Generous timeout: with S3 storage on a loaded machine, a creation has taken over 30 s."""
+        command = [
+            tansu_binary(),
+            "topic",
+            "create",
+            "--broker",
+            f"tcp://{self.host}:{self.port}",
+            "--partitions",
+            str(partitions),
+            name,
+        ]
+        try:
+            result = subprocess.run(command, capture_output=True, timeout=90, check=False)
+        except subprocess.TimeoutExpired as exc:
+            raise BrokerStartError(
+                f"creating topic {name!r} took over 90 s; broker log: {self.log_tail(1000)}"
+            ) from exc
         if result.returncode != 0:
             raise BrokerStartError(
                 f"creating topic {name!r} failed: {result.stderr.decode(errors='replace')[-2000:]}"
