@@ -350,7 +350,7 @@ class TansuBroker:
         try:
             result = subprocess.run(command, capture_output=True, timeout=90, check=False)
         except subprocess.TimeoutExpired as exc:
-            raise BrokerStartError(
+            raise TimeoutError(
                 f"creating topic {name!r} took over 90 s; broker log: {self.log_tail(1000)}"
             ) from exc
         if result.returncode != 0:
