@@ -411,15 +411,27 @@ class KafkaProducer:
                 if not result.done:
                     left = None if deadline is None else deadline - time.monotonic()
                     if left is not None and left <= 0:
-                        raise KafkaTimeoutError(f"flush did not finish within {timeout}s")
+                        raise self._flush_timeout(timeout, result)
                     try:
                         await asyncio.wait_for(result.aio_waiter(), left)
                     except TimeoutError:
-                        raise KafkaTimeoutError(f"flush did not finish within {timeout}s") from None
+                        raise self._flush_timeout(timeout, result) from None
                 if result._forward is not None:
                     pending.extend(r for r, _ in result._forward)
         finally:
             self._acc.flushing -= 1
+
+    def _flush_timeout(self, timeout: float | None, result: BatchResult) -> KafkaTimeoutError:
+        """Name a partition still waiting and what last kept it from being delivered."""
+        cause: BaseException | None = None
+        t = self._acc.topics.get(result.topic)
+        if t is not None and t.queues is not None and 0 <= result.partition < len(t.queues):
+            cause = t.queues[result.partition].last_error
+        where = f"{result.topic}[{result.partition}]" if result.partition >= 0 else repr(result.topic)
+        return KafkaTimeoutError(
+            f"flush did not finish within {timeout}s: records of {where} still waiting"
+            + _cause(cause or self._sender.cause_for_topic(result.topic))
+        )
 
     async def close(self, timeout: float | None = None) -> int:
         """Deliver what is queued (up to ``timeout`` s), then stop. Returns how many records were

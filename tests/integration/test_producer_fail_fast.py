@@ -169,3 +169,18 @@ def test_real_broker_missing_topic_keeps_send_and_delivery_bounds(bootstrap_serv
         with pytest.raises(KafkaTimeoutError, match="UNKNOWN_TOPIC_OR_PARTITION"):
             fut.result(2.5 + SLACK)
         assert time.monotonic() - t0 < 2.5 + SLACK
+
+
+def test_flush_timeout_names_what_is_waiting_and_why(closed_port: str) -> None:
+    """A flush cut short by its timeout says which partition still waits and the last error."""
+    p = KafkaProducer(closed_port, max_block_ms=1_000, delivery_timeout_ms=30_000, request_timeout_ms=1_000)
+    try:
+        fut = p.send("waiting-topic", b"x")
+        exc, took = timed(lambda: p.flush(1.5))
+        assert took < 1.5 + SLACK
+        assert isinstance(exc, KafkaTimeoutError), exc
+        assert "flush did not finish within 1.5s" in str(exc) and "'waiting-topic'" in str(exc), exc
+        assert REFUSED.search(str(exc)), exc  # the cause, not only that time ran out
+        assert not fut.done()  # the record itself still has its own deadline
+    finally:
+        p.close(0)

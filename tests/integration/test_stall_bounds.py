@@ -200,6 +200,7 @@ def test_sync_producer_keeps_every_bound_through_a_stall(bed: tuple[FaultProxy, 
         out, took = timed(lambda: p.flush(FLUSH_S))
         assert took < FLUSH_S + SLACK, f"flush({FLUSH_S}) took {took:.1f}s"
         assert out is None or isinstance(out, KafkaTimeoutError), repr(out)
+        assert out is None or f"{topic}[" in str(out), out  # names a partition still waiting
         spare_fut = spare.send(topic, b"spare-stalled")
         out, took = timed(lambda: spare.close(CLOSE_S))
         assert took < CLOSE_S + SLACK, f"close({CLOSE_S}) took {took:.1f}s"
@@ -289,6 +290,7 @@ def test_async_producer_keeps_every_bound_through_a_stall(bed: tuple[FaultProxy,
             out, took = await atimed(p.flush(FLUSH_S))
             assert took < FLUSH_S + SLACK, f"flush({FLUSH_S}) took {took:.1f}s"
             assert out is None or isinstance(out, KafkaTimeoutError), repr(out)
+            assert out is None or f"{topic}[" in str(out), out
             spare_fut = await spare.send(topic, b"spare-stalled")
             out, took = await atimed(spare.close(CLOSE_S))
             assert took < CLOSE_S + SLACK, f"close({CLOSE_S}) took {took:.1f}s"
