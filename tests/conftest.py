@@ -1,6 +1,6 @@
 """Test set-up: the codec implementation check and the real broker the integration tests use.
 
-``mock_cluster`` is librdkafka's 3-broker mock cluster (tests/mockcluster.py), fresh per test.
+``mock_cluster`` is librdkafka's 3-broker mock cluster (kafka_core/chaos/mockcluster.py), fresh per test.
 The broker is ``KAFKA_BOOTSTRAP_SERVERS`` when set (e.g. Apache Kafka from
 docker-compose.kafka.yml), else an embedded Tansu started once per session. Under ``CI=true`` a
 broker that cannot be had fails the run; it is never skipped there.
@@ -13,10 +13,10 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
-from mockcluster import MockCluster, MockClusterError
 
 import kafka_core.codec
 from kafka_core._env import env_flag
+from kafka_core.chaos.mockcluster import MockCluster, MockClusterError
 from kafka_core.devbroker import BrokerStartError, TansuBroker
 
 IN_CI = env_flag("CI")

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kafka_core.chaos import mock_scenarios
 from kafka_core.chaos.artifacts import BLOCKED, FAIL, Outcome, tansu_version
 from kafka_core.chaos.capture import ProduceCapture
 from kafka_core.chaos.proxy import FaultProxy
@@ -373,6 +374,8 @@ def _parameters(capability: str, settings: Settings) -> dict[str, Any]:
         "warm_s": WARM_S,
         "recovery_timeout_s": RECOVERY_TIMEOUT_S,
     }
+    if capability in mock_scenarios.CAPABILITIES:
+        return mock_scenarios.parameters(capability, settings.mode, settings.seed, common)
     if capability == "cold-start":
         return {"cycles": s["cold_starts"], "records": s["cold_records"], "partitions": PARTITIONS}
     if capability.startswith("broker-restart"):
@@ -405,11 +408,14 @@ CAPABILITIES: dict[str, Callable[[Outcome], None]] = {
     "connection-loss": connection_loss,
     "slow-broker": slow_broker,
     "corrupt-data": corrupt_data,
+    **mock_scenarios.CAPABILITIES,  # librdkafka's 3-broker mock cluster: no Tansu needed
 }
 
 
 def missing_prerequisite(capability: str) -> str | None:
     """What this machine lacks for ``capability`` (exactly), or None."""
+    if capability in mock_scenarios.CAPABILITIES:
+        return mock_scenarios.missing_prerequisite()
     try:
         binary = tansu_binary()
     except BrokerStartError as exc:

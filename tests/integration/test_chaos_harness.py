@@ -192,6 +192,22 @@ def test_a_missing_broker_binary_is_blocked_not_passed(
     assert main(["run", "--scenario", "cold-start", "--out", str(tmp_path)]) == 2
 
 
+def test_an_unloadable_librdkafka_blocks_the_mock_capabilities(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kafka_core.chaos import mock_scenarios
+    from kafka_core.chaos.mockcluster import MockClusterError
+
+    def broken() -> str:
+        raise MockClusterError("cannot load /x/librdkafka.so.1: no such file")
+
+    monkeypatch.setattr(mock_scenarios, "librdkafka_version", broken)
+    outcome = run_capability("mock-leader-change", Settings("short", 1))
+    assert outcome.verdict == BLOCKED and outcome.pass_count == 0
+    assert "librdkafka's mock cluster cannot be loaded" in outcome.reason
+    assert "/x/librdkafka.so.1: no such file" in outcome.reason
+
+
 # --- every capability, short mode, real broker ---
 
 
@@ -213,7 +229,11 @@ def test_capability_short_run(capability: str, artifacts: Path) -> None:
         if IN_CI:
             pytest.fail(f"{capability} BLOCKED in CI: {outcome.reason}")
         pytest.skip(f"{capability} BLOCKED: {outcome.reason}")
-    assert doc["broker"]["name"] == "tansu" and doc["broker"]["version"].startswith("tansu")
+    if capability.startswith("mock-"):  # librdkafka's mock cluster, never Tansu
+        assert doc["broker"]["name"] == "librdkafka-mock" and doc["broker"]["version"], doc["broker"]
+        assert doc["cycles_run"] == len([c for c in doc["cycles"] if "fault" in c]) >= 2
+    else:
+        assert doc["broker"]["name"] == "tansu" and doc["broker"]["version"].startswith("tansu")
     assert doc["lost"] == 0, outcome.reason
     assert doc["duplicated"] == 0, outcome.reason
     assert doc["corrupt_delivered"] == 0, outcome.reason

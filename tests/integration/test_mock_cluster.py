@@ -14,8 +14,8 @@ import uuid
 from typing import Any
 
 import pytest
-from mockcluster import MockCluster, MockClusterError
 
+from kafka_core.chaos.mockcluster import MockCluster, MockClusterError
 from kafka_core.consumer.sync import KafkaConsumer
 from kafka_core.errors import KafkaProtocolError
 from kafka_core.network.connection import BrokerConnection

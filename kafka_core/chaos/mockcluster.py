@@ -14,7 +14,14 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["BROKEN_VERSIONS", "MockCluster", "MockClusterError", "MockRequest", "load_librdkafka"]
+__all__ = [
+    "BROKEN_VERSIONS",
+    "MockCluster",
+    "MockClusterError",
+    "MockRequest",
+    "librdkafka_version",
+    "load_librdkafka",
+]
 
 _V = ctypes.c_void_p
 _S = ctypes.c_char_p
@@ -32,6 +39,7 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "rd_kafka_new": (_V, [_INT, _V, _S, _SIZE]),
     "rd_kafka_destroy": (None, [_V]),
     "rd_kafka_err2name": (_S, [_ERR]),
+    "rd_kafka_version_str": (_S, []),
     "rd_kafka_mock_cluster_new": (_V, [_V, _INT]),
     "rd_kafka_mock_cluster_destroy": (None, [_V]),
     "rd_kafka_mock_cluster_bootstraps": (_S, [_V]),
@@ -99,6 +107,11 @@ def load_librdkafka() -> ctypes.CDLL:
         fn.argtypes = argtypes
     _LIB = lib
     return lib
+
+
+def librdkafka_version() -> str:
+    """The bundled librdkafka's version (``rd_kafka_version_str``), for artifacts and reports."""
+    return load_librdkafka().rd_kafka_version_str().decode()
 
 
 @dataclass(frozen=True, slots=True)
