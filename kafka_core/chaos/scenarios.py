@@ -103,7 +103,12 @@ def _finish_books(
             f"consumer did not reach the end of every partition within {DRAIN_TIMEOUT_S:.0f}s "
             f"(sentinels seen on {sorted(wl.sentinels)} of {wl.partitions})"
         )
-    log = read_log(wl.bootstrap, wl.topic, wl.partitions) if wl.drained else None
+    # Read independently even when our consumer did not drain: confluent-kafka reaching every
+    # sentinel then says the records were there and our consumer stalled; it failing too points
+    # at the broker (a slow or stuck log), which the artifact records either way.
+    began = time.monotonic()
+    log = read_log(wl.bootstrap, wl.topic, wl.partitions)
+    outcome.details["independent_log_read_s"] = round(time.monotonic() - began, 3)
     outcome.tally.add(wl.ledger.tally(log, capture.writes if capture is not None else None))
     if capture is not None:
         outcome.details["produce_capture"] = _capture_summary(capture)
