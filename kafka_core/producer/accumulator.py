@@ -83,6 +83,10 @@ class Accumulator:
         self.space_event: Any = None  # asyncio.Event of the async face, set when memory frees up
         self.loop_thread: int | None = None  # the I/O thread of the sync face (must never block)
         self.lookup: Callable[[str], None] | None = None  # sync face: fetch a new topic's metadata
+        # Whether a partition can take records now (its leader known and not failing); the sticky
+        # partition for null keys is chosen among those, as KIP-794 skips partitions without a
+        # working leader. Set by the sender; called with the lock held.
+        self.available: Callable[[PartitionQueue], bool] | None = None
         if _accel is not None:
             self.append = _accel.FastAppend(  # type: ignore[method-assign]
                 self, RECORD_OVERHEAD, type(partitioner) is DefaultPartitioner
@@ -195,10 +199,21 @@ class Accumulator:
         return b
 
     def _next_sticky(self, t: TopicState) -> None:
-        """The sticky partition's batch is done (KIP-480): let the partitioner pick the next one."""
+        """The sticky partition's batch is done (KIP-480): let the partitioner pick the next one,
+        passing over partitions that are not available (a few tries; all of them if none is)."""
         if t.sticky is not None:
             self.partitioner.on_new_batch(t.topic, t.num_partitions, t.sticky)
         t.sticky = self.partitioner.sticky(t.topic, t.num_partitions)
+        available, queues = self.available, t.queues
+        if available is not None and queues and t.sticky is not None:
+            for _ in range(2 * t.num_partitions):
+                if 0 <= t.sticky < len(queues) and available(queues[t.sticky]):
+                    break
+                previous = t.sticky
+                self.partitioner.on_new_batch(t.topic, t.num_partitions, previous)
+                t.sticky = self.partitioner.sticky(t.topic, t.num_partitions)
+                if t.sticky == previous:  # a partitioner that does not move: keep its choice
+                    break
         self._cache_sticky(t)
 
     def _cache_sticky(self, t: TopicState) -> None:
@@ -415,6 +430,8 @@ class Accumulator:
                             b.stamps = [(b.count, None)]  # the records so far: the batch's time
                         else:
                             b.stamp()
+                        if t.sticky == q.partition and self.available is not None and not self.available(q):
+                            self._next_sticky(t)  # its leader is failing: null keys go elsewhere
                         ready_at = now + self.tick  # note the time of what it takes meanwhile
                     if next_at is None or ready_at < next_at:
                         next_at = ready_at

@@ -71,6 +71,7 @@ class Sender:
     ) -> None:
         self.client = client
         self.acc = acc
+        acc.available = self._available
         self.acks = acks
         self.max_in_flight = max_in_flight
         self.backoff = retry_backoff_ms / 1000.0
@@ -187,6 +188,15 @@ class Sender:
         return len(leaders) if leaders else 0
 
     # -- sending -----------------------------------------------------------------------------------
+
+    def _available(self, q: PartitionQueue) -> bool:
+        """Whether ``q`` has a leader that is not failing: no retry pending, not backing off."""
+        if q.retry or q.muted_until > time.monotonic():
+            return False
+        if q.in_flight and q.in_flight[0].attempts > 1:
+            return False
+        leaders = self._leaders.get(q.topic)
+        return bool(leaders) and q.partition < len(leaders) and leaders[q.partition] >= 0
 
     def _can_send(self, q: PartitionQueue) -> bool:
         """Whether ``q``'s next batch could go out now (called with the accumulator's lock held)."""
