@@ -69,6 +69,29 @@ def tansu() -> Iterator[TansuBroker | None]:
         broker.close()
 
 
+@pytest.fixture(scope="module")
+def persistent_tansu(tansu: TansuBroker | None) -> Iterator[TansuBroker]:
+    """A persistent Tansu of the test module's own (S3 on moto_server), stopped and restarted at
+    will while the session broker is left alone."""
+    if tansu is None:
+        pytest.skip(
+            "these tests stop the broker: they need the embedded Tansu, and an external "
+            "KAFKA_BOOTSTRAP_SERVERS cluster cannot be stopped from here"
+        )
+    broker: TansuBroker | None = None
+    try:
+        broker = TansuBroker.persistent()
+        broker.start()
+    except BrokerStartError as exc:
+        if broker is not None:
+            broker.close()
+        pytest.fail(f"persistent Tansu (S3 on moto_server) did not start: {exc}", pytrace=False)
+    try:
+        yield broker
+    finally:
+        broker.close()
+
+
 @pytest.fixture(scope="session")
 def bootstrap_servers(tansu: TansuBroker | None) -> str:
     return EXTERNAL_BROKER or tansu.bootstrap  # type: ignore[union-attr]

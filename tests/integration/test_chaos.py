@@ -13,13 +13,12 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Iterator
 
 import pytest
 
 from kafka_core import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka_core.consumer import ConsumedMessage
-from kafka_core.devbroker import BrokerStartError, TansuBroker
+from kafka_core.devbroker import TansuBroker
 from kafka_core.errors import KafkaError
 from kafka_core.producer.futures import RecordFuture
 
@@ -56,32 +55,10 @@ def halt(broker: TansuBroker, crash: bool) -> None:
         broker.stop()
 
 
-@pytest.fixture(scope="module")
-def chaos_broker(tansu: TansuBroker | None) -> Iterator[TansuBroker]:
-    """A persistent broker of our own, restarted at will (the session broker is left alone)."""
-    if tansu is None:
-        pytest.skip(
-            "chaos tests restart the broker: they need the embedded Tansu, and an external "
-            "KAFKA_BOOTSTRAP_SERVERS cluster cannot be restarted from here"
-        )
-    broker: TansuBroker | None = None
-    try:
-        broker = TansuBroker.persistent()
-        broker.start()
-    except BrokerStartError as exc:
-        if broker is not None:
-            broker.close()
-        pytest.fail(f"persistent Tansu (S3 on moto_server) did not start: {exc}", pytrace=False)
-    try:
-        yield broker
-    finally:
-        broker.close()
-
-
 @pytest.fixture
-def broker(chaos_broker: TansuBroker) -> TansuBroker:
-    chaos_broker.start()  # a no-op unless an earlier test failed while it was down
-    return chaos_broker
+def broker(persistent_tansu: TansuBroker) -> TansuBroker:
+    persistent_tansu.start()  # a no-op unless an earlier test failed while it was down
+    return persistent_tansu
 
 
 def new_topic(broker: TansuBroker) -> str:

@@ -12,13 +12,13 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from kafka_core import KafkaConsumer
-from kafka_core.devbroker import BrokerStartError, TansuBroker
+from kafka_core.devbroker import TansuBroker
 from kafka_core.errors import KafkaConnectionError, KafkaError, KafkaProtocolError
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
@@ -29,32 +29,10 @@ POLL_MS = 500
 SLACK = 3.0
 
 
-@pytest.fixture(scope="module")
-def outage_broker(tansu: TansuBroker | None) -> Iterator[TansuBroker]:
-    """A persistent broker of our own, stopped at will (the session broker is left alone)."""
-    if tansu is None:
-        pytest.skip(
-            "outage tests stop the broker: they need the embedded Tansu, and an external "
-            "KAFKA_BOOTSTRAP_SERVERS cluster cannot be stopped from here"
-        )
-    broker: TansuBroker | None = None
-    try:
-        broker = TansuBroker.persistent()
-        broker.start()
-    except BrokerStartError as exc:
-        if broker is not None:
-            broker.close()
-        pytest.fail(f"persistent Tansu (S3 on moto_server) did not start: {exc}", pytrace=False)
-    try:
-        yield broker
-    finally:
-        broker.close()
-
-
 @pytest.fixture
-def broker(outage_broker: TansuBroker) -> TansuBroker:
-    outage_broker.start()  # a no-op unless an earlier test failed while it was down
-    return outage_broker
+def broker(persistent_tansu: TansuBroker) -> TansuBroker:
+    persistent_tansu.start()  # a no-op unless an earlier test failed while it was down
+    return persistent_tansu
 
 
 def produce(broker: TansuBroker, topic: str, numbers: range) -> None:
