@@ -12,10 +12,12 @@ from typing import TYPE_CHECKING, Any
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from kafka_core.admin.sync import KafkaAdmin
     from kafka_core.client.metadata import NewTopic, OffsetAndMetadata, TopicPartition
     from kafka_core.consumer.sync import KafkaConsumer
     from kafka_core.producer.sync import KafkaProducer
     from kafka_core.sync_client import KafkaClient
+    from kafka_core.transport.sync import KafkaStreamTransport
 
 _LAZY = {
     "KafkaClient": "kafka_core.sync_client",
@@ -24,6 +26,8 @@ _LAZY = {
     "TopicPartition": "kafka_core.client.metadata",
     "OffsetAndMetadata": "kafka_core.client.metadata",
     "NewTopic": "kafka_core.client.metadata",
+    "KafkaAdmin": "kafka_core.admin.sync",
+    "KafkaStreamTransport": "kafka_core.transport.sync",
 }
 
 
@@ -43,9 +47,11 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "KafkaAdmin",
     "KafkaClient",
     "KafkaConsumer",
     "KafkaProducer",
+    "KafkaStreamTransport",
     "NewTopic",
     "OffsetAndMetadata",
     "TopicPartition",

@@ -20,13 +20,17 @@ from kafka_core.client.metadata import (
 )
 
 if TYPE_CHECKING:
+    from kafka_core.admin.admin import KafkaAdmin
     from kafka_core.consumer.consumer import KafkaConsumer
     from kafka_core.producer.producer import KafkaProducer
+    from kafka_core.transport.transport import KafkaStreamTransport
 
 # Producer and consumer load on first use, so the client never depends on them importing.
 _LAZY = {
     "KafkaProducer": "kafka_core.producer.producer",
     "KafkaConsumer": "kafka_core.consumer.consumer",
+    "KafkaAdmin": "kafka_core.admin.admin",
+    "KafkaStreamTransport": "kafka_core.transport.transport",
 }
 
 
@@ -46,9 +50,11 @@ __all__ = [
     "LATEST",
     "BrokerMeta",
     "ClusterMeta",
+    "KafkaAdmin",
     "KafkaClient",
     "KafkaConsumer",
     "KafkaProducer",
+    "KafkaStreamTransport",
     "ListedOffset",
     "NewTopic",
     "OffsetAndMetadata",
