@@ -150,6 +150,21 @@ class Ledger:
                 }
             )
 
+    def partition_progress(self) -> dict[int, dict[str, Any]]:
+        """Per partition: records acknowledged and delivered, and the highest offset of each, so a
+        consumer that fell behind shows which partition it stalled on."""
+        out: dict[int, dict[str, Any]] = {}
+        with self.lock:
+            for partition, offset in self.acked.values():
+                e = out.setdefault(partition, {"acked": 0, "acked_max_offset": -1, "delivered": 0})
+                e["acked"] += 1
+                e["acked_max_offset"] = max(e["acked_max_offset"], offset)
+            for partition, offset in self.seen_offsets:
+                e = out.setdefault(partition, {"acked": 0, "acked_max_offset": -1, "delivered": 0})
+                e["delivered"] += 1
+                e["delivered_max_offset"] = max(e.get("delivered_max_offset", -1), offset)
+        return out
+
     def tally(self, log: dict[int, list[tuple[int, int]]] | None, writes: list[Any] | None = None) -> Tally:
         """Count the run. ``log`` is an independent read of the topic: partition -> [(offset, seq)].
 

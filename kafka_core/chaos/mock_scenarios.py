@@ -109,6 +109,13 @@ def _leaders(bootstrap: str, topic: str) -> dict[int, int]:
     return {p.partition: p.leader for p in meta.partitions}
 
 
+def _coordinator(bootstrap: str, group: str) -> int:
+    from kafka_core.sync_client import KafkaClient
+
+    with KafkaClient(bootstrap) as client:
+        return client.find_coordinator(group).node_id
+
+
 def _on_mock(
     outcome: Outcome,
     make_faults: Callable[[MockCluster], list[tuple[str, Callable[[Workload], dict[str, Any]]]]],
@@ -162,6 +169,7 @@ def mock_broker_down(outcome: Outcome) -> None:
         def down(wl: Workload, k: int, seconds: float) -> dict[str, Any]:
             leaders = _leaders(cluster.bootstrap, wl.topic)
             broker = leaders[k % len(leaders)]  # a leader each time, another partition's each cycle
+            coordinator = _coordinator(cluster.bootstrap, wl.consumer_options["group_id"])
             acked, delivered = set(wl.ledger.acked), set(wl.ledger.deliveries)
             cluster.broker_down(broker)
             time.sleep(seconds)
@@ -171,12 +179,24 @@ def mock_broker_down(outcome: Outcome) -> None:
                 delivered_during = _per_partition(
                     wl.ledger.deliveries[s][0][0] for s in set(wl.ledger.deliveries) - delivered
                 )
+            # The partitions whose leader stayed up must keep going: the producer's always; the
+            # consumer's unless the group coordinator went down too (its synchronous commit then
+            # waits for the coordinator, as the Java client's commitSync does).
+            served = {p for p, b in leaders.items() if b != broker}
+            need_acks = bool(served)
+            need_deliveries = bool(served) and coordinator != broker
+            passed = (not need_acks or bool(served & set(acked_during))) and (
+                not need_deliveries or bool(served & set(delivered_during))
+            )
             return {
                 "broker_down": broker,
                 "down_s": seconds,
                 "leader_of": sorted(p for p, b in leaders.items() if b == broker),
+                "coordinator": coordinator,
                 "acked_during": acked_during,
                 "delivered_during": delivered_during,
+                "progress_required": {"acks": need_acks, "deliveries": need_deliveries},
+                "passed": passed,
             }
 
         return [

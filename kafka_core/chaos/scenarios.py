@@ -21,7 +21,7 @@ from kafka_core.chaos import mock_scenarios
 from kafka_core.chaos.artifacts import BLOCKED, FAIL, Outcome, tansu_version
 from kafka_core.chaos.capture import ProduceCapture
 from kafka_core.chaos.proxy import FaultProxy
-from kafka_core.chaos.workload import Workload, read_log
+from kafka_core.chaos.workload import Workload, read_log_report
 from kafka_core.devbroker import BrokerStartError, TansuBroker, free_port, tansu_binary
 
 __all__ = ["CAPABILITIES", "SCALES", "Settings", "run_capability"]
@@ -107,8 +107,13 @@ def _finish_books(
     # sentinel then says the records were there and our consumer stalled; it failing too points
     # at the broker (a slow or stuck log), which the artifact records either way.
     began = time.monotonic()
-    log = read_log(wl.bootstrap, wl.topic, wl.partitions)
+    read = read_log_report(wl.bootstrap, wl.topic, wl.partitions)
+    log = read.log
     outcome.details["independent_log_read_s"] = round(time.monotonic() - began, 3)
+    ours = wl.ledger.partition_progress()
+    outcome.details["partition_progress"] = {
+        p: {"independent": read.progress.get(p), "ours": ours.get(p)} for p in range(wl.partitions)
+    }
     outcome.tally.add(wl.ledger.tally(log, capture.writes if capture is not None else None))
     if capture is not None:
         outcome.details["produce_capture"] = _capture_summary(capture)

@@ -11,13 +11,14 @@ import contextlib
 import threading
 import time
 import uuid
+from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
 from kafka_core.chaos.accounting import Ledger, parse_value
 from kafka_core.errors import KafkaError
 
-__all__ = ["SENTINEL", "Workload", "read_log"]
+__all__ = ["SENTINEL", "LogRead", "Workload", "read_log", "read_log_report"]
 
 SENTINEL = b"chaos-end"
 _TICK = 0.05
@@ -200,19 +201,34 @@ class Workload:
         return len(self.sentinels) >= self.partitions
 
 
+@dataclass
+class LogRead:
+    """An independent read of the topic: the log when every sentinel was reached, and, always,
+    how far each partition got, so a run that did not drain shows where the read stalled."""
+
+    log: dict[int, list[tuple[int, int]]] | None
+    progress: dict[int, dict[str, Any]] = field(default_factory=dict)
+
+
 def read_log(
     bootstrap: str, topic: str, partitions: int, timeout: float = 60.0
 ) -> dict[int, list[tuple[int, int]]] | None:
+    """Every partition up to its sentinel (see :func:`read_log_report`), or None."""
+    return read_log_report(bootstrap, topic, partitions, timeout).log
+
+
+def read_log_report(bootstrap: str, topic: str, partitions: int, timeout: float = 60.0) -> LogRead:
     """Every partition up to its sentinel, read by confluent-kafka (a client independent of ours).
 
-    Returns partition -> [(offset, seq)] (seq -1 for a body that is not ours), or None when
-    confluent-kafka is not installed or a sentinel was not reached: then no loss can be put down
-    to the broker.
+    The log maps partition -> [(offset, seq)] (seq -1 for a body that is not ours); it is None
+    when confluent-kafka is not installed or a sentinel was not reached: then no loss can be put
+    down to the broker. The per-partition progress (records read, last offset, sentinel reached,
+    watermarks, the last error, seconds since the last record) is kept either way.
     """
     try:
         from confluent_kafka import Consumer, TopicPartition
     except ImportError:
-        return None
+        return LogRead(None)
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
@@ -222,20 +238,43 @@ def read_log(
         }
     )
     log: dict[int, list[tuple[int, int]]] = {p: [] for p in range(partitions)}
+    last_at = {p: time.monotonic() for p in range(partitions)}
+    last_error: dict[int, str] = {}
     open_partitions = set(range(partitions))
+    progress: dict[int, dict[str, Any]] = {}
     try:
         consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
         deadline = time.monotonic() + timeout
         while open_partitions and time.monotonic() < deadline:
             for msg in consumer.consume(10_000, 0.5):
                 p = msg.partition()
-                if msg.error() is not None or p not in open_partitions:
+                if msg.error() is not None:
+                    if p is not None and p >= 0:
+                        last_error[p] = str(msg.error())[:200]
                     continue
+                if p not in open_partitions:
+                    continue
+                last_at[p] = time.monotonic()
                 if msg.value() == SENTINEL:
                     open_partitions.discard(p)
                     continue
                 seq = parse_value(msg.value())
                 log[p].append((msg.offset(), -1 if seq is None else seq))
+        now = time.monotonic()
+        for p in range(partitions):
+            entry: dict[str, Any] = {
+                "read": len(log[p]),
+                "last_offset": log[p][-1][0] if log[p] else None,
+                "sentinel": p not in open_partitions,
+                "idle_s": round(now - last_at[p], 1),
+            }
+            if p in last_error:
+                entry["last_error"] = last_error[p]
+            if p in open_partitions:
+                with contextlib.suppress(Exception):
+                    low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5)
+                    entry["low"], entry["high"] = low, high
+            progress[p] = entry
     finally:
         consumer.close()
-    return None if open_partitions else log
+    return LogRead(None if open_partitions else log, progress)

@@ -12,6 +12,7 @@ import os
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -20,7 +21,7 @@ from kafka_core.chaos.artifacts import BLOCKED, FAIL, PASS, write_artifact
 from kafka_core.chaos.capture import ProduceWrite
 from kafka_core.chaos.cli import main
 from kafka_core.chaos.scenarios import CAPABILITIES, Settings, run_capability
-from kafka_core.chaos.workload import Workload
+from kafka_core.chaos.workload import SENTINEL, Workload, read_log_report
 
 IN_CI = os.environ.get("CI", "").strip().lower() not in ("", "0", "false", "no")
 
@@ -159,6 +160,40 @@ def test_duplicates_and_corrupt_deliveries_are_counted() -> None:
     t = ledger.tally(None)
     assert (t.duplicated, t.redelivered, t.corrupt_delivered, t.lost) == (1, 1, 1, 0)
     assert not t.clean
+
+
+def test_partition_progress_shows_where_the_consumer_fell_behind() -> None:
+    ledger = Ledger("t")
+    for seq in range(6):
+        ledger.ack(seq, seq % 2, seq // 2)
+    for seq in (0, 2, 4, 1):  # partition 1 stalled after its first record
+        ledger.deliver(seq % 2, seq // 2, record_value(seq))
+    progress = ledger.partition_progress()
+    assert progress[0] == {"acked": 3, "acked_max_offset": 2, "delivered": 3, "delivered_max_offset": 2}
+    assert progress[1] == {"acked": 3, "acked_max_offset": 2, "delivered": 1, "delivered_max_offset": 0}
+
+
+@pytest.mark.broker
+@pytest.mark.timeout(120)
+def test_independent_read_reports_each_partitions_progress(bootstrap_servers: str, new_topic: Any) -> None:
+    # A partition whose sentinel never comes: the read gives no log (no loss can be excused),
+    # and its progress says how far it got while the others say they reached their sentinel.
+    from confluent_kafka import Producer
+
+    topic = new_topic(partitions=2)
+    producer = Producer({"bootstrap.servers": bootstrap_servers})
+    for seq in range(5):
+        producer.produce(topic, record_value(seq), partition=0)
+    producer.produce(topic, SENTINEL, partition=0)
+    for seq in range(5, 8):
+        producer.produce(topic, record_value(seq), partition=1)
+    assert producer.flush(30) == 0
+    read = read_log_report(bootstrap_servers, topic, 2, timeout=6)
+    assert read.log is None
+    assert read.progress[0]["sentinel"] and read.progress[0]["read"] == 5
+    assert not read.progress[1]["sentinel"]
+    assert read.progress[1]["read"] == 3 and read.progress[1]["last_offset"] == 2
+    assert read.progress[1]["idle_s"] > 0
 
 
 def test_recovery_is_timed_to_the_first_acknowledgement_not_the_last() -> None:
