@@ -26,6 +26,7 @@ from kafka_core.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
+from kafka_core.metrics.registry import NetworkMetrics
 from kafka_core.network.backoff import Backoff
 from kafka_core.network.connection import DEFAULT_MAX_RESPONSE_SIZE, BrokerConnection
 from kafka_core.network.sasl import SUPPORTED_MECHANISMS
@@ -136,6 +137,8 @@ class KafkaClient(ClientOperations):
         # The last error a retry loop swallowed (bootstrap, metadata...): the cause a caller that
         # gives up first (a producer's max_block_ms) can report.
         self.last_error: BaseException | None = None
+        # Requests, latency, errors, connections, retries: shared with every connection made here.
+        self.network_metrics = NetworkMetrics()
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -203,6 +206,11 @@ class KafkaClient(ClientOperations):
         """How long one request may take; components sharing this client bound their waits by it."""
         return self._request_timeout_ms
 
+    def metrics(self) -> dict[str, Any]:
+        """A plain-dict snapshot of this client's counters, cheap to call (keys: docs/metrics.md)."""
+        in_flight = {nid: sum(c.in_flight_count for c in n.all_conns()) for nid, n in self._nodes.items()}
+        return {"client_id": self.client_id, "network": self.network_metrics.snapshot(in_flight)}
+
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaClosedError("KafkaClient is closed")
@@ -227,6 +235,7 @@ class KafkaClient(ClientOperations):
             request_timeout_ms=self._request_timeout_ms,
             max_response_size=self._max_response_size,
             version_caps=self._version_caps,
+            metrics=self.network_metrics,
         )
 
     def _register_broker(self, broker: BrokerMeta) -> None:
@@ -570,4 +579,5 @@ class KafkaClient(ClientOperations):
                         f"{what} did not succeed within {timeout:.1f}s; last error: {exc}"
                     ) from exc
                 log.debug("%s: retrying in %.3fs after %s", what, delay, exc)
+                self.network_metrics.retries += 1
                 await asyncio.sleep(delay)

@@ -27,6 +27,7 @@ from kafka_core.errors import (
     KafkaTimeoutError,
     KafkaUnsupportedVersionError,
 )
+from kafka_core.metrics.registry import NetworkMetrics
 from kafka_core.network.framing import FrameProtocol, FrameSink, open_frames
 from kafka_core.network.sasl import SaslMechanism, make_mechanism
 from kafka_core.protocol import (
@@ -78,6 +79,7 @@ class _Pending:
     future: asyncio.Future[Any]
     api_key: int
     api_version: int
+    sent_at: float = 0.0
 
 
 def _consume_exception(fut: asyncio.Future[Any]) -> None:
@@ -106,6 +108,7 @@ class BrokerConnection:
         max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
         api_versions_version: int | None = None,
         version_caps: dict[int, int] | None = None,
+        metrics: NetworkMetrics | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -136,6 +139,7 @@ class BrokerConnection:
         self._ready = False
         self._error: BaseException | None = None
         self._closed_event = asyncio.Event()
+        self.metrics = metrics  # counts requests, latency, errors and connections when set
 
     def __repr__(self) -> str:
         state = "ready" if self._ready else ("failed" if self._error else "new")
@@ -208,6 +212,9 @@ class BrokerConnection:
             raise exc
         self._ready = True
         self._ready_at = self._last_used = asyncio.get_running_loop().time()
+        if self.metrics is not None:
+            self.metrics.connections_created += 1
+            self.metrics.connections_active += 1
         log.debug("connected %r versions=%d apis", self, len(self.api_versions))
 
     async def _open(self) -> None:
@@ -360,7 +367,8 @@ class BrokerConnection:
         if expect_response:
             fut = asyncio.get_running_loop().create_future()
             fut.add_done_callback(_consume_exception)
-            self._in_flight[correlation_id] = _Pending(fut, body.API_KEY, version)
+            now = asyncio.get_running_loop().time()
+            self._in_flight[correlation_id] = _Pending(fut, body.API_KEY, version, now)
         writer.write([size.to_bytes(4, "big"), *parts])
         self._last_used = asyncio.get_running_loop().time()
         try:
@@ -427,6 +435,8 @@ class BrokerConnection:
                 f"garbled {_api_name(pending.api_key)} v{pending.api_version} response from "
                 f"{self.host}:{self.port}: {exc}"
             )
+            if self.metrics is not None:
+                self.metrics.error(pending.api_key, self.node_id, "GARBLED_RESPONSE")
             if not pending.future.done():
                 if isinstance(exc, KafkaProtocolError):
                     pending.future.set_exception(error_for(exc.code, msg))
@@ -434,6 +444,13 @@ class BrokerConnection:
                     pending.future.set_exception(KafkaCodecError(msg))
             self._fail(KafkaConnectionError(f"connection dropped after a {msg}"))
             return False
+        if self.metrics is not None:
+            self.metrics.request_done(
+                pending.api_key,
+                self.node_id,
+                asyncio.get_running_loop().time() - pending.sent_at,
+                getattr(body, "error_code", 0) or 0,
+            )
         throttle_ms = getattr(body, "throttle_time_ms", 0)
         if throttle_ms and throttle_ms > 0:
             self.throttle_time_ms_total += throttle_ms
@@ -465,8 +482,13 @@ class BrokerConnection:
             self._error = error
             if self._ready:
                 log.info("connection to %s:%s dropped: %s", self.host, self.port, error)
+            if self.metrics is not None:
+                self._count_failure(error)
         pending, self._in_flight = self._in_flight, OrderedDict()
         for p in pending.values():
+            if self.metrics is not None and not isinstance(error, KafkaClosedError):
+                kind = "TIMEOUT" if isinstance(error, KafkaTimeoutError) else "CONNECTION"
+                self.metrics.error(p.api_key, self.node_id, kind)
             if not p.future.done():
                 p.future.set_exception(
                     error if isinstance(error, KafkaError) else KafkaConnectionError(str(error))
@@ -476,6 +498,15 @@ class BrokerConnection:
             with contextlib.suppress(Exception):
                 self._stream.close()
         self._closed_event.set()
+
+    def _count_failure(self, error: BaseException) -> None:
+        m = self.metrics
+        assert m is not None
+        if self._ready:
+            m.connections_closed += 1
+            m.connections_active -= 1
+        elif not isinstance(error, KafkaClosedError):
+            m.connection_failures += 1
 
     async def close(self, reason: str | None = None) -> None:
         """Close the connection. In-flight requests fail with KafkaClosedError, or with a
