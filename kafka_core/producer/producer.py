@@ -225,6 +225,15 @@ class KafkaProducer:
             return
         self._sender.idem = state
 
+    def metrics(self) -> dict[str, Any]:
+        """Plain-dict snapshot: the client's network counters plus ``"producer"`` (records, bytes,
+        batches, retries, buffer use), counted per batch; keys in docs/metrics.md."""
+        snap = self.client.metrics()
+        snap["producer"] = self._sender.metrics.snapshot()
+        snap["producer"]["buffer_used_bytes"] = self._acc.mem.used
+        snap["producer"]["buffer_limit_bytes"] = self._acc.buffer_memory
+        return snap
+
     @property
     def idempotent(self) -> bool:
         return self._sender.idem is not None

@@ -35,8 +35,10 @@ from kafka_core.errors import (
     KafkaProtocolError,
     KafkaTimeoutError,
 )
+from kafka_core.metrics.registry import ProducerMetrics
 from kafka_core.producer.accumulator import BATCH_OVERHEAD, Accumulator, PartitionQueue, ProducerBatch
 from kafka_core.producer.expiry import expire
+from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import error_for
 from kafka_core.protocol.messages import ProduceRequest
 
@@ -68,8 +70,13 @@ class Sender:
         compression: str,
         compression_level: int | None,
         idempotence: Any,
+        metrics: ProducerMetrics | None = None,
     ) -> None:
         self.client = client
+        # Counted per batch and per request only; per-partition Produce errors go to the
+        # client's network counters (by API and broker) when it has them.
+        self.metrics = metrics if metrics is not None else ProducerMetrics()
+        self._net = getattr(client, "network_metrics", None)
         self.acc = acc
         acc.available = self._available
         self.acks = acks
@@ -379,7 +386,7 @@ class Sender:
                     self._settle(q, b)
                     self._succeed(b, -1, -1)
                 return
-            self._handle_response(resp, sent)
+            self._handle_response(resp, sent, node)
         except Exception as exc:  # never lose a batch to a bug: fail it loudly
             log.exception("producer request to node %s failed unexpectedly", node)
             for q, b in items:
@@ -392,7 +399,9 @@ class Sender:
             self._node_in_flight[node] -= 1
             self.wake()
 
-    def _handle_response(self, resp: Any, sent: list[tuple[PartitionQueue, ProducerBatch]]) -> None:
+    def _handle_response(
+        self, resp: Any, sent: list[tuple[PartitionQueue, ProducerBatch]], node: int = -1
+    ) -> None:
         answers: dict[tuple[str, int], Any] = {}
         for topic_resp in resp.responses:
             for pr in topic_resp.partition_responses:
@@ -413,6 +422,8 @@ class Sender:
                 self._succeed(b, pr.base_offset if code == 0 else -1, pr.log_append_time_ms)
                 continue
             exc = error_for(code, pr.error_message or f"{b.topic}[{b.partition}]")
+            if self._net is not None:
+                self._net.error_code(ApiKey.PRODUCE, node, code)
             if code in _STALE_LEADER:
                 self._stale_topics.add(b.topic)
             if self.idem is not None and (code in _EPOCH_ERRORS or code == _OUT_OF_ORDER_SEQUENCE):
@@ -456,6 +467,7 @@ class Sender:
                     q.in_flight.remove(b)
                 q.retry.append(b)
                 q.muted_until = now + self.backoff
+            self.metrics.retries += 1
             self._settle(q, b)
             log.debug("retrying %r after %s", b, exc)
             return
@@ -500,11 +512,13 @@ class Sender:
         self._settle(q, b)
 
     def _succeed(self, b: ProducerBatch, base_offset: int, log_append_time: int) -> None:
+        self.metrics.batch_sent(b.topic, b.count, len(b.encoded) if b.encoded is not None else 0)
         self.acc.release(b)
         if not b.result.done:  # an expired batch's records already failed at their deadline
             b.result.set_result(base_offset, log_append_time if log_append_time is not None else -1)
 
     def _fail(self, b: ProducerBatch, exc: BaseException) -> None:
+        self.metrics.batch_failed(b.topic, b.count)
         self.acc.release(b)
         if not b.result.done:
             b.result.set_error(exc)

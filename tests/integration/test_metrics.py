@@ -58,3 +58,43 @@ def test_sync_client_metrics_and_connection_failures(bootstrap_servers: str) -> 
         assert net["connections"]["created"] == 0
     finally:
         bad.close()
+
+
+def _encoded_size(records: list[tuple[bytes, bytes]]) -> int:
+    """The size of these records encoded as one uncompressed RecordBatch, by the codec itself."""
+    from kafka_core.codec import encode_record_batch
+
+    return len(encode_record_batch([(k, v, []) for k, v in records]))
+
+
+def test_sync_producer_counts_records_batches_and_bytes(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
+    from kafka_core import KafkaProducer
+
+    topic = new_topic(3)
+    records = [(f"k{i}".encode(), b"v" * 50) for i in range(90)]
+    with KafkaProducer(bootstrap_servers, linger_ms=10_000, client_id="metrics-producer") as producer:
+        # One partition per round, sealed only by the flush (the linger is long): one batch each.
+        for p in range(3):
+            for k, v in records[p * 30 : (p + 1) * 30]:
+                producer.send(topic, v, key=k, partition=p)
+            producer.flush(30)
+        snap = producer.metrics()
+    prod = snap["producer"]
+    assert snap["client_id"] == "metrics-producer"
+    assert prod["records_sent"] == 90
+    assert prod["records_failed"] == 0
+    assert prod["topics"][topic]["records_sent"] == 90
+    assert prod["batches_sent"] == prod["batch_records"]["count"] == prod["batch_bytes"]["count"] == 3
+    assert prod["batch_records"]["sum"] == 90
+    assert prod["batch_records"]["max"] == 30
+    # Bytes: the encoded batches; only the records' timestamp deltas (varints of 1-3 bytes, 1 in
+    # the reference encoding) can differ from the reference batch of the same records.
+    assert prod["bytes_sent"] == prod["batch_bytes"]["sum"] == prod["topics"][topic]["bytes_sent"]
+    one_batch = _encoded_size(records[:30])
+    assert 3 * one_batch <= prod["bytes_sent"] <= 3 * one_batch + 2 * 90
+    assert prod["buffer_limit_bytes"] == 64 << 20
+    assert prod["buffer_used_bytes"] == 0  # everything acknowledged
+    produce = snap["network"]["requests"]["PRODUCE"]
+    assert sum(s["count"] for s in produce.values()) == prod["batches_sent"]
