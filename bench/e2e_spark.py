@@ -67,15 +67,11 @@ each method's median is reported. The read ceiling's 10,000-row batches are its 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import functools
 import inspect
 import os
 import sys
-import threading
-import time
-from collections.abc import Iterable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 from bench.common import (
@@ -89,255 +85,26 @@ from bench.common import (
     count_topic,
     create_topic,
     delete_topic,
-    fmt_num,
-    fmt_rate,
-    fmt_ratio,
-    markdown_table,
     median_result,
     our_module,
     produce_all,
     run_child,
-    status_cell,
     unique_topic,
 )
-
-# method -> (operation, role); roles: the peer every ratio is taken against, ours, the ceiling
-METHODS: dict[str, tuple[str, str]] = {
-    "foreachPartition-confluent": ("write", "peer"),
-    "kafka_core-write": ("write", "ours"),
-    "ceiling-arrow-writer": ("write", "ceiling"),
-    "mapPartitions-confluent": ("read", "peer"),
-    "kafka_core-read": ("read", "ours"),
-    "ceiling-arrow-reader": ("read", "ceiling"),
-}
-LEGACY_METHODS = {"kafka_core": ("write", "ours")}  # results.json written before the read existed
-CLIENTS = tuple(METHODS)
-ANCHOR = "foreachPartition-confluent"  # the write's peer (kept for callers of the write-only bench)
-OPERATIONS = ("write", "read")
-TARGETS = {"write": 8.0, "read": 5.0}  # ours / peer
-PARTITIONS = 4
-KEY_SIZE = 16
-VALUE_SIZE = 100
-BATCH_ROWS = 10_000  # rows per prebuilt Arrow batch of the read ceiling (Spark's default Arrow batch)
-WARM_UP_ROWS = 1_000
-PEER_DEADLINE_S = 300.0
-CEILING_SOURCE = "bench_ceiling"
-
-
-def method_role(client: str) -> tuple[str, str]:
-    return METHODS.get(client) or LEGACY_METHODS.get(client) or ("?", "?")
-
-
-# --------------------------------------------------------------------------- process-tree accounting
-
-
-def _proc_table() -> dict[int, tuple[int, float, int]]:
-    """pid -> (ppid, CPU seconds incl. reaped children, RSS bytes) for every visible process."""
-    tick = os.sysconf("SC_CLK_TCK")
-    page = os.sysconf("SC_PAGE_SIZE")
-    table = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        with contextlib.suppress(OSError, ValueError, IndexError):
-            raw = (entry / "stat").read_text()
-            fields = raw[raw.rindex(")") + 2 :].split()
-            ppid = int(fields[1])
-            cpu = sum(int(x) for x in fields[11:15]) / tick  # utime stime cutime cstime
-            table[int(entry.name)] = (ppid, cpu, int(fields[21]) * page)
-    return table
-
-
-def tree_usage(root: int) -> tuple[float, float]:
-    """(CPU seconds, RSS MB) of ``root`` and all its descendants right now."""
-    table = _proc_table()
-    children: dict[int, list[int]] = {}
-    for pid, (ppid, _cpu, _rss) in table.items():
-        children.setdefault(ppid, []).append(pid)
-    cpu = rss = 0.0
-    stack = [root]
-    while stack:
-        pid = stack.pop()
-        if pid in table:
-            cpu += table[pid][1]
-            rss += table[pid][2]
-        stack.extend(children.get(pid, ()))
-    return cpu, rss / 2**20
-
-
-class TreeSampler:
-    """Samples the tree's RSS while a job runs (Spark's memory lives in the JVM and workers)."""
-
-    def __init__(self, interval: float = 0.5) -> None:
-        self.interval = interval
-        self.peak_mb = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.peak_mb = max(self.peak_mb, tree_usage(os.getpid())[1])
-
-    def __enter__(self) -> TreeSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak_mb = max(self.peak_mb, tree_usage(os.getpid())[1])
-
-
-# --------------------------------------------------------------------------- executor side
-
-
-def write_partition_confluent(rows: Iterable[Any], bootstrap: str, topic: str) -> None:
-    """Runs on an executor: one Producer per partition, flushed and checked before the task ends."""
-    produce_all(bootstrap, topic, ((row[0], row[1]) for row in rows))
-
-
-def read_partitions_confluent(partitions: Iterable[int], bootstrap: str, topic: str) -> Iterator[tuple]:
-    """Runs on an executor: every record of the given Kafka partitions, from the earliest offset to
-    the end, as ``(key, value, topic, partition, offset, timestamp ms, confluent timestamp type)``.
-
-    The end: the listed end offset (ListOffsets latest), then whatever is already fetched. The
-    test broker lists the base offset of the last batch + 1, inside that batch; the rest of the
-    batch arrives with it, so a non-blocking drain after it completes the partition (on Apache
-    Kafka, whose listed end is right, the drain finds nothing). ``consume`` waits for as many
-    messages as asked, so it asks for no more than remain before the listed end.
-    """
-    from confluent_kafka import Consumer, KafkaException, TopicPartition
-
-    for partition in partitions:
-        consumer = Consumer(
-            {
-                "bootstrap.servers": bootstrap,
-                "group.id": "bench-spark-read",  # required by the client; nothing is committed
-                "enable.auto.commit": False,
-                "fetch.wait.max.ms": 100,
-                "queued.min.messages": 1_000_000,
-                "log_level": 3,
-            }
-        )
-        try:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, partition), timeout=30)
-            if high <= low:
-                continue
-            consumer.assign([TopicPartition(topic, partition, low)])
-            last = low - 1
-            deadline = time.monotonic() + PEER_DEADLINE_S
-            consume = consumer.consume
-            while True:
-                reached = last >= high - 1
-                messages = consume(10_000, 0) if reached else consume(min(10_000, high - 1 - last), 1.0)
-                if not messages:
-                    if reached:
-                        break
-                    if time.monotonic() > deadline:
-                        raise TimeoutError(f"partition {partition}: stuck at {last}, listed end {high}")
-                    continue
-                for m in messages:
-                    if m.error() is not None:
-                        raise KafkaException(m.error())
-                    ts_type, ts = m.timestamp()
-                    yield (m.key(), m.value(), topic, partition, m.offset(), ts, ts_type)
-                last = messages[-1].offset()
-        finally:
-            consumer.close()
-
-
-# --------------------------------------------------------------------------- ceilings (no broker)
-
-
-@functools.cache
-def ceiling_source() -> type:
-    """The ceilings' Python Data Source ("bench_ceiling"), made on first use so that importing
-    this module does not need pyspark. Read: prebuilt Arrow batches of the Kafka read schema,
-    ``rows`` over ``partitions`` input partitions. Write: an Arrow writer that only counts rows
-    (and fails the job in ``commit`` if ``expected`` is given and not met)."""
-    from pyspark.sql.datasource import (
-        DataSource,
-        DataSourceArrowWriter,
-        DataSourceReader,
-        InputPartition,
-        WriterCommitMessage,
-    )
-
-    class CeilingReader(DataSourceReader):
-        def __init__(self, options: dict[str, str], schema: Any) -> None:
-            self.rows = int(options.get("rows", "0"))
-            self.partitions_ = int(options.get("partitions", str(PARTITIONS)))
-            self.batch_rows = int(options.get("batch_rows", str(BATCH_ROWS)))
-            self.schema = schema
-
-        def partitions(self) -> list[Any]:
-            share, extra = divmod(self.rows, self.partitions_)
-            return [InputPartition((p, share + (p < extra))) for p in range(self.partitions_)]
-
-        def read(self, partition: Any) -> Iterator[Any]:
-            index, rows = partition.value
-            batch = prebuilt_kafka_batch(self.schema, index, min(rows, self.batch_rows))
-            while rows > 0:
-                yield batch if rows >= batch.num_rows else batch.slice(0, rows)
-                rows -= batch.num_rows
-
-    class CountingWriter(DataSourceArrowWriter):
-        def __init__(self, options: dict[str, str]) -> None:
-            self.expected = int(options.get("expected", "-1"))
-
-        def write(self, iterator: Iterator[Any]) -> Any:
-            message = WriterCommitMessage()
-            message.rows = sum(batch.num_rows for batch in iterator)  # type: ignore[attr-defined]
-            return message
-
-        def commit(self, messages: list[Any]) -> None:
-            total = sum(m.rows for m in messages)
-            if self.expected >= 0 and total != self.expected:
-                raise RuntimeError(f"the counting sink got {total} rows, expected {self.expected}")
-
-    class CeilingSource(DataSource):
-        @classmethod
-        def name(cls) -> str:
-            return CEILING_SOURCE
-
-        def schema(self) -> Any:
-            return kafka_schema()
-
-        def reader(self, schema: Any) -> Any:
-            return CeilingReader(self.options, schema)
-
-        def writer(self, schema: Any, overwrite: bool) -> Any:
-            return CountingWriter(self.options)
-
-    return CeilingSource
-
-
-def kafka_schema() -> Any:
-    """Spark's Kafka source schema (without headers): the one the connector and ours declare."""
-    from kafka_core.spark import read_schema
-
-    return read_schema(False)
-
-
-def prebuilt_kafka_batch(schema: Any, partition: int, rows: int) -> Any:
-    """One RecordBatch of ``rows`` records like the topic's, in the exact Arrow schema Spark wants."""
-    import pyarrow as pa
-    from pyspark.sql.pandas.types import to_arrow_schema
-
-    keys = [b"%0*d" % (KEY_SIZE, i) for i in range(rows)]
-    filler = b"v" * (VALUE_SIZE - KEY_SIZE)
-    now_us = int(time.time() * 1e6)
-    columns = [
-        pa.array(keys, pa.binary()),
-        pa.array([k + filler for k in keys], pa.binary()),
-        pa.array(["bench"] * rows, pa.string()),
-        pa.array([partition] * rows, pa.int32()),
-        pa.array(range(rows), pa.int64()),
-        pa.array([now_us] * rows, pa.int64()).cast(pa.timestamp("us", tz="UTC")),
-        pa.array([0] * rows, pa.int32()),
-    ]
-    return pa.RecordBatch.from_arrays(columns, schema=to_arrow_schema(schema, timezone="UTC"))
-
+from bench.proc_tree import TreeSampler, tree_usage
+from bench.spark_methods import (
+    CEILING_SOURCE,
+    CLIENTS,
+    KEY_SIZE,
+    METHODS,
+    OPERATIONS,
+    PARTITIONS,
+    VALUE_SIZE,
+    WARM_UP_ROWS,
+    kafka_schema,
+    method_role,
+)
+from bench.spark_report import spark_table
 
 # --------------------------------------------------------------------------- driver side
 
@@ -449,7 +216,7 @@ def _run(method: str, bootstrap: str, topic: str, rows: int, passes: int = 1) ->
     source, register = (
         _our_source("writer" if op == "write" else "reader") if role == "ours" else (None, None)
     )
-    from bench import e2e_spark as importable  # pickled by reference, not from __main__
+    from bench import spark_methods as importable  # pickled by reference, not from __main__
 
     spark = _session()
     try:
@@ -642,115 +409,6 @@ def _pick_read_topic(bootstrap: str, written: dict[str, str], rows: int, log: An
     log(f"  spark: no write left a topic, filling {topic} with confluent-kafka")
     _fill_like_frame(bootstrap, topic, rows)
     return topic, "a confluent-kafka producer (_fill_like_frame)"
-
-
-# --------------------------------------------------------------------------- table
-
-
-def _first_rate(r: RunResult) -> float:
-    """The rate of the first timed job of the session (the only one unless --passes > 1)."""
-    rates = r.extra.get("pass_rates")
-    return float(rates[0]) if rates else r.rate
-
-
-def _group(results: Sequence[RunResult], op: str, role: str) -> RunResult | None:
-    return next((r for r in results if method_role(r.client) == (op, role) and r.status == OK), None)
-
-
-def spark_table(results: Sequence[RunResult]) -> str:
-    """One row per method, grouped by operation: ratio against that operation's peer, share of
-    its ceiling (the Python Data Source boundary with no Kafka work), target for ours. With
-    several timed jobs per session, the first job's rate and ratio stand beside (cold JIT)."""
-    passes = any(len(r.extra.get("pass_rates", ())) > 1 for r in results)
-    ops = [*OPERATIONS, *sorted({method_role(r.client)[0] for r in results} - set(OPERATIONS))]
-    rows = []
-    for op in ops:
-        peer, ceiling = _group(results, op, "peer"), _group(results, op, "ceiling")
-        for r in (r for r in results if method_role(r.client)[0] == op):
-            role = method_role(r.client)[1]
-            name = r.client + (" (ceiling)" if role == "ceiling" else "")
-            if r.status != OK:
-                rows.append([op, name, *["-"] * (7 if passes else 6), status_cell(r)])
-                continue
-            target = TARGETS.get(op) if role == "ours" else None
-            note = r.extra.get("note", "")
-            if len(r.extra.get("runs", ())) > 1:
-                note = (note + "; " if note else "") + "runs: " + ", ".join(map(fmt_rate, r.extra["runs"]))
-            row = [
-                op,
-                name,
-                fmt_rate(r.rate),
-                fmt_ratio(r.rate, peer.rate) if peer else "-",
-                f"{r.rate / ceiling.rate:.0%}" if ceiling and role != "ceiling" else "-",
-                _target_cell(r.rate / peer.rate if peer else 0.0, target) if target else "",
-            ]
-            if passes:
-                first = _first_rate(r)
-                row.append(fmt_rate(first) + (f" ({fmt_ratio(first, _first_rate(peer))})" if peer else ""))
-            rows.append([*row, fmt_num(r.cpu_per_million), f"{r.rss_mb:.0f}", note])
-    headers = ["operation", "method", "rows/s", "vs peer", "of ceiling", "target"]
-    if passes:
-        headers.append("first job rows/s (vs peer)")
-    headers += ["CPU s / M rows", "peak RSS MB", "notes"]
-    return markdown_table(headers, rows)
-
-
-def _target_cell(ratio: float, target: float) -> str:
-    if ratio <= 0:
-        return f"≥{target:g}x (not measured)"
-    return f"≥{target:g}x {'met' if ratio >= target else 'NOT met'}"
-
-
-def spark_headline(results: Sequence[RunResult]) -> list[list[str]]:
-    """Summary rows (path, measured against, ratio, target) for kafka_core's Spark methods."""
-    rows = []
-    for r in results:
-        op, role = method_role(r.client)
-        if role != "ours":
-            continue
-        peer, ceiling = _group(results, op, "peer"), _group(results, op, "ceiling")
-        peer_name = (
-            peer.client
-            if peer
-            else next((c for c, (o, w) in METHODS.items() if (o, w) == (op, "peer")), "peer")
-        )
-        if r.status != OK or peer is None:
-            cell = {"not_implemented": "not yet implemented", OK: "no peer figure"}.get(r.status, "")
-            rows.append([f"spark {op}: {r.client}", peer_name, cell or "error (see below)", ""])
-            continue
-        extra = [f"{r.rate / ceiling.rate:.0%} of ceiling"] if ceiling else []
-        if len(r.extra.get("pass_rates", ())) > 1:
-            extra.append(f"first job {fmt_ratio(_first_rate(r), _first_rate(peer))}")
-        rows.append(
-            [
-                f"spark {op}: {r.client}",
-                peer_name,
-                fmt_ratio(r.rate, peer.rate) + (f" ({'; '.join(extra)})" if extra else ""),
-                _target_cell(r.rate / peer.rate, TARGETS[op]) if op in TARGETS else "",
-            ]
-        )
-    return rows
-
-
-SECTION_TEXT = (
-    "{records:,} rows (key 16 B, value 100 B), local[2], 4-partition topic; each method in its own "
-    "fresh process and Spark session. Write: a DataFrame from spark.range, to a fresh topic, checked by "
-    "reading it back. Read: every reader reads the topic the peer wrote; the timed job is the "
-    "DataFrame's construction and `agg(count(1), sum(length(value)), sum(length(key)))`, which must "
-    "return exactly the rows and bytes written. Peers: write `df.foreachPartition` + confluent-kafka "
-    "Producer per partition; read an RDD of Kafka partitions, `mapPartitions` with a confluent-kafka "
-    "Consumer yielding tuples, `createDataFrame` with the Kafka schema (it reads to the listed end, "
-    "then drains what is already fetched: the test broker's listed end is wrong). Ceilings (no broker): "
-    "a Python Data Source reader yielding prebuilt Arrow batches of the Kafka read schema, and a "
-    "DataSourceArrowWriter that only counts rows; 'of ceiling' is the share of that limit reached, "
-    "'vs peer' on a ceiling row is the most any Python source could gain over the peer. Session start "
-    "and the first spawn of Python workers are not timed. Where a 'first job' column is shown, each "
-    "session timed its job several times (writes each to a fresh topic) and the figures are the last, "
-    "warm one, the first job of the session (cold JIT, what a one-off batch job sees) beside; "
-    "otherwise they are that first job. With several rounds, the median (rounds in the notes). "
-    "CPU and RSS are summed over the process tree (driver, JVM, Python workers): approximate. "
-    "Details: bench/e2e_spark.py."
-)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from bench.common import RunResult, e2e_table, fmt_ratio, markdown_table
-from bench.e2e_spark import SECTION_TEXT as SPARK_SECTION_TEXT
-from bench.e2e_spark import spark_headline, spark_table
+from bench.spark_report import SECTION_TEXT as SPARK_SECTION_TEXT
+from bench.spark_report import spark_headline, spark_table
 
 # op, peer op used as the baseline (the peers have no columnar path), target ratio vs aiokafka
 ROW_OPS: tuple[tuple[str, str, float | None], ...] = (

@@ -30,7 +30,7 @@ from bench.common import (
     median_result,
     parse_child_output,
 )
-from bench.e2e_spark import tree_usage
+from bench.proc_tree import tree_usage
 
 
 def test_values_are_deterministic_and_sized() -> None:
@@ -320,7 +320,7 @@ def test_count_topic_sees_exactly_what_landed(bootstrap: str) -> None:
 
 
 def test_spark_table_ratios_ceilings_and_targets() -> None:
-    from bench.e2e_spark import spark_headline, spark_table
+    from bench.spark_report import spark_headline, spark_table
 
     def run(client: str, wall: float, **kw: Any) -> RunResult:
         return RunResult(client, records=1_000_000, wall_s=wall, cpu_s=wall, rss_mb=100, **kw)
@@ -366,7 +366,7 @@ def test_report_spark_section_old_and_new() -> None:
 
 
 def test_spark_table_first_job_beside_warm_figure() -> None:
-    from bench.e2e_spark import spark_headline, spark_table
+    from bench.spark_report import spark_headline, spark_table
 
     peer = RunResult(
         "mapPartitions-confluent", records=1_000_000, wall_s=4.0, extra={"pass_rates": [200_000, 250_000]}
