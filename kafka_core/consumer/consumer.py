@@ -28,6 +28,7 @@ from kafka_core.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
+from kafka_core.metrics.registry import ConsumerMetrics
 
 log = logging.getLogger(__name__)
 
@@ -160,6 +161,7 @@ class KafkaConsumer(ConsumerOffsets):
         # Before a first broker answered, poll reports each new failure (none from before us).
         self._reached = False
         self._reported_error: BaseException | None = getattr(client, "last_error", None)
+        self._stats = ConsumerMetrics()  # per fetched partition, per poll, per rebalance
         self._fetcher = Fetcher(
             client,
             self._subs,
@@ -173,6 +175,7 @@ class KafkaConsumer(ConsumerOffsets):
             fetch_concurrency=fetch_concurrency,
             request_timeout_ms=request_timeout_ms,
             outage=self._outage,
+            metrics=self._stats,
         )
         self._group: Any = None
         if group_id is not None and self._static is None:
@@ -194,6 +197,7 @@ class KafkaConsumer(ConsumerOffsets):
                 on_lost=on_lost,
                 coordinator_ready_timeout_ms=coordinator_ready_timeout_ms,
                 metadata_max_age_ms=metadata_max_age_ms,
+                metrics=self._stats,
             )
         if self._static is not None:
             self._subs.assign(self._static)  # known now: seek/pause work before the first poll
@@ -464,6 +468,7 @@ class KafkaConsumer(ConsumerOffsets):
                 chunk = pf.columns(limit) if columns else pf.messages(limit)
                 n = 0 if chunk is None else (chunk.num_rows if columns else len(chunk))
                 if n:
+                    self._stats.delivered(tp.topic, n)
                     parts.append(chunk)
                     taken += n
                     if columns:
@@ -574,6 +579,14 @@ class KafkaConsumer(ConsumerOffsets):
 
     def subscription(self) -> list[str]:
         return list(self._topics)
+
+    def metrics(self) -> dict[str, Any]:
+        """Plain-dict snapshot: the client's network counters plus ``"consumer"`` (records, bytes,
+        lag per partition, rebalances); keys in docs/metrics.md."""
+        snap: dict[str, Any] = self._client.metrics()
+        snap["consumer"] = self._stats.snapshot(self._subs.items())
+        snap["consumer"]["group_id"] = self.group_id
+        return snap
 
 
 async def _wait_until(task: asyncio.Future[Any], timeout_s: float, interrupt: asyncio.Event) -> None:

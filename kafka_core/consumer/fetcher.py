@@ -24,6 +24,7 @@ from kafka_core.consumer.fetchresult import PartitionFetch, scan_batches
 from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import KafkaClosedError, KafkaConnectionError, KafkaError, KafkaTimeoutError
+from kafka_core.metrics.registry import ConsumerMetrics
 from kafka_core.network.backoff import Backoff
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import error_for
@@ -59,8 +60,11 @@ class Fetcher:
         fetch_concurrency: int = 1,
         request_timeout_ms: float = 30_000,
         outage: OutageTracker | None = None,
+        metrics: ConsumerMetrics | None = None,
     ) -> None:
         self._client = client
+        self.metrics = metrics if metrics is not None else ConsumerMetrics()
+        self._net = getattr(client, "network_metrics", None)  # Fetch errors by broker
         self._subs = subs
         self.auto_offset_reset = auto_offset_reset
         self._isolation = isolation_level
@@ -396,6 +400,8 @@ class Fetcher:
             for topic, t in self._topics_of(resp, request):
                 for p in t.partitions:
                     tp = TopicPartition(topic, p.partition_index)
+                    if p.error_code and self._net is not None:
+                        self._net.error_code(ApiKey.FETCH, node, p.error_code)
                     outcome = self._handle_partition(tp, p, offsets.get(tp))
                     got |= outcome is _GOT
                     retry |= outcome is _RETRY
@@ -474,6 +480,7 @@ class Fetcher:
         pf._prepare()
         if pf.next_offset == fetch_offset and not pf._batches:
             return _NOTHING  # only a partial batch: nothing to hand over yet
+        self.metrics.fetched(tp.topic, pf.complete_bytes())
         if q is None:
             self.buffer[tp] = q = deque()
         q.append(pf)

@@ -127,6 +127,12 @@ class PartitionFetch:
         )
         self._drop = aborted_ranges(batches, self.aborted or []) if self.read_committed else []
 
+    def complete_bytes(self) -> int:
+        """Bytes of the complete record batches here (a trailing partial batch is fetched again)."""
+        self._prepare()
+        b = self._batches
+        return b[-1].end - b[0].start if b else 0
+
     def _locate_error(self, exc: KafkaCodecError, decode: Any) -> tuple[int, Any]:
         """Find the first corrupt batch: decode what precedes it, remember the error for it."""
         mv = memoryview(self.records)

@@ -33,6 +33,7 @@ from kafka_core.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
+from kafka_core.metrics.registry import ConsumerMetrics
 from kafka_core.network.backoff import Backoff
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import error_for
@@ -78,7 +79,9 @@ class GroupMembership:
         on_lost: Callable[..., Any] | None,
         coordinator_ready_timeout_ms: int = 30_000,
         metadata_max_age_ms: int = int(METADATA_CHECK_S * 1000),
+        metrics: ConsumerMetrics | None = None,
     ) -> None:
+        self.metrics = metrics if metrics is not None else ConsumerMetrics()  # rebalances
         self._consumer = consumer
         self._client = client
         self.group_id = group_id
@@ -256,12 +259,15 @@ class GroupMembership:
             # Cold start gate: a first join that cannot reach a ready coordinator gives up (and
             # nothing was consumed or committed); later rejoins keep trying.
             gate = loop.time() + self._gate_timeout_ms / 1000.0 if not self._joined_once else None
+            if self.needs_rejoin and not self._closed:
+                self.metrics.rebalance_begin()
             while self.needs_rejoin and not self._closed:
                 try:
                     await self._join_once()
                 except (KafkaConnectionError, KafkaTimeoutError) as exc:
                     self._consumer._outage.failed(self._join_key, exc)
                     if gate is not None and loop.time() >= gate:
+                        self.metrics.rebalance_end(False)
                         raise KafkaTimeoutError(
                             f"group coordinator for {self.group_id!r} not ready within "
                             f"{self._gate_timeout_ms} ms; not consuming: {exc}"
@@ -275,6 +281,7 @@ class GroupMembership:
                     await asyncio.sleep(backoff.next_s() if exc.backoff else 0)
             if not self.needs_rejoin:
                 self._consumer._outage.ok_all((self._join_key, self._heartbeat_key))
+            self.metrics.rebalance_end(None if self._closed else not self.needs_rejoin)
 
     async def _subscription_topics(self) -> list[str]:
         if self._pattern is None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
+from collections.abc import Iterable
 from typing import Any
 
 from kafka_core.protocol import ApiKey
@@ -266,27 +267,23 @@ class ProducerMetrics:
 
 
 class ConsumerMetrics:
-    """What a consumer counts: per fetched partition batch, per rebalance, and lag per partition."""
+    """What a consumer counts: per fetched partition, per poll, per rebalance. Lag is not counted
+    but read at snapshot time from the consumer's positions and the high watermarks of Fetch."""
 
     __slots__ = (
         "fetch_bytes",
-        "fetch_records",
-        "lag",
+        "rebalance_failures",
+        "rebalance_last_s",
+        "rebalance_max_s",
         "rebalance_started",
         "rebalance_total_s",
-        "rebalance_max_s",
-        "rebalance_last_s",
         "rebalances",
-        "rebalance_failures",
         "topics",
     )
 
     def __init__(self) -> None:
-        # topic -> [records received, bytes received, fetched partition results]
+        # topic -> [records handed to the application, bytes fetched, partition fetches]
         self.topics: dict[str, list[int]] = {}
-        # (topic, partition) -> [high watermark, position]: lag = hw - position
-        self.lag: dict[tuple[str, int], list[int]] = {}
-        self.fetch_records = SizeStats()
         self.fetch_bytes = SizeStats()
         self.rebalances = 0
         self.rebalance_failures = 0
@@ -295,44 +292,36 @@ class ConsumerMetrics:
         self.rebalance_max_s = 0.0
         self.rebalance_last_s = 0.0
 
-    def fetched(self, topic: str, partition: int, records: int, nbytes: int, high_watermark: int) -> None:
-        """One partition's share of a Fetch response was decoded."""
+    def _topic(self, topic: str) -> list[int]:
         t = self.topics.get(topic)
         if t is None:
             t = self.topics[topic] = [0, 0, 0]
-        t[0] += records
+        return t
+
+    def fetched(self, topic: str, nbytes: int) -> None:
+        """One partition's complete record batches from a Fetch response were taken in."""
+        t = self.topics.get(topic) or self._topic(topic)
         t[1] += nbytes
         t[2] += 1
-        if records:
-            self.fetch_records.add(records)
-            self.fetch_bytes.add(nbytes)
-        lag = self.lag.get((topic, partition))
-        if lag is None:
-            self.lag[(topic, partition)] = [high_watermark, -1]
-        else:
-            lag[0] = high_watermark
+        self.fetch_bytes.add(nbytes)
 
-    def position(self, topic: str, partition: int, offset: int) -> None:
-        """The next offset the application will be given for a partition."""
-        lag = self.lag.get((topic, partition))
-        if lag is None:
-            self.lag[(topic, partition)] = [-1, offset]
-        else:
-            lag[1] = offset
-
-    def forget(self, partitions: Any) -> None:
-        """Partitions no longer assigned: their lag is no longer ours to report."""
-        for tp in partitions:
-            self.lag.pop((tp[0], tp[1]), None)
+    def delivered(self, topic: str, records: int) -> None:
+        """``records`` of one partition were handed to the application by one poll."""
+        t = self.topics.get(topic) or self._topic(topic)
+        t[0] += records
 
     def rebalance_begin(self) -> None:
-        self.rebalance_started = time.monotonic()
+        if not self.rebalance_started:
+            self.rebalance_started = time.monotonic()
 
-    def rebalance_end(self, ok: bool = True) -> None:
+    def rebalance_end(self, ok: bool | None) -> None:
+        """The join finished: ``ok`` True (joined), False (gave up), None (closed meanwhile)."""
         if not self.rebalance_started:
             return
         took = time.monotonic() - self.rebalance_started
         self.rebalance_started = 0.0
+        if ok is None:
+            return
         if not ok:
             self.rebalance_failures += 1
             return
@@ -342,10 +331,12 @@ class ConsumerMetrics:
         if took > self.rebalance_max_s:
             self.rebalance_max_s = took
 
-    def snapshot(self) -> dict[str, Any]:
+    def snapshot(self, partitions: Iterable[tuple[Any, Any]] = ()) -> dict[str, Any]:
+        """``partitions``: (TopicPartition, state with ``position`` and ``high_watermark``) pairs."""
         lag: dict[str, dict[int, int | None]] = {}
-        for (topic, partition), (hw, pos) in sorted(self.lag.items()):
-            lag.setdefault(topic, {})[partition] = hw - pos if hw >= 0 and pos >= 0 else None
+        for tp, st in partitions:
+            known = st.position is not None and st.high_watermark >= 0
+            lag.setdefault(tp.topic, {})[tp.partition] = st.high_watermark - st.position if known else None
         topics = {
             name: {"records_received": t[0], "bytes_received": t[1], "partition_fetches": t[2]}
             for name, t in sorted(self.topics.items())
@@ -353,10 +344,10 @@ class ConsumerMetrics:
         return {
             "records_received": sum(t[0] for t in self.topics.values()),
             "bytes_received": sum(t[1] for t in self.topics.values()),
-            "fetch_records": self.fetch_records.snapshot(),
             "fetch_bytes": self.fetch_bytes.snapshot(),
-            "lag": lag,
+            "lag": {t: dict(sorted(parts.items())) for t, parts in sorted(lag.items())},
             "lag_total": sum(v for parts in lag.values() for v in parts.values() if v is not None),
+            "assigned_partitions": sum(len(parts) for parts in lag.values()),
             "rebalances": self.rebalances,
             "rebalance_failures": self.rebalance_failures,
             "rebalance_in_progress": bool(self.rebalance_started),

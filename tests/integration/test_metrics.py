@@ -98,3 +98,120 @@ def test_sync_producer_counts_records_batches_and_bytes(
     assert prod["buffer_used_bytes"] == 0  # everything acknowledged
     produce = snap["network"]["requests"]["PRODUCE"]
     assert sum(s["count"] for s in produce.values()) == prod["batches_sent"]
+
+
+def _produce_one_per_batch(bootstrap_servers: str, topic: str, partition: int, n: int) -> None:
+    """``n`` records to one partition, one batch each (Tansu's high watermark is only right then)."""
+    from kafka_core import KafkaProducer
+
+    with KafkaProducer(bootstrap_servers, linger_ms=0) as producer:
+        for i in range(n):
+            producer.send(topic, b"x" * 20, key=b"k%d" % i, partition=partition).result(30)
+
+
+def test_sync_consumer_counts_records_bytes_and_lag(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
+    from kafka_core import KafkaConsumer
+
+    topic = new_topic(2)
+    _produce_one_per_batch(bootstrap_servers, topic, 0, 12)
+    _produce_one_per_batch(bootstrap_servers, topic, 1, 5)
+    consumer = KafkaConsumer(
+        bootstrap_servers=bootstrap_servers,
+        partitions={topic: [0, 1]},
+        group_id=None,
+        auto_offset_reset="earliest",
+        max_poll_records=1,
+    )
+    try:
+        got: list[Any] = []
+        # Partition 1 is paused: only partition 0's records come, and lag is kept for both.
+        consumer.pause([(topic, 1)])
+        while len(got) < 4:
+            got.extend(consumer.poll(timeout_ms=5_000, max_records=4 - len(got)))
+        snap = consumer.metrics()
+    finally:
+        consumer.close()
+    cons = snap["consumer"]
+    assert [m.offset for m in got] == [0, 1, 2, 3]
+    assert cons["records_received"] == 4
+    assert cons["topics"][topic]["records_received"] == 4
+    assert cons["lag"][topic][0] == 12 - 4
+    assert cons["lag"][topic][1] in (None, 5)  # paused: lag known only if it was fetched before
+    # Bytes: the whole batches fetched (the broker returns them as written, one per record):
+    # the first m of partition 0's 12, where 4 <= m <= 12 depending on how much was prefetched.
+    sizes = [_encoded_size([(b"k%d" % i, b"x" * 20)]) for i in range(12)]
+    assert cons["bytes_received"] in {sum(sizes[:m]) for m in range(4, 13)}
+    assert cons["fetch_bytes"]["count"] == cons["topics"][topic]["partition_fetches"] >= 1
+    assert cons["rebalances"] == 0
+    assert sum(s["count"] for s in snap["network"]["requests"]["FETCH"].values()) >= 1
+
+
+def test_async_group_consumer_counts_rebalance(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
+    import uuid
+
+    from kafka_core.aio import KafkaConsumer
+
+    topic = new_topic(2)
+    _produce_one_per_batch(bootstrap_servers, topic, 1, 3)
+
+    async def main() -> dict[str, Any]:
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap_servers,
+            topics=[topic],
+            group_id=f"g-{uuid.uuid4().hex[:8]}",
+            session_timeout_ms=6_000,
+            auto_offset_reset="earliest",
+        )
+        try:
+            assert consumer.metrics()["consumer"]["rebalances"] == 0
+            got: list[Any] = []
+            for _ in range(60):
+                got.extend(await consumer.poll(timeout_ms=1_000))
+                if len(got) >= 3:
+                    break
+            assert len(got) == 3
+            return consumer.metrics()
+        finally:
+            await consumer.close()
+
+    snap = asyncio.run(main())
+    cons = snap["consumer"]
+    assert cons["rebalances"] == 1
+    assert cons["rebalance_failures"] == 0
+    assert not cons["rebalance_in_progress"]
+    assert 0 < cons["rebalance_last_s"] == cons["rebalance_total_s"] == cons["rebalance_max_s"]
+    assert cons["assigned_partitions"] == 2
+    assert cons["lag"][topic][1] == 0
+    assert cons["records_received"] == 3
+    reqs = snap["network"]["requests"]
+    assert sum(s["count"] for s in reqs["JOIN_GROUP"].values()) >= 1
+    assert sum(s["count"] for s in reqs["SYNC_GROUP"].values()) == 1
+
+
+def test_async_producer_counts_injected_errors_and_retries(mock_cluster: Any) -> None:
+    from kafka_core.aio import KafkaProducer
+    from kafka_core.protocol import ApiKey
+
+    topic = mock_cluster.create_topic("metrics-errors", partitions=1, replication=1)
+    # The next three Produce requests fail with retriable errors; the fourth succeeds.
+    mock_cluster.push_request_errors(ApiKey.PRODUCE, 6, 6, 7)
+
+    async def main() -> dict[str, Any]:
+        async with KafkaProducer(mock_cluster.bootstrap, linger_ms=0, retry_backoff_ms=10) as producer:
+            fut = await producer.send(topic, b"v", key=b"k")
+            await fut
+            return producer.metrics()
+
+    snap = asyncio.run(main())
+    prod = snap["producer"]
+    assert prod["retries"] == 3
+    assert prod["records_sent"] == 1 and prod["batches_sent"] == 1 and prod["records_failed"] == 0
+    errors = snap["network"]["errors"]["PRODUCE"]
+    assert len(errors) == 1  # the one leader
+    [(leader, by_name)] = errors.items()
+    assert by_name == {"NOT_LEADER_OR_FOLLOWER": 2, "REQUEST_TIMED_OUT": 1}
+    produce = snap["network"]["requests"]["PRODUCE"][leader]
+    assert produce["count"] == 4
+    assert produce["errors"] == 3
