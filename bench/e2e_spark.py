@@ -91,7 +91,7 @@ from bench.common import (
     run_child,
     unique_topic,
 )
-from bench.proc_tree import TreeSampler, tree_usage
+from bench.proc_tree import TreeSampler, listener_cpu, tree_usage
 from bench.spark_methods import (
     CEILING_SOURCE,
     CLIENTS,
@@ -231,9 +231,11 @@ def _run(method: str, bootstrap: str, topic: str, rows: int, passes: int = 1) ->
         _warm_up(spark, op)
         notes: list[str] = []
         spans: list[tuple[float, float]] = []  # (wall, tree CPU) of every pass
+        broker_cpu: float | None = None  # the last pass's broker CPU seconds, where measurable
         with TreeSampler() as sampler:
             for index in range(passes):
                 cpu0, _ = tree_usage(os.getpid())
+                broker0 = listener_cpu(bootstrap)
                 span = Span().start()
                 if op == "write":
                     df = _frame(spark, rows)
@@ -243,6 +245,8 @@ def _run(method: str, bootstrap: str, topic: str, rows: int, passes: int = 1) ->
                     got = _drain(df)
                 span.stop()
                 spans.append((span.wall, tree_usage(os.getpid())[0] - cpu0))
+                broker1 = listener_cpu(bootstrap)
+                broker_cpu = broker1 - broker0 if broker0 is not None and broker1 is not None else None
                 if op == "read" and got != (want := (rows, rows * VALUE_SIZE, rows * KEY_SIZE)):
                     raise RuntimeError(f"read (rows, value bytes, key bytes) {got}, expected {want}")
         if op == "read":
@@ -260,6 +264,9 @@ def _run(method: str, bootstrap: str, topic: str, rows: int, passes: int = 1) ->
         notes.insert(0, f"{df.rdd.getNumPartitions()} Spark partitions")
         if role == "ours":
             notes.append(f"format {fmt!r}")
+        if broker_cpu is not None and role != "ceiling":  # the broker shares the 2 cores
+            result.extra["broker_cpu_per_million"] = round(broker_cpu / rows * 1e6, 2)
+            notes.append(f"broker CPU {broker_cpu / rows * 1e6:.2f} s/M rows")
         result.extra["note"] = "; ".join(notes)
         return result
     finally:

@@ -64,3 +64,20 @@ class TreeSampler:
         self._stop.set()
         self._thread.join()
         self.peak_mb = max(self.peak_mb, tree_usage(os.getpid())[1])
+
+
+def listener_cpu(bootstrap: str) -> float | None:
+    """CPU seconds so far of the local broker process listening at ``bootstrap`` (an embedded Tansu,
+    found by its ``--listener-url``), or None when there is none on this machine to measure."""
+    url = f"tcp://{bootstrap.split(',')[0].strip()}".encode()
+    tick = os.sysconf("SC_CLK_TCK")
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            if url in argv and b"--listener-url" in argv:
+                raw = (entry / "stat").read_text()
+                fields = raw[raw.rindex(")") + 2 :].split()
+                return sum(int(x) for x in fields[11:13]) / tick  # utime stime
+    return None
