@@ -377,6 +377,37 @@ class ClientOperations:
             return controller
         return await self._any_node()
 
+    # -- public building blocks for admin code ----------------------------------------------
+
+    async def controller_node(self: _Core, *, refresh: bool = False) -> int:
+        """Node id of the controller (where topic admin requests go), any broker if none is known.
+
+        ``refresh`` asks a broker first (after NOT_CONTROLLER the cached id is wrong)."""
+        self._check_open()
+        await self._ensure_started()
+        if refresh or self._cluster.controller_id < 0:
+            await self.metadata([], allow_auto_topic_creation=False)
+        return await self._controller_node()
+
+    async def any_node(self: _Core) -> int:
+        """A broker to send a request any broker can answer (the least loaded connected one)."""
+        self._check_open()
+        return await self._any_node()
+
+    async def api_version(self: _Core, node_id: int, api_key: int, *, max_version: int | None = None) -> int:
+        """The version this client would use for ``api_key`` with ``node_id``.
+
+        Raises KafkaUnsupportedVersionError naming the API when that broker does not offer it."""
+        conn = await self.connection(node_id)
+        return conn.choose_version(api_key, max_version=max_version)
+
+    async def retry(
+        self: _Core, what: str, attempt: Callable[[], Awaitable[T]], timeout_ms: float | None = None
+    ) -> T:
+        """Run ``attempt`` until it succeeds, raises a non-retriable error or ``timeout_ms`` passes
+        (default ``api_timeout_ms``); the timeout error names ``what`` and the last cause."""
+        return await self._retry(what, attempt, timeout_ms)
+
     async def create_topics(
         self: _Core,
         topics: Iterable[NewTopic | str],

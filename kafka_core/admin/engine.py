@@ -1,0 +1,150 @@
+"""The retry loop every multi-resource admin call shares.
+
+An attempt sends requests for the resources still pending and reports an outcome per resource:
+a value, or an error. Non-retriable errors are final for that resource only; retriable ones
+(NOT_CONTROLLER, NOT_COORDINATOR, LEADER_NOT_AVAILABLE, a dropped connection...) send that
+resource round again with fresh metadata, until the call's deadline. So one bad topic never hides
+the others, and the call returns within the time the caller gave it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
+from typing import Any, TypeVar
+
+from kafka_core.admin.results import Result
+from kafka_core.errors import (
+    KafkaAuthenticationError,
+    KafkaClosedError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+    KafkaUnsupportedVersionError,
+)
+from kafka_core.network.backoff import Backoff
+from kafka_core.protocol.errors import error_for
+
+log = logging.getLogger("kafka_core.admin")
+
+K = TypeVar("K", bound=Hashable)
+
+# Retriable in Kafka's table, but final for an admin call: the resource is not there, and waiting
+# will not make it so (Java's admin client fails these at once too); a response that does not
+# decode (CORRUPT_MESSAGE from our decoder) will not decode the next time either.
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+FINAL_CODES = frozenset({CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION})
+
+Attempt = Callable[[list[K]], Awaitable[Mapping[K, Any]]]
+
+
+def is_final(error: BaseException, final_codes: frozenset[int] = FINAL_CODES) -> bool:
+    """True when retrying cannot help this resource."""
+    if isinstance(error, KafkaProtocolError):
+        return not error.retriable or error.code in final_codes
+    return not isinstance(error, (KafkaConnectionError, KafkaTimeoutError))
+
+
+def gave_up(what: str, key: object, error: BaseException, timeout_s: float) -> KafkaError:
+    """The error a resource keeps when the deadline passes: the last cause, code and name kept."""
+    note = f"{what} {key}: still failing after {timeout_s:.1f}s"
+    if isinstance(error, KafkaProtocolError):
+        return KafkaProtocolError(
+            error.code, error.name, error.retriable, f"{note}: {error.message or error.name}"
+        )
+    return KafkaTimeoutError(f"{note}; last error: {error}")
+
+
+async def per_resource(
+    what: str,
+    keys: Iterable[K],
+    attempt: Attempt[K],
+    timeout_ms: float,
+    *,
+    backoff: tuple[float, float] = (100.0, 1000.0),
+    final_codes: frozenset[int] = FINAL_CODES,
+) -> dict[K, Result[Any]]:
+    """Run ``attempt`` over the pending keys until each has a final outcome or time runs out.
+
+    ``attempt`` returns ``{key: value-or-exception}``; a key it leaves out is retried. An
+    exception raised by the whole attempt applies to every pending key, except a missing API
+    (KafkaUnsupportedVersionError), authentication failure or a closed client, which are raised.
+    """
+    order = list(dict.fromkeys(keys))
+    pending = list(order)
+    results: dict[K, Result[Any]] = {}
+    last: dict[K, BaseException] = {}
+    loop = asyncio.get_running_loop()
+    timeout_s = timeout_ms / 1000.0
+    deadline = loop.time() + timeout_s
+    delays = Backoff(*backoff)
+    while pending:
+        left = deadline - loop.time()
+        try:
+            outcome: Mapping[K, Any] = await asyncio.wait_for(attempt(list(pending)), max(left, 0.001))
+        except (KafkaUnsupportedVersionError, KafkaAuthenticationError, KafkaClosedError):
+            raise
+        except (KafkaError, TimeoutError) as exc:
+            if isinstance(exc, TimeoutError) and not isinstance(exc, KafkaError):
+                exc = KafkaTimeoutError(f"{what}: no answer within the {timeout_s:.1f}s deadline")
+            outcome = dict.fromkeys(pending, exc)
+        still: list[K] = []
+        for key in pending:
+            value = outcome.get(key, _MISSING)
+            if value is _MISSING:
+                value = error_for(-1, f"{what}: the broker's answer did not mention {key}")
+                value.retriable = True
+            if isinstance(value, BaseException):
+                if is_final(value, final_codes):
+                    results[key] = Result(error=value if isinstance(value, KafkaError) else _wrap(value))
+                else:
+                    last[key] = value
+                    still.append(key)
+            else:
+                results[key] = Result(value)
+        pending = still
+        if not pending:
+            break
+        delay = delays.next_s()
+        if loop.time() + delay >= deadline:
+            for key in pending:
+                results[key] = Result(error=gave_up(what, key, last[key], timeout_s))
+            break
+        log.debug("%s: retrying %d resource(s) in %.3fs", what, len(pending), delay)
+        await asyncio.sleep(delay)
+    return {key: results[key] for key in order}
+
+
+async def gather_outcomes(
+    jobs: Mapping[Any, Awaitable[Mapping[K, Any]]], keys_of: Mapping[Any, list[K]]
+) -> dict[K, Any]:
+    """Run one request per destination side by side; a destination that fails outright gives
+    its exception to each of its keys (the others still get their answers)."""
+    dests = list(jobs)
+    answers = await asyncio.gather(*(jobs[d] for d in dests), return_exceptions=True)
+    out: dict[K, Any] = {}
+    for dest, answer in zip(dests, answers, strict=True):
+        if isinstance(answer, (KafkaUnsupportedVersionError, KafkaAuthenticationError, KafkaClosedError)):
+            raise answer
+        if isinstance(answer, asyncio.CancelledError):
+            raise answer
+        if isinstance(answer, BaseException):
+            for key in keys_of[dest]:
+                out[key] = answer
+        else:
+            out.update(answer)
+    return out
+
+
+def _wrap(exc: BaseException) -> KafkaError:
+    return KafkaError(f"{type(exc).__name__}: {exc}")
+
+
+class _Missing:
+    pass
+
+
+_MISSING: Any = _Missing()

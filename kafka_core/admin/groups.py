@@ -1,0 +1,291 @@
+"""Consumer group administration: list, describe, delete groups; read, alter, delete their offsets.
+
+Everything about a group is asked of its coordinator (found per group, cached by the client);
+NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE forget the cached one and the resource goes round
+again, COORDINATOR_LOAD_IN_PROGRESS just waits. list_groups asks every broker and merges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import defaultdict
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from kafka_core.admin.engine import gather_outcomes, per_resource
+from kafka_core.admin.results import GroupDescription, GroupListing, MemberDescription, Result
+from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
+from kafka_core.client.operations import OFFSETS_MAX_VERSION
+from kafka_core.consumer.groupmeta import decode_assignment
+from kafka_core.errors import KafkaError, KafkaProtocolError
+from kafka_core.protocol import ApiKey
+from kafka_core.protocol.errors import error_for
+from kafka_core.protocol.messages import (
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
+    ListGroupsRequest,
+    OffsetCommitRequest,
+    OffsetDeleteRequest,
+)
+
+if TYPE_CHECKING:
+    from kafka_core.client.cluster import KafkaClient
+
+K = TypeVar("K")
+GROUP_ID_NOT_FOUND = 69
+
+
+def _tp(key: TopicPartition | tuple[str, int]) -> TopicPartition:
+    return key if isinstance(key, TopicPartition) else TopicPartition(key[0], int(key[1]))
+
+
+def _members(group: Any) -> list[MemberDescription]:
+    out = []
+    for m in group.members:
+        assignment: list[TopicPartition] = []
+        if group.protocol_type == "consumer" and m.member_assignment:
+            try:
+                parts = decode_assignment(bytes(m.member_assignment)).partitions
+                assignment = sorted(TopicPartition(t, p) for t, ps in parts.items() for p in ps)
+            except KafkaError:  # a member of a non-standard consumer protocol: say nothing
+                assignment = []
+        out.append(
+            MemberDescription(
+                member_id=m.member_id,
+                client_id=m.client_id,
+                host=m.client_host,
+                assignment=assignment,
+                group_instance_id=getattr(m, "group_instance_id", None),
+            )
+        )
+    return out
+
+
+class GroupsMixin:
+    """Group admin calls of :class:`kafka_core.aio.KafkaAdmin`."""
+
+    client: KafkaClient
+    default_timeout_ms: float
+
+    def _timeout(self, timeout_ms: float | None) -> float:
+        return self.default_timeout_ms if timeout_ms is None else timeout_ms
+
+    def _group_error(self, group_id: str, code: int, what: str) -> KafkaProtocolError:
+        """The error for a group's answer; a moved coordinator is forgotten so the retry finds the new one."""
+        self.client.note_error(code, coordinator_key=group_id)
+        return error_for(code, f"{what} group {group_id!r}")
+
+    async def _per_coordinator(
+        self,
+        group_ids: list[str],
+        keys_of_group: Callable[[str], list[K]],
+        ask: Callable[[int, list[str]], Awaitable[Mapping[K, Any]]],
+    ) -> dict[K, Any]:
+        """Find each group's coordinator, then ask each coordinator once for its groups."""
+        found = await asyncio.gather(
+            *(self.client.find_coordinator(g, 0) for g in group_ids), return_exceptions=True
+        )
+        by_node: dict[int, list[str]] = defaultdict(list)
+        out: dict[K, Any] = {}
+        for gid, coord in zip(group_ids, found, strict=True):
+            if isinstance(coord, BaseException):
+                out.update(dict.fromkeys(keys_of_group(gid), coord))
+            else:
+                by_node[coord.node_id].append(gid)
+        keys_of = {n: [k for g in gs for k in keys_of_group(g)] for n, gs in by_node.items()}
+        out.update(await gather_outcomes({n: ask(n, gs) for n, gs in by_node.items()}, keys_of))
+        return out
+
+    async def list_groups(self, *, timeout_ms: float | None = None) -> list[GroupListing]:
+        """Every group known to any broker (each broker lists the groups it coordinates)."""
+        await self.client.start()
+        meta = await self.client.retry(
+            "list_groups: finding brokers", lambda: self.client.metadata([]), self._timeout(timeout_ms)
+        )
+        nodes = sorted(b.node_id for b in meta.brokers)
+
+        async def ask(node: int) -> dict[int, Any]:
+            resp = await self.client.send(node, ListGroupsRequest(states_filter=[], types_filter=[]))
+            if resp.error_code:
+                return {node: error_for(resp.error_code, f"ListGroups on broker {node}")}
+            return {
+                node: [
+                    GroupListing(g.group_id, g.protocol_type, getattr(g, "group_state", None) or None)
+                    for g in resp.groups
+                ]
+            }
+
+        async def attempt(pending: list[int]) -> dict[int, Any]:
+            return await gather_outcomes({n: ask(n) for n in pending}, {n: [n] for n in pending})
+
+        results = await per_resource("list_groups", nodes, attempt, self._timeout(timeout_ms))
+        merged: dict[str, GroupListing] = {}
+        for res in results.values():
+            for listing in res.result():  # a broker that never answered fails the whole listing
+                merged.setdefault(listing.group_id, listing)
+        return [merged[g] for g in sorted(merged)]
+
+    async def describe_groups(
+        self, group_ids: Iterable[str], *, timeout_ms: float | None = None
+    ) -> dict[str, Result[GroupDescription]]:
+        """State, protocol and members (with their assigned partitions) per group.
+
+        A group the coordinator does not know (state Dead) gets GROUP_ID_NOT_FOUND, as in Java."""
+        await self.client.start()
+        ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
+
+        async def ask(node: int, groups: list[str]) -> dict[str, Any]:
+            resp = await self.client.send(node, DescribeGroupsRequest(groups=groups))
+            out: dict[str, Any] = {}
+            for g in resp.groups:
+                if g.error_code:
+                    out[g.group_id] = self._group_error(g.group_id, g.error_code, "describing")
+                elif g.group_state == "Dead":
+                    out[g.group_id] = error_for(GROUP_ID_NOT_FOUND, f"group {g.group_id!r} does not exist")
+                else:
+                    out[g.group_id] = GroupDescription(
+                        g.group_id, g.group_state, g.protocol_type, g.protocol_data, _members(g)
+                    )
+            return out
+
+        async def attempt(pending: list[str]) -> dict[str, Any]:
+            return await self._per_coordinator(pending, lambda g: [g], ask)
+
+        return await per_resource("describe_groups", ids, attempt, self._timeout(timeout_ms))
+
+    async def delete_groups(
+        self, group_ids: Iterable[str], *, timeout_ms: float | None = None
+    ) -> dict[str, Result[None]]:
+        """Delete empty groups (and their offsets); a group with members gets NON_EMPTY_GROUP."""
+        await self.client.start()
+        ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
+
+        async def ask(node: int, groups: list[str]) -> dict[str, Any]:
+            resp = await self.client.send(node, DeleteGroupsRequest(groups_names=groups))
+            return {
+                r.group_id: self._group_error(r.group_id, r.error_code, "deleting") if r.error_code else None
+                for r in resp.results
+            }
+
+        async def attempt(pending: list[str]) -> dict[str, Any]:
+            return await self._per_coordinator(pending, lambda g: [g], ask)
+
+        return await per_resource("delete_groups", ids, attempt, self._timeout(timeout_ms))
+
+    async def list_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition | tuple[str, int]] | None = None,
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's committed offsets (all its partitions, or those named); partitions without
+        a committed offset are left out."""
+        return await self.client.fetch_committed_offsets(
+            group_id, partitions, timeout_ms=self._timeout(timeout_ms)
+        )
+
+    async def alter_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition | tuple[str, int], int | OffsetAndMetadata],
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, Result[None]]:
+        """Set committed offsets of a group with no active members (else UNKNOWN_MEMBER_ID)."""
+        await self.client.start()
+        wanted = {
+            _tp(k): v if isinstance(v, OffsetAndMetadata) else OffsetAndMetadata(int(v))
+            for k, v in offsets.items()
+        }
+        topic_cls = OffsetCommitRequest.OffsetCommitRequestTopic
+        part_cls = OffsetCommitRequest.OffsetCommitRequestPartition
+
+        async def ask(
+            node: int, _groups: list[str], pending: list[TopicPartition]
+        ) -> dict[TopicPartition, Any]:
+            by_topic: dict[str, list[Any]] = defaultdict(list)
+            for tp in pending:
+                om = wanted[tp]
+                by_topic[tp.topic].append(
+                    part_cls(
+                        partition_index=tp.partition,
+                        committed_offset=om.offset,
+                        committed_leader_epoch=om.leader_epoch,
+                        committed_metadata=om.metadata,
+                    )
+                )
+            body = OffsetCommitRequest(
+                group_id=group_id,
+                generation_id_or_member_epoch=-1,
+                member_id="",
+                group_instance_id=None,
+                topics=[topic_cls(name=t, partitions=ps) for t, ps in by_topic.items()],
+            )
+            resp = await self.client.send(node, body, max_version=OFFSETS_MAX_VERSION)
+            out: dict[TopicPartition, Any] = {}
+            for t in resp.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    out[tp] = (
+                        self._group_error(
+                            group_id, p.error_code, f"committing {t.name}-{p.partition_index} for"
+                        )
+                        if p.error_code
+                        else None
+                    )
+            return out
+
+        async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, Any]:
+            return await self._per_coordinator(
+                [group_id], lambda _g: pending, lambda n, gs: ask(n, gs, pending)
+            )
+
+        return await per_resource("alter_group_offsets", wanted, attempt, self._timeout(timeout_ms))
+
+    async def delete_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition | tuple[str, int]],
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, Result[None]]:
+        """Forget the group's committed offsets for these partitions (OffsetDelete, Kafka 2.4+).
+
+        Raises KafkaUnsupportedVersionError when the coordinator does not offer OffsetDelete."""
+        await self.client.start()
+        wanted = [_tp(k) for k in partitions]
+        topic_cls = OffsetDeleteRequest.OffsetDeleteRequestTopic
+        part_cls = OffsetDeleteRequest.OffsetDeleteRequestPartition
+
+        async def ask(node: int, pending: list[TopicPartition]) -> dict[TopicPartition, Any]:
+            version = await self.client.api_version(node, ApiKey.OFFSET_DELETE)
+            by_topic: dict[str, list[Any]] = defaultdict(list)
+            for tp in pending:
+                by_topic[tp.topic].append(part_cls(partition_index=tp.partition))
+            body = OffsetDeleteRequest(
+                group_id=group_id, topics=[topic_cls(name=t, partitions=ps) for t, ps in by_topic.items()]
+            )
+            resp = await self.client.send(node, body, version)
+            if resp.error_code:  # the whole group failed (unknown group, coordinator moved...)
+                return dict.fromkeys(
+                    pending, self._group_error(group_id, resp.error_code, "deleting offsets of")
+                )
+            out: dict[TopicPartition, Any] = {}
+            for t in resp.topics:
+                for p in t.partitions:
+                    tp = TopicPartition(t.name, p.partition_index)
+                    out[tp] = (
+                        error_for(
+                            p.error_code,
+                            f"deleting the offset of {t.name}-{p.partition_index} in group {group_id!r}",
+                        )
+                        if p.error_code
+                        else None
+                    )
+            return out
+
+        async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, Any]:
+            return await self._per_coordinator([group_id], lambda _g: pending, lambda n, _gs: ask(n, pending))
+
+        return await per_resource("delete_group_offsets", wanted, attempt, self._timeout(timeout_ms))

@@ -1,0 +1,303 @@
+"""What the admin client returns: per-resource ``Result`` and plain, immutable descriptions.
+
+Admin calls act on many resources at once and brokers answer per resource, so one bad topic must
+not hide the others: every multi-resource call returns ``{key: Result}`` and each failure keeps
+its Kafka error code and name (``KafkaProtocolError``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Generic, TypeVar
+
+from kafka_core.client.metadata import BrokerMeta, TopicPartition
+from kafka_core.errors import KafkaConfigError, KafkaError
+
+T = TypeVar("T")
+
+__all__ = [
+    "AclBinding",
+    "AclBindingFilter",
+    "AclOperation",
+    "AclPermissionType",
+    "AclResourceType",
+    "AlterConfigOp",
+    "BrokerMeta",
+    "ClusterDescription",
+    "ConfigEntry",
+    "ConfigResource",
+    "ConfigResourceType",
+    "GroupDescription",
+    "GroupLag",
+    "GroupListing",
+    "MemberDescription",
+    "PartitionDescription",
+    "PartitionLag",
+    "PatternType",
+    "Result",
+    "TopicDescription",
+]
+
+
+class Result(Generic[T]):
+    """The outcome for one resource: a value, or the error that resource got."""
+
+    __slots__ = ("error", "value")
+
+    def __init__(self, value: T | None = None, error: KafkaError | None = None) -> None:
+        self.value = value
+        self.error = error
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def result(self) -> T:
+        """The value, or raise the resource's error (so a caller can opt into exceptions)."""
+        if self.error is not None:
+            raise self.error
+        return self.value  # type: ignore[return-value]
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Result):
+            return NotImplemented
+        return self.value == other.value and self.error is other.error
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"Result(error={self.error!r})" if self.error is not None else f"Result({self.value!r})"
+
+
+# -- topics and cluster ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDescription:
+    partition: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class TopicDescription:
+    name: str
+    topic_id: uuid.UUID | None
+    internal: bool
+    partitions: list[PartitionDescription]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterDescription:
+    cluster_id: str | None
+    controller: int
+    brokers: list[BrokerMeta]
+
+
+# -- configs -----------------------------------------------------------------------------------
+
+
+class ConfigResourceType(IntEnum):
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigResource:
+    """A thing with configs: ``ConfigResource.topic("orders")`` or ``ConfigResource.broker(1)``."""
+
+    type: ConfigResourceType
+    name: str
+
+    @classmethod
+    def topic(cls, name: str) -> ConfigResource:
+        return cls(ConfigResourceType.TOPIC, name)
+
+    @classmethod
+    def broker(cls, node_id: int | str) -> ConfigResource:
+        return cls(ConfigResourceType.BROKER, str(node_id))
+
+    @classmethod
+    def of(cls, value: ConfigResource | tuple[str | int, str | int]) -> ConfigResource:
+        """Accept ``("topic", "orders")``/``("broker", 1)`` tuples as well as ConfigResource."""
+        if isinstance(value, ConfigResource):
+            return value
+        try:
+            kind, name = value
+            rtype = ConfigResourceType[kind.upper()] if isinstance(kind, str) else ConfigResourceType(kind)
+        except (TypeError, ValueError, KeyError) as exc:
+            raise KafkaConfigError(
+                f"not a config resource: {value!r} (use ConfigResource.topic(...))"
+            ) from exc
+        return cls(rtype, str(name))
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntry:
+    name: str
+    value: str | None
+    read_only: bool = False
+    is_default: bool = False
+    is_sensitive: bool = False
+    source: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class AlterConfigOp:
+    """One incremental change; ``op`` is set, delete, append or subtract (list-valued configs)."""
+
+    name: str
+    value: str | None = None
+    op: str = "set"
+
+    OPS = {"set": 0, "delete": 1, "append": 2, "subtract": 3}
+
+    def code(self) -> int:
+        try:
+            return self.OPS[self.op]
+        except KeyError:
+            raise KafkaConfigError(f"config op must be one of {list(self.OPS)}, not {self.op!r}") from None
+
+
+# -- groups ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MemberDescription:
+    member_id: str
+    client_id: str
+    host: str
+    assignment: list[TopicPartition] = field(default_factory=list)
+    group_instance_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[MemberDescription]
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionLag:
+    """One partition's lag. ``committed`` is None when the group has no committed offset there;
+    then ``lag`` is None too (what it would read depends on the consumer's auto_offset_reset)."""
+
+    topic: str
+    partition: int
+    committed: int | None
+    end: int | None
+    lag: int | None
+    error: KafkaError | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class GroupLag:
+    """A group's lag: ``lag.total`` (or ``lag["total"]``) sums the partitions that have a
+    committed offset and a known end; ``lag[tp]`` is one partition's :class:`PartitionLag`."""
+
+    group_id: str
+    partitions: dict[TopicPartition, PartitionLag]
+
+    @property
+    def total(self) -> int:
+        return sum(p.lag for p in self.partitions.values() if p.lag is not None)
+
+    def __getitem__(self, key: str | TopicPartition | tuple[str, int]) -> int | PartitionLag:
+        if key == "total":
+            return self.total
+        if isinstance(key, tuple):
+            return self.partitions[TopicPartition(key[0], int(key[1]))]
+        raise KeyError(key)
+
+    def __iter__(self) -> Iterator[PartitionLag]:
+        return iter(self.partitions[tp] for tp in sorted(self.partitions))
+
+    def __len__(self) -> int:
+        return len(self.partitions)
+
+
+# -- ACLs --------------------------------------------------------------------------------------
+
+
+class AclResourceType(IntEnum):
+    ANY = 1
+    TOPIC = 2
+    GROUP = 3
+    CLUSTER = 4
+    TRANSACTIONAL_ID = 5
+    DELEGATION_TOKEN = 6
+    USER = 7
+
+
+class PatternType(IntEnum):
+    ANY = 1
+    MATCH = 2
+    LITERAL = 3
+    PREFIXED = 4
+
+
+class AclOperation(IntEnum):
+    ANY = 1
+    ALL = 2
+    READ = 3
+    WRITE = 4
+    CREATE = 5
+    DELETE = 6
+    ALTER = 7
+    DESCRIBE = 8
+    CLUSTER_ACTION = 9
+    DESCRIBE_CONFIGS = 10
+    ALTER_CONFIGS = 11
+    IDEMPOTENT_WRITE = 12
+    CREATE_TOKENS = 13
+    DESCRIBE_TOKENS = 14
+
+
+class AclPermissionType(IntEnum):
+    ANY = 1
+    DENY = 2
+    ALLOW = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AclBinding:
+    """One ACL: ``principal`` (``"User:alice"``) may (or may not) do ``operation`` on a resource."""
+
+    resource_type: AclResourceType
+    resource_name: str
+    principal: str
+    operation: AclOperation
+    permission_type: AclPermissionType = AclPermissionType.ALLOW
+    host: str = "*"
+    pattern_type: PatternType = PatternType.LITERAL
+
+
+@dataclass(frozen=True, slots=True)
+class AclBindingFilter:
+    """Which ACLs to describe or delete; None fields match anything."""
+
+    resource_type: AclResourceType = AclResourceType.ANY
+    resource_name: str | None = None
+    principal: str | None = None
+    operation: AclOperation = AclOperation.ANY
+    permission_type: AclPermissionType = AclPermissionType.ANY
+    host: str | None = None
+    pattern_type: PatternType = PatternType.ANY

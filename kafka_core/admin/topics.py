@@ -1,0 +1,240 @@
+"""Topic and cluster administration: create, delete, list, describe topics; partitions; cluster.
+
+Topic changes go to the controller; NOT_CONTROLLER makes the next round look the controller up
+afresh. Descriptions come from Metadata, without ever auto-creating a topic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from kafka_core.admin.engine import per_resource
+from kafka_core.admin.results import ClusterDescription, PartitionDescription, Result, TopicDescription
+from kafka_core.client.metadata import BrokerMeta, NewTopic, TopicMeta
+from kafka_core.errors import KafkaConfigError, KafkaUnsupportedVersionError
+from kafka_core.protocol import ApiKey
+from kafka_core.protocol.errors import error_for
+from kafka_core.protocol.messages import (
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    DeleteTopicsRequest,
+    DescribeClusterRequest,
+)
+
+if TYPE_CHECKING:
+    from kafka_core.client.cluster import KafkaClient
+
+NOT_CONTROLLER = 41
+
+
+def _describe(t: TopicMeta) -> TopicDescription:
+    return TopicDescription(
+        name=t.name,
+        topic_id=t.topic_id,
+        internal=t.is_internal,
+        partitions=[
+            PartitionDescription(p.partition, p.leader, p.replicas, p.isr, p.offline_replicas)
+            for p in t.partitions
+        ],
+    )
+
+
+def _topic_error(code: int, name: str, message: str | None, action: str) -> Exception:
+    return error_for(code, f"{action} topic {name!r}" + (f": {message}" if message else ""))
+
+
+class _Controller:
+    """Where the next round sends controller requests; NOT_CONTROLLER asks for a fresh look."""
+
+    def __init__(self, client: KafkaClient) -> None:
+        self.client = client
+        self.stale = False
+
+    async def node(self) -> int:
+        node = await self.client.controller_node(refresh=self.stale)
+        self.stale = False
+        return node
+
+    def saw(self, code: int) -> None:
+        if code == NOT_CONTROLLER:
+            self.stale = True
+
+
+class TopicsMixin:
+    """Topic-level admin calls of :class:`kafka_core.aio.KafkaAdmin`."""
+
+    client: KafkaClient
+    default_timeout_ms: float
+
+    async def create_topics(
+        self,
+        new_topics: Iterable[NewTopic | str],
+        *,
+        validate_only: bool = False,
+        timeout_ms: float = 30_000,
+    ) -> dict[str, Result[None]]:
+        """Create topics; ``{name: Result}`` (TOPIC_ALREADY_EXISTS lands in that topic's Result).
+
+        ``validate_only`` asks the broker to check the request without creating anything."""
+        await self.client.start()
+        topics = {t.name: t for t in (t if isinstance(t, NewTopic) else NewTopic(t) for t in new_topics)}
+        topic_cls = CreateTopicsRequest.CreatableTopic
+        config_cls = CreateTopicsRequest.CreatableTopicConfig
+        controller = _Controller(self.client)
+
+        async def attempt(pending: list[str]) -> dict[str, Any]:
+            node = await controller.node()
+            body = CreateTopicsRequest(
+                topics=[
+                    topic_cls(
+                        name=t.name,
+                        num_partitions=t.num_partitions,
+                        replication_factor=t.replication_factor,
+                        configs=[config_cls(name=k, value=v) for k, v in t.configs.items()],
+                    )
+                    for t in (topics[n] for n in pending)
+                ],
+                timeout_ms=int(timeout_ms),
+                validate_only=validate_only,
+            )
+            resp = await self.client.send(node, body)
+            out: dict[str, Any] = {}
+            for r in resp.topics:
+                controller.saw(r.error_code)
+                out[r.name] = (
+                    _topic_error(r.error_code, r.name, r.error_message, "creating") if r.error_code else None
+                )
+                if not r.error_code and not validate_only:
+                    self.client.invalidate_metadata(r.name)
+            return out
+
+        return await per_resource("create_topics", topics, attempt, timeout_ms)
+
+    async def delete_topics(
+        self, names: Iterable[str], *, timeout_ms: float = 30_000
+    ) -> dict[str, Result[None]]:
+        """Delete topics by name; an unknown topic gets UNKNOWN_TOPIC_OR_PARTITION in its Result."""
+        await self.client.start()
+        names = [names] if isinstance(names, str) else list(names)
+        controller = _Controller(self.client)
+
+        async def attempt(pending: list[str]) -> dict[str, Any]:
+            node = await controller.node()
+            version = await self.client.api_version(node, ApiKey.DELETE_TOPICS)
+            if version >= 6:
+                state_cls = DeleteTopicsRequest.DeleteTopicState
+                body = DeleteTopicsRequest(
+                    topics=[state_cls(name=n) for n in pending], timeout_ms=int(timeout_ms)
+                )
+            else:
+                body = DeleteTopicsRequest(topic_names=list(pending), timeout_ms=int(timeout_ms))
+            resp = await self.client.send(node, body, version)
+            out: dict[str, Any] = {}
+            for r in resp.responses:
+                controller.saw(r.error_code)
+                self.client.invalidate_metadata(r.name)
+                out[r.name] = (
+                    _topic_error(r.error_code, r.name, getattr(r, "error_message", None), "deleting")
+                    if r.error_code
+                    else None
+                )
+            return out
+
+        return await per_resource("delete_topics", names, attempt, timeout_ms)
+
+    async def list_topics(self, *, internal: bool = False, timeout_ms: float | None = None) -> list[str]:
+        """Names of the cluster's topics, sorted; internal ones (``__consumer_offsets``) on request."""
+        meta = await self.client.retry(
+            "list_topics", lambda: self.client.metadata(None, allow_auto_topic_creation=False), timeout_ms
+        )
+        return sorted(t.name for t in meta.topics if not t.error_code and (internal or not t.is_internal))
+
+    async def describe_topics(
+        self, names: Iterable[str] | None = None, *, timeout_ms: float | None = None
+    ) -> dict[str, Result[TopicDescription]]:
+        """Partitions, leaders, replicas and ISR per topic (``None``: every topic)."""
+        await self.client.start()
+        timeout = self.default_timeout_ms if timeout_ms is None else timeout_ms
+        if names is None:
+            meta = await self.client.retry(
+                "describe_topics",
+                lambda: self.client.metadata(None, allow_auto_topic_creation=False),
+                timeout,
+            )
+            return {t.name: Result(_describe(t)) for t in sorted(meta.topics, key=lambda t: t.name)}
+        wanted = [names] if isinstance(names, str) else list(names)
+
+        async def attempt(pending: list[str]) -> dict[str, Any]:
+            meta = await self.client.metadata(pending, allow_auto_topic_creation=False)
+            out: dict[str, Any] = {}
+            for t in meta.topics:
+                if t.error_code:
+                    out[t.name] = _topic_error(t.error_code, t.name, None, "describing")
+                else:
+                    out[t.name] = _describe(t)
+            return out
+
+        return await per_resource("describe_topics", wanted, attempt, timeout)
+
+    async def describe_cluster(self, *, timeout_ms: float | None = None) -> ClusterDescription:
+        """Cluster id, controller and brokers (DescribeCluster where offered, else Metadata)."""
+        await self.client.start()
+
+        async def attempt() -> ClusterDescription:
+            node = await self.client.any_node()
+            try:
+                await self.client.api_version(node, ApiKey.DESCRIBE_CLUSTER)
+            except KafkaUnsupportedVersionError:
+                meta = await self.client.metadata([], allow_auto_topic_creation=False)
+                return ClusterDescription(meta.cluster_id, meta.controller_id, sorted(meta.brokers, key=_id))
+            resp = await self.client.send(node, DescribeClusterRequest())
+            if resp.error_code:
+                raise error_for(resp.error_code, f"DescribeCluster: {resp.error_message or ''}".rstrip(": "))
+            brokers = [BrokerMeta(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers]
+            return ClusterDescription(resp.cluster_id, resp.controller_id, sorted(brokers, key=_id))
+
+        return await self.client.retry("describe_cluster", attempt, timeout_ms)
+
+    async def create_partitions(
+        self,
+        new_totals: Mapping[str, int],
+        *,
+        validate_only: bool = False,
+        timeout_ms: float = 30_000,
+    ) -> dict[str, Result[None]]:
+        """Grow topics to ``{topic: total partition count}`` (Kafka never shrinks a topic).
+
+        Raises KafkaUnsupportedVersionError when the controller does not offer CreatePartitions."""
+        await self.client.start()
+        for topic, count in new_totals.items():
+            if not isinstance(count, int) or count < 1:
+                raise KafkaConfigError(f"create_partitions: total for {topic!r} must be a positive int")
+        topic_cls = CreatePartitionsRequest.CreatePartitionsTopic
+        controller = _Controller(self.client)
+
+        async def attempt(pending: list[str]) -> dict[str, Any]:
+            node = await controller.node()
+            version = await self.client.api_version(node, ApiKey.CREATE_PARTITIONS)
+            body = CreatePartitionsRequest(
+                topics=[topic_cls(name=t, count=new_totals[t], assignments=None) for t in pending],
+                timeout_ms=int(timeout_ms),
+                validate_only=validate_only,
+            )
+            resp = await self.client.send(node, body, version)
+            out: dict[str, Any] = {}
+            for r in resp.results:
+                controller.saw(r.error_code)
+                self.client.invalidate_metadata(r.name)
+                out[r.name] = (
+                    _topic_error(r.error_code, r.name, r.error_message, "adding partitions to")
+                    if r.error_code
+                    else None
+                )
+            return out
+
+        return await per_resource("create_partitions", list(new_totals), attempt, timeout_ms)
+
+
+def _id(b: BrokerMeta) -> int:
+    return b.node_id
