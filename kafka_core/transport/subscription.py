@@ -11,7 +11,6 @@ fetched be handled (the drain), commits, and leaves the group, all within the ca
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import inspect
 import logging
 import threading
@@ -30,6 +29,7 @@ from kafka_core.network.backoff import Backoff
 from kafka_core.transport.options import ErrorPolicy, HandlerError
 from kafka_core.transport.payload import Message
 from kafka_core.transport.tracking import CommitTracker
+from kafka_core.transport.worker import HandlerThread
 
 log = logging.getLogger("kafka_core.transport")
 
@@ -80,12 +80,7 @@ class Subscription:
         self._close_timeout = close_timeout
         self._user_on_revoke = on_revoke
         self._user_on_lost = on_lost
-        self._executor: concurrent.futures.ThreadPoolExecutor | None = None
-        self._handler_thread: int | None = None
-        if threaded:
-            self._executor = concurrent.futures.ThreadPoolExecutor(
-                max_workers=1, thread_name_prefix=f"kafka-core-handler-{topic}"
-            )
+        self._worker = HandlerThread(f"kafka-core-handler-{topic}") if threaded else None
         self._tracker = CommitTracker()
         self.consumer = make_consumer(on_revoke=self._revoked, on_lost=self._lost)
         self.error: BaseException | None = None
@@ -100,6 +95,7 @@ class Subscription:
 
     def start(self) -> None:
         loop = asyncio.get_running_loop()
+        self._next_commit = loop.time() + self._commit_interval
         self._task = loop.create_task(self._main(), name=f"kafka-core-subscription-{self.topic}")
 
     @property
@@ -109,7 +105,7 @@ class Subscription:
 
     def in_handler_thread(self) -> bool:
         """Whether the caller is this subscription's handler thread (threaded subscriptions)."""
-        return self._handler_thread is not None and threading.get_ident() == self._handler_thread
+        return self._worker is not None and threading.get_ident() == self._worker.ident
 
     def request_stop(self) -> None:
         """Stop fetching; the loop drains what it fetched, commits and leaves the group itself."""
@@ -196,8 +192,8 @@ class Subscription:
         except KafkaError as exc:
             error = error or exc
         finally:
-            if self._executor is not None:
-                self._executor.shutdown(wait=False)
+            if self._worker is not None:
+                self._worker.stop()
         if error is not None:
             raise error
 
@@ -279,17 +275,12 @@ class Subscription:
             return True
 
     async def _call(self, fn: Callable[..., Any], arg: Any) -> None:
-        if self._executor is not None and not inspect.iscoroutinefunction(fn):
-            loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(self._executor, self._in_thread, fn, arg)
+        if self._worker is not None and not inspect.iscoroutinefunction(fn):
+            result = await self._worker.run(fn, arg)
         else:
             result = fn(arg)
         if inspect.isawaitable(result):
             await result
-
-    def _in_thread(self, fn: Callable[..., Any], arg: Any) -> Any:
-        self._handler_thread = threading.get_ident()
-        return fn(arg)
 
     async def _report(self, err: BaseException) -> None:
         if self._on_error is None:

@@ -225,6 +225,29 @@ async def test_unsubscribe_cut_short_commits_only_handled_and_says_so() -> None:
 
 
 @aio
+async def test_a_blocked_threaded_handler_does_not_hold_unsubscribe_past_its_timeout() -> None:
+    release = threading.Event()
+    seen: list[int] = []
+
+    def handler(m: Message) -> None:
+        if m.offset == 1:
+            release.wait(30)
+        seen.append(m.offset)
+
+    sub, [consumer] = make([records(range(3))], handler, threaded=True)
+    await until(lambda: seen == [0])
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    with pytest.raises(KafkaTimeoutError, match="did not drain"):
+        await sub.unsubscribe(0.5)
+    assert loop.time() - start < 5  # the bound, with generous slack
+    release.set()
+    await until(lambda: seen == [0, 1])  # the thread finished its call on its own...
+    assert consumer.last_commit == {TP: 1}  # ...but its record was not committed
+    assert consumer.closed
+
+
+@aio
 async def test_transient_poll_errors_are_retried_and_others_stop() -> None:
     seen: list[int] = []
     sub, _ = make([KafkaConnectionError("down"), records([0])], lambda m: seen.append(m.offset))
@@ -240,16 +263,16 @@ async def test_transient_poll_errors_are_retried_and_others_stop() -> None:
 async def test_revocation_commits_handled_records_of_revoked_partitions() -> None:
     seen: list[int] = []
     batches = [records(range(2)), records(range(3), partition=1)]
-    # A long commit interval: only the first batch is committed by the loop itself.
+    # A long commit interval: the loop commits nothing itself, the revocation must.
     sub, [consumer] = make(batches, lambda m: seen.append(m.offset), commit_interval_ms=600_000)
     await until(lambda: len(seen) == 5)
-    assert consumer.commits == [{TP: 2}]
+    assert consumer.commits == []
     tp1 = TopicPartition("t", 1)
-    await consumer.callbacks["on_revoke"]({TP, tp1})
-    assert consumer.commits == [{TP: 2}, {tp1: 3}]
-    assert sub.committed_offsets() == {}  # forgotten: the next owner starts from the commit
-    await sub.unsubscribe(5)
-    assert len(consumer.commits) == 2
+    await consumer.callbacks["on_revoke"]({tp1})
+    assert consumer.commits == [{tp1: 3}]
+    assert sub.committed_offsets() == {}  # tp1 forgotten: the next owner starts from the commit
+    await sub.unsubscribe(5)  # the final commit: what is still owned and handled
+    assert consumer.commits == [{tp1: 3}, {TP: 2}]
 
 
 @aio
