@@ -325,6 +325,10 @@ class Subscription:
 
     # -- introspection -----------------------------------------------------------------------
 
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions this subscription owns now (empty while its group is joining)."""
+        return self.consumer.assignment()
+
     def committed_offsets(self) -> dict[TopicPartition, int]:
         """What this subscription has committed so far, per partition it still owns."""
         return self._tracker.last_committed()

@@ -63,6 +63,10 @@ class SyncSubscription:
     def group_id(self) -> str:
         return self._sub.group_id
 
+    def assignment(self) -> set[Any]:
+        """The partitions this subscription owns now (empty while its group is joining)."""
+        return self._loop_thread.call(self._sub.assignment)
+
     def metrics(self) -> dict[str, Any]:
         return self._loop_thread.call(self._sub.metrics)
 

@@ -247,6 +247,38 @@ def test_unsubscribe_stops_handling_and_leaves_the_rest_to_the_group(
     }
 
 
+def test_a_second_member_of_the_group_takes_over_without_redelivery(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
+    topic = new_topic(4)
+    gid = group()
+    a, b = Collector(), Collector()
+    keys = [str(i) for i in range(80)]
+    # A long commit interval: what A handled reaches B only through the commit on revocation.
+    with transport(bootstrap_servers, commit_interval_ms=600_000) as tr:
+        metas = tr.publish_many(topic, [{"n": i} for i in range(40)], keys=keys[:40])
+        tr.subscribe(topic, gid, a)
+        assert wait_until(lambda: a.count() >= 40)
+        tr.subscribe(topic, gid, b)
+        # B joining takes partitions from A: wait until B owns some.
+        assert wait_until(lambda: both_own_partitions(tr))
+        metas += tr.publish_many(topic, [{"n": i} for i in range(40, 80)], keys=keys[40:])
+        assert wait_until(lambda: a.count() + b.count() >= 80)
+        time.sleep(1)  # room for a redelivery to show up, which must not come
+    handled = [m.json()["n"] for m in a.messages + b.messages]
+    assert sorted(handled) == list(range(80))  # each record once: no loss, no redelivery
+    assert b.count() > 0
+    assert committed(bootstrap_servers, gid, all_tps(topic, 4)) == {
+        tp: ends(metas).get(tp) for tp in all_tps(topic, 4)
+    }
+
+
+def both_own_partitions(tr: KafkaStreamTransport) -> bool:
+    """Whether both subscriptions own partitions (the rebalance is done)."""
+    subs = tr.subscriptions()
+    return len(subs) == 2 and all(s.assignment() for s in subs)
+
+
 def test_a_slow_sync_handler_does_not_block_publishing(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
