@@ -51,10 +51,12 @@ class Tally:
     delivered: int = 0  # distinct records handed to the committing consumer
     lost: int = 0  # acknowledged, never delivered, and not Tansu's signature: the client's fault
     broker_lost: int = 0  # acknowledged, missing, with Tansu's DUPLICATE_SEQUENCE_NUMBER signature
-    duplicated: int = 0  # one record stored at two offsets
+    duplicated: int = 0  # one record stored at two offsets, not shown to be the broker's
+    broker_duplicated: int = 0  # both copies one batch (same producer id, epoch, sequence)
     redelivered: int = 0  # one offset handed over twice (at-least-once replay after a rejoin)
     corrupt_delivered: int = 0  # a delivered body that is not what was produced
     evidence: list[dict[str, Any]] = field(default_factory=list)
+    duplicate_evidence: list[dict[str, Any]] = field(default_factory=list)
     lost_examples: list[int] = field(default_factory=list)
     lost_detail: list[dict[str, Any]] = field(default_factory=list)
 
@@ -67,11 +69,13 @@ class Tally:
             "lost",
             "broker_lost",
             "duplicated",
+            "broker_duplicated",
             "redelivered",
             "corrupt_delivered",
         ):
             setattr(self, name, getattr(self, name) + getattr(other, name))
         self.evidence.extend(other.evidence)
+        self.duplicate_evidence.extend(other.duplicate_evidence[: max(0, 50 - len(self.duplicate_evidence))])
         self.lost_examples.extend(other.lost_examples[: max(0, 20 - len(self.lost_examples))])
         self.lost_detail.extend(other.lost_detail[: max(0, 5 - len(self.lost_detail))])
 
@@ -82,6 +86,7 @@ class Tally:
     def as_dict(self) -> dict[str, Any]:
         out = dict(self.__dict__)
         out["evidence"] = self.evidence[:50]
+        out["duplicate_evidence"] = self.duplicate_evidence[:50]
         return out
 
 
@@ -165,6 +170,20 @@ class Ledger:
                 e["delivered_max_offset"] = max(e.get("delivered_max_offset", -1), offset)
         return out
 
+    def _places(self, log: dict[int, list[tuple[int, int]]] | None) -> dict[int, set[tuple[int, int]]]:
+        """seq -> every (partition, offset) it was delivered at or read at independently."""
+        places: dict[int, set[tuple[int, int]]] = {s: set(p) for s, p in self.deliveries.items()}
+        for partition, entries in (log or {}).items():
+            for offset, s in entries:
+                if s >= 0:  # -1: a body that is not ours (counted when delivered)
+                    places.setdefault(s, set()).add((partition, offset))
+        return places
+
+    def duplicates(self, log: dict[int, list[tuple[int, int]]] | None) -> dict[int, list[tuple[int, int]]]:
+        """Records stored at more than one offset: seq -> sorted (partition, offset) places."""
+        with self.lock:
+            return {s: sorted(p) for s, p in self._places(log).items() if len(p) > 1}
+
     def tally(self, log: dict[int, list[tuple[int, int]]] | None, writes: list[Any] | None = None) -> Tally:
         """Count the run. ``log`` is an independent read of the topic: partition -> [(offset, seq)].
 
@@ -180,11 +199,7 @@ class Ledger:
                 redelivered=sum(c - 1 for c in self.seen_offsets.values() if c > 1),
             )
             stored = Counter(s for entries in (log or {}).values() for _, s in entries)
-            places: dict[int, set[tuple[int, int]]] = {s: set(p) for s, p in self.deliveries.items()}
-            for partition, entries in (log or {}).items():
-                for offset, s in entries:
-                    if s >= 0:  # -1: a body that is not ours (counted when delivered)
-                        places.setdefault(s, set()).add((partition, offset))
+            places = self._places(log)
             t.duplicated = sum(1 for p in places.values() if len(p) > 1)
             missing = sorted(s for s in self.acked if s not in self.deliveries)
             suspects: dict[int, list[int]] = {}

@@ -70,6 +70,11 @@ class Outcome:
                 f"{t.broker_lost} acknowledged records lost by the broker (Tansu's DUPLICATE_SEQUENCE_NUMBER "
                 "signature, evidence attached), not counted against the client"
             )
+        if t.broker_duplicated:
+            notes.append(
+                f"{t.broker_duplicated} records appended twice by the broker (both copies one batch: same "
+                "producer id, epoch and sequence; evidence attached), not counted against the client"
+            )
         self.reason = "; ".join(dict.fromkeys(failures + notes))
 
 
@@ -116,6 +121,8 @@ def write_artifact(outcome: Outcome, out_dir: Path) -> Path:
         "broker_lost": outcome.tally.broker_lost,
         "broker_lost_evidence": outcome.tally.evidence[:50],
         "duplicated": outcome.tally.duplicated,
+        "broker_duplicated": outcome.tally.broker_duplicated,
+        "duplicate_evidence": outcome.tally.duplicate_evidence[:50],
         "redelivered": outcome.tally.redelivered,
         "corrupt_delivered": outcome.tally.corrupt_delivered,
         "recovery_times_s": outcome.recovery_times(),

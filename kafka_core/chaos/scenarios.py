@@ -20,6 +20,7 @@ from typing import Any
 from kafka_core.chaos import mock_scenarios
 from kafka_core.chaos.artifacts import BLOCKED, FAIL, Outcome, tansu_version
 from kafka_core.chaos.capture import ProduceCapture
+from kafka_core.chaos.evidence import judge_duplicates
 from kafka_core.chaos.proxy import FaultProxy
 from kafka_core.chaos.workload import Workload, read_log_report
 from kafka_core.devbroker import BrokerStartError, TansuBroker, free_port, tansu_binary
@@ -114,7 +115,17 @@ def _finish_books(
     outcome.details["partition_progress"] = {
         p: {"independent": read.progress.get(p), "ours": ours.get(p)} for p in range(wl.partitions)
     }
-    outcome.tally.add(wl.ledger.tally(log, capture.writes if capture is not None else None))
+    tally = wl.ledger.tally(log, capture.writes if capture is not None else None)
+    if tally.duplicated:  # both copies one batch (a retry appended twice) is the broker's doing
+        try:
+            broker, tally.duplicate_evidence = judge_duplicates(
+                wl.bootstrap, wl.topic, wl.ledger.duplicates(log)
+            )
+            tally.duplicated -= len(broker)
+            tally.broker_duplicated += len(broker)
+        except Exception as exc:  # the duplicates stay the client's; the artifact says why
+            outcome.details["duplicate_judging_error"] = f"{type(exc).__name__}: {exc}"
+    outcome.tally.add(tally)
     if capture is not None:
         outcome.details["produce_capture"] = _capture_summary(capture)
     outcome.details["independent_log_read"] = log is not None

@@ -222,11 +222,11 @@ def read_log_report(bootstrap: str, topic: str, partitions: int, timeout: float 
 
     The log maps partition -> [(offset, seq)] (seq -1 for a body that is not ours); it is None
     when confluent-kafka is not installed or a sentinel was not reached: then no loss can be put
-    down to the broker. The per-partition progress (records read, last offset, sentinel reached,
+    down to the broker, or the log no longer starts at offset 0 (retention). The per-partition progress (records read, last offset, sentinel reached,
     watermarks, the last error, seconds since the last record) is kept either way.
     """
     try:
-        from confluent_kafka import Consumer, TopicPartition
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
     except ImportError:
         return LogRead(None)
     consumer = Consumer(
@@ -243,7 +243,9 @@ def read_log_report(bootstrap: str, topic: str, partitions: int, timeout: float 
     open_partitions = set(range(partitions))
     progress: dict[int, dict[str, Any]] = {}
     try:
-        consumer.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
+        # From the log start, not offset 0: a broker with retention (the mock cluster keeps a
+        # bounded log) has moved it, and offset 0 would be reset to the end.
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
         deadline = time.monotonic() + timeout
         while open_partitions and time.monotonic() < deadline:
             for msg in consumer.consume(10_000, 0.5):
@@ -264,6 +266,7 @@ def read_log_report(bootstrap: str, topic: str, partitions: int, timeout: float 
         for p in range(partitions):
             entry: dict[str, Any] = {
                 "read": len(log[p]),
+                "first_offset": log[p][0][0] if log[p] else None,
                 "last_offset": log[p][-1][0] if log[p] else None,
                 "sentinel": p not in open_partitions,
                 "idle_s": round(now - last_at[p], 1),
@@ -277,4 +280,7 @@ def read_log_report(bootstrap: str, topic: str, partitions: int, timeout: float 
             progress[p] = entry
     finally:
         consumer.close()
-    return LogRead(None if open_partitions else log, progress)
+    # A log that no longer starts at offset 0 lost its head to retention: it cannot vouch for a
+    # missing record, so it is no log at all for the books (the progress still says so).
+    trimmed = any(entries and entries[0][0] > 0 for entries in log.values())
+    return LogRead(None if open_partitions or trimmed else log, progress)

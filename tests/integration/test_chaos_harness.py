@@ -20,6 +20,7 @@ from kafka_core.chaos.accounting import Ledger, parse_value, record_value
 from kafka_core.chaos.artifacts import BLOCKED, FAIL, PASS, write_artifact
 from kafka_core.chaos.capture import ProduceWrite
 from kafka_core.chaos.cli import main
+from kafka_core.chaos.evidence import batch_at, judge_duplicates
 from kafka_core.chaos.scenarios import CAPABILITIES, Settings, run_capability
 from kafka_core.chaos.workload import SENTINEL, Workload, read_log_report
 
@@ -194,6 +195,60 @@ def test_independent_read_reports_each_partitions_progress(bootstrap_servers: st
     assert not read.progress[1]["sentinel"]
     assert read.progress[1]["read"] == 3 and read.progress[1]["last_offset"] == 2
     assert read.progress[1]["idle_s"] > 0
+
+
+@pytest.mark.timeout(120)
+def test_a_retry_appended_twice_is_the_brokers_duplicate_and_new_data_the_clients(mock_cluster: Any) -> None:
+    # The mock cluster checks idempotent sequences only for transactional producers, so it
+    # appends a retried batch (same producer id, epoch, base sequence) a second time; Kafka
+    # would answer DUPLICATE_SEQUENCE_NUMBER. Both copies' headers, read back from the log, show
+    # it; a copy sent as new data (another sequence) stays the client's duplicate.
+    from kafka_core import KafkaClient, KafkaProducer
+    from kafka_core.codec import encode_record_batch
+    from kafka_core.protocol.messages import ProduceRequest
+
+    topic = mock_cluster.create_topic("dups", partitions=1)
+    with KafkaProducer(bootstrap_servers=mock_cluster.bootstrap, idempotent=True, acks="all") as producer:
+        producer.send(topic, record_value(0), partition=0).result()
+        producer.send(topic, record_value(1), partition=0).result()
+    with KafkaClient(mock_cluster.bootstrap) as client:
+        first = batch_at(client, topic, 0, 0)
+        assert first is not None and first.producer_id >= 0 and first.base_sequence == 0
+
+        def append(value: bytes, sequence: int) -> None:
+            batch = encode_record_batch(
+                [(None, value)],
+                producer_id=first.producer_id,
+                producer_epoch=first.producer_epoch,
+                base_sequence=sequence,
+            )
+            request = ProduceRequest(
+                transactional_id=None,
+                acks=-1,
+                timeout_ms=5_000,
+                topic_data=[
+                    ProduceRequest.TopicProduceData(
+                        name=topic,
+                        partition_data=[ProduceRequest.PartitionProduceData(index=0, records=batch)],
+                    )
+                ],
+            )
+            response = client.send_to_leader(topic, 0, request)
+            assert response.responses[0].partition_responses[0].error_code == 0
+
+        append(record_value(0), 0)  # record 0's batch again, as a retry carries it: offset 2
+        append(record_value(1), 7)  # record 1 again under a sequence of its own: offset 3
+    ledger = Ledger(topic)
+    for seq, offset in ((0, 0), (1, 1), (0, 2), (1, 3)):
+        ledger.deliver(0, offset, record_value(seq))
+    duplicates = ledger.duplicates(None)
+    assert duplicates == {0: [(0, 0), (0, 2)], 1: [(0, 1), (0, 3)]}
+    broker, evidence = judge_duplicates(mock_cluster.bootstrap, topic, duplicates)
+    assert broker == [0]
+    verdicts = {e["seq"]: e["verdict"] for e in evidence}
+    assert verdicts == {0: "broker", 1: "client"}
+    copies = next(e for e in evidence if e["seq"] == 0)["copies"]
+    assert copies[0]["batch"]["base_sequence"] == copies[1]["batch"]["base_sequence"] == 0
 
 
 def test_recovery_is_timed_to_the_first_acknowledgement_not_the_last() -> None:
