@@ -6,7 +6,13 @@ from types import SimpleNamespace
 
 import pytest
 
-from kafka_core.metrics import LATENCY_BOUNDS_S, ConsumerMetrics, NetworkMetrics, ProducerMetrics, RequestStats
+from kafka_core.metrics import (
+    LATENCY_BOUNDS_S,
+    ConsumerMetrics,
+    NetworkMetrics,
+    ProducerMetrics,
+    RequestStats,
+)
 from kafka_core.protocol import ApiKey
 
 

@@ -68,7 +68,9 @@ def test_exposition_of_producer_and_nested_consumer() -> None:
     hist = tuple(sorted(p + api))
     assert samples[("kafka_core_request_latency_seconds_count", hist)] == 2
     assert samples[("kafka_core_request_latency_seconds_sum", hist)] == pytest.approx(0.203)
-    assert samples[("kafka_core_request_latency_seconds_bucket", tuple(sorted((*hist, ("le", "0.005")))))] == 1
+    assert (
+        samples[("kafka_core_request_latency_seconds_bucket", tuple(sorted((*hist, ("le", "0.005")))))] == 1
+    )
     assert samples[("kafka_core_request_latency_seconds_bucket", tuple(sorted((*hist, ("le", "+Inf")))))] == 2
     err = tuple(sorted((*p, *api, ("error", "NOT_LEADER_OR_FOLLOWER"))))
     assert samples[("kafka_core_request_errors_total", err)] == 1
