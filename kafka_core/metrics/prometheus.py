@@ -77,6 +77,10 @@ def _snapshot_of(source: Any) -> dict[str, Any]:
 def _client_snapshots(snap: Any) -> Iterator[tuple[str, dict[str, Any]]]:
     """(kind, snapshot) for every client snapshot in ``snap``, however it is nested (a
     transport's or an admin's dict holds its producer's and consumers' snapshots)."""
+    if isinstance(snap, list | tuple):
+        for item in snap:
+            yield from _client_snapshots(item)
+        return
     if not isinstance(snap, dict):
         return
     if "network" in snap and "client_id" in snap:

@@ -59,7 +59,10 @@ def test_exposition_of_producer_and_nested_consumer() -> None:
     producer.prod.batch_sent("orders", 40, 4000)
     kprom.register(producer, registry)
     # A transport-like object: snapshots nested under its own keys.
-    kprom.register(lambda: {"subscriptions": {"orders": _consumer_snapshot()}}, registry)
+    kprom.register(
+        lambda: {"published": 3, "subscriptions": [{"topic": "t", "consumer": _consumer_snapshot()}]},
+        registry,
+    )
 
     samples = _samples(registry)
     p = (("client_id", "p1"), ("kind", "producer"))
