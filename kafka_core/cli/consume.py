@@ -1,0 +1,278 @@
+"""``kafka-core consume``: print records as text lines or JSON lines.
+
+With ``--group`` the offsets committed are exactly those of records already written to stdout
+(committed about every second and once more on the way out, also on Ctrl-C): a record is never
+marked consumed before it was printed, and a restart goes on after the last one printed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from typing import Any
+
+from kafka_core.cli.connect import bootstrap_servers, client_options, topic_partitions
+from kafka_core.cli.output import (
+    EXIT_OK,
+    EXIT_TIMEOUT,
+    EXIT_USAGE,
+    CliError,
+    Output,
+    one_line,
+    text_or_base64,
+)
+from kafka_core.errors import KafkaConnectionError, KafkaError
+
+__all__ = ["add_parser", "format_record", "run"]
+
+COMMIT_INTERVAL = 1.0  # seconds between commits of what was printed
+CLOSE_TIMEOUT = 5.0  # seconds for the final commit and leaving the group
+
+
+def _offset(text: str) -> int | str:
+    if text in ("earliest", "latest"):
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected an offset >= 0, earliest or latest, not {text!r}"
+        ) from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"offset must be >= 0, not {value}")
+    return value
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
+    return value
+
+
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
+    return value
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    p = sub.add_parser(
+        "consume",
+        parents=[common],
+        help="print records of a topic",
+        description="Print records of a topic: the value per line (text) or one JSON object per line.",
+    )
+    p.add_argument("-t", "--topic", required=True, help="topic to read (must exist)")
+    p.add_argument("-g", "--group", help="consumer group: join it and commit what was printed")
+    p.add_argument(
+        "--from-beginning",
+        action="store_true",
+        help="start at the earliest offset (with --group: where the group has no committed offset)",
+    )
+    p.add_argument("-p", "--partition", type=int, help="read only this partition")
+    p.add_argument("-o", "--offset", type=_offset, help="start offset in --partition: N, earliest or latest")
+    p.add_argument("-c", "--count", type=_count, help="stop after this many records")
+    p.add_argument(
+        "--timeout",
+        type=_positive,
+        metavar="SECONDS",
+        help="stop when no record arrived for this long (the wait includes joining the group)",
+    )
+    p.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json lines")
+    p.add_argument("--print-key", action="store_true", help="text: print KEY<SEP>VALUE")
+    p.add_argument("--print-headers", action="store_true", help="text: print k=v,k2=v2<SEP> first")
+    p.add_argument(
+        "-K", "--key-separator", default="\t", metavar="SEP", help="text: separator after key/headers (tab)"
+    )
+    p.add_argument(
+        "--session-timeout",
+        type=_positive,
+        default=10.0,
+        metavar="SECONDS",
+        help="group session timeout (default 10)",
+    )
+    p.set_defaults(run=run)
+
+
+def format_record(msg: Any, args: argparse.Namespace) -> bytes:
+    """One output line (without its newline) for a consumed record."""
+    if args.format == "json":
+        data = {
+            "topic": msg.topic,
+            "partition": msg.partition,
+            "offset": msg.offset,
+            "timestamp": msg.timestamp,
+            "key": text_or_base64(msg.key),
+            "value": text_or_base64(msg.value),
+            "headers": [[k, text_or_base64(v)] for k, v in msg.headers],
+        }
+        return json.dumps(data, ensure_ascii=False).encode()
+    sep = args.key_separator.encode()
+    parts: list[bytes] = []
+    if args.print_headers:
+        parts.append(b",".join(k.encode() + b"=" + (v if v is not None else b"null") for k, v in msg.headers))
+    if args.print_key:
+        parts.append(msg.key if msg.key is not None else b"null")
+    parts.append(msg.value if msg.value is not None else b"null")
+    return sep.join(parts)
+
+
+class _Printer:
+    """Writes records and remembers, per partition, the offset after the last one written."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.stdout = sys.stdout.buffer
+        self.printed = 0
+        self.next_offsets: dict[Any, int] = {}
+        self.committed: dict[Any, int] = {}
+
+    def write(self, msg: Any) -> None:
+        self.stdout.write(format_record(msg, self.args) + b"\n")
+        self.printed += 1
+        self.next_offsets[msg.topic_partition] = msg.offset + 1
+
+    def flush(self) -> None:
+        self.stdout.flush()
+
+    def uncommitted(self) -> dict[Any, int]:
+        return {tp: o for tp, o in self.next_offsets.items() if self.committed.get(tp) != o}
+
+
+def _check_args(args: argparse.Namespace) -> None:
+    if args.offset is not None and args.partition is None:
+        raise CliError("--offset needs --partition", EXIT_USAGE)
+    if args.offset is not None and args.from_beginning:
+        raise CliError("give --offset or --from-beginning, not both", EXIT_USAGE)
+    if not args.key_separator.encode():
+        raise CliError("--key-separator must not be empty", EXIT_USAGE)
+
+
+def _build_consumer(args: argparse.Namespace, partitions: list[int]) -> Any:
+    from kafka_core import KafkaConsumer
+    from kafka_core.client.metadata import TopicPartition
+
+    session_ms = int(args.session_timeout * 1000)
+    options: dict[str, Any] = {
+        "group_id": args.group,
+        "auto_offset_reset": "earliest" if args.from_beginning else "latest",
+        "enable_auto_commit": False,  # we commit what was printed, no more
+        "session_timeout_ms": session_ms,
+        "heartbeat_interval_ms": max(1, min(3_000, session_ms // 3)),
+        "coordinator_ready_timeout_ms": max(float(args.connect_timeout) * 1000, 1.0),
+        **client_options(args),
+    }
+    options.setdefault("api_timeout_ms", 15_000)  # bounds the final commit when the broker is gone
+    if args.partition is not None:
+        if args.partition not in partitions:
+            raise CliError(
+                f"--partition {args.partition}: topic {args.topic!r} has partitions 0-{len(partitions) - 1}",
+                EXIT_USAGE,
+            )
+        consumer = KafkaConsumer(
+            bootstrap_servers=bootstrap_servers(args), partitions={args.topic: [args.partition]}, **options
+        )
+        tp = TopicPartition(args.topic, args.partition)
+        if args.offset == "earliest":
+            consumer.seek_to_beginning([tp])
+        elif args.offset == "latest":
+            consumer.seek_to_end([tp])
+        elif args.offset is not None:
+            consumer.seek(tp, args.offset)
+        return consumer
+    return KafkaConsumer(bootstrap_servers=bootstrap_servers(args), topics=[args.topic], **options)
+
+
+def run(args: argparse.Namespace, out: Output) -> int:
+    if out.as_json:
+        args.format = "json"
+    _check_args(args)
+    partitions = topic_partitions(args, args.topic)
+    consumer = _build_consumer(args, partitions)
+    printer = _Printer(args)
+    grouped = args.group is not None
+    interrupted: KeyboardInterrupt | None = None
+    last_error = ""
+    try:
+        last_record = time.monotonic()
+        next_commit = last_record + COMMIT_INTERVAL
+        while args.count is None or printer.printed < args.count:
+            wait_ms = 1_000.0
+            if args.timeout is not None:
+                left = args.timeout - (time.monotonic() - last_record)
+                if left <= 0:
+                    break
+                wait_ms = min(wait_ms, left * 1000)
+            try:
+                batch = consumer.poll(timeout_ms=wait_ms)
+            except KafkaConnectionError as exc:  # retriable: the consumer resumes by itself
+                if one_line(exc) != last_error:
+                    last_error = one_line(exc)
+                    out.note(f"kafka-core: warning: {last_error}", style="yellow")
+                continue
+            if batch:
+                last_record = time.monotonic()
+            for msg in batch:
+                printer.write(msg)
+                if args.count is not None and printer.printed >= args.count:
+                    break
+            printer.flush()
+            if grouped and time.monotonic() >= next_commit:
+                _commit(consumer, printer)
+                next_commit = time.monotonic() + COMMIT_INTERVAL
+    except KeyboardInterrupt as exc:
+        interrupted = exc
+    except BrokenPipeError:
+        _quiet_stdout()  # the reader went away (| head): stop like an interrupt, quietly
+    finally:
+        _finish(consumer, printer, grouped)
+    if interrupted is not None:  # Ctrl-C or SIGTERM: main turns it into the exit code
+        raise type(interrupted)(f"interrupted after {printer.printed} records")
+    if args.count is not None and printer.printed < args.count:
+        raise CliError(
+            f"only {printer.printed} of {args.count} records arrived within --timeout {args.timeout:g}s",
+            EXIT_TIMEOUT,
+        )
+    return EXIT_OK
+
+
+def _commit(consumer: Any, printer: _Printer) -> None:
+    todo = printer.uncommitted()
+    if todo:
+        consumer.commit(todo)
+        printer.committed.update(todo)
+
+
+def _quiet_stdout() -> None:
+    import os
+
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+
+
+def _finish(consumer: Any, printer: _Printer, grouped: bool) -> None:
+    """Flush what was printed, commit exactly that (a group), leave, close: bounded, Ctrl-C safe."""
+    try:
+        printer.flush()
+    except (BrokenPipeError, ValueError):
+        _quiet_stdout()
+    try:
+        if grouped:
+            _commit(consumer, printer)
+    except KafkaError as exc:
+        print(f"kafka-core: warning: committing the printed offsets failed: {one_line(exc)}", file=sys.stderr)
+    finally:
+        try:
+            consumer.close(CLOSE_TIMEOUT, commit=False)
+        except KafkaError as exc:
+            print(f"kafka-core: warning: {one_line(exc)}", file=sys.stderr)

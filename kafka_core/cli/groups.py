@@ -1,0 +1,141 @@
+"""``kafka-core groups list|describe|lag`` through the admin client (``kafka_core.KafkaAdmin``).
+
+``lag`` sets each partition's committed offset against its end offset; a group the cluster does
+not know is exit 4, as is a topic.
+"""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from kafka_core.cli.connect import open_admin
+from kafka_core.cli.output import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, CliError, Output, one_line
+
+__all__ = ["add_parser"]
+
+MISSING = ("GROUP_ID_NOT_FOUND",)
+
+
+def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
+    groups = sub.add_parser("groups", parents=[common], help="list and inspect consumer groups, their lag")
+    gsub = groups.add_subparsers(dest="action", metavar="ACTION", required=True)
+    ls = gsub.add_parser("list", parents=[common], help="every group with its state")
+    ls.set_defaults(run=list_groups)
+    ds = gsub.add_parser(
+        "describe", parents=[common], help="state, protocol and members with their partitions"
+    )
+    ds.add_argument("group_ids", nargs="+", metavar="GROUP")
+    ds.set_defaults(run=describe_groups)
+    lg = gsub.add_parser(
+        "lag", parents=[common], help="committed against end offsets, per partition and total"
+    )
+    lg.add_argument("group_id", metavar="GROUP")
+    lg.set_defaults(run=group_lag)
+
+
+def list_groups(args: argparse.Namespace, out: Output) -> int:
+    with open_admin(args) as admin:
+        listed = admin.list_groups()
+    rows = [{"group_id": g.group_id, "state": g.state, "protocol_type": g.protocol_type} for g in listed]
+    if out.as_json:
+        out.json(rows)
+    else:
+        out.table(
+            ["group", "state", "type"],
+            [[r["group_id"], r["state"], r["protocol_type"] or None] for r in rows],
+        )
+    return EXIT_OK
+
+
+def _error(group_id: str, error: BaseException | None) -> tuple[str, int]:
+    if getattr(error, "name", "") in MISSING:
+        return f"group {group_id!r} does not exist", EXIT_NOT_FOUND
+    return f"group {group_id!r}: {one_line(error)}", EXIT_FAILED
+
+
+def describe_groups(args: argparse.Namespace, out: Output) -> int:
+    ids = list(dict.fromkeys(args.group_ids))
+    with open_admin(args) as admin:
+        results = admin.describe_groups(ids)
+    code = EXIT_OK
+    report: list[dict[str, Any]] = []
+    for gid in ids:
+        res = results[gid]
+        if not res.ok:
+            message, failed = _error(gid, res.error)
+            code = code or failed
+            report.append({"group_id": gid, "error": message})
+            continue
+        d = res.value
+        report.append(
+            {
+                "group_id": gid,
+                "state": d.state,
+                "protocol_type": d.protocol_type,
+                "protocol": d.protocol,
+                "members": [
+                    {
+                        "member_id": m.member_id,
+                        "client_id": m.client_id,
+                        "host": m.host,
+                        "assignment": [[tp.topic, tp.partition] for tp in sorted(m.assignment)],
+                    }
+                    for m in d.members
+                ],
+            }
+        )
+    if out.as_json:
+        out.json(report)
+        return code
+    for g in report:
+        if "error" in g:
+            out.note(f"kafka-core groups describe: error: {g['error']}", style=None)
+            continue
+        title = f"{g['group_id']}: {g['state']}, {g['protocol_type'] or '-'}/{g['protocol'] or '-'}, {len(g['members'])} members"
+        out.table(
+            ["member", "client", "host", "partitions"],
+            [
+                [
+                    m["member_id"],
+                    m["client_id"],
+                    m["host"],
+                    " ".join(f"{t}-{p}" for t, p in m["assignment"]) or None,
+                ]
+                for m in g["members"]
+            ],
+            title=title,
+        )
+    return code
+
+
+def group_lag(args: argparse.Namespace, out: Output) -> int:
+    with open_admin(args) as admin:
+        lag = admin.consumer_group_lag(args.group_id)
+        if len(lag) == 0:
+            # Nothing committed: tell a group that does not exist from one that is just empty.
+            res = admin.describe_groups([args.group_id])[args.group_id]
+            if not res.ok:
+                message, code = _error(args.group_id, res.error)
+                raise CliError(message, code)
+    rows = [
+        {
+            "topic": p.topic,
+            "partition": p.partition,
+            "committed": p.committed,
+            "end": p.end,
+            "lag": p.lag,
+            "error": one_line(p.error) if p.error is not None else None,
+        }
+        for p in lag
+    ]
+    if out.as_json:
+        out.json({"group_id": args.group_id, "total": lag.total, "partitions": rows})
+        return EXIT_OK
+    out.table(
+        ["topic", "partition", "committed", "end", "lag"],
+        [[r["topic"], r["partition"], r["committed"], r["end"], r["lag"]] for r in rows],
+        title=f"{args.group_id}: total lag {lag.total:,}",
+        numeric=["partition", "committed", "end", "lag"],
+    )
+    return EXIT_OK
