@@ -8,12 +8,13 @@ as one line on stderr and an exit code from :mod:`kafka_core.cli.output`, never 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import os
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
 from kafka_core.cli.output import (
@@ -115,16 +116,34 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _configure_logging(verbose: int) -> None:
-    """Quiet by default: the client logs outages it rides out, and errors reach the user as one line."""
-    if verbose <= 0:
-        logging.getLogger("kafka_core").addHandler(logging.NullHandler())
-        logging.getLogger("kafka_core").propagate = False
-        return
-    from rich.logging import RichHandler
+@contextlib.contextmanager
+def _process_setup(verbose: int) -> Iterator[None]:
+    """Logging and SIGTERM for one command, put back afterwards (main() may run inside a test).
 
-    level = logging.DEBUG if verbose > 1 else logging.WARNING
-    logging.basicConfig(level=level, format="%(name)s: %(message)s", handlers=[RichHandler(show_path=False)])
+    Quiet by default: the client logs outages it rides out, and errors reach the user as one line.
+    """
+    logger = logging.getLogger("kafka_core")
+    saved = (logger.level, logger.propagate)
+    handler: logging.Handler
+    if verbose <= 0:
+        handler = logging.NullHandler()
+    else:
+        from rich.logging import RichHandler
+
+        handler = RichHandler(show_path=False)
+        logger.setLevel(logging.DEBUG if verbose > 1 else logging.WARNING)
+    logger.addHandler(handler)
+    logger.propagate = False
+    on_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _on_sigterm) if on_main else None
+    try:
+        yield
+    finally:
+        if on_main:
+            signal.signal(signal.SIGTERM, previous)
+        logger.removeHandler(handler)
+        logger.setLevel(saved[0])
+        logger.propagate = saved[1]
 
 
 def _kafka_error_code(exc: BaseException) -> int:
@@ -179,9 +198,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
-    _configure_logging(args.verbose)
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _on_sigterm)
+    with _process_setup(args.verbose):
+        return _run(args)
+
+
+def _run(args: argparse.Namespace) -> int:
     prog = " ".join([PROG, args.command, *([args.action] if getattr(args, "action", None) else [])])
     try:
         out = Output(as_json=args.json)
