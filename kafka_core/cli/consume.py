@@ -202,6 +202,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     printer = _Printer(args)
     grouped = args.group is not None
     interrupted: KeyboardInterrupt | None = None
+    reader_gone = False
     last_error = ""
     try:
         last_record = time.monotonic()
@@ -233,9 +234,12 @@ def run(args: argparse.Namespace, out: Output) -> int:
     except KeyboardInterrupt as exc:
         interrupted = exc
     except BrokenPipeError:
-        _quiet_stdout()  # the reader went away (| head): stop like an interrupt, quietly
+        _quiet_stdout()  # the reader went away (| head): stop quietly, as other tools do
+        reader_gone = True
     finally:
         _finish(consumer, printer, grouped)
+    if reader_gone:
+        return EXIT_OK
     if interrupted is not None:  # Ctrl-C or SIGTERM: main turns it into the exit code
         raise type(interrupted)(f"interrupted after {printer.printed} records")
     if args.count is not None and printer.printed < args.count:
