@@ -16,6 +16,7 @@ from kafka_core.admin.engine import gather_outcomes, per_resource
 from kafka_core.admin.results import GroupDescription, GroupListing, MemberDescription, Result
 from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
 from kafka_core.client.operations import OFFSETS_MAX_VERSION
+from kafka_core.client.requests import offset_commit_request, offsets_by_partition
 from kafka_core.consumer.groupmeta import decode_assignment
 from kafka_core.errors import KafkaError, KafkaProtocolError
 from kafka_core.protocol import ApiKey
@@ -24,7 +25,6 @@ from kafka_core.protocol.messages import (
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     ListGroupsRequest,
-    OffsetCommitRequest,
     OffsetDeleteRequest,
 )
 
@@ -194,34 +194,12 @@ class GroupsMixin:
     ) -> dict[TopicPartition, Result[None]]:
         """Set committed offsets of a group with no active members (else UNKNOWN_MEMBER_ID)."""
         await self.client.start()
-        wanted = {
-            _tp(k): v if isinstance(v, OffsetAndMetadata) else OffsetAndMetadata(int(v))
-            for k, v in offsets.items()
-        }
-        topic_cls = OffsetCommitRequest.OffsetCommitRequestTopic
-        part_cls = OffsetCommitRequest.OffsetCommitRequestPartition
+        wanted = offsets_by_partition(offsets)
 
         async def ask(
             node: int, _groups: list[str], pending: list[TopicPartition]
         ) -> dict[TopicPartition, Any]:
-            by_topic: dict[str, list[Any]] = defaultdict(list)
-            for tp in pending:
-                om = wanted[tp]
-                by_topic[tp.topic].append(
-                    part_cls(
-                        partition_index=tp.partition,
-                        committed_offset=om.offset,
-                        committed_leader_epoch=om.leader_epoch,
-                        committed_metadata=om.metadata,
-                    )
-                )
-            body = OffsetCommitRequest(
-                group_id=group_id,
-                generation_id_or_member_epoch=-1,
-                member_id="",
-                group_instance_id=None,
-                topics=[topic_cls(name=t, partitions=ps) for t, ps in by_topic.items()],
-            )
+            body = offset_commit_request(group_id, {tp: wanted[tp] for tp in pending})
             resp = await self.client.send(node, body, max_version=OFFSETS_MAX_VERSION)
             out: dict[TopicPartition, Any] = {}
             for t in resp.topics:

@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 from kafka_core.admin.engine import per_resource
 from kafka_core.admin.results import ClusterDescription, PartitionDescription, Result, TopicDescription
 from kafka_core.client.metadata import BrokerMeta, NewTopic, TopicMeta
+from kafka_core.client.requests import create_topics_request
 from kafka_core.errors import KafkaConfigError, KafkaUnsupportedVersionError
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import error_for
 from kafka_core.protocol.messages import (
     CreatePartitionsRequest,
-    CreateTopicsRequest,
     DeleteTopicsRequest,
     DescribeClusterRequest,
 )
@@ -79,24 +79,12 @@ class TopicsMixin:
         ``validate_only`` asks the broker to check the request without creating anything."""
         await self.client.start()
         topics = {t.name: t for t in (t if isinstance(t, NewTopic) else NewTopic(t) for t in new_topics)}
-        topic_cls = CreateTopicsRequest.CreatableTopic
-        config_cls = CreateTopicsRequest.CreatableTopicConfig
         controller = _Controller(self.client)
 
         async def attempt(pending: list[str]) -> dict[str, Any]:
             node = await controller.node()
-            body = CreateTopicsRequest(
-                topics=[
-                    topic_cls(
-                        name=t.name,
-                        num_partitions=t.num_partitions,
-                        replication_factor=t.replication_factor,
-                        configs=[config_cls(name=k, value=v) for k, v in t.configs.items()],
-                    )
-                    for t in (topics[n] for n in pending)
-                ],
-                timeout_ms=int(timeout_ms),
-                validate_only=validate_only,
+            body = create_topics_request(
+                (topics[n] for n in pending), timeout_ms=timeout_ms, validate_only=validate_only
             )
             resp = await self.client.send(node, body)
             out: dict[str, Any] = {}

@@ -17,6 +17,7 @@ import threading
 from collections.abc import Iterator, Sequence
 from typing import Any, NoReturn
 
+from kafka_core.cli.argtypes import positive_seconds
 from kafka_core.cli.output import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
@@ -45,16 +46,6 @@ class _Parser(argparse.ArgumentParser):
         self.exit(EXIT_USAGE, f"{self.prog}: error: {message} (see {self.prog} --help)\n")
 
 
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
-    return value
-
-
 def _common(defaults: bool) -> argparse.ArgumentParser:
     """Connection and output options, accepted before and after the subcommand.
 
@@ -76,7 +67,7 @@ def _common(defaults: bool) -> argparse.ArgumentParser:
     )
     g.add_argument(
         "--connect-timeout",
-        type=_seconds,
+        type=positive_seconds,
         metavar="SECONDS",
         default=d(10.0),
         help="how long to wait for a broker to answer (default 10)",

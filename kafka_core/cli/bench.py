@@ -15,31 +15,12 @@ import time
 import uuid
 from typing import Any
 
+from kafka_core.cli.argtypes import positive_int, positive_seconds
 from kafka_core.cli.connect import bootstrap_servers, client_options, unreachable
 from kafka_core.cli.output import EXIT_FAILED, EXIT_OK, CliError, Output, one_line
 from kafka_core.errors import KafkaConnectionError, KafkaTimeoutError
 
 __all__ = ["add_parser", "run"]
-
-
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text.replace("_", "").replace(",", ""))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
-    return value
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
-    return value
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -52,16 +33,16 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         description="Produce --records records of --size bytes into a fresh topic, consume them back, "
         "and print the throughput of each phase. The topic is deleted afterwards.",
     )
-    p.add_argument("-n", "--records", type=_positive_int, default=100_000, help="records (default 100,000)")
+    p.add_argument("-n", "--records", type=positive_int, default=100_000, help="records (default 100,000)")
     p.add_argument(
-        "-s", "--size", type=_positive_int, default=100, help="value bytes per record (default 100)"
+        "-s", "--size", type=positive_int, default=100, help="value bytes per record (default 100)"
     )
-    p.add_argument("--partitions", type=_positive_int, default=3, help="partitions of the topic (default 3)")
+    p.add_argument("--partitions", type=positive_int, default=3, help="partitions of the topic (default 3)")
     p.add_argument("-z", "--compression", choices=COMPRESSIONS, default="none")
     p.add_argument("--acks", choices=("all", "1", "0"), default="all")
     p.add_argument(
         "--timeout",
-        type=_seconds,
+        type=positive_seconds,
         default=120.0,
         metavar="SECONDS",
         help="give up on a phase after this long (default 120)",

@@ -13,6 +13,7 @@ import sys
 import time
 from typing import Any
 
+from kafka_core.cli.argtypes import positive_int, positive_seconds
 from kafka_core.cli.connect import bootstrap_servers, client_options, topic_partitions
 from kafka_core.cli.output import (
     EXIT_OK,
@@ -45,26 +46,6 @@ def _offset(text: str) -> int | str:
     return value
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not value > 0:
-        raise argparse.ArgumentTypeError(f"must be > 0, not {text}")
-    return value
-
-
-def _count(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
-    return value
-
-
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser(
         "consume",
@@ -81,10 +62,10 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument("-p", "--partition", type=int, help="read only this partition")
     p.add_argument("-o", "--offset", type=_offset, help="start offset in --partition: N, earliest or latest")
-    p.add_argument("-c", "--count", type=_count, help="stop after this many records")
+    p.add_argument("-c", "--count", type=positive_int, help="stop after this many records")
     p.add_argument(
         "--timeout",
-        type=_positive,
+        type=positive_seconds,
         metavar="SECONDS",
         help="stop when no record arrived for this long (the wait includes joining the group)",
     )
@@ -96,7 +77,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--session-timeout",
-        type=_positive,
+        type=positive_seconds,
         default=10.0,
         metavar="SECONDS",
         help="group session timeout (default 10)",

@@ -10,22 +10,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from kafka_core.cli.argtypes import positive_int
 from kafka_core.cli.connect import open_admin, parse_pairs
 from kafka_core.cli.output import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, CliError, Output, one_line
 
 __all__ = ["add_parser"]
 
 MISSING = ("UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_ID")
-
-
-def _at_least_one(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, not {value}")
-    return value
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -38,9 +29,9 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 
     cr = tsub.add_parser("create", parents=[common], help="create a topic")
     cr.add_argument("name")
-    cr.add_argument("--partitions", type=_at_least_one, required=True, metavar="N")
+    cr.add_argument("--partitions", type=positive_int, required=True, metavar="N")
     cr.add_argument(
-        "--replication-factor", type=_at_least_one, metavar="R", help="(default: the broker's default)"
+        "--replication-factor", type=positive_int, metavar="R", help="(default: the broker's default)"
     )
     cr.add_argument("--config", action="append", metavar="KEY=VALUE", help="topic config (repeatable)")
     cr.add_argument("--if-not-exists", action="store_true", help="an existing topic is not an error")

@@ -20,16 +20,15 @@ from kafka_core.client.metadata import (
     ProducerIdAndEpoch,
     TopicPartition,
 )
+from kafka_core.client.requests import create_topics_request, offset_commit_request, offsets_by_partition
 from kafka_core.errors import KafkaProtocolError
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import error_for
 from kafka_core.protocol.messages import (
-    CreateTopicsRequest,
     DeleteTopicsRequest,
     FindCoordinatorRequest,
     InitProducerIdRequest,
     ListOffsetsRequest,
-    OffsetCommitRequest,
     OffsetFetchRequest,
 )
 
@@ -225,26 +224,12 @@ class ClientOperations:
     ) -> None:
         """Commit group offsets (the next offset to consume) via the group coordinator."""
         self._check_open()
-        topic_cls = _nested(OffsetCommitRequest, "OffsetCommitRequestTopic")
-        part_cls = _nested(OffsetCommitRequest, "OffsetCommitRequestPartition")
-        by_topic: dict[str, list[Any]] = defaultdict(list)
-        for key, value in offsets.items():
-            tp = _tp(key)
-            om = value if isinstance(value, OffsetAndMetadata) else OffsetAndMetadata(int(value))
-            by_topic[tp.topic].append(
-                part_cls(
-                    partition_index=tp.partition,
-                    committed_offset=om.offset,
-                    committed_leader_epoch=om.leader_epoch,
-                    committed_metadata=om.metadata,
-                )
-            )
-        body = OffsetCommitRequest(
-            group_id=group_id,
-            generation_id_or_member_epoch=generation_id,
+        body = offset_commit_request(
+            group_id,
+            offsets_by_partition(offsets),
+            generation_id=generation_id,
             member_id=member_id,
             group_instance_id=group_instance_id,
-            topics=[topic_cls(name=t, partitions=ps) for t, ps in by_topic.items()],
         )
 
         async def attempt() -> None:
@@ -423,21 +408,7 @@ class ClientOperations:
         self._check_open()
         await self._ensure_started()
         new = [t if isinstance(t, NewTopic) else NewTopic(t) for t in topics]
-        topic_cls = _nested(CreateTopicsRequest, "CreatableTopic")
-        config_cls = _nested(CreateTopicsRequest, "CreatableTopicConfig")
-        body = CreateTopicsRequest(
-            topics=[
-                topic_cls(
-                    name=t.name,
-                    num_partitions=t.num_partitions,
-                    replication_factor=t.replication_factor,
-                    configs=[config_cls(name=k, value=v) for k, v in t.configs.items()],
-                )
-                for t in new
-            ],
-            timeout_ms=int(timeout_ms),
-            validate_only=validate_only,
-        )
+        body = create_topics_request(new, timeout_ms=timeout_ms, validate_only=validate_only)
 
         async def attempt() -> list[str]:
             resp = await self.send(await self._controller_node(), body)
