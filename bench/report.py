@@ -245,6 +245,20 @@ def headline(sections: dict[str, Any]) -> str:
     return markdown_table(["kafka_core path", "measured against", "ratio", "target"], rows)
 
 
+HAND_KEPT = "<!-- hand-kept: bench.run_all keeps this section -->"
+
+
+def with_hand_kept(rendered: str, previous: str) -> str:
+    """``rendered`` plus the sections of the previous RESULTS.md measured by hand (marked with
+    HAND_KEPT under their heading), which ``run_all`` cannot reproduce and must not drop."""
+    kept = []
+    for part in ("\n" + previous).split("\n## ")[1:]:
+        title = part.split("\n", 1)[0]
+        if HAND_KEPT in part and f"\n## {title}\n" not in rendered:
+            kept.append("## " + part.rstrip("\n"))
+    return rendered.rstrip("\n") + "".join("\n\n" + k for k in kept) + "\n"
+
+
 def render(data: dict[str, Any]) -> str:
     env = data.get("environment", {})
     sections = data.get("sections", {})

@@ -232,7 +232,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.render_only:
-        args.output.write_text(report.render(json.loads(args.raw.read_text())))
+        _write_results(args.output, report.render(json.loads(args.raw.read_text())))
         log(f"wrote {args.output} from {args.raw}")
         return 0
 
@@ -274,9 +274,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         "elapsed_s": round(time.monotonic() - started),
     }
     args.raw.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    args.output.write_text(report.render(data))
+    _write_results(args.output, report.render(data))
     log(f"wrote {args.output} and {args.raw} in {data['elapsed_s']} s")
     return 0
+
+
+def _write_results(path: Path, rendered: str) -> None:
+    previous = path.read_text() if path.exists() else ""
+    path.write_text(report.with_hand_kept(rendered, previous))
 
 
 if __name__ == "__main__":

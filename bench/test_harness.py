@@ -216,6 +216,21 @@ def test_report_e2e_sections() -> None:
     assert "300,000 records of 100 B" in text
 
 
+def test_hand_kept_sections_survive_a_rerender() -> None:
+    from bench.report import HAND_KEPT, with_hand_kept
+
+    previous = (
+        "# r\n\n## Producer (issue #5)\n\nold figures\n\n## Overhead\n\n"
+        + HAND_KEPT
+        + "\n\nmeasured by hand\n\n## Other\n\ndropped\n"
+    )
+    rendered = "# r\n\n## Producer (issue #5)\n\nnew figures\n"
+    out = with_hand_kept(rendered, previous)
+    assert "new figures" in out and "old figures" not in out
+    assert "measured by hand" in out and "dropped" not in out
+    assert with_hand_kept(out, out) == out  # kept once, not again on every run
+
+
 def test_tree_usage_counts_children() -> None:
     child = subprocess.Popen(
         [
