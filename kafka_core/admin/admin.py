@@ -29,7 +29,7 @@ class KafkaAdmin(TopicsMixin, ConfigsMixin, GroupsMixin, OffsetsMixin, AclsMixin
     """
 
     def __init__(
-        self, bootstrap_servers: str | Iterable[str] = "127.0.0.1:9092", **client_options: Any
+        self, bootstrap_servers: str | Iterable[str] = "localhost:9092", **client_options: Any
     ) -> None:
         client_options.setdefault("allow_auto_create_topics", False)
         client_options.setdefault("client_id", "kafka-core-admin")

@@ -1,4 +1,4 @@
-"""Every ```python example in the user guides runs, as written, against the test broker.
+"""Every ```python example in the README and the user guides runs, as written, against the test broker.
 
 The guides use ``127.0.0.1:9092`` as the broker address, as the README does; each example runs in a
 fresh interpreter with that address replaced by the test broker's, so an example that stops
@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-GUIDES = ["docs/admin.md", "docs/transport.md", "docs/metrics.md", "docs/cli.md"]
+GUIDES = ["README.md", "docs/admin.md", "docs/transport.md", "docs/metrics.md", "docs/cli.md"]
 PLACEHOLDER = "127.0.0.1:9092"
 _BLOCK = re.compile(r"(<!-- no-test -->\s*\n)?```python\n(.*?)```", re.S)
 
