@@ -51,6 +51,7 @@ class Tally:
     delivered: int = 0  # distinct records handed to the committing consumer
     lost: int = 0  # acknowledged, never delivered, and not Tansu's signature: the client's fault
     broker_lost: int = 0  # acknowledged, missing, with Tansu's DUPLICATE_SEQUENCE_NUMBER signature
+    unread: int = 0  # acknowledged, beyond where both our consumer and an independent read stalled
     duplicated: int = 0  # one record stored at two offsets, not shown to be the broker's
     broker_duplicated: int = 0  # both copies one batch (same producer id, epoch, sequence)
     redelivered: int = 0  # one offset handed over twice (at-least-once replay after a rejoin)
@@ -68,6 +69,7 @@ class Tally:
             "delivered",
             "lost",
             "broker_lost",
+            "unread",
             "duplicated",
             "broker_duplicated",
             "redelivered",
@@ -178,6 +180,11 @@ class Ledger:
                 if s >= 0:  # -1: a body that is not ours (counted when delivered)
                     places.setdefault(s, set()).add((partition, offset))
         return places
+
+    def undelivered(self) -> list[tuple[int, int, int]]:
+        """(seq, partition, acknowledged offset or -1) of every acknowledged record not delivered."""
+        with self.lock:
+            return [(s, p, o) for s, (p, o) in self.acked.items() if s not in self.deliveries]
 
     def duplicates(self, log: dict[int, list[tuple[int, int]]] | None) -> dict[int, list[tuple[int, int]]]:
         """Records stored at more than one offset: seq -> sorted (partition, offset) places."""
@@ -331,3 +338,28 @@ class Ledger:
             "log_holes": _holes([off for off, _ in entries])[:10],
             "log_has_acknowledged_offset": any(off == offset for off, _ in entries),
         }
+
+
+def unread_by_both(
+    undelivered: list[tuple[int, int, int]],
+    ours: dict[int, dict[str, Any]],
+    independent: dict[int, dict[str, Any]],
+    drained: set[int],
+) -> tuple[list[int], dict[int, int]]:
+    """Records neither reader reached: in a partition that neither our consumer (``drained``: the
+    partitions whose end it reached) nor the independent read finished, every undelivered record
+    beyond the furthest offset either of them got to (or placed nowhere, offset -1) cannot be
+    judged delivered or lost: the broker did not serve its log that far to anyone.
+
+    Returns (their seqs, partition -> furthest offset reached). An independent read that finished
+    a partition, or was not made, leaves that partition's undelivered records lost.
+    """
+    reach: dict[int, int] = {}
+    for p, progress in independent.items():
+        if p in drained or not progress or progress.get("sentinel"):
+            continue
+        ours_max = (ours.get(p) or {}).get("delivered_max_offset", -1)
+        theirs = progress.get("last_offset")
+        reach[p] = max(ours_max, -1 if theirs is None else theirs)
+    seqs = [s for s, p, o in undelivered if p in reach and (o == -1 or o > reach[p])]
+    return sorted(seqs), reach

@@ -2,7 +2,8 @@
 
 A verdict is PASS only when every cycle ran and its books balance (zero acknowledged records
 lost by the client, zero duplicates, zero corrupt deliveries, recovery within the bound); FAIL
-otherwise; BLOCKED when a prerequisite is missing (named exactly), never a pass by default.
+otherwise; BLOCKED when a prerequisite is missing (named exactly) or the broker stopped serving its
+log to our consumer and to an independent reader alike (nothing else wrong), never a pass by default.
 """
 
 from __future__ import annotations
@@ -36,6 +37,9 @@ class Outcome:
     tally: Tally = field(default_factory=Tally)
     details: dict[str, Any] = field(default_factory=dict)
     broker: dict[str, Any] = field(default_factory=dict)
+    # Shortfalls the run could not put on either side (the broker stopped serving its log to both
+    # readers): with no failure besides them, the verdict is BLOCKED, never PASS.
+    inconclusive: list[str] = field(default_factory=list)
     started: float = 0.0
     duration_s: float = 0.0
 
@@ -63,7 +67,12 @@ class Outcome:
         failed_cycles = [c["cycle"] for c in self.cycles if not c.get("passed")]
         if failed_cycles:
             failures.append(f"cycles {failed_cycles} did not pass")
-        self.verdict = FAIL if failures else PASS
+        if t.unread:
+            self.inconclusive.append(
+                f"{t.unread} acknowledged records unread: the broker served neither our consumer nor "
+                "an independent confluent-kafka read that far (see details.partition_progress)"
+            )
+        self.verdict = FAIL if failures else BLOCKED if self.inconclusive else PASS
         notes = []
         if t.broker_lost:
             notes.append(
@@ -75,7 +84,7 @@ class Outcome:
                 f"{t.broker_duplicated} records appended twice by the broker (both copies one batch: same "
                 "producer id, epoch and sequence; evidence attached), not counted against the client"
             )
-        self.reason = "; ".join(dict.fromkeys(failures + notes))
+        self.reason = "; ".join(dict.fromkeys(failures + self.inconclusive + notes))
 
 
 def _version() -> str:
@@ -120,6 +129,7 @@ def write_artifact(outcome: Outcome, out_dir: Path) -> Path:
         "lost_detail": outcome.tally.lost_detail[:5],
         "broker_lost": outcome.tally.broker_lost,
         "broker_lost_evidence": outcome.tally.evidence[:50],
+        "unread": outcome.tally.unread,
         "duplicated": outcome.tally.duplicated,
         "broker_duplicated": outcome.tally.broker_duplicated,
         "duplicate_evidence": outcome.tally.duplicate_evidence[:50],

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_core.chaos import mock_scenarios
+from kafka_core.chaos.accounting import unread_by_both
 from kafka_core.chaos.artifacts import BLOCKED, FAIL, Outcome, tansu_version
 from kafka_core.chaos.capture import ProduceCapture
 from kafka_core.chaos.evidence import judge_duplicates
@@ -99,11 +100,6 @@ def _finish_books(
         failures.append(f"producer did not settle every record: {wl.flush_error}")
     if wl.unsettled:
         failures.append(f"{wl.unsettled} records neither delivered nor failed after flush")
-    if not wl.drained:
-        failures.append(
-            f"consumer did not reach the end of every partition within {DRAIN_TIMEOUT_S:.0f}s "
-            f"(sentinels seen on {sorted(wl.sentinels)} of {wl.partitions})"
-        )
     # Read independently even when our consumer did not drain: confluent-kafka reaching every
     # sentinel then says the records were there and our consumer stalled; it failing too points
     # at the broker (a slow or stuck log), which the artifact records either way.
@@ -116,6 +112,28 @@ def _finish_books(
         p: {"independent": read.progress.get(p), "ours": ours.get(p)} for p in range(wl.partitions)
     }
     tally = wl.ledger.tally(log, capture.writes if capture is not None else None)
+    if not wl.drained:
+        # Neither reader reached the end of a partition: what lies beyond both is unread, not lost
+        # (the broker served it to no one); a partition only our consumer stalled on is a failure.
+        unread, reach = (
+            unread_by_both(wl.ledger.undelivered(), ours, read.progress, wl.sentinels)
+            if log is None
+            else ([], {})
+        )
+        tally.lost -= len(unread)
+        tally.unread += len(unread)
+        gone = set(unread)
+        tally.lost_examples = [s for s in tally.lost_examples if s not in gone]
+        tally.lost_detail = [d for d in tally.lost_detail if d.get("record") not in gone]
+        stalled_ours = sorted(set(range(wl.partitions)) - wl.sentinels)
+        message = f"consumer did not reach the end of partitions {stalled_ours} within {DRAIN_TIMEOUT_S:.0f}s"
+        if set(stalled_ours) <= set(reach):
+            outcome.inconclusive.append(
+                f"{message}, nor did an independent confluent-kafka read within 60s (furthest offsets "
+                f"reached {reach}): the broker stopped serving its log"
+            )
+        else:
+            failures.append(message)
     if tally.duplicated:  # both copies one batch (a retry appended twice) is the broker's doing
         try:
             broker, tally.duplicate_evidence = judge_duplicates(
@@ -212,6 +230,7 @@ def cold_start(outcome: Outcome) -> None:
                 ack, got = wl.wait_progress(began, RECOVERY_TIMEOUT_S)
                 sub = Outcome(outcome.capability, outcome.mode, outcome.seed, outcome.parameters)
                 _finish_books(sub, wl, cycle_failures)
+                cycle_failures.extend(sub.inconclusive)  # a fresh broker must serve its whole log
             finally:
                 wl.close()
         t = sub.tally

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from kafka_core.chaos.accounting import Ledger, parse_value, record_value
-from kafka_core.chaos.artifacts import BLOCKED, FAIL, PASS, write_artifact
+from kafka_core.chaos.accounting import Ledger, parse_value, record_value, unread_by_both
+from kafka_core.chaos.artifacts import BLOCKED, FAIL, PASS, Outcome, write_artifact
 from kafka_core.chaos.capture import ProduceWrite
 from kafka_core.chaos.cli import main
 from kafka_core.chaos.evidence import batch_at, judge_duplicates
@@ -172,6 +172,34 @@ def test_partition_progress_shows_where_the_consumer_fell_behind() -> None:
     progress = ledger.partition_progress()
     assert progress[0] == {"acked": 3, "acked_max_offset": 2, "delivered": 3, "delivered_max_offset": 2}
     assert progress[1] == {"acked": 3, "acked_max_offset": 2, "delivered": 1, "delivered_max_offset": 0}
+
+
+def test_records_beyond_both_readers_are_unread_not_lost() -> None:
+    # Partition 0: our consumer stalled at offset 4, the independent read at 2 -> records at
+    # offsets 5.. (and one placed nowhere, offset -1) are unread. Partition 1: the independent
+    # read finished it, so what our consumer missed there stays lost. Partition 2: drained.
+    undelivered = [(10, 0, 5), (11, 0, 6), (12, 0, -1), (13, 0, 3), (20, 1, 9), (30, 2, 1)]
+    ours = {0: {"delivered_max_offset": 4}, 1: {"delivered_max_offset": 2}, 2: {}}
+    independent = {
+        0: {"sentinel": False, "last_offset": 2},
+        1: {"sentinel": True, "last_offset": 10},
+        2: {"sentinel": False, "last_offset": None},
+    }
+    seqs, reach = unread_by_both(undelivered, ours, independent, drained={2})
+    assert seqs == [10, 11, 12]  # 13 at offset 3 was within reach: lost, not unread
+    assert reach == {0: 4}
+
+
+def test_unread_alone_blocks_and_never_passes() -> None:
+    outcome = Outcome("broker-restart-sigkill", "full", 1, {})
+    outcome.cycles.append({"cycle": 0, "passed": True})
+    outcome.tally.unread = 5
+    outcome.judge([])
+    assert outcome.verdict == BLOCKED and "unread" in outcome.reason
+    failing = Outcome("broker-restart-sigkill", "full", 1, {})
+    failing.tally.unread, failing.tally.lost, failing.tally.lost_examples = 5, 1, [7]
+    failing.judge([])
+    assert failing.verdict == FAIL
 
 
 @pytest.mark.broker
