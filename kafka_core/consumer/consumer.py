@@ -301,6 +301,7 @@ class KafkaConsumer(ConsumerOffsets):
         self.stop()
         error: BaseException | None = None
         step = "the final commit"
+        seen = getattr(self._client, "last_error", None)  # a newer one is what held the close up
         if self._start_task is not None:
             self._start_task.cancel()
             await asyncio.gather(self._start_task, return_exceptions=True)
@@ -321,7 +322,9 @@ class KafkaConsumer(ConsumerOffsets):
         except TimeoutError:
             if not bound.expired():
                 raise
-            error = KafkaTimeoutError(f"close did not finish within {timeout}s: {step} was cut short")
+            cause = getattr(self._client, "last_error", None)
+            why = f"; last error: {cause}" if cause is not None and cause is not seen else ""
+            error = KafkaTimeoutError(f"close did not finish within {timeout}s: {step} was cut short{why}")
         finally:
             await self._fetcher.close()
             if self._owns_client:
