@@ -66,9 +66,11 @@ class TreeSampler:
         self.peak_mb = max(self.peak_mb, tree_usage(os.getpid())[1])
 
 
-def listener_cpu(bootstrap: str) -> float | None:
+def listener_cpu(bootstrap: str | None) -> float | None:
     """CPU seconds so far of the local broker process listening at ``bootstrap`` (an embedded Tansu,
     found by its ``--listener-url``), or None when there is none on this machine to measure."""
+    if not bootstrap:  # a method with no broker (the ceilings)
+        return None
     url = f"tcp://{bootstrap.split(',')[0].strip()}".encode()
     tick = os.sysconf("SC_CLK_TCK")
     for entry in Path("/proc").iterdir():

@@ -231,6 +231,14 @@ def test_hand_kept_sections_survive_a_rerender() -> None:
     assert with_hand_kept(out, out) == out  # kept once, not again on every run
 
 
+def test_listener_cpu_without_a_local_broker_is_none() -> None:
+    from bench.proc_tree import listener_cpu
+
+    # The ceilings run with no broker at all (bootstrap None): their figures must not fail on it.
+    assert listener_cpu(None) is None
+    assert listener_cpu("127.0.0.1:1") is None
+
+
 def test_tree_usage_counts_children() -> None:
     child = subprocess.Popen(
         [
