@@ -267,14 +267,30 @@ def _restarts(outcome: Outcome, crash: bool) -> None:
         pause = outcome.parameters["pause_s"]
         signal = "SIGKILL" if crash else "SIGTERM"
 
-        def restart(_: Workload) -> dict[str, Any]:
+        fetched = {"sum": 0.0, "count": 0}
+
+        def fetch_latency(wl: Workload) -> float | None:
+            """Average Fetch answer time since the previous restart, from the consumer's
+            metrics(): a broker slowing down as its log grows shows here, cycle by cycle."""
+            try:
+                per_broker = wl.consumer.metrics()["network"]["requests"].get("FETCH", {})
+            except Exception:  # the figure is evidence, never a reason to stop the run
+                return None
+            total = sum(v["latency_sum_s"] for v in per_broker.values())
+            count = sum(v["count"] for v in per_broker.values())
+            d_sum, d_count = total - fetched["sum"], count - fetched["count"]
+            fetched.update(sum=total, count=count)
+            return round(d_sum / d_count, 4) if d_count > 0 else None
+
+        def restart(wl: Workload) -> dict[str, Any]:
+            before = fetch_latency(wl)
             capture.mark(f"{signal} sent")
             broker.kill() if crash else broker.stop()
             capture.mark("broker down")
             time.sleep(pause)
             broker.start()
             capture.mark("broker listening")
-            return {}
+            return {"fetch_avg_s_before": before}
 
         faults = [(f"{signal} restart", restart)] * outcome.parameters["cycles"]
         _faulted_run(outcome, broker, proxy.address, faults, failures, capture)
