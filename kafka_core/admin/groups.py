@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from kafka_core.admin.engine import gather_outcomes, per_resource
 from kafka_core.admin.results import GroupDescription, GroupListing, MemberDescription, Result
-from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
+from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition, as_topic_partition
 from kafka_core.client.operations import OFFSETS_MAX_VERSION
 from kafka_core.client.requests import offset_commit_request, offsets_by_partition
 from kafka_core.consumer.groupmeta import decode_assignment
@@ -33,10 +33,6 @@ if TYPE_CHECKING:
 
 K = TypeVar("K")
 GROUP_ID_NOT_FOUND = 69
-
-
-def _tp(key: TopicPartition | tuple[str, int]) -> TopicPartition:
-    return key if isinstance(key, TopicPartition) else TopicPartition(key[0], int(key[1]))
 
 
 def _members(group: Any) -> list[MemberDescription]:
@@ -232,7 +228,7 @@ class GroupsMixin:
 
         Raises KafkaUnsupportedVersionError when the coordinator does not offer OffsetDelete."""
         await self.client.start()
-        wanted = [_tp(k) for k in partitions]
+        wanted = [as_topic_partition(k) for k in partitions]
         topic_cls = OffsetDeleteRequest.OffsetDeleteRequestTopic
         part_cls = OffsetDeleteRequest.OffsetDeleteRequestPartition
 

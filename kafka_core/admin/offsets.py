@@ -8,12 +8,12 @@ metadata, while a partition that does not exist is final at once.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kafka_core.admin.engine import gather_outcomes, per_resource
 from kafka_core.admin.results import GroupLag, PartitionLag, Result
-from kafka_core.client.metadata import ListedOffset, TopicPartition
+from kafka_core.client.metadata import ListedOffset, TopicPartition, as_topic_partition
 from kafka_core.errors import KafkaConfigError, KafkaError, KafkaUnsupportedVersionError
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import error_for
@@ -42,15 +42,26 @@ def spec_timestamp(spec: OffsetSpec) -> int:
     return spec
 
 
-def _tp(key: TopicPartition | tuple[str, int]) -> TopicPartition:
-    return key if isinstance(key, TopicPartition) else TopicPartition(key[0], int(key[1]))
-
-
 class OffsetsMixin:
     """Offset admin calls of :class:`kafka_core.aio.KafkaAdmin`."""
 
     client: KafkaClient
     default_timeout_ms: float
+
+    def _by_partition(
+        self, resp: Any, node: int, api: str, value: Callable[[Any], Any]
+    ) -> dict[TopicPartition, Any]:
+        """A leader's per-partition answer: the error (stale metadata noted) or ``value(p)``."""
+        out: dict[TopicPartition, Any] = {}
+        for t in resp.topics:
+            for p in t.partitions:
+                tp = TopicPartition(t.name, p.partition_index)
+                if p.error_code:
+                    self.client.note_error(p.error_code, tp.topic)
+                    out[tp] = error_for(p.error_code, f"{api} {tp.topic}-{tp.partition} on broker {node}")
+                else:
+                    out[tp] = value(p)
+        return out
 
     async def _leaders(
         self, pending: list[TopicPartition]
@@ -87,7 +98,7 @@ class OffsetsMixin:
         written), "max_timestamp" (the record with the largest timestamp) or a timestamp in ms
         (the first offset whose timestamp is >= it; offset -1 when there is none)."""
         await self.client.start()
-        wanted = {_tp(k): spec_timestamp(v) for k, v in specs.items()}
+        wanted = {as_topic_partition(k): spec_timestamp(v) for k, v in specs.items()}
         if isolation_level not in ISOLATION:
             raise KafkaConfigError(
                 f"isolation_level must be one of {list(ISOLATION)}, not {isolation_level!r}"
@@ -116,16 +127,14 @@ class OffsetsMixin:
                 timeout_ms=int(self.client.request_timeout_ms),
             )
             resp = await self.client.send(node, body, version)
-            for t in resp.topics:
-                for p in t.partitions:
-                    tp = TopicPartition(t.name, p.partition_index)
-                    if p.error_code:
-                        self.client.note_error(p.error_code, tp.topic)
-                        out[tp] = error_for(
-                            p.error_code, f"ListOffsets {tp.topic}-{tp.partition} on broker {node}"
-                        )
-                    else:
-                        out[tp] = ListedOffset(p.offset, p.timestamp, getattr(p, "leader_epoch", -1))
+            out.update(
+                self._by_partition(
+                    resp,
+                    node,
+                    "ListOffsets",
+                    lambda p: ListedOffset(p.offset, p.timestamp, getattr(p, "leader_epoch", -1)),
+                )
+            )
             return out
 
         async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, Any]:
@@ -145,7 +154,7 @@ class OffsetsMixin:
         """Delete records below ``{tp: offset}`` (-1: up to the end); each Result is the new
         low watermark. Raises KafkaUnsupportedVersionError where the leader lacks DeleteRecords."""
         await self.client.start()
-        wanted = {_tp(k): int(v) for k, v in before.items()}
+        wanted = {as_topic_partition(k): int(v) for k, v in before.items()}
         topic_cls = DeleteRecordsRequest.DeleteRecordsTopic
         part_cls = DeleteRecordsRequest.DeleteRecordsPartition
 
@@ -159,18 +168,7 @@ class OffsetsMixin:
                 timeout_ms=int(timeout_ms),
             )
             resp = await self.client.send(node, body, version)
-            out: dict[TopicPartition, Any] = {}
-            for t in resp.topics:
-                for p in t.partitions:
-                    tp = TopicPartition(t.name, p.partition_index)
-                    if p.error_code:
-                        self.client.note_error(p.error_code, tp.topic)
-                        out[tp] = error_for(
-                            p.error_code, f"DeleteRecords {tp.topic}-{tp.partition} on broker {node}"
-                        )
-                    else:
-                        out[tp] = p.low_watermark
-            return out
+            return self._by_partition(resp, node, "DeleteRecords", lambda p: p.low_watermark)
 
         async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, Any]:
             by_leader, failed = await self._leaders(pending)

@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import uuid
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 
 class TopicPartition(NamedTuple):
     topic: str
     partition: int
+
+
+def as_topic_partition(key: Any) -> TopicPartition:
+    """A ``TopicPartition`` from one, or from the ``(topic, partition)`` pair users may pass."""
+    return key if isinstance(key, TopicPartition) else TopicPartition(key[0], int(key[1]))
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,7 @@ from kafka_core.client.metadata import (
     OffsetAndMetadata,
     ProducerIdAndEpoch,
     TopicPartition,
+    as_topic_partition,
 )
 from kafka_core.client.requests import create_topics_request, offset_commit_request, offsets_by_partition
 from kafka_core.errors import KafkaProtocolError
@@ -105,10 +106,6 @@ def _nested(cls: type, name: str) -> type:
     raise AttributeError(f"{cls.__name__} has no nested struct {name}")
 
 
-def _tp(key: Any) -> TopicPartition:
-    return key if isinstance(key, TopicPartition) else TopicPartition(key[0], int(key[1]))
-
-
 class ClientOperations:
     """Mixin: the operations producers, consumers and admin code build on."""
 
@@ -172,7 +169,7 @@ class ClientOperations:
     ) -> dict[TopicPartition, ListedOffset]:
         """Offsets for timestamps per partition (-2 earliest, -1 latest), asked of each leader."""
         self._check_open()
-        remaining = {_tp(k): int(v) for k, v in timestamps.items()}
+        remaining = {as_topic_partition(k): int(v) for k, v in timestamps.items()}
         result: dict[TopicPartition, ListedOffset] = {}
         topic_cls = _nested(ListOffsetsRequest, "ListOffsetsTopic")
         part_cls = _nested(ListOffsetsRequest, "ListOffsetsPartition")
@@ -264,7 +261,7 @@ class ClientOperations:
         if partitions is not None:
             wanted = defaultdict(list)
             for key in partitions:
-                tp = _tp(key)
+                tp = as_topic_partition(key)
                 wanted[tp.topic].append(tp.partition)
 
         async def attempt() -> dict[TopicPartition, OffsetAndMetadata]:

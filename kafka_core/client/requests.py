@@ -7,7 +7,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kafka_core.client.metadata import NewTopic, OffsetAndMetadata, TopicPartition
+from kafka_core.client.metadata import NewTopic, OffsetAndMetadata, TopicPartition, as_topic_partition
 from kafka_core.protocol.messages import CreateTopicsRequest, OffsetCommitRequest
 
 __all__ = ["create_topics_request", "offset_commit_request", "offsets_by_partition"]
@@ -18,9 +18,7 @@ def offsets_by_partition(
 ) -> dict[TopicPartition, OffsetAndMetadata]:
     """Offsets as the user may give them (plain ints, ``(topic, partition)`` keys), normalised."""
     return {
-        (k if isinstance(k, TopicPartition) else TopicPartition(k[0], int(k[1]))): (
-            v if isinstance(v, OffsetAndMetadata) else OffsetAndMetadata(int(v))
-        )
+        as_topic_partition(k): v if isinstance(v, OffsetAndMetadata) else OffsetAndMetadata(int(v))
         for k, v in offsets.items()
     }
 

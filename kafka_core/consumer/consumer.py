@@ -14,10 +14,10 @@ import re
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any
 
-from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
+from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition, as_topic_partition
 from kafka_core.consumer.fetcher import Fetcher
 from kafka_core.consumer.message import ConsumedMessage
-from kafka_core.consumer.offsets import ConsumerOffsets, _tp
+from kafka_core.consumer.offsets import ConsumerOffsets
 from kafka_core.consumer.options import check_consumer_options
 from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.subscription import SubscriptionState
@@ -44,7 +44,7 @@ FETCH_CONCURRENCY = 3
 def _partitions_arg(partitions: Any) -> list[TopicPartition]:
     if isinstance(partitions, Mapping):
         return [TopicPartition(t, int(p)) for t, ps in partitions.items() for p in ps]
-    return [_tp(x) for x in partitions]
+    return [as_topic_partition(x) for x in partitions]
 
 
 class KafkaConsumer(ConsumerOffsets):
@@ -570,10 +570,10 @@ class KafkaConsumer(ConsumerOffsets):
         return self._subs.assigned()
 
     def pause(self, partitions: Iterable[Any]) -> None:
-        self._subs.pause(_tp(x) for x in partitions)
+        self._subs.pause(as_topic_partition(x) for x in partitions)
 
     def resume(self, partitions: Iterable[Any]) -> None:
-        self._subs.resume(_tp(x) for x in partitions)
+        self._subs.resume(as_topic_partition(x) for x in partitions)
         self._fetcher.wake()
         self._fetcher.data_ready.set()
 

@@ -10,14 +10,17 @@ import asyncio
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from kafka_core.client.metadata import EARLIEST, LATEST, ListedOffset, OffsetAndMetadata, TopicPartition
+from kafka_core.client.metadata import (
+    EARLIEST,
+    LATEST,
+    ListedOffset,
+    OffsetAndMetadata,
+    TopicPartition,
+    as_topic_partition,
+)
 from kafka_core.consumer.message import ConsumedMessage
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import KafkaConfigError
-
-
-def _tp(x: Any) -> TopicPartition:
-    return x if isinstance(x, TopicPartition) else TopicPartition(x[0], int(x[1]))
 
 
 class ConsumerOffsets:
@@ -76,7 +79,7 @@ class ConsumerOffsets:
         if isinstance(offsets, ConsumedMessage):
             offsets = [offsets]
         if isinstance(offsets, Mapping):
-            todo = {_tp(k): v for k, v in offsets.items()}
+            todo = {as_topic_partition(k): v for k, v in offsets.items()}
         else:
             todo = {}
             for item in offsets:
@@ -84,7 +87,7 @@ class ConsumerOffsets:
                     tp = item.topic_partition
                     todo[tp] = max(todo.get(tp, 0), item.offset + 1)  # type: ignore[arg-type]
                 else:
-                    tp = _tp(item)
+                    tp = as_topic_partition(item)
                     pos = self._subs.positions().get(tp)
                     if pos is None:
                         raise KafkaConfigError(f"{tp} has no position to commit")
@@ -95,20 +98,24 @@ class ConsumerOffsets:
         """The group's committed offsets (None where nothing is committed)."""
         if self.group_id is None:
             raise KafkaConfigError("committed offsets need a group_id")
-        tps = [_tp(x) for x in partitions] if partitions is not None else sorted(self._subs.assigned())
+        tps = (
+            [as_topic_partition(x) for x in partitions]
+            if partitions is not None
+            else sorted(self._subs.assigned())
+        )
         got = await self._client.fetch_committed_offsets(self.group_id, tps)
         return {tp: (got[tp].offset if tp in got else None) for tp in tps}
 
     def seek(self, tp: Any, offset: int) -> None:
         """Consume ``tp`` from ``offset`` next (also the way past a corrupt batch)."""
-        tp = _tp(tp)
+        tp = as_topic_partition(tp)
         if offset < 0:
             raise KafkaConfigError(f"offset must be >= 0, not {offset}")
         self._subs.seek(tp, offset)
         self._fetcher.drop([tp])
 
     def _reset(self, tps: Iterable[Any] | None, policy: str) -> None:
-        targets = [_tp(x) for x in tps] if tps is not None else sorted(self._subs.assigned())
+        targets = [as_topic_partition(x) for x in tps] if tps is not None else sorted(self._subs.assigned())
         for tp in targets:
             self._subs.request_reset(tp, policy)
         self._fetcher.drop(targets)
@@ -122,21 +129,21 @@ class ConsumerOffsets:
     async def position(self, tp: Any) -> int | None:
         """The offset of the next record poll() will hand over for ``tp`` (once it is known)."""
         await self._ensure_started()
-        return self._subs.state(_tp(tp)).position
+        return self._subs.state(as_topic_partition(tp)).position
 
     async def offsets_for_times(
         self, timestamps: Mapping[Any, int]
     ) -> dict[TopicPartition, ListedOffset | None]:
         """Earliest offset whose timestamp is >= the given one, per partition (None: no such record)."""
-        got = await self._client.list_offsets({_tp(k): int(v) for k, v in timestamps.items()})
+        got = await self._client.list_offsets({as_topic_partition(k): int(v) for k, v in timestamps.items()})
         return {tp: (lo if lo.offset >= 0 else None) for tp, lo in got.items()}
 
     async def beginning_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
-        got = await self._client.list_offsets({_tp(x): EARLIEST for x in partitions})
+        got = await self._client.list_offsets({as_topic_partition(x): EARLIEST for x in partitions})
         return {tp: lo.offset for tp, lo in got.items()}
 
     async def end_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
-        tps = [_tp(x) for x in partitions]
+        tps = [as_topic_partition(x) for x in partitions]
         got = await self._client.list_offsets({tp: LATEST for tp in tps}, isolation_level=self._isolation)
         return {
             tp: await self._fetcher._true_end(tp, lo.offset) if lo.offset > 0 else lo.offset
