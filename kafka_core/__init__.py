@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from kafka_core.client.metadata import NewTopic, OffsetAndMetadata, TopicPartition
     from kafka_core.consumer.sync import KafkaConsumer
     from kafka_core.producer.sync import KafkaProducer
+    from kafka_core.protocol.error_codes import ErrorCode
     from kafka_core.sync_client import KafkaClient
     from kafka_core.transport.sync import KafkaStreamTransport
 
@@ -28,6 +29,7 @@ _LAZY = {
     "NewTopic": "kafka_core.client.metadata",
     "KafkaAdmin": "kafka_core.admin.sync",
     "KafkaStreamTransport": "kafka_core.transport.sync",
+    "ErrorCode": "kafka_core.protocol.error_codes",
 }
 
 
@@ -47,6 +49,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "ErrorCode",
     "KafkaAdmin",
     "KafkaClient",
     "KafkaConsumer",

@@ -25,7 +25,7 @@ from kafka_core.errors import (
     KafkaUnsupportedVersionError,
 )
 from kafka_core.network.backoff import Backoff
-from kafka_core.protocol.errors import error_for
+from kafka_core.protocol.errors import ErrorCode, error_for
 
 log = logging.getLogger("kafka_core.admin")
 
@@ -34,9 +34,7 @@ K = TypeVar("K", bound=Hashable)
 # Retriable in Kafka's table, but final for an admin call: the resource is not there, and waiting
 # will not make it so (Java's admin client fails these at once too); a response that does not
 # decode (CORRUPT_MESSAGE from our decoder) will not decode the next time either.
-CORRUPT_MESSAGE = 2
-UNKNOWN_TOPIC_OR_PARTITION = 3
-FINAL_CODES = frozenset({CORRUPT_MESSAGE, UNKNOWN_TOPIC_OR_PARTITION})
+FINAL_CODES = frozenset({ErrorCode.CORRUPT_MESSAGE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION})
 
 Attempt = Callable[[list[K]], Awaitable[Mapping[K, Any]]]
 

@@ -18,25 +18,18 @@ from kafka_core.chaos.artifacts import Outcome
 from kafka_core.chaos.mockcluster import MockCluster, MockClusterError, librdkafka_version
 from kafka_core.chaos.workload import Workload
 from kafka_core.protocol import ApiKey
+from kafka_core.protocol.errors import ErrorCode as E
 
 __all__ = ["CAPABILITIES", "missing_prerequisite", "parameters"]
 
 BROKERS = 3
-# Error codes (Kafka's Errors.java); every one is retriable, so zero loss and zero duplicates.
-CORRUPT_MESSAGE = 2
-UNKNOWN_TOPIC_OR_PARTITION = 3
-NOT_LEADER_OR_FOLLOWER = 6
-REQUEST_TIMED_OUT = 7
-COORDINATOR_LOAD_IN_PROGRESS = 14
-COORDINATOR_NOT_AVAILABLE = 15
-NOT_COORDINATOR = 16
-NOT_ENOUGH_REPLICAS = 19
+# Every injected code is retriable, so zero loss and zero duplicates.
 INJECTED: dict[str, tuple[int, ...]] = {
-    "Produce": (NOT_LEADER_OR_FOLLOWER, REQUEST_TIMED_OUT, NOT_ENOUGH_REPLICAS, CORRUPT_MESSAGE),
-    "Fetch": (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER),
-    "OffsetCommit": (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS),
-    "FindCoordinator": (COORDINATOR_NOT_AVAILABLE, COORDINATOR_NOT_AVAILABLE),
-    "InitProducerId": (COORDINATOR_LOAD_IN_PROGRESS, NOT_COORDINATOR),
+    "Produce": (E.NOT_LEADER_OR_FOLLOWER, E.REQUEST_TIMED_OUT, E.NOT_ENOUGH_REPLICAS, E.CORRUPT_MESSAGE),
+    "Fetch": (E.NOT_LEADER_OR_FOLLOWER, E.UNKNOWN_TOPIC_OR_PARTITION, E.NOT_LEADER_OR_FOLLOWER),
+    "OffsetCommit": (E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS),
+    "FindCoordinator": (E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_NOT_AVAILABLE),
+    "InitProducerId": (E.COORDINATOR_LOAD_IN_PROGRESS, E.NOT_COORDINATOR),
 }
 API_KEYS = {
     "Produce": ApiKey.PRODUCE,
@@ -80,7 +73,7 @@ def parameters(capability: str, mode: str, seed: int, common: dict[str, Any]) ->
             "rounds": s["error_rounds"],
             "errors": {api: list(codes) for api, codes in INJECTED.items()},
             "init_producer_id": "injected before the producer starts (it sends InitProducerId only then)",
-            "find_coordinator": "injected mid-stream, then NOT_COORDINATOR on a commit makes the "
+            "find_coordinator": "injected mid-stream, then E.NOT_COORDINATOR on a commit makes the "
             "consumer look its coordinator up again; the mock's error answer carries a null host "
             "that does not decode, so the client drops that connection and retries",
             "left_out": LEFT_OUT,
@@ -247,7 +240,7 @@ def mock_injected_errors(outcome: Outcome) -> None:
                 cluster.clear_requests()
                 cluster.push_request_errors(key, *codes)
                 if api == "FindCoordinator":  # make the consumer look its coordinator up again
-                    cluster.push_request_errors(ApiKey.OFFSET_COMMIT, NOT_COORDINATOR)
+                    cluster.push_request_errors(ApiKey.OFFSET_COMMIT, E.NOT_COORDINATOR)
                 seen = _wait_taken(cluster, key, len(codes) + 1)
                 return _verdict(api, codes, seen)
 

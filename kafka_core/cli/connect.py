@@ -101,11 +101,11 @@ def cluster_metadata(args: argparse.Namespace, topics: list[str] | None = None) 
 
 def topic_partitions(args: argparse.Namespace, topic: str) -> list[int]:
     """The topic's partition ids, asked within ``--connect-timeout``; missing topic: exit 4."""
-    from kafka_core.protocol.errors import error_for
+    from kafka_core.protocol.errors import ErrorCode, error_for
 
     meta = cluster_metadata(args, [topic])
     found = meta.topic(topic)
-    if found is None or found.error_code == 3:  # UNKNOWN_TOPIC_OR_PARTITION
+    if found is None or found.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
         raise CliError(
             f"topic {topic!r} does not exist (create it: kafka-core topics create {topic} --partitions N)",
             EXIT_NOT_FOUND,

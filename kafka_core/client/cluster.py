@@ -32,16 +32,13 @@ from kafka_core.network.connection import DEFAULT_MAX_RESPONSE_SIZE, BrokerConne
 from kafka_core.network.sasl import SUPPORTED_MECHANISMS
 from kafka_core.network.tls import build_ssl_context
 from kafka_core.protocol import ApiKey
-from kafka_core.protocol.errors import error_for
+from kafka_core.protocol.errors import COORDINATOR_CODES, STALE_METADATA_CODES, ErrorCode, error_for
 from kafka_core.protocol.messages import MetadataRequest
 
 log = logging.getLogger("kafka_core.client")
 T = TypeVar("T")
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-# Errors after which our picture of partition leadership is wrong and must be refreshed.
-STALE_METADATA_ERRORS = frozenset({3, 5, 6, 9, 13, 56, 74, 75, 100})
-COORDINATOR_ERRORS = frozenset({14, 15, 16})
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -410,11 +407,11 @@ class KafkaClient(ClientOperations):
             )
         now = time.monotonic()
         if full:
-            self._topics = {t.name: t for t in topics if t.error_code == 0}
+            self._topics = {t.name: t for t in topics if t.error_code == ErrorCode.NONE}
             self._topic_fetched = dict.fromkeys(self._topics, now)
         else:
             for t in topics:
-                if t.error_code == 0:
+                if t.error_code == ErrorCode.NONE:
                     self._topics[t.name] = t
                     self._topic_fetched[t.name] = now
                 else:
@@ -497,11 +494,13 @@ class KafkaClient(ClientOperations):
         self, error_code: int, topic: str | None = None, *, coordinator_key: str | None = None
     ) -> bool:
         """Record a broker error: stale metadata or coordinator moves invalidate the cache. True if retriable."""
-        if error_code in STALE_METADATA_ERRORS:
+        if error_code in STALE_METADATA_CODES:
             self.invalidate_metadata(topic)
             return True
-        if error_code in COORDINATOR_ERRORS:
-            if coordinator_key is not None and error_code != 14:  # 14: loading, same coordinator
+        if error_code in COORDINATOR_CODES:
+            if (
+                coordinator_key is not None and error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+            ):  # same coordinator
                 for kt in (0, 1):
                     self._coordinators.pop((kt, coordinator_key), None)
             return True

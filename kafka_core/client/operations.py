@@ -24,7 +24,7 @@ from kafka_core.client.metadata import (
 from kafka_core.client.requests import create_topics_request, offset_commit_request, offsets_by_partition
 from kafka_core.errors import KafkaProtocolError
 from kafka_core.protocol import ApiKey
-from kafka_core.protocol.errors import error_for
+from kafka_core.protocol.errors import COORDINATOR_MOVED_CODES, ErrorCode, error_for
 from kafka_core.protocol.messages import (
     DeleteTopicsRequest,
     FindCoordinatorRequest,
@@ -85,10 +85,6 @@ class _Core(Protocol):
     async def _controller_node(self) -> int: ...
 
 
-COORDINATOR_MOVED = frozenset({15, 16})  # COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR
-TOPIC_ALREADY_EXISTS = 36
-NOT_CONTROLLER = 41
-UNKNOWN_TOPIC_OR_PARTITION = 3
 # Versions 10+ of OffsetCommit/OffsetFetch address topics by id only; names are simpler and enough.
 OFFSETS_MAX_VERSION = 9
 
@@ -154,7 +150,7 @@ class ClientOperations:
     def _coordinator_failed(
         self: _Core, key_type: int, key: str, code: int, message: str
     ) -> KafkaProtocolError:
-        if code in COORDINATOR_MOVED:  # load-in-progress: same coordinator, just retry later
+        if code in COORDINATOR_MOVED_CODES:  # load-in-progress: same coordinator, just retry later
             self._coordinators.pop((key_type, key), None)
         return error_for(code, message)
 
@@ -203,7 +199,7 @@ class ClientOperations:
                         remaining.pop(tp, None)
             if remaining:
                 raise retry_error or error_for(
-                    UNKNOWN_TOPIC_OR_PARTITION, f"no answer for {sorted(remaining)}"
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"no answer for {sorted(remaining)}"
                 )
 
         await self._retry("list_offsets", attempt, timeout_ms)
@@ -364,7 +360,7 @@ class ClientOperations:
     async def controller_node(self: _Core, *, refresh: bool = False) -> int:
         """Node id of the controller (where topic admin requests go), any broker if none is known.
 
-        ``refresh`` asks a broker first (after NOT_CONTROLLER the cached id is wrong)."""
+        ``refresh`` asks a broker first (after ErrorCode.NOT_CONTROLLER the cached id is wrong)."""
         self._check_open()
         await self._ensure_started()
         if refresh or self._cluster.controller_id < 0:
@@ -411,11 +407,11 @@ class ClientOperations:
             resp = await self.send(await self._controller_node(), body)
             created: list[str] = []
             for r in resp.topics:
-                if r.error_code == NOT_CONTROLLER:
+                if r.error_code == ErrorCode.NOT_CONTROLLER:
                     self.invalidate_metadata()
                     await self.metadata([])
-                    raise error_for(NOT_CONTROLLER, "CreateTopics")
-                if r.error_code == TOPIC_ALREADY_EXISTS and ignore_existing:
+                    raise error_for(ErrorCode.NOT_CONTROLLER, "CreateTopics")
+                if r.error_code == ErrorCode.TOPIC_ALREADY_EXISTS and ignore_existing:
                     continue
                 if r.error_code:
                     raise error_for(
@@ -430,7 +426,7 @@ class ClientOperations:
         return created
 
     async def delete_topics(self: _Core, names: Iterable[str], *, timeout_ms: float = 30_000) -> None:
-        """Delete topics by name; unknown topics raise UNKNOWN_TOPIC_OR_PARTITION."""
+        """Delete topics by name; unknown topics raise ErrorCode.UNKNOWN_TOPIC_OR_PARTITION."""
         self._check_open()
         await self._ensure_started()
         names = list(names)

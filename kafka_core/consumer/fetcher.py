@@ -27,7 +27,7 @@ from kafka_core.errors import KafkaClosedError, KafkaConnectionError, KafkaError
 from kafka_core.metrics.registry import ConsumerMetrics
 from kafka_core.network.backoff import Backoff
 from kafka_core.protocol import ApiKey
-from kafka_core.protocol.errors import error_for
+from kafka_core.protocol.errors import RETRIABLE_FETCH_CODES, ErrorCode, error_for
 from kafka_core.protocol.messages import FetchRequest
 
 log = logging.getLogger(__name__)
@@ -36,10 +36,7 @@ log = logging.getLogger(__name__)
 # unknown, by name.
 FETCH_MAX_VERSION = 17
 FETCH_BY_NAME_MAX_VERSION = 12
-OFFSET_OUT_OF_RANGE = 1
 _NOTHING, _GOT, _RETRY = object(), object(), object()  # outcomes of one partition's answer
-# 100 UNKNOWN_TOPIC_ID, 103 INCONSISTENT_TOPIC_ID, 106 FETCH_SESSION_TOPIC_ID_ERROR: stale ids.
-RETRIABLE_FETCH_ERRORS = frozenset({3, 5, 6, 9, 13, 56, 74, 75, 100, 103, 106})
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -182,7 +179,7 @@ class Fetcher:
             if st.reset == "none":
                 st.reset = None
                 msg = f"no offset for {tp.topic}[{tp.partition}] and auto_offset_reset='none'"
-                self.partition_errors[tp] = (st.epoch, error_for(OFFSET_OUT_OF_RANGE, msg))
+                self.partition_errors[tp] = (st.epoch, error_for(ErrorCode.OFFSET_OUT_OF_RANGE, msg))
                 self._notify()
                 continue
             todo[tp] = st.reset
@@ -387,7 +384,7 @@ class Fetcher:
             self.outage.ok_all(offsets)
             if resp.error_code:
                 self._client.note_error(resp.error_code)
-                if resp.error_code in RETRIABLE_FETCH_ERRORS:  # e.g. a stale topic id
+                if resp.error_code in RETRIABLE_FETCH_CODES:  # e.g. a stale topic id
                     for topic in {tp.topic for tp in offsets}:
                         self._client.invalidate_metadata(topic)
                 err = error_for(resp.error_code, f"Fetch from node {node}")
@@ -442,7 +439,7 @@ class Fetcher:
         if st.epoch != epoch or st.reset is not None or expected != fetch_offset:
             return _NOTHING  # a seek or reset happened meanwhile: this data is stale
         code = p.error_code
-        if code == OFFSET_OUT_OF_RANGE:
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             if self.auto_offset_reset in ("earliest", "latest"):
                 log.info(
                     "offset %s out of range for %s; resetting to %s", fetch_offset, tp, self.auto_offset_reset
@@ -453,7 +450,7 @@ class Fetcher:
             self.partition_errors[tp] = (st.epoch, error_for(code, msg))
             return _GOT
         if code:
-            if code in RETRIABLE_FETCH_ERRORS or self._client.note_error(code, tp.topic):
+            if code in RETRIABLE_FETCH_CODES or self._client.note_error(code, tp.topic):
                 self._client.invalidate_metadata(tp.topic)
                 return _RETRY
             self.partition_errors[tp] = (st.epoch, error_for(code, f"Fetch {tp.topic}[{tp.partition}]"))

@@ -36,7 +36,7 @@ from kafka_core.errors import (
 from kafka_core.metrics.registry import ConsumerMetrics
 from kafka_core.network.backoff import Backoff
 from kafka_core.protocol import ApiKey
-from kafka_core.protocol.errors import error_for
+from kafka_core.protocol.errors import COORDINATOR_CODES, REJOIN_CODES, ErrorCode, error_for
 from kafka_core.protocol.messages import (
     HeartbeatRequest,
     JoinGroupRequest,
@@ -49,15 +49,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-COORDINATOR_ERRORS = frozenset({14, 15, 16})
-ILLEGAL_GENERATION = 22
-INVALID_SESSION_TIMEOUT = 26
-UNKNOWN_MEMBER_ID = 25
-REBALANCE_IN_PROGRESS = 27
-MEMBER_ID_REQUIRED = 79
-FENCED_INSTANCE_ID = 82
 METADATA_CHECK_S = 5.0
-REJOIN_ERRORS = frozenset({ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, REBALANCE_IN_PROGRESS, FENCED_INSTANCE_ID})
 
 
 class GroupMembership:
@@ -291,25 +283,25 @@ class GroupMembership:
 
     def _fail(self, code: int, what: str) -> Exception:
         """Turn a group error code into a retry (with the right state reset) or a raise."""
-        if code in COORDINATOR_ERRORS:
+        if code in COORDINATOR_CODES:
             self._client.note_error(code, coordinator_key=self.group_id)
             return _Retry(f"{what}: coordinator moved or loading ({code})", backoff=True)
-        if code in (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID):
-            if code == FENCED_INSTANCE_ID:
+        if code in (ErrorCode.UNKNOWN_MEMBER_ID, ErrorCode.FENCED_INSTANCE_ID):
+            if code == ErrorCode.FENCED_INSTANCE_ID:
                 log.warning(
                     "group %s: instance id %r fenced by another member", self.group_id, self.group_instance_id
                 )
             self.member_id = ""
             self.generation = -1
             self._partitions_lost = True
-            return _Retry(f"{what}: {error_for(code).name}", backoff=code == FENCED_INSTANCE_ID)
-        if code == ILLEGAL_GENERATION:
+            return _Retry(f"{what}: {error_for(code).name}", backoff=code == ErrorCode.FENCED_INSTANCE_ID)
+        if code == ErrorCode.ILLEGAL_GENERATION:
             self.generation = -1
             self._partitions_lost = True
             return _Retry(f"{what}: illegal generation")
-        if code == REBALANCE_IN_PROGRESS:
+        if code == ErrorCode.REBALANCE_IN_PROGRESS:
             return _Retry(f"{what}: rebalance in progress")
-        if code == INVALID_SESSION_TIMEOUT:
+        if code == ErrorCode.INVALID_SESSION_TIMEOUT:
             return error_for(
                 code,
                 f"{what} for group {self.group_id!r}: session_timeout_ms={self._session_timeout} is outside "
@@ -342,7 +334,7 @@ class GroupMembership:
             protocols=protocols,
         )
         resp = await self._client.send(coord.node_id, body, timeout_ms=self._max_poll_interval + 10_000)
-        if resp.error_code == MEMBER_ID_REQUIRED:
+        if resp.error_code == ErrorCode.MEMBER_ID_REQUIRED:
             self.member_id = resp.member_id
             raise _Retry("member id assigned")
         if resp.error_code:
@@ -476,11 +468,11 @@ class GroupMembership:
             code = resp.error_code
             if not code:
                 continue
-            if code in COORDINATOR_ERRORS:
+            if code in COORDINATOR_CODES:
                 self._client.note_error(code, coordinator_key=self.group_id)
-            elif code in REJOIN_ERRORS:
+            elif code in REJOIN_CODES:
                 log.info("group %s: heartbeat says %s; rejoining", self.group_id, error_for(code).name)
-                if code != REBALANCE_IN_PROGRESS:
+                if code != ErrorCode.REBALANCE_IN_PROGRESS:
                     self._fail(code, "Heartbeat")
                 self._request_rejoin()
             else:

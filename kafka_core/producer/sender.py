@@ -39,7 +39,7 @@ from kafka_core.metrics.registry import ProducerMetrics
 from kafka_core.producer.accumulator import BATCH_OVERHEAD, Accumulator, PartitionQueue, ProducerBatch
 from kafka_core.producer.expiry import expire
 from kafka_core.protocol import ApiKey
-from kafka_core.protocol.errors import error_for
+from kafka_core.protocol.errors import PRODUCER_ID_CODES, STALE_METADATA_CODES, ErrorCode, error_for
 from kafka_core.protocol.messages import ProduceRequest
 
 log = logging.getLogger("kafka_core.producer")
@@ -47,11 +47,6 @@ log = logging.getLogger("kafka_core.producer")
 __all__ = ["Sender"]
 
 PRODUCE_MAX_VERSION = 12  # v13 addresses topics by id only
-_DUPLICATE_SEQUENCE = 46
-_OUT_OF_ORDER_SEQUENCE = 45
-_EPOCH_ERRORS = frozenset({47, 59})  # INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID
-_MESSAGE_TOO_LARGE = 10
-_STALE_LEADER = frozenset({3, 5, 6, 9, 13, 74, 75, 100})
 _MAX_SEQUENCE = 0x7FFFFFFF
 
 
@@ -179,7 +174,9 @@ class Sender:
                 continue
             leaders = [-1] * (max(p.partition for p in t.partitions) + 1)
             for p in t.partitions:
-                leaders[p.partition] = p.leader if p.error_code in (0, 9) else -1
+                leaders[p.partition] = (
+                    p.leader if p.error_code in (ErrorCode.NONE, ErrorCode.REPLICA_NOT_AVAILABLE) else -1
+                )
             self._leaders[name] = leaders
             if -1 in leaders:
                 retry_soon = True
@@ -412,7 +409,7 @@ class Sender:
                 self._retry_or_fail(q, b, error_for(13, "partition missing from the Produce response"))
                 continue
             code = pr.error_code
-            if code == 0 or code == _DUPLICATE_SEQUENCE:
+            if code == 0 or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
                 if b.sequence >= 0:
                     q.acked_next = (b.sequence + b.count) & _MAX_SEQUENCE
                     if q.unresolved >= 0 and _at_or_after(q.acked_next, q.unresolved):
@@ -424,19 +421,21 @@ class Sender:
             exc = error_for(code, pr.error_message or f"{b.topic}[{b.partition}]")
             if self._net is not None:
                 self._net.error_code(ApiKey.PRODUCE, node, code)
-            if code in _STALE_LEADER:
+            if code in STALE_METADATA_CODES:
                 self._stale_topics.add(b.topic)
-            if self.idem is not None and (code in _EPOCH_ERRORS or code == _OUT_OF_ORDER_SEQUENCE):
+            if self.idem is not None and (
+                code in PRODUCER_ID_CODES or code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+            ):
                 # Out of order is expected while an earlier batch is unresolved (it failed, or its
                 # answer has not been read yet): retry in order. Only when this batch is the very
                 # next one the broker should take is it a real gap: renumber from a new epoch.
-                if code in _EPOCH_ERRORS or b.sequence in (q.acked_next, q.unresolved):
+                if code in PRODUCER_ID_CODES or b.sequence in (q.acked_next, q.unresolved):
                     log.info("%r: %s with nothing unresolved before it; bumping the epoch", b, exc)
                     self.idem.bump_needed = True
                     b.unknown_outcome = False
                 self._retry_or_fail(q, b, exc, force_retry=True)
                 continue
-            if code == _MESSAGE_TOO_LARGE and b.count > 1 and b.columns is None:
+            if code == ErrorCode.MESSAGE_TOO_LARGE and b.count > 1 and b.columns is None:
                 self._split(q, b)
                 continue
             self._retry_or_fail(q, b, exc)

@@ -21,6 +21,7 @@ from kafka_core.protocol import _runtime as _rt
 from kafka_core.protocol._base import Struct
 from kafka_core.protocol.errors import (
     ERRORS,
+    ErrorCode,
     ErrorInfo,
     error_for,
     raise_for_code,
@@ -35,6 +36,7 @@ __all__ = [
     "REQUEST_CLASSES",
     "RESPONSE_CLASSES",
     "ApiKey",
+    "ErrorCode",
     "ErrorInfo",
     "KafkaProtocolError",
     "Request",

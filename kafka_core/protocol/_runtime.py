@@ -20,6 +20,7 @@ from typing import Any
 
 from kafka_core.codec import decode_unsigned_varint, encode_unsigned_varint
 from kafka_core.errors import KafkaCodecError, KafkaProtocolError
+from kafka_core.protocol.error_codes import ErrorCode
 
 I8 = struct.Struct(">b")
 I16 = struct.Struct(">h")
@@ -33,10 +34,10 @@ ZERO_UUID = uuid.UUID(int=0)
 new = object.__new__
 MISSING: Any = object()  # default of mutable constructor arguments: a fresh list or struct each time
 
-# Error codes used for malformed input (see kafka_core/protocol/errors.py for the table).
-CORRUPT_MESSAGE = 2
-UNSUPPORTED_VERSION = 35
-INVALID_REQUEST = 42
+# Error codes used for malformed input.
+CORRUPT_MESSAGE = ErrorCode.CORRUPT_MESSAGE
+UNSUPPORTED_VERSION = ErrorCode.UNSUPPORTED_VERSION
+INVALID_REQUEST = ErrorCode.INVALID_REQUEST
 
 # Exceptions that a malformed buffer or a mistyped value can raise inside generated code.
 DECODE_ERRORS = (

@@ -10,10 +10,19 @@ from __future__ import annotations
 from typing import Any, NamedTuple
 
 from kafka_core.errors import KafkaProtocolError
+from kafka_core.protocol.error_codes import ErrorCode
 
 __all__ = [
+    "COORDINATOR_CODES",
+    "COORDINATOR_MOVED_CODES",
     "ERRORS",
     "ERROR_CODES",
+    "PRODUCER_ID_CODES",
+    "REJOIN_CODES",
+    "RETRIABLE_CODES",
+    "RETRIABLE_FETCH_CODES",
+    "STALE_METADATA_CODES",
+    "ErrorCode",
     "ErrorInfo",
     "KafkaProtocolError",
     "error_for",
@@ -176,13 +185,56 @@ _TABLE: tuple[tuple[int, str, bool, str], ...] = (
 ERRORS: dict[int, ErrorInfo] = {row[0]: ErrorInfo(*row) for row in _TABLE}
 ERROR_CODES: dict[str, int] = {info.name: code for code, info in ERRORS.items()}
 
+# The sets every component keys its handling on, defined once (franz-go's kerr does the same).
+E = ErrorCode
+
+RETRIABLE_CODES: frozenset[ErrorCode] = frozenset(E(c) for c, info in ERRORS.items() if info.retriable)
+
+# The cached leader or topic is wrong: refresh metadata, then retry on the (new) leader. Java's
+# InvalidMetadataException family, with KAFKA_STORAGE_ERROR (the replica's log dir went offline).
+STALE_METADATA_CODES: frozenset[ErrorCode] = frozenset(
+    {
+        E.UNKNOWN_TOPIC_OR_PARTITION,
+        E.LEADER_NOT_AVAILABLE,
+        E.NOT_LEADER_OR_FOLLOWER,
+        E.REPLICA_NOT_AVAILABLE,
+        E.NETWORK_EXCEPTION,
+        E.KAFKA_STORAGE_ERROR,
+        E.FENCED_LEADER_EPOCH,
+        E.UNKNOWN_LEADER_EPOCH,
+        E.UNKNOWN_TOPIC_ID,
+    }
+)
+
+# A Fetch partition error after which the fetcher refreshes metadata and fetches again.
+RETRIABLE_FETCH_CODES: frozenset[ErrorCode] = STALE_METADATA_CODES | {
+    E.INCONSISTENT_TOPIC_ID,
+    E.FETCH_SESSION_TOPIC_ID_ERROR,
+}
+
+# The group or transaction coordinator is loading, gone or elsewhere: find it again and retry
+# (LOAD_IN_PROGRESS keeps the coordinator, the other two look it up again).
+COORDINATOR_CODES: frozenset[ErrorCode] = frozenset(
+    {E.COORDINATOR_LOAD_IN_PROGRESS, E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR}
+)
+COORDINATOR_MOVED_CODES: frozenset[ErrorCode] = frozenset({E.COORDINATOR_NOT_AVAILABLE, E.NOT_COORDINATOR})
+
+# The member's generation is over: join the group again.
+REJOIN_CODES: frozenset[ErrorCode] = frozenset(
+    {E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID, E.REBALANCE_IN_PROGRESS, E.FENCED_INSTANCE_ID}
+)
+
+# The producer id or epoch is no longer the broker's: an idempotent producer gets a new epoch.
+PRODUCER_ID_CODES: frozenset[ErrorCode] = frozenset({E.INVALID_PRODUCER_EPOCH, E.UNKNOWN_PRODUCER_ID})
+del E
+
 
 def error_for(code: int, message: str | None = None) -> KafkaProtocolError:
     """The exception for ``code``; an unknown code keeps its number and is not retriable (as Java)."""
     info = ERRORS.get(code)
     if info is None:
         return KafkaProtocolError(code, f"UNKNOWN_ERROR_CODE_{code}", False, message)
-    return KafkaProtocolError(code, info.name, info.retriable, message or info.description)
+    return KafkaProtocolError(ErrorCode(code), info.name, info.retriable, message or info.description)
 
 
 def raise_for_code(code: int, message: str | None = None) -> None:

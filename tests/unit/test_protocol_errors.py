@@ -102,3 +102,32 @@ def test_top_level_error_comes_first_and_clean_responses_pass() -> None:
     assert [e.code for _, e in response_errors(body)] == [71, 1]
     raise_for_response(JoinGroupResponse())
     assert response_errors(FetchResponse()) == []
+
+
+def test_error_code_enum_is_generated_from_the_table() -> None:
+    """tools/gen_error_codes.py --check: the committed enum matches the table, name for name."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from kafka_core.protocol.errors import ERRORS, ErrorCode
+
+    tool = Path(__file__).resolve().parents[2] / "tools" / "gen_error_codes.py"
+    done = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert {e.value: e.name for e in ErrorCode} == {c: i.name for c, i in ERRORS.items()}
+
+
+def test_error_sets_agree_with_the_table() -> None:
+    """Each set is defined once; its members are retriable where Kafka says so."""
+    from kafka_core.protocol import errors as e
+
+    assert e.STALE_METADATA_CODES <= e.RETRIABLE_CODES
+    assert e.RETRIABLE_FETCH_CODES <= e.RETRIABLE_CODES
+    assert e.COORDINATOR_CODES <= e.RETRIABLE_CODES
+    assert e.COORDINATOR_MOVED_CODES < e.COORDINATOR_CODES
+    assert e.ErrorCode.KAFKA_STORAGE_ERROR in e.STALE_METADATA_CODES
+    assert not (e.REJOIN_CODES | e.PRODUCER_ID_CODES) & e.RETRIABLE_CODES
+    err = e.error_for(16)
+    assert err.code is e.ErrorCode.NOT_COORDINATOR and err.code == 16
+    assert e.error_for(9999).code == 9999
