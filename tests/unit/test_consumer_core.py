@@ -6,7 +6,7 @@ import asyncio
 from typing import Any
 
 import pytest
-from test_consumer_fakes import FakeClient
+from fakes.consumer_client import FakeClient
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.consumer import KafkaConsumer

@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 import pytest
+from fakes.consumer_client import FakeGroupClient
 from test_consumer_core import TP0, TP1, T, fill, run
-from test_consumer_fakes import FakeGroupClient
 
 from kafka_core.consumer.consumer import KafkaConsumer
 from kafka_core.errors import KafkaProtocolError, KafkaTimeoutError

@@ -1,6 +1,6 @@
 """The consumer through outages: it resumes by itself, says why it is stuck, honours its timeouts.
 
-The outage tests use the in-memory client of test_consumer_fakes with a switch that makes every
+The outage tests use the in-memory client of fakes.consumer_client with a switch that makes every
 lookup and fetch fail as a refused connection does. The fail-fast tests use real sockets: a
 closed port and a black-hole listener (accepts, never answers). Bounds are asserted with 3 s of
 slack: they check that a timeout was honoured, never how fast anything is.
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from test_consumer_fakes import FakeClient, FakeGroupClient
+from fakes.consumer_client import FakeClient, FakeGroupClient
 
 import kafka_core
 from kafka_core.aio import KafkaConsumer as AioConsumer

@@ -6,8 +6,8 @@ import uuid
 from collections import defaultdict
 
 import pytest
+from fakes.consumer_client import FakeClient, FakeLog
 from test_consumer_core import T, consume, fill, new, run
-from test_consumer_fakes import FakeClient, FakeLog
 
 from kafka_core.consumer.fetcher import Fetcher
 from kafka_core.errors import KafkaProtocolError

@@ -1,4 +1,4 @@
-"""An in-memory stand-in for KafkaClient: enough of it for the consumer's unit tests."""
+"""An in-memory stand-in for KafkaClient: enough of it for the consumer's unit tests (fetch, offsets, group)."""
 
 from __future__ import annotations
 
