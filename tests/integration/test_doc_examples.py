@@ -17,7 +17,20 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-GUIDES = ["README.md", "docs/admin.md", "docs/transport.md", "docs/metrics.md", "docs/cli.md"]
+GUIDES = [
+    "README.md",
+    "docs/producer.md",
+    "docs/consumer.md",
+    "docs/columnar.md",
+    "docs/security.md",
+    "docs/logging.md",
+    "docs/tuning.md",
+    "docs/migrating.md",
+    "docs/admin.md",
+    "docs/transport.md",
+    "docs/metrics.md",
+    "docs/cli.md",
+]
 PLACEHOLDER = "127.0.0.1:9092"
 _BLOCK = re.compile(r"(<!-- no-test -->\s*\n)?```python\n(.*?)```", re.S)
 
