@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import asyncio
 import re
-import socket
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from fakes.timing import black_hole as black_hole_port
+from fakes.timing import timed
 
 from kafka_core.aio import KafkaProducer as AsyncKafkaProducer
 from kafka_core.devbroker import free_port
@@ -32,22 +33,8 @@ def closed_port() -> str:
 @pytest.fixture
 def black_hole() -> Iterator[str]:
     """Accepts connections (the kernel's backlog) and never reads or answers."""
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(64)
-    try:
-        yield f"127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        sock.close()
-
-
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    t0 = time.monotonic()
-    try:
-        out: Any = fn()
-    except Exception as exc:
-        out = exc
-    return out, time.monotonic() - t0
+    with black_hole_port() as port:
+        yield f"127.0.0.1:{port}"
 
 
 @pytest.mark.parametrize("where", ["closed_port", "black_hole"])

@@ -5,10 +5,10 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fakes.produce_broker import ProduceBroker
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -332,131 +332,7 @@ def test_send_batch_future_combines_parts() -> None:
 # -- the sender against a scripted in-memory broker (faults on demand) ------------------------------
 
 
-class FakeBroker:
-    """Just enough of a Kafka leader for the producer: per-partition logs with Kafka's idempotence
-    rules (sequence checks, last 5 batches deduplicated, epoch fencing) and injectable faults."""
-
-    def __init__(
-        self,
-        partitions: int = 3,
-        faults: Callable[[int, str, int], str | None] | None = None,
-        max_records: int | None = None,
-        max_bytes: int | None = None,
-    ) -> None:
-        self.max_bytes = max_bytes  # a bigger batch: MESSAGE_TOO_LARGE (max.message.bytes)
-        self.partitions = partitions
-        self.max_records = max_records  # more records in one batch: MESSAGE_TOO_LARGE
-        self.logs: dict[int, list[bytes | None]] = {p: [] for p in range(partitions)}
-        self.state: dict[tuple[int, int], tuple[int, int, list[tuple[int, int]]]] = {}
-        self.faults = faults or (lambda n, kind, p: None)
-        self.requests = 0
-        self.next_pid = 1000
-        self.epochs: dict[int, int] = {}
-        self.init_calls: list[tuple[int, int]] = []
-
-    # KafkaClient surface used by the producer
-    async def start(self) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
-
-    async def negotiated_versions(self) -> dict[int, dict[Any, int]]:
-        from kafka_core.protocol import ApiKey
-
-        return {0: {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.PRODUCE: 9}}
-
-    async def metadata(self, topics: list[str]) -> Any:
-        from kafka_core.client.metadata import ClusterMeta, PartitionMeta, TopicMeta
-
-        parts = [PartitionMeta(partition=p, leader=0) for p in range(self.partitions)]
-        return ClusterMeta(brokers=[], topics=[TopicMeta(name=t, partitions=parts) for t in topics])
-
-    async def init_producer_id(
-        self, _txn: Any = None, *, producer_id: int = -1, producer_epoch: int = -1
-    ) -> Any:
-        self.init_calls.append((producer_id, producer_epoch))
-        if producer_id >= 0 and self.epochs.get(producer_id) == producer_epoch:
-            self.epochs[producer_id] = producer_epoch + 1
-            return (producer_id, producer_epoch + 1)
-        pid = self.next_pid
-        self.next_pid += 1
-        self.epochs[pid] = 0
-        return (pid, 0)
-
-    async def send(self, node: int, body: Any, version: int | None = None, **kw: Any) -> Any:
-        import struct
-        from types import SimpleNamespace
-
-        from kafka_core.codec import decode_record_batches
-        from kafka_core.errors import KafkaConnectionError
-
-        n = self.requests
-        self.requests += 1
-        if self.faults(n, "before", -1) == "disconnect":
-            await asyncio.sleep(0.001)
-            raise KafkaConnectionError("injected: connection lost before the request")
-        answers = []
-        for td in body.topic_data:
-            out = []
-            for pd in td.partition_data:
-                p, data = pd.index, bytes(pd.records)
-                pid, epoch, seq, count = struct.unpack_from(">qhii", data, 43)
-                injected = self.faults(n, "partition", p)
-                if self.max_records is not None and count > self.max_records:
-                    injected = "10"
-                if self.max_bytes is not None and len(data) > self.max_bytes:
-                    injected = "10"
-                code, base = (
-                    (int(injected), -1)
-                    if injected and injected.isdigit()
-                    else self._append(p, data, pid, epoch, seq, count)
-                )
-                out.append(
-                    SimpleNamespace(
-                        index=p, error_code=code, base_offset=base, log_append_time_ms=-1, error_message=None
-                    )
-                )
-                assert decode_record_batches(data)
-            answers.append(SimpleNamespace(name=td.name, partition_responses=out))
-        await asyncio.sleep(0.001)
-        if self.faults(n, "after", -1) == "lose-response":
-            raise KafkaConnectionError("injected: connection lost before the response")
-        return None if body.acks == 0 else SimpleNamespace(responses=answers)
-
-    def _append(self, p: int, data: bytes, pid: int, epoch: int, seq: int, count: int) -> tuple[int, int]:
-        from kafka_core.codec import decode_record_batches
-
-        if pid >= 0:
-            cur = self.state.get((pid, p))
-            if cur is None:
-                if seq != 0:
-                    return 59, -1  # UNKNOWN_PRODUCER_ID
-            else:
-                cur_epoch, last_seq, recent = cur
-                if epoch < cur_epoch:
-                    return 47, -1  # INVALID_PRODUCER_EPOCH
-                if epoch == cur_epoch:
-                    for base_seq, offset in recent:
-                        if base_seq == seq:
-                            return 0, offset  # duplicate of a recent batch: its original offset
-                    if seq != last_seq + 1:
-                        return 45, -1  # OUT_OF_ORDER_SEQUENCE_NUMBER
-                elif seq != 0:
-                    return 45, -1
-        base = len(self.logs[p])
-        self.logs[p].extend(r.value for r in decode_record_batches(data))
-        if pid >= 0:
-            prev = self.state.get((pid, p))
-            recent = [*([] if prev is None or prev[0] != epoch else prev[2])[-4:], (seq, base)]
-            self.state[(pid, p)] = (epoch, seq + count - 1, recent)
-        return 0, base
-
-    def forget_producers(self) -> None:
-        self.state.clear()
-
-
-def _run_producer(broker: FakeBroker, n: int, **options: Any) -> tuple[list[Any], list[Any]]:
+def _run_producer(broker: ProduceBroker, n: int, **options: Any) -> tuple[list[Any], list[Any]]:
     from kafka_core.producer import AsyncKafkaProducer
 
     async def main() -> tuple[list[Any], list[Any]]:
@@ -488,7 +364,7 @@ def _run_producer(broker: FakeBroker, n: int, **options: Any) -> tuple[list[Any]
     return asyncio.run(main())
 
 
-def _assert_exactly_once_in_order(broker: FakeBroker, n: int, outcomes: list[Any]) -> None:
+def _assert_exactly_once_in_order(broker: ProduceBroker, n: int, outcomes: list[Any]) -> None:
     expected: dict[int, list[bytes]] = {p: [] for p in range(broker.partitions)}
     for i in range(n):
         expected[murmur2_partition(b"k%d" % (i % 7), broker.partitions)].append(b"r%05d" % i)
@@ -499,7 +375,7 @@ def _assert_exactly_once_in_order(broker: FakeBroker, n: int, outcomes: list[Any
 
 
 def test_sender_clean_run_pipelines_and_numbers_sequences() -> None:
-    broker = FakeBroker()
+    broker = ProduceBroker(3)
     _futures, outcomes = _run_producer(broker, 600)
     _assert_exactly_once_in_order(broker, 600, outcomes)
     assert broker.init_calls == [(-1, -1)]
@@ -519,21 +395,21 @@ def test_idempotent_retries_never_duplicate_or_reorder(seed: int) -> None:
             plan[(n, "partition")] = rng.choice(
                 ["6", "7", "19"]
             )  # NOT_LEADER, TIMED_OUT, NOT_ENOUGH_REPLICAS
-    broker = FakeBroker(faults=lambda n, kind, p: plan.get((n, kind)))
+    broker = ProduceBroker(3, faults=lambda n, kind, p: plan.get((n, kind)))
     _futures, outcomes = _run_producer(broker, 1500, max_in_flight=5)
     _assert_exactly_once_in_order(broker, 1500, outcomes)
 
 
 def test_unknown_producer_id_bumps_epoch_and_continues() -> None:
-    broker = FakeBroker()
-    original = broker._append
+    broker = ProduceBroker(3)
+    original = broker.append
 
     def forgetful(p: int, data: bytes, pid: int, epoch: int, seq: int, count: int) -> tuple[int, int]:
-        if broker.requests == 30 and broker.state:
+        if len(broker.requests) == 30 and broker.state:
             broker.forget_producers()  # e.g. the broker expired our producer state
         return original(p, data, pid, epoch, seq, count)
 
-    broker._append = forgetful  # type: ignore[method-assign]
+    broker.append = forgetful  # type: ignore[method-assign]
     _futures, outcomes = _run_producer(broker, 800)
     _assert_exactly_once_in_order(broker, 800, outcomes)
     assert len(broker.init_calls) >= 2 and broker.init_calls[1][0] >= 0  # a KIP-360 bump, same id
@@ -548,7 +424,7 @@ def test_non_retriable_error_fails_that_batch_only() -> None:
             return "87"  # INVALID_RECORD: not retriable
         return None
 
-    broker = FakeBroker(faults=faults)
+    broker = ProduceBroker(3, faults=faults)
     _futures, outcomes = _run_producer(broker, 600)
     errors = [o for o in outcomes if isinstance(o, Exception)]
     assert errors and all(getattr(e, "code", None) == 87 for e in errors)
@@ -563,7 +439,7 @@ def test_non_idempotent_keeps_order_through_retries() -> None:
     rng = random.Random(9)
     plan = {(n, "partition"): "6" for n in range(300) if rng.random() < 0.15}
     plan.update({(n, "before"): "disconnect" for n in range(300) if rng.random() < 0.05})
-    broker = FakeBroker(faults=lambda n, kind, p: plan.get((n, kind)))
+    broker = ProduceBroker(3, faults=lambda n, kind, p: plan.get((n, kind)))
     _futures, outcomes = _run_producer(broker, 700, acks=1)
     _assert_exactly_once_in_order(broker, 700, outcomes)
 
@@ -596,7 +472,7 @@ def test_accelerated_and_python_send_paths_build_the_same_batches() -> None:
 
 @pytest.mark.parametrize("acks", [1, "all"])
 def test_message_too_large_splits_the_batch(acks: object) -> None:
-    broker = FakeBroker(max_records=2)
+    broker = ProduceBroker(3, max_records=2)
     _futures, outcomes = _run_producer(broker, 300, acks=acks)
     _assert_exactly_once_in_order(broker, 300, outcomes)
 
@@ -605,7 +481,7 @@ def test_message_too_large_splits_the_batch(acks: object) -> None:
 def test_oversized_record_fails_alone(acks: object) -> None:
     from kafka_core.producer import AsyncKafkaProducer
 
-    broker = FakeBroker(partitions=1, max_bytes=2000)
+    broker = ProduceBroker(1, max_bytes=2000)
 
     async def main() -> list[Any]:
         async with AsyncKafkaProducer(

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import random
 import struct
 import threading
@@ -16,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from fakes.timing import aio
 
 from kafka_core.aio import KafkaClient
 from kafka_core.errors import (
@@ -47,16 +47,6 @@ from kafka_core.protocol.messages import (
 )
 
 pytestmark = pytest.mark.timeout(60)
-
-
-def aio(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Run an async test on a fresh event loop (no pytest-asyncio dependency)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return asyncio.run(fn(*args, **kwargs))
-
-    return wrapper
 
 
 NODE_ID = 7

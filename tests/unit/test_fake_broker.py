@@ -8,15 +8,14 @@ us allocate what a forged length claims, and the client must reconnect and work 
 from __future__ import annotations
 
 import asyncio
-import functools
 import random
 import struct
 import time
 import tracemalloc
-from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fakes.timing import aio
 
 from kafka_core.aio import KafkaClient
 from kafka_core.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
@@ -31,14 +30,6 @@ pytestmark = pytest.mark.timeout(60)
 NODE = 3
 INT32_MAX = (1 << 31) - 1
 LIMIT = 1 << 20  # max_response_size of the connections under test
-
-
-def aio(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return asyncio.run(fn(*args, **kwargs))
-
-    return wrapper
 
 
 def frame_of(payload: bytes) -> bytes:

@@ -6,139 +6,17 @@ broker's side is in tests/integration/test_producer_fail_fast.py)."""
 from __future__ import annotations
 
 import asyncio
-import struct
 import time
-from collections.abc import Callable
-from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from fakes.produce_broker import ProduceBroker
 
 from kafka_core.aio import KafkaProducer as AsyncKafkaProducer
-from kafka_core.codec import decode_record_batches
-from kafka_core.errors import KafkaCodecError, KafkaConfigError, KafkaTimeoutError
+from kafka_core.errors import KafkaConfigError, KafkaTimeoutError
 from kafka_core.producer.futures import RecordMetadata
 
 SLACK = 3.0
-
-
-class SlowBroker:
-    """A one-node cluster as the producer's client sees it. ``delay(n)`` is how long Produce
-    request ``n`` takes; longer than ``request_timeout`` and it times out as a connection would
-    (written or not, per ``write_late``). ``garble(n)`` answers request ``n`` with an undecodable
-    body after writing it."""
-
-    def __init__(
-        self,
-        partitions: int = 1,
-        delay: Callable[[int], float] = lambda n: 0.0,
-        garble: Callable[[int], bool] = lambda n: False,
-        write_late: bool = True,
-    ) -> None:
-        self.partitions = partitions
-        self.delay = delay
-        self.garble = garble
-        self.write_late = write_late
-        self.logs: dict[int, list[bytes | None]] = {p: [] for p in range(partitions)}
-        self.state: dict[tuple[int, int], tuple[int, int, list[tuple[int, int]]]] = {}
-        self.requests: list[dict[int, int]] = []  # per Produce request: partition -> record count
-        self.answers: list[dict[int, int]] = []  # per Produce request: partition -> error code
-        self.next_pid = 1000
-        self.epochs: dict[int, int] = {}
-        self.init_calls: list[tuple[int, int]] = []
-        self.last_error: BaseException | None = None
-        self._metadata_max_age = 300.0
-
-    async def start(self) -> None:
-        return None
-
-    async def close(self) -> None:
-        return None
-
-    async def negotiated_versions(self) -> dict[int, dict[Any, int]]:
-        from kafka_core.protocol import ApiKey
-
-        return {0: {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.PRODUCE: 9}}
-
-    async def metadata(self, topics: list[str]) -> Any:
-        from kafka_core.client.metadata import ClusterMeta, PartitionMeta, TopicMeta
-
-        parts = [PartitionMeta(partition=p, leader=0) for p in range(self.partitions)]
-        return ClusterMeta(brokers=[], topics=[TopicMeta(name=t, partitions=parts) for t in topics])
-
-    async def init_producer_id(
-        self, _txn: Any = None, *, producer_id: int = -1, producer_epoch: int = -1
-    ) -> Any:
-        self.init_calls.append((producer_id, producer_epoch))
-        if producer_id >= 0 and self.epochs.get(producer_id) == producer_epoch:
-            self.epochs[producer_id] = producer_epoch + 1
-            return (producer_id, producer_epoch + 1)
-        pid = self.next_pid
-        self.next_pid += 1
-        self.epochs[pid] = 0
-        return (pid, 0)
-
-    async def send(self, node: int, body: Any, version: int | None = None, **kw: Any) -> Any:
-        n = len(self.requests)
-        counts: dict[int, int] = {}
-        batches = []
-        for td in body.topic_data:
-            for pd in td.partition_data:
-                data = bytes(pd.records)
-                pid, epoch, seq, count = struct.unpack_from(">qhii", data, 43)
-                counts[pd.index] = count
-                batches.append((pd.index, data, pid, epoch, seq, count))
-        self.requests.append(counts)
-        self.answers.append({})
-        delay = self.delay(n)
-        timeout = body.timeout_ms / 1000.0
-        if delay > timeout:
-            await asyncio.sleep(timeout)
-            if self.write_late:
-                for p, data, pid, epoch, seq, count in batches:
-                    self.answers[n][p] = self._append(p, data, pid, epoch, seq, count)[0]
-            raise KafkaTimeoutError(f"request {n} timed out after {body.timeout_ms} ms")
-        await asyncio.sleep(delay)
-        out = []
-        for p, data, pid, epoch, seq, count in batches:
-            code, base = self._append(p, data, pid, epoch, seq, count)
-            self.answers[n][p] = code
-            out.append(
-                SimpleNamespace(
-                    index=p, error_code=code, base_offset=base, log_append_time_ms=-1, error_message=None
-                )
-            )
-        if self.garble(n):
-            raise KafkaCodecError(f"garbled PRODUCE v9 response from fake:0: request {n}")
-        name = body.topic_data[0].name
-        return SimpleNamespace(responses=[SimpleNamespace(name=name, partition_responses=out)])
-
-    def _append(self, p: int, data: bytes, pid: int, epoch: int, seq: int, count: int) -> tuple[int, int]:
-        """Kafka's idempotence checks: duplicates of the last five batches, order, epochs."""
-        if pid >= 0:
-            cur = self.state.get((pid, p))
-            if cur is None:
-                if seq != 0:
-                    return 59, -1  # UNKNOWN_PRODUCER_ID
-            else:
-                cur_epoch, last_seq, recent = cur
-                if epoch < cur_epoch:
-                    return 47, -1  # INVALID_PRODUCER_EPOCH
-                if epoch == cur_epoch:
-                    for base_seq, offset in recent:
-                        if base_seq == seq:
-                            return 0, offset
-                    if seq != last_seq + 1:
-                        return 45, -1  # OUT_OF_ORDER_SEQUENCE_NUMBER
-                elif seq != 0:
-                    return 45, -1
-        base = len(self.logs[p])
-        self.logs[p].extend(r.value for r in decode_record_batches(data))
-        if pid >= 0:
-            prev = self.state.get((pid, p))
-            recent = [*([] if prev is None or prev[0] != epoch else prev[2])[-4:], (seq, base)]
-            self.state[(pid, p)] = (epoch, seq + count - 1, recent)
-        return 0, base
 
 
 async def outcomes(futures: list[Any], timeout: float) -> list[Any]:
@@ -171,7 +49,7 @@ async def _await(f: Any) -> Any:
 def test_batches_grow_while_requests_are_slow(idempotent: bool) -> None:
     """With 0.4 s per request and linger 5 ms, what waits behind a request keeps filling its
     batch: the requests after the first carry many records each, not one linger's worth."""
-    broker = SlowBroker(delay=lambda n: 0.4)
+    broker = ProduceBroker(delay=lambda n: 0.4)
 
     async def main() -> list[Any]:
         async with AsyncKafkaProducer(
@@ -201,7 +79,7 @@ def test_batches_grow_while_requests_are_slow(idempotent: bool) -> None:
 
 
 def test_a_batch_fills_only_up_to_batch_size_while_it_waits() -> None:
-    broker = SlowBroker(delay=lambda n: 0.3)
+    broker = ProduceBroker(delay=lambda n: 0.3)
 
     async def main() -> None:
         async with AsyncKafkaProducer(
@@ -223,7 +101,7 @@ def test_a_batch_fills_only_up_to_batch_size_while_it_waits() -> None:
 def test_records_behind_a_stuck_request_fail_at_their_deadline(idempotent: bool) -> None:
     """The broker never answers in time: queued and in-flight records alike fail with a
     KafkaTimeoutError naming the cause by delivery_timeout_ms, and flush returns by then."""
-    broker = SlowBroker(delay=lambda n: 60.0, write_late=False)
+    broker = ProduceBroker(delay=lambda n: 60.0, write_late=False)
 
     async def main() -> tuple[list[Any], float, float]:
         p = AsyncKafkaProducer(
@@ -260,7 +138,7 @@ def test_records_behind_a_stuck_request_fail_at_their_deadline(idempotent: bool)
 def test_a_backlog_behind_busy_requests_settles_by_the_deadline(idempotent: bool) -> None:
     """Requests are slow (0.6 s) but never idle, and records come faster than they drain: each
     record is settled, delivered or failed, within delivery_timeout_ms of its send."""
-    broker = SlowBroker(partitions=1, delay=lambda n: 0.6)
+    broker = ProduceBroker(partitions=1, delay=lambda n: 0.6)
     settled: dict[int, float] = {}
 
     async def main() -> tuple[list[Any], list[float]]:
@@ -297,7 +175,7 @@ def test_a_backlog_behind_busy_requests_settles_by_the_deadline(idempotent: bool
 
 
 def test_flush_and_close_honour_their_timeouts_behind_a_stuck_request() -> None:
-    broker = SlowBroker(delay=lambda n: 60.0, write_late=False)
+    broker = ProduceBroker(delay=lambda n: 60.0, write_late=False)
 
     async def main() -> tuple[float, float, int]:
         p = AsyncKafkaProducer(client=broker, linger_ms=0, request_timeout_ms=30_000)
@@ -323,7 +201,7 @@ def test_an_in_flight_batch_past_its_deadline_leaves_sequences_consistent(writte
     """The first request outlives the records' deadline (the broker may or may not have written
     it): its records fail at the deadline, and what is sent afterwards is delivered exactly once,
     in order, with no sequence error left behind."""
-    broker = SlowBroker(delay=lambda n: 5.0 if n < 2 else 0.0, write_late=written)
+    broker = ProduceBroker(delay=lambda n: 5.0 if n < 2 else 0.0, write_late=written)
 
     async def main() -> tuple[list[Any], list[Any]]:
         p = AsyncKafkaProducer(
@@ -361,7 +239,7 @@ def test_an_in_flight_batch_past_its_deadline_leaves_sequences_consistent(writte
 def test_a_garbled_produce_response_is_retried_and_deduplicated() -> None:
     """The broker wrote the batch but its answer cannot be read: the outcome is unknown, so the
     batch is retried with the same sequence numbers and the broker drops the duplicate."""
-    broker = SlowBroker(partitions=2, garble=lambda n: n in (1, 4))
+    broker = ProduceBroker(partitions=2, garble=lambda n: n in (1, 4))
 
     async def main() -> list[Any]:
         async with AsyncKafkaProducer(client=broker, linger_ms=2, retry_backoff_ms=10) as p:
@@ -409,7 +287,7 @@ def test_a_garbled_produce_response_is_retried_and_deduplicated() -> None:
 )
 def test_each_bad_option_is_named_with_its_value(options: dict[str, Any], named: str) -> None:
     with pytest.raises(KafkaConfigError) as info:
-        AsyncKafkaProducer(client=SlowBroker(), **options)
+        AsyncKafkaProducer(client=ProduceBroker(), **options)
     message = str(info.value)
     assert message.startswith(named), message
     bad = options[named]
@@ -418,9 +296,9 @@ def test_each_bad_option_is_named_with_its_value(options: dict[str, Any], named:
 
 def test_sound_options_pass_validation() -> None:
     AsyncKafkaProducer(
-        client=SlowBroker(), delivery_timeout_ms=3_000, request_timeout_ms=2_000, linger_ms=1000
+        client=ProduceBroker(), delivery_timeout_ms=3_000, request_timeout_ms=2_000, linger_ms=1000
     )
-    AsyncKafkaProducer(client=SlowBroker(), acks="all", max_block_ms=0, linger_ms=0)
+    AsyncKafkaProducer(client=ProduceBroker(), acks="all", max_block_ms=0, linger_ms=0)
 
 
 def test_the_sync_face_validates_the_same_way() -> None:
@@ -493,12 +371,12 @@ def test_late_stamps_resolve_to_per_record_times_and_caller_timestamps_win() -> 
 # -- request_timeout_ms reaches the wire (found by tests/integration/test_stall_bounds.py) ----------
 
 
-class TimeoutRecordingBroker(SlowBroker):
+class TimeoutRecordingBroker(ProduceBroker):
     """Notes the ``timeout_ms`` each Produce is sent with: the real client drops a request's
     connection at that bound, or at its own default (30 s) when none is given."""
 
     def __init__(self) -> None:
-        super().__init__()
+        super().__init__(1)
         self.timeouts: list[float | None] = []
 
     async def send(self, node: int, body: Any, version: int | None = None, **kw: Any) -> Any:

@@ -1,0 +1,175 @@
+"""An in-memory one-node cluster as the producer's client sees it: the one fake the producer's
+unit tests drive (sender, deadlines, idempotence), instead of a copy per test file.
+
+It keeps per-partition logs with Kafka's idempotence rules (sequence checks, the last five
+batches deduplicated, epoch fencing), and misbehaves on demand: a Produce request can be slow
+(``delay``), time out written or not (``write_late``), be answered with an undecodable body
+(``garble``), lose its connection before or after (``faults``), or be too large
+(``max_records`` / ``max_bytes``: MESSAGE_TOO_LARGE).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import Any
+
+from kafka_core.client.metadata import ClusterMeta, PartitionMeta, TopicMeta
+from kafka_core.codec import decode_record_batches
+from kafka_core.errors import KafkaCodecError, KafkaConnectionError, KafkaTimeoutError
+from kafka_core.protocol import ApiKey
+from kafka_core.protocol.errors import ErrorCode
+
+__all__ = ["Fault", "ProduceBroker"]
+
+# faults(request number, where, partition) -> None, "disconnect" (where="before"),
+# "lose-response" (where="after") or an error code as a str (where="partition").
+Fault = Callable[[int, str, int], str | None]
+
+
+class ProduceBroker:
+    """See the module docstring. ``requests[n]`` is partition -> record count of Produce ``n``;
+    ``answers[n]`` is partition -> the error code it got."""
+
+    def __init__(
+        self,
+        partitions: int = 1,
+        *,
+        delay: Callable[[int], float] = lambda n: 0.0,
+        garble: Callable[[int], bool] = lambda n: False,
+        write_late: bool = True,
+        faults: Fault | None = None,
+        max_records: int | None = None,
+        max_bytes: int | None = None,
+    ) -> None:
+        self.partitions = partitions
+        self.delay = delay
+        self.garble = garble
+        self.write_late = write_late
+        self.faults: Fault = faults or (lambda n, where, p: None)
+        self.max_records = max_records
+        self.max_bytes = max_bytes
+        self.logs: dict[int, list[bytes | None]] = {p: [] for p in range(partitions)}
+        self.state: dict[tuple[int, int], tuple[int, int, list[tuple[int, int]]]] = {}
+        self.requests: list[dict[int, int]] = []
+        self.answers: list[dict[int, int]] = []
+        self.next_pid = 1000
+        self.epochs: dict[int, int] = {}
+        self.init_calls: list[tuple[int, int]] = []
+        self.last_error: BaseException | None = None
+
+    # -- the KafkaClient surface the producer uses ----------------------------------------------
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+    async def negotiated_versions(self) -> dict[int, dict[Any, int]]:
+        return {0: {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.PRODUCE: 9}}
+
+    async def metadata(self, topics: list[str]) -> ClusterMeta:
+        parts = [PartitionMeta(partition=p, leader=0) for p in range(self.partitions)]
+        return ClusterMeta(brokers=[], topics=[TopicMeta(name=t, partitions=parts) for t in topics])
+
+    async def init_producer_id(
+        self, _txn: Any = None, *, producer_id: int = -1, producer_epoch: int = -1
+    ) -> tuple[int, int]:
+        self.init_calls.append((producer_id, producer_epoch))
+        if producer_id >= 0 and self.epochs.get(producer_id) == producer_epoch:
+            self.epochs[producer_id] = producer_epoch + 1
+            return (producer_id, producer_epoch + 1)
+        pid = self.next_pid
+        self.next_pid += 1
+        self.epochs[pid] = 0
+        return (pid, 0)
+
+    async def send(self, node: int, body: Any, version: int | None = None, **kw: Any) -> Any:
+        n = len(self.requests)
+        counts: dict[int, int] = {}
+        batches = []
+        for td in body.topic_data:
+            for pd in td.partition_data:
+                data = bytes(pd.records)
+                pid, epoch, seq, count = struct.unpack_from(">qhii", data, 43)
+                counts[pd.index] = count
+                batches.append((td.name, pd.index, data, pid, epoch, seq, count))
+        self.requests.append(counts)
+        self.answers.append({})
+        if self.faults(n, "before", -1) == "disconnect":
+            await asyncio.sleep(0.001)
+            raise KafkaConnectionError("injected: connection lost before the request")
+        delay = self.delay(n)
+        timeout = body.timeout_ms / 1000.0
+        if delay > timeout:
+            await asyncio.sleep(timeout)
+            if self.write_late:
+                for _name, p, data, pid, epoch, seq, count in batches:
+                    self.answers[n][p] = self._answer(n, p, data, pid, epoch, seq, count)[0]
+            raise KafkaTimeoutError(f"request {n} timed out after {body.timeout_ms} ms")
+        await asyncio.sleep(delay or 0.001)
+        by_topic: dict[str, list[Any]] = {}
+        for name, p, data, pid, epoch, seq, count in batches:
+            code, base = self._answer(n, p, data, pid, epoch, seq, count)
+            self.answers[n][p] = code
+            by_topic.setdefault(name, []).append(
+                SimpleNamespace(
+                    index=p, error_code=code, base_offset=base, log_append_time_ms=-1, error_message=None
+                )
+            )
+        if self.garble(n):
+            raise KafkaCodecError(f"garbled PRODUCE v9 response from fake:0: request {n}")
+        if self.faults(n, "after", -1) == "lose-response":
+            raise KafkaConnectionError("injected: connection lost before the response")
+        if body.acks == 0:
+            return None
+        return SimpleNamespace(
+            responses=[SimpleNamespace(name=k, partition_responses=v) for k, v in by_topic.items()]
+        )
+
+    def _answer(
+        self, n: int, p: int, data: bytes, pid: int, epoch: int, seq: int, count: int
+    ) -> tuple[int, int]:
+        injected = self.faults(n, "partition", p)
+        if (self.max_records is not None and count > self.max_records) or (
+            self.max_bytes is not None and len(data) > self.max_bytes
+        ):
+            injected = str(int(ErrorCode.MESSAGE_TOO_LARGE))
+        if injected and injected.isdigit():
+            return int(injected), -1
+        return self.append(p, data, pid, epoch, seq, count)
+
+    def append(self, p: int, data: bytes, pid: int, epoch: int, seq: int, count: int) -> tuple[int, int]:
+        """Kafka's idempotence checks, then the batch's records onto partition ``p``'s log:
+        (error code, base offset). A test may wrap it to change the broker's mind mid-run."""
+        if pid >= 0:
+            cur = self.state.get((pid, p))
+            if cur is None:
+                if seq != 0:
+                    return ErrorCode.UNKNOWN_PRODUCER_ID, -1
+            else:
+                cur_epoch, last_seq, recent = cur
+                if epoch < cur_epoch:
+                    return ErrorCode.INVALID_PRODUCER_EPOCH, -1
+                if epoch == cur_epoch:
+                    for base_seq, offset in recent:
+                        if base_seq == seq:
+                            return 0, offset  # a duplicate of a recent batch: its first offset
+                    if seq != last_seq + 1:
+                        return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
+                elif seq != 0:
+                    return ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER, -1
+        base = len(self.logs[p])
+        self.logs[p].extend(r.value for r in decode_record_batches(data))
+        if pid >= 0:
+            prev = self.state.get((pid, p))
+            recent = [*([] if prev is None or prev[0] != epoch else prev[2])[-4:], (seq, base)]
+            self.state[(pid, p)] = (epoch, seq + count - 1, recent)
+        return 0, base
+
+    def forget_producers(self) -> None:
+        """The broker lost every producer's state (e.g. it expired): UNKNOWN_PRODUCER_ID next."""
+        self.state.clear()

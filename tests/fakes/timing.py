@@ -1,0 +1,64 @@
+"""Timing helpers and dead addresses for fail-fast tests: one copy instead of one per test file.
+
+``timed`` / ``atimed`` give (result or the exception raised, seconds taken) so a test can check
+both what happened and that it happened within its bound; ``black_hole`` is a listener the
+kernel accepts connections for and that never answers a byte; ``closed_port`` refuses at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import socket
+import time
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+__all__ = ["aio", "atimed", "black_hole", "closed_port", "timed"]
+
+
+def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
+    """(``fn()`` or the exception it raised, seconds taken)."""
+    t0 = time.monotonic()
+    try:
+        out: Any = fn()
+    except Exception as exc:
+        out = exc
+    return out, time.monotonic() - t0
+
+
+async def atimed(aw: Awaitable[Any]) -> tuple[Any, float]:
+    """(the awaited result or the exception it raised, seconds taken)."""
+    t0 = time.monotonic()
+    try:
+        out: Any = await aw
+    except Exception as exc:
+        out = exc
+    return out, time.monotonic() - t0
+
+
+def aio(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Run an async test on a fresh event loop (no pytest-asyncio dependency)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return asyncio.run(fn(*args, **kwargs))
+
+    return wrapper
+
+
+@contextmanager
+def black_hole() -> Iterator[int]:
+    """The port of a listener that takes connections (the kernel's backlog) and never answers."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(64)
+        yield int(sock.getsockname()[1])
+
+
+def closed_port() -> int:
+    """A port nothing listens on (bound then released): connecting is refused at once."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
