@@ -2,8 +2,9 @@
 
 The guides use ``127.0.0.1:9092`` as the broker address, as the README does; each example runs in a
 fresh interpreter with that address replaced by the test broker's, so an example that stops
-working fails here. An example that must not run (one that blocks forever by design, say) is
-preceded by the line ``<!-- no-test -->``.
+working fails here. An example that cannot run here (one that blocks forever by design, or needs a
+TLS or SASL listener the test broker lacks) is preceded by the line ``<!-- no-test -->``, or
+``<!-- no-test: why -->``.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ GUIDES = [
     "docs/cli.md",
 ]
 PLACEHOLDER = "127.0.0.1:9092"
-_BLOCK = re.compile(r"(<!-- no-test -->\s*\n)?```python\n(.*?)```", re.S)
+_BLOCK = re.compile(r"(<!-- no-test(?::[^\n]*?)? -->\s*\n)?```python\n(.*?)```", re.S)
 
 
 def examples(text: str) -> list[str]:
@@ -54,8 +55,9 @@ def _cases() -> list[pytest.param]:  # type: ignore[valid-type]
 def test_examples_are_found() -> None:
     text = (
         "a\n```python\nprint(1)\n```\n<!-- no-test -->\n```python\nwhile True: pass\n```\n```bash\nls\n```\n"
+        "<!-- no-test: needs a TLS listener -->\n```python\nconnect()\n```\n<!-- a note -->\n```python\nprint(2)\n```\n"
     )
-    assert examples(text) == ["print(1)\n"]
+    assert examples(text) == ["print(1)\n", "print(2)\n"]
 
 
 @pytest.mark.timeout(180)
