@@ -59,7 +59,7 @@ class ClassTable(Mapping[K, "type[Struct]"]):
             self._resolved[key] = cls
         return cls
 
-    def get(self, key: K, default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, key: K, default: Any = None) -> Any:
         # the hot path (one call per frame): a hit costs one dict lookup
         cls = self._resolved.get(key)
         if cls is not None:

@@ -16,7 +16,7 @@ from __future__ import annotations
 import struct
 import uuid
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal, overload
 
 from kafka_core.codec import decode_unsigned_varint, encode_unsigned_varint
 from kafka_core.errors import KafkaCodecError, KafkaProtocolError
@@ -203,6 +203,12 @@ def wcstr_n(b: bytearray, v: str | None, field: str) -> None:
 # bytes and records
 
 
+@overload
+def rbytes(
+    buf: memoryview, pos: int, field: str, flex: bool, nullable: Literal[False]
+) -> tuple[bytes, int]: ...
+@overload
+def rbytes(buf: memoryview, pos: int, field: str, flex: bool, nullable: bool) -> tuple[bytes | None, int]: ...
 def rbytes(buf: memoryview, pos: int, field: str, flex: bool, nullable: bool) -> tuple[bytes | None, int]:
     view, pos = rrec(buf, pos, field, flex, nullable)
     return (None if view is None else bytes(view)), pos
@@ -320,6 +326,14 @@ def _array_struct(code: str, n: int) -> struct.Struct:
     return st
 
 
+@overload
+def rarr(
+    buf: memoryview, pos: int, field: str, code: str, flex: bool, nullable: Literal[False]
+) -> tuple[list, int]: ...
+@overload
+def rarr(
+    buf: memoryview, pos: int, field: str, code: str, flex: bool, nullable: bool
+) -> tuple[list | None, int]: ...
 def rarr(
     buf: memoryview, pos: int, field: str, code: str, flex: bool, nullable: bool
 ) -> tuple[list | None, int]:
@@ -423,8 +437,9 @@ def _fixed_array_writer(code: str, flex: bool, nullable: bool) -> Callable[..., 
     return write
 
 
-# ra_ic (compact int32 array), ra_qn (classic nullable int64 array), ... as the generator names them
-FIXED_ARRAY_READERS = {
+# ra_ic (compact int32 array), ra_qn (classic nullable int64 array), ... as the generator names them;
+# only the names ending in "n" can return None, which a dict's value type cannot say: Any
+FIXED_ARRAY_READERS: dict[str, Callable[..., tuple[Any, int]]] = {
     f"ra_{c}{'c' if fl else ''}{'n' if nu else ''}": _fixed_array_reader(c, fl, nu)
     for c in _PRIM_STRUCT
     for fl in (False, True)

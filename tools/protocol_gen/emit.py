@@ -109,6 +109,7 @@ class Gen:
                 ]
             else:
                 body.append("tg = []")
+                body.append("tins: list")  # one declaration for the per-field lists below
                 for f in sorted(tagged, key=lambda x: x.tag):
                     body.append(f"if o.{f.attr} != {f.default}:")
                     body.append("    t = bytearray()")

@@ -288,6 +288,7 @@ def _w_ApiVersionsResponse_2(o, b, ins):
             _w_s_ApiVersionsResponse_ApiVersion_1(e, b, ins)
     b += _ST_i.pack(o.throttle_time_ms)
     tg = []
+    tins: list
     if o.supported_features != []:
         t = bytearray()
         tins = []

@@ -550,6 +550,7 @@ def _w_BeginQuorumEpochResponse_1(o, b, ins):
         for e in a:
             _w_s_BeginQuorumEpochResponse_TopicData_1(e, b, ins)
     tg = []
+    tins: list
     if o.node_endpoints != []:
         t = bytearray()
         tins = []

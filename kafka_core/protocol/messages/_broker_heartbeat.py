@@ -54,6 +54,7 @@ def _r_BrokerHeartbeatRequest_0(buf, pos):
 def _w_BrokerHeartbeatRequest_1(o, b, ins):
     b += _ST_iqqoo.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
     tg = []
+    tins: list
     if o.offline_log_dirs != []:
         t = bytearray()
         tins = []

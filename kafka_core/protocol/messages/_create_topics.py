@@ -461,6 +461,7 @@ def _w_s_CreateTopicsResponse_CreatableTopicResult_1(o, b, ins):
         for e in a:
             _w_s_CreateTopicsResponse_CreatableTopicConfigs_1(e, b, ins)
     tg = []
+    tins: list
     if o.topic_config_error_code != 0:
         t = bytearray()
         tins = []
@@ -526,6 +527,7 @@ def _w_s_CreateTopicsResponse_CreatableTopicResult_2(o, b, ins):
         for e in a:
             _w_s_CreateTopicsResponse_CreatableTopicConfigs_1(e, b, ins)
     tg = []
+    tins: list
     if o.topic_config_error_code != 0:
         t = bytearray()
         tins = []

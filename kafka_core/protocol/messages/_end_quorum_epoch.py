@@ -622,6 +622,7 @@ def _w_EndQuorumEpochResponse_1(o, b, ins):
         for e in a:
             _w_s_EndQuorumEpochResponse_TopicData_1(e, b, ins)
     tg = []
+    tins: list
     if o.node_endpoints != []:
         t = bytearray()
         tins = []

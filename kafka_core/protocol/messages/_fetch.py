@@ -198,6 +198,7 @@ def _r_s_FetchRequest_FetchPartition_3(buf, pos):
 def _w_s_FetchRequest_FetchPartition_4(o, b, ins):
     b += _ST_iiqiqi.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
     tg = []
+    tins: list
     if o.replica_directory_id != ZERO_UUID:
         t = bytearray()
         tins = []
@@ -236,6 +237,7 @@ def _r_s_FetchRequest_FetchPartition_4(buf, pos):
 def _w_s_FetchRequest_FetchPartition_5(o, b, ins):
     b += _ST_iiqiqi.pack(o.partition, o.current_leader_epoch, o.fetch_offset, o.last_fetched_epoch, o.log_start_offset, o.partition_max_bytes)
     tg = []
+    tins: list
     if o.replica_directory_id != ZERO_UUID:
         t = bytearray()
         tins = []
@@ -909,6 +911,7 @@ def _w_FetchRequest_5(o, b, ins):
             _w_s_FetchRequest_ForgottenTopic_2(e, b, ins)
     wcstr(b, o.rack_id, 'FetchRequest.rack_id')
     tg = []
+    tins: list
     if o.cluster_id != None:
         t = bytearray()
         tins = []
@@ -994,6 +997,7 @@ def _w_FetchRequest_6(o, b, ins):
             _w_s_FetchRequest_ForgottenTopic_3(e, b, ins)
     wcstr(b, o.rack_id, 'FetchRequest.rack_id')
     tg = []
+    tins: list
     if o.cluster_id != None:
         t = bytearray()
         tins = []
@@ -1078,6 +1082,7 @@ def _w_FetchRequest_7(o, b, ins):
             _w_s_FetchRequest_ForgottenTopic_3(e, b, ins)
     wcstr(b, o.rack_id, 'FetchRequest.rack_id')
     tg = []
+    tins: list
     if o.cluster_id != None:
         t = bytearray()
         tins = []
@@ -1172,6 +1177,7 @@ def _w_FetchRequest_8(o, b, ins):
             _w_s_FetchRequest_ForgottenTopic_3(e, b, ins)
     wcstr(b, o.rack_id, 'FetchRequest.rack_id')
     tg = []
+    tins: list
     if o.cluster_id != None:
         t = bytearray()
         tins = []
@@ -1266,6 +1272,7 @@ def _w_FetchRequest_9(o, b, ins):
             _w_s_FetchRequest_ForgottenTopic_3(e, b, ins)
     wcstr(b, o.rack_id, 'FetchRequest.rack_id')
     tg = []
+    tins: list
     if o.cluster_id != None:
         t = bytearray()
         tins = []
@@ -1733,6 +1740,7 @@ def _w_s_FetchResponse_PartitionData_3(o, b, ins):
     b += _ST_i.pack(o.preferred_read_replica)
     wrec(b, ins, o.records, 'FetchResponse.PartitionData.records', True, True)
     tg = []
+    tins: list
     if o.diverging_epoch != _s_FetchResponse_EpochEndOffset():
         t = bytearray()
         tins = []
@@ -2301,6 +2309,7 @@ def _w_FetchResponse_6(o, b, ins):
         for e in a:
             _w_s_FetchResponse_FetchableTopicResponse_4(e, b, ins)
     tg = []
+    tins: list
     if o.node_endpoints != []:
         t = bytearray()
         tins = []

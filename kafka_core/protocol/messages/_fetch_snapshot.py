@@ -87,6 +87,7 @@ def _w_s_FetchSnapshotRequest_PartitionSnapshot_1(o, b, ins):
     _w_s_FetchSnapshotRequest_SnapshotId_0(o.snapshot_id, b, ins)
     b += _ST_q.pack(o.position)
     tg = []
+    tins: list
     if o.replica_directory_id != ZERO_UUID:
         t = bytearray()
         tins = []
@@ -216,6 +217,7 @@ def _w_FetchSnapshotRequest_0(o, b, ins):
         for e in a:
             _w_s_FetchSnapshotRequest_TopicSnapshot_0(e, b, ins)
     tg = []
+    tins: list
     if o.cluster_id != None:
         t = bytearray()
         tins = []
@@ -272,6 +274,7 @@ def _w_FetchSnapshotRequest_1(o, b, ins):
         for e in a:
             _w_s_FetchSnapshotRequest_TopicSnapshot_1(e, b, ins)
     tg = []
+    tins: list
     if o.cluster_id != None:
         t = bytearray()
         tins = []
@@ -446,6 +449,7 @@ def _w_s_FetchSnapshotResponse_PartitionSnapshot_0(o, b, ins):
     b += _ST_qq.pack(o.size, o.position)
     wrec(b, ins, o.unaligned_records, 'FetchSnapshotResponse.PartitionSnapshot.unaligned_records', True, False)
     tg = []
+    tins: list
     if o.current_leader != _s_FetchSnapshotResponse_LeaderIdAndEpoch():
         t = bytearray()
         tins = []
@@ -631,6 +635,7 @@ def _w_FetchSnapshotResponse_1(o, b, ins):
         for e in a:
             _w_s_FetchSnapshotResponse_TopicSnapshot_0(e, b, ins)
     tg = []
+    tins: list
     if o.node_endpoints != []:
         t = bytearray()
         tins = []

@@ -607,6 +607,7 @@ def _w_s_ProduceResponse_PartitionProduceResponse_4(o, b, ins):
             _w_s_ProduceResponse_BatchIndexAndErrorMessage_2(e, b, ins)
     wcstr_n(b, o.error_message, 'ProduceResponse.PartitionProduceResponse.error_message')
     tg = []
+    tins: list
     if o.current_leader != _s_ProduceResponse_LeaderIdAndEpoch():
         t = bytearray()
         tins = []
@@ -1105,6 +1106,7 @@ def _w_ProduceResponse_4(o, b, ins):
             _w_s_ProduceResponse_TopicProduceResponse_4(e, b, ins)
     b += _ST_i.pack(o.throttle_time_ms)
     tg = []
+    tins: list
     if o.node_endpoints != []:
         t = bytearray()
         tins = []
@@ -1180,6 +1182,7 @@ def _w_ProduceResponse_5(o, b, ins):
             _w_s_ProduceResponse_TopicProduceResponse_5(e, b, ins)
     b += _ST_i.pack(o.throttle_time_ms)
     tg = []
+    tins: list
     if o.node_endpoints != []:
         t = bytearray()
         tins = []

@@ -1068,6 +1068,7 @@ def _w_UpdateMetadataRequest_8(o, b, ins):
         for e in a:
             _w_s_UpdateMetadataRequest_UpdateMetadataBroker_4(e, b, ins)
     tg = []
+    tins: list
     if o.type != 0:
         t = bytearray()
         tins = []

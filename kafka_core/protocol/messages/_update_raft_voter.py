@@ -217,6 +217,7 @@ def _r_s_UpdateRaftVoterResponse_CurrentLeader_0(buf, pos):
 def _w_UpdateRaftVoterResponse_0(o, b, ins):
     b += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     tg = []
+    tins: list
     if o.current_leader != _s_UpdateRaftVoterResponse_CurrentLeader():
         t = bytearray()
         tins = []

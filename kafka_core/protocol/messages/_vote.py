@@ -484,6 +484,7 @@ def _w_VoteResponse_1(o, b, ins):
         for e in a:
             _w_s_VoteResponse_TopicData_0(e, b, ins)
     tg = []
+    tins: list
     if o.node_endpoints != []:
         t = bytearray()
         tins = []
