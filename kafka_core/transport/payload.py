@@ -52,7 +52,11 @@ def encode_headers(
             raise KafkaConfigError(f"header names must be str, not {name!r}")
         if value is not None and not isinstance(value, bytes | bytearray | str):
             raise KafkaConfigError(f"header {name!r}: the value must be bytes, str or None, not {value!r}")
-        out.append((name, value.encode() if isinstance(value, str) else value))
+        if isinstance(value, str):
+            value = value.encode()
+        elif isinstance(value, bytearray):
+            value = bytes(value)  # encoded later, on the loop: a buffer the caller reuses must not leak in
+        out.append((name, value))
     return out
 
 

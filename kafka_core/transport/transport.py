@@ -194,7 +194,7 @@ class KafkaStreamTransport:
             raise KafkaConfigError(f"handler must be callable, not {handler!r}")
         if on_error is not None and not callable(on_error):
             raise KafkaConfigError(f"on_error must be callable, not {on_error!r}")
-        overrides = {
+        overrides: dict[str, Any] = {
             "policy": error_policy,
             "retry_attempts": retry_attempts,
             "retry_backoff_ms": retry_backoff_ms,
