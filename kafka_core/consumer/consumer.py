@@ -16,6 +16,8 @@ from typing import Any
 
 from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition, as_topic_partition
 from kafka_core.consumer.fetcher import Fetcher
+from kafka_core.consumer.group import GroupMembership
+from kafka_core.consumer.manual import ManualAssignment
 from kafka_core.consumer.message import ConsumedMessage
 from kafka_core.consumer.offsets import ConsumerOffsets
 from kafka_core.consumer.options import check_consumer_options
@@ -34,9 +36,6 @@ log = logging.getLogger(__name__)
 
 OFFSET_RESETS = ("earliest", "latest", "none")
 ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
-# poll_columns hands parts of this size over as they are: concatenating them only copies.
-COLUMNS_BATCH_ROWS = 8_192
-COLUMNS_BATCH_BYTES = 1 << 20
 # Fetch requests in flight per broker, each on its own connection (see Fetcher).
 FETCH_CONCURRENCY = 3
 
@@ -157,6 +156,9 @@ class KafkaConsumer(ConsumerOffsets):
         self._max_poll_records = max_poll_records
         self._gate_timeout_ms = coordinator_ready_timeout_ms
         self._subs = SubscriptionState()
+        self._committed_positions: dict[TopicPartition, int] = {}
+        # Errors for the next poll to raise (a rebalance callback's, a failed commit on revoke...).
+        self._pending_errors: list[BaseException] = []
         self._outage = OutageTracker(request_timeout_ms / 1000.0)
         # Before a first broker answered, poll reports each new failure (none from before us).
         self._reached = False
@@ -177,14 +179,16 @@ class KafkaConsumer(ConsumerOffsets):
             outage=self._outage,
             metrics=self._stats,
         )
-        self._group: Any = None
+        self._group: GroupMembership | ManualAssignment
         if group_id is not None and self._static is None:
-            from kafka_core.consumer.group import GroupMembership
-
             self._group = GroupMembership(
-                self,
                 client,
+                self._subs,
+                _Listener(self, on_assign, on_revoke, on_lost),
+                self._pending_errors.append,
                 group_id,
+                outage=self._outage,
+                wake=self._fetcher.data_ready.set,
                 topics=topic_list,
                 pattern=self._pattern,
                 session_timeout_ms=session_timeout_ms,
@@ -192,17 +196,20 @@ class KafkaConsumer(ConsumerOffsets):
                 max_poll_interval_ms=max_poll_interval_ms,
                 group_instance_id=group_instance_id,
                 assignors=assignors,
-                on_assign=on_assign,
-                on_revoke=on_revoke,
-                on_lost=on_lost,
                 coordinator_ready_timeout_ms=coordinator_ready_timeout_ms,
                 metadata_max_age_ms=metadata_max_age_ms,
                 metrics=self._stats,
             )
-        if self._static is not None:
-            self._subs.assign(self._static)  # known now: seek/pause work before the first poll
-        self._committed_positions: dict[TopicPartition, int] = {}
-        self._pending_errors: list[BaseException] = []
+        else:
+            self._group = ManualAssignment(
+                client,
+                self._subs,
+                _Listener(self),  # the rebalance callbacks are for group assignments only
+                group_id=group_id,
+                topics=topic_list,
+                partitions=self._static,
+                coordinator_ready_timeout_ms=coordinator_ready_timeout_ms,
+            )
         # Runs rebalance callbacks when set (the sync face: in the application's thread).
         self._callback_runner: Callable[[Callable[..., Any], set[TopicPartition]], Any] | None = None
         self._start_lock = asyncio.Lock()
@@ -214,7 +221,6 @@ class KafkaConsumer(ConsumerOffsets):
         self._stopping = False
         self._wakeup = asyncio.Event()  # stop(): a waiting poll returns early (once)
         self._next_auto_commit = 0.0
-        self._rr = 0
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -234,33 +240,9 @@ class KafkaConsumer(ConsumerOffsets):
                 return
             loop = asyncio.get_running_loop()
             self._next_auto_commit = loop.time() + self._auto_commit_interval
-            if self._group is None:
-                tps = self._static if self._static is not None else await self._all_partitions(self._topics)
-                if self.group_id is not None:
-                    await self._coordinator_gate()
-                self._subs.assign(tps)
-                await self._init_positions(tps)
+            await self._group.start()
             self._fetcher.start()
-            if self._group is not None:
-                self._group.start()
             self._started = True
-
-    async def _all_partitions(self, topics: Iterable[str]) -> list[TopicPartition]:
-        out: list[TopicPartition] = []
-        for topic in topics:
-            meta = await self._client.await_topic_ready(topic, 1, timeout_ms=self._gate_timeout_ms)
-            out.extend(TopicPartition(topic, p.partition) for p in meta.partitions)
-        return out
-
-    async def _coordinator_gate(self) -> None:
-        """Cold start: the coordinator and a stable offsets topic, or do not start at all."""
-        try:
-            await self._client.find_coordinator(self.group_id, 0, timeout_ms=self._gate_timeout_ms)
-        except KafkaError as exc:
-            raise KafkaTimeoutError(
-                f"group coordinator for {self.group_id!r} not ready within {self._gate_timeout_ms} ms; "
-                f"not consuming (committed offsets untouched): {exc}"
-            ) from exc
 
     async def _init_positions(self, tps: Iterable[TopicPartition]) -> None:
         """Committed offset when the group has one, else the auto_offset_reset policy."""
@@ -317,8 +299,7 @@ class KafkaConsumer(ConsumerOffsets):
                     except KafkaError as exc:
                         error = exc
                 step = "leaving the group"
-                if self._group is not None:
-                    await self._group.close()
+                await self._group.close()
         except TimeoutError:
             if not bound.expired():
                 raise
@@ -335,18 +316,6 @@ class KafkaConsumer(ConsumerOffsets):
     async def _ensure_started(self) -> None:
         if not self._started:
             await self.start()
-
-    # -- assignment changes (called by the group membership) -----------------------------------
-
-    async def _assigned(self, tps: list[TopicPartition]) -> None:
-        self._subs.add(tps)
-        await self._init_positions(tps)
-
-    def _revoked(self, tps: list[TopicPartition]) -> None:
-        self._subs.remove(tps)
-        self._fetcher.drop(tps)
-        for tp in tps:
-            self._committed_positions.pop(tp, None)
 
     # -- polling -----------------------------------------------------------------------------
 
@@ -372,10 +341,9 @@ class KafkaConsumer(ConsumerOffsets):
             return False
         if self._pending_errors:
             raise self._pending_errors.pop(0)
-        if self._group is not None:
-            self._group.note_poll()
-            if self._group.joining:
-                return True  # no auto-commit mid-rebalance: the revocation commits what it must
+        self._group.note_poll()
+        if self._group.joining:
+            return True  # no auto-commit mid-rebalance: the revocation commits what it must
         loop = asyncio.get_running_loop()
         if self._auto_commit and self._commit_task is None and loop.time() >= self._next_auto_commit:
             todo = self._uncommitted()  # now: what was handed over before this poll, no more
@@ -422,15 +390,13 @@ class KafkaConsumer(ConsumerOffsets):
             return self._nothing(columns)
         while True:
             # A join (its callbacks included) may outlast the timeout: it goes on behind poll.
-            if self._group is not None and not await self._group.wait_active(
-                deadline - loop.time(), self._wakeup
-            ):
+            if not await self._group.wait_active(deadline - loop.time(), self._wakeup):
                 self._wakeup.clear()
                 return self._nothing(columns)
             if self._pending_errors:
                 raise self._pending_errors.pop(0)
             self._raise_fetch_errors()
-            out = self._drain(max_records, columns)
+            out = self._fetcher.drain(max_records, columns, self._pending_errors)
             if out:
                 return out
             remaining = deadline - loop.time()
@@ -442,73 +408,6 @@ class KafkaConsumer(ConsumerOffsets):
                 await asyncio.wait_for(self._fetcher.data_ready.wait(), remaining)
             except TimeoutError:
                 return self._nothing(columns)
-
-    def _drain(self, max_records: int | None, columns: bool) -> Any:
-        buffer = self._fetcher.buffer
-        if not buffer:
-            return None
-        tps = list(buffer)
-        self._rr = (self._rr + 1) % len(tps)
-        tps = tps[self._rr :] + tps[: self._rr]  # fairness across partitions
-        parts: list[Any] = []
-        taken = taken_bytes = 0
-        for tp in tps:
-            q = buffer.get(tp)
-            if tp not in self._subs:
-                buffer.pop(tp, None)
-                continue
-            st = self._subs.state(tp)
-            if st.paused:
-                continue
-            while q:
-                limit = None if max_records is None else max_records - taken
-                if limit == 0:
-                    break
-                pf = q[0]
-                if st.position != pf.fetch_offset:
-                    q.clear()  # a seek or an error since this was fetched
-                    break
-                chunk = pf.columns(limit) if columns else pf.messages(limit)
-                n = 0 if chunk is None else (chunk.num_rows if columns else len(chunk))
-                if n:
-                    self._stats.delivered(tp.topic, n)
-                    parts.append(chunk)
-                    taken += n
-                    if columns:
-                        taken_bytes += chunk.nbytes
-                st.position = pf.fetch_offset = pf.position_after()
-                if not pf.exhausted:
-                    break
-                q.popleft()
-                err = pf.take_error()
-                if err is not None:
-                    q.clear()
-                    if parts:
-                        self._pending_errors.append(err)
-                        break
-                    self._fetcher.wake()
-                    raise err
-                if columns and (taken >= COLUMNS_BATCH_ROWS or taken_bytes >= COLUMNS_BATCH_BYTES):
-                    break  # big enough: no copying it together with the next fetch's rows
-            if not q:
-                buffer.pop(tp, None)
-            if self._pending_errors or (max_records is not None and taken >= max_records):
-                break
-            if columns and (taken >= COLUMNS_BATCH_ROWS or taken_bytes >= COLUMNS_BATCH_BYTES):
-                break
-        self._fetcher.wake()
-        if not parts:
-            return None
-        if len(parts) == 1:
-            return parts[0]
-        if columns:
-            import pyarrow as pa
-
-            return pa.concat_batches(parts)
-        out: list[ConsumedMessage] = []
-        for p in parts:
-            out.extend(p)
-        return out
 
     async def poll(self, timeout_ms: float = 1_000, max_records: int | None = None) -> list[ConsumedMessage]:
         """Records handed over now (empty after ``timeout_ms`` without data)."""
@@ -590,6 +489,66 @@ class KafkaConsumer(ConsumerOffsets):
         snap["consumer"] = self._stats.snapshot(self._subs.items())
         snap["consumer"]["group_id"] = self.group_id
         return snap
+
+
+class _Listener:
+    """The consumer's side of a rebalance (a RebalanceListener for its membership): commit what
+    goes, position what comes, and run the application's callbacks, in its thread on the sync face
+    (the runner it installs), the join waiting for them."""
+
+    def __init__(
+        self,
+        consumer: KafkaConsumer,
+        on_assign: Callable[..., Any] | None = None,
+        on_revoke: Callable[..., Any] | None = None,
+        on_lost: Callable[..., Any] | None = None,
+    ) -> None:
+        self._consumer = consumer
+        self._on_assign = on_assign
+        self._on_revoke = on_revoke
+        self._on_lost = on_lost if on_lost is not None else on_revoke
+
+    async def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None:
+        c = self._consumer
+        if c._auto_commit and not c._closed:  # on close, the consumer's own final commit did it
+            try:
+                await c._commit_positions(partitions)
+            except KafkaError as exc:
+                # Not data loss (those records come again to the next owner), but never silent.
+                log.warning("commit on revoke failed for %s: %r", sorted(partitions), exc)
+                c._pending_errors.append(exc)
+        await self._call(self._on_revoke, partitions)
+        self._forget(partitions)
+
+    async def on_partitions_lost(self, partitions: set[TopicPartition]) -> None:
+        await self._call(self._on_lost, partitions)  # not committed: no longer ours to commit
+        self._forget(partitions)
+
+    async def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None:
+        await self._consumer._init_positions(sorted(partitions))
+        await self._call(self._on_assign, partitions)
+
+    def _forget(self, partitions: set[TopicPartition]) -> None:
+        c = self._consumer
+        c._fetcher.drop(partitions)
+        for tp in partitions:
+            c._committed_positions.pop(tp, None)
+
+    async def _call(self, cb: Callable[..., Any] | None, tps: set[TopicPartition]) -> None:
+        """A callback's error is the application's: raised at its next poll, the join goes on."""
+        if cb is None:
+            return
+        try:
+            runner = self._consumer._callback_runner
+            if runner is not None:
+                await runner(cb, tps)
+            else:
+                result = cb(tps)
+                if inspect.isawaitable(result):
+                    await result
+        except Exception as exc:
+            log.error("rebalance callback %r failed: %r", cb, exc)
+            self._consumer._pending_errors.append(exc)
 
 
 async def _wait_until(task: asyncio.Future[Any], timeout_s: float, interrupt: asyncio.Event) -> None:

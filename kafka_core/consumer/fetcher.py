@@ -21,6 +21,7 @@ from typing import Any
 
 from kafka_core.client.metadata import EARLIEST, LATEST, TopicPartition
 from kafka_core.consumer.fetchresult import PartitionFetch, scan_batches
+from kafka_core.consumer.message import ConsumedMessage
 from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import KafkaClosedError, KafkaConnectionError, KafkaError, KafkaTimeoutError
@@ -37,6 +38,9 @@ log = logging.getLogger(__name__)
 FETCH_MAX_VERSION = 17
 FETCH_BY_NAME_MAX_VERSION = 12
 _NOTHING, _GOT, _RETRY = object(), object(), object()  # outcomes of one partition's answer
+# drain(columns=True) hands parts of this size over as they are: concatenating them only copies.
+COLUMNS_BATCH_ROWS = 8_192
+COLUMNS_BATCH_BYTES = 1 << 20
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -98,6 +102,7 @@ class Fetcher:
         self.data_ready = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self._rr = 0  # drain's rotating first partition
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -127,6 +132,81 @@ class Fetcher:
             for tp in tps:
                 self.buffer.pop(tp, None)
         self.wake()
+
+    def drain(self, max_records: int | None, columns: bool, pending: list[BaseException]) -> Any:
+        """Hand buffered records over (positions move), fairly across partitions, at most
+        ``max_records``: a list of messages, or one RecordBatch with ``columns``, or None.
+
+        An error reached after some records is put in ``pending`` (raised at the next poll, so
+        those records are not lost); reached first, it is raised now.
+        """
+        buffer = self.buffer
+        if not buffer:
+            return None
+        tps = list(buffer)
+        self._rr = (self._rr + 1) % len(tps)
+        tps = tps[self._rr :] + tps[: self._rr]  # fairness across partitions
+        parts: list[Any] = []
+        taken = taken_bytes = 0
+        held = False
+        for tp in tps:
+            q = buffer.get(tp)
+            if tp not in self._subs:
+                buffer.pop(tp, None)
+                continue
+            st = self._subs.state(tp)
+            if st.paused:
+                continue
+            while q:
+                limit = None if max_records is None else max_records - taken
+                if limit == 0:
+                    break
+                pf = q[0]
+                if st.position != pf.fetch_offset:
+                    q.clear()  # a seek or an error since this was fetched
+                    break
+                chunk = pf.columns(limit) if columns else pf.messages(limit)
+                n = 0 if chunk is None else (chunk.num_rows if columns else len(chunk))
+                if n:
+                    self.metrics.delivered(tp.topic, n)
+                    parts.append(chunk)
+                    taken += n
+                    if columns:
+                        taken_bytes += chunk.nbytes
+                st.position = pf.fetch_offset = pf.position_after()
+                if not pf.exhausted:
+                    break
+                q.popleft()
+                err = pf.take_error()
+                if err is not None:
+                    q.clear()
+                    if parts:
+                        pending.append(err)
+                        held = True
+                        break
+                    self.wake()
+                    raise err
+                if columns and (taken >= COLUMNS_BATCH_ROWS or taken_bytes >= COLUMNS_BATCH_BYTES):
+                    break  # big enough: no copying it together with the next fetch's rows
+            if not q:
+                buffer.pop(tp, None)
+            if held or (max_records is not None and taken >= max_records):
+                break
+            if columns and (taken >= COLUMNS_BATCH_ROWS or taken_bytes >= COLUMNS_BATCH_BYTES):
+                break
+        self.wake()
+        if not parts:
+            return None
+        if len(parts) == 1:
+            return parts[0]
+        if columns:
+            import pyarrow as pa
+
+            return pa.concat_batches(parts)
+        out: list[ConsumedMessage] = []
+        for p in parts:
+            out.extend(p)
+        return out
 
     # -- the loop --------------------------------------------------------------------------
 

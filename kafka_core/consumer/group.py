@@ -10,11 +10,10 @@ incremental protocol of KIP-429 is used: only partitions that move are revoked.
 from __future__ import annotations
 
 import asyncio
-import inspect
 import logging
 import re
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.assignors import COOPERATIVE, MemberInfo, get_assignor
@@ -26,6 +25,8 @@ from kafka_core.consumer.groupmeta import (
     encode_assignment,
     encode_subscription,
 )
+from kafka_core.consumer.outage import OutageTracker
+from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import (
     KafkaClosedError,
     KafkaConfigError,
@@ -44,21 +45,41 @@ from kafka_core.protocol.messages import (
     SyncGroupRequest,
 )
 
-if TYPE_CHECKING:
-    from kafka_core.consumer.consumer import KafkaConsumer
-
 log = logging.getLogger(__name__)
 
 METADATA_CHECK_S = 5.0
 
 
+class RebalanceListener(Protocol):
+    """What the member tells its owner; the join waits for each call (a revocation completes,
+    e.g. its commit, before the member rejoins). The member updates the subscription state itself:
+    after ``on_partitions_revoked``/``lost`` it drops those partitions, before
+    ``on_partitions_assigned`` it adds them."""
+
+    async def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None: ...
+
+    async def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None: ...
+
+    async def on_partitions_lost(self, partitions: set[TopicPartition]) -> None: ...
+
+
 class GroupMembership:
+    """One consumer's membership of its group; it never sees the consumer (aiokafka's
+    ``GroupCoordinator(client, subscription)`` shape): it gets the subscription state to update,
+    a listener to tell, ``on_error`` for errors the application must see at its next poll, the
+    outage tracker for failures retried in the background, and ``wake`` to interrupt a waiting
+    poll when a rejoin is needed."""
+
     def __init__(
         self,
-        consumer: KafkaConsumer,
         client: Any,
+        subscription: SubscriptionState,
+        listener: RebalanceListener,
+        on_error: Callable[[BaseException], None],
         group_id: str,
         *,
+        outage: OutageTracker,
+        wake: Callable[[], None],
         topics: list[str],
         pattern: re.Pattern[str] | None,
         session_timeout_ms: int,
@@ -66,16 +87,17 @@ class GroupMembership:
         max_poll_interval_ms: int,
         group_instance_id: str | None,
         assignors: Iterable[Any],
-        on_assign: Callable[..., Any] | None,
-        on_revoke: Callable[..., Any] | None,
-        on_lost: Callable[..., Any] | None,
         coordinator_ready_timeout_ms: int = 30_000,
         metadata_max_age_ms: int = int(METADATA_CHECK_S * 1000),
         metrics: ConsumerMetrics | None = None,
     ) -> None:
         self.metrics = metrics if metrics is not None else ConsumerMetrics()  # rebalances
-        self._consumer = consumer
         self._client = client
+        self._subs = subscription
+        self._listener = listener
+        self._on_error = on_error
+        self._outage = outage
+        self._wake = wake
         self.group_id = group_id
         self._topics = list(topics)
         self._pattern = pattern
@@ -88,9 +110,6 @@ class GroupMembership:
         if not self._assignors:
             raise KafkaConfigError("at least one assignor is needed")
         self.cooperative = all(a.protocol == COOPERATIVE for a in self._assignors)
-        self._on_assign = on_assign
-        self._on_revoke = on_revoke
-        self._on_lost = on_lost
         self.member_id = ""
         self.generation = -1
         self.protocol_name: str | None = None
@@ -111,13 +130,18 @@ class GroupMembership:
 
     # -- lifecycle ---------------------------------------------------------------------------
 
-    def start(self) -> None:
+    async def start(self) -> None:
+        """Heartbeats begin; the first join happens at the first poll (``wait_active``)."""
         loop = asyncio.get_running_loop()
         self._last_poll = loop.time()
         if self._task is None:
             self._task = loop.create_task(
                 self._heartbeat_loop(), name=f"kafka-core-heartbeat-{self.group_id}"
             )
+
+    @property
+    def joining(self) -> bool:
+        return self._join_task is not None and not self._join_task.done()
 
     def note_poll(self) -> None:
         self._last_poll = asyncio.get_running_loop().time()
@@ -137,7 +161,7 @@ class GroupMembership:
                 await asyncio.gather(task, return_exceptions=True)
         self._task = self._join_task = None
         if self._owned:
-            await self._call(self._on_revoke, set(self._owned))
+            await self._listener.on_partitions_revoked(set(self._owned))
         # Static members do not leave on close (KIP-345): a restart within the session timeout
         # gets the same assignment back without a rebalance.
         if self.group_instance_id is None and self.member_id and self.generation >= 0:
@@ -163,47 +187,19 @@ class GroupMembership:
         self.member_id = ""
         self.generation = -1
 
-    # -- callbacks ---------------------------------------------------------------------------
-
-    async def _call(self, cb: Callable[..., Any] | None, tps: set[TopicPartition]) -> None:
-        """Run a rebalance callback; the join waits for it (a revocation completes first).
-
-        The sync face installs ``_callback_runner`` to run it in the application's thread,
-        inside its next poll(), where the blocking consumer methods may be called.
-        """
-        if cb is None:
-            return
-        try:
-            runner = self._consumer._callback_runner
-            if runner is not None:
-                await runner(cb, tps)
-            else:
-                result = cb(tps)
-                if inspect.isawaitable(result):
-                    await result
-        except Exception as exc:
-            log.error("rebalance callback %r failed: %r", cb, exc)
-            self._consumer._pending_errors.append(exc)
+    # -- revocation --------------------------------------------------------------------------
 
     async def _revoke(self, tps: set[TopicPartition], *, lost: bool) -> None:
         if not tps:
             return
-        if not lost and self._consumer._auto_commit:
-            try:
-                await self._consumer._commit_positions(tps)
-            except KafkaError as exc:
-                # Not data loss (those records come again to the next owner), but never silent.
-                log.warning("commit on revoke failed for %s: %r", sorted(tps), exc)
-                self._consumer._pending_errors.append(exc)
-        await self._call(self._on_lost if lost and self._on_lost is not None else self._on_revoke, tps)
-        self._consumer._revoked(list(tps))
+        if lost:
+            await self._listener.on_partitions_lost(tps)
+        else:
+            await self._listener.on_partitions_revoked(tps)
+        self._subs.remove(tps)
         self._owned -= tps
 
     # -- joining -----------------------------------------------------------------------------
-
-    @property
-    def joining(self) -> bool:
-        return self._join_task is not None and not self._join_task.done()
 
     async def wait_active(self, timeout_s: float, interrupt: asyncio.Event | None = None) -> bool:
         """Join when needed, waiting at most ``timeout_s``: False if the join is still going on.
@@ -257,7 +253,7 @@ class GroupMembership:
                 try:
                     await self._join_once()
                 except (KafkaConnectionError, KafkaTimeoutError) as exc:
-                    self._consumer._outage.failed(self._join_key, exc)
+                    self._outage.failed(self._join_key, exc)
                     if gate is not None and loop.time() >= gate:
                         self.metrics.rebalance_end(False)
                         raise KafkaTimeoutError(
@@ -272,7 +268,7 @@ class GroupMembership:
                     log.info("joining group %s: %s; retrying", self.group_id, exc)
                     await asyncio.sleep(backoff.next_s() if exc.backoff else 0)
             if not self.needs_rejoin:
-                self._consumer._outage.ok_all((self._join_key, self._heartbeat_key))
+                self._outage.ok_all((self._join_key, self._heartbeat_key))
             self.metrics.rebalance_end(None if self._closed else not self.needs_rejoin)
 
     async def _subscription_topics(self) -> list[str]:
@@ -376,14 +372,18 @@ class GroupMembership:
                 self.needs_rejoin = True  # let the new owners have them (KIP-429 second round)
         self._owned = set(new)
         if added or not self.cooperative:
-            await self._consumer._assigned(sorted(added))
-            await self._call(self._on_assign, added if self.cooperative else set(new))
+            # Eager: everything was revoked before this join, so ``added`` is the whole assignment.
+            self._subs.add(added)
+            await self._listener.on_partitions_assigned(added)
         log.info("group %s generation %s: assigned %s", self.group_id, self.generation, sorted(self._owned))
 
     async def _assign(self, protocol: str, members: list[Any]) -> dict[str, Assignment]:
         assignor = next((a for a in self._assignors if a.name == protocol), None)
         if assignor is None:
-            raise error_for(23, f"group chose assignor {protocol!r} that this consumer does not have")
+            raise error_for(
+                ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                f"group chose assignor {protocol!r} that this consumer does not have",
+            )
         infos: dict[str, MemberInfo] = {}
         topics: set[str] = set()
         for m in members:
@@ -406,7 +406,7 @@ class GroupMembership:
 
     def _request_rejoin(self) -> None:
         self.needs_rejoin = True
-        self._consumer._fetcher.data_ready.set()  # wake a waiting poll so it rejoins promptly
+        self._wake()  # a waiting poll rejoins promptly
 
     async def _metadata_changed(self) -> bool:
         """New topics matching the pattern, or (leader) partition counts that moved: rebalance."""
@@ -461,10 +461,10 @@ class GroupMembership:
                 return
             except KafkaError as exc:
                 log.info("heartbeat for %s failed: %r", self.group_id, exc)
-                self._consumer._outage.failed(self._heartbeat_key, exc)
-                self._client.note_error(15, coordinator_key=self.group_id)
+                self._outage.failed(self._heartbeat_key, exc)
+                self._client.note_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, coordinator_key=self.group_id)
                 continue
-            self._consumer._outage.ok(self._heartbeat_key)
+            self._outage.ok(self._heartbeat_key)
             code = resp.error_code
             if not code:
                 continue
@@ -476,9 +476,7 @@ class GroupMembership:
                     self._fail(code, "Heartbeat")
                 self._request_rejoin()
             else:
-                self._consumer._pending_errors.append(
-                    error_for(code, f"Heartbeat for group {self.group_id!r}")
-                )
+                self._on_error(error_for(code, f"Heartbeat for group {self.group_id!r}"))
 
 
 class _Retry(Exception):

@@ -39,9 +39,7 @@ class ConsumerOffsets:
         raise NotImplementedError
 
     def _group_args(self) -> dict[str, Any]:
-        if self._group is None:
-            return {}
-        return self._group.commit_args()
+        return self._group.commit_args()  # generation and member id (none without a group)
 
     def _uncommitted(self, tps: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, int]:
         """Positions (handed over so far) not committed yet; the auto-commit clock restarts."""
