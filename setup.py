@@ -25,8 +25,11 @@ REQUIRE = env_flag("KAFKA_CORE_REQUIRE_EXTENSION")
 PURE = env_flag("KAFKA_CORE_PURE_PYTHON")
 
 
-# Every Cython source lives in _codec/; most build into the codec package, a few elsewhere.
-MODULE_FOR_SOURCE = {"producer_accel": "kafka_core.producer._accel"}
+# Every Cython source lives in _codec/ and builds into the module of the same name, in the codec's
+# extension package unless named here. A module that others cimport has its .pxd in its package
+# (kafka_core/codec/_cython/primitives.pxd), so every cimport uses the module's one real name;
+# the .pxd files in _codec/ (reader, arrow) are inline-only C helpers, not modules.
+PACKAGE_FOR_SOURCE = {"_accel": "kafka_core.producer"}
 
 
 def extensions() -> list[Extension]:
@@ -36,7 +39,7 @@ def extensions() -> list[Extension]:
     compile_args = ["-O3"] if sys.platform != "win32" else ["/O2"]
     exts = [
         Extension(
-            MODULE_FOR_SOURCE.get(pyx.stem, f"kafka_core.codec._cython.{pyx.stem}"),
+            f"{PACKAGE_FOR_SOURCE.get(pyx.stem, 'kafka_core.codec._cython')}.{pyx.stem}",
             [str(pyx.relative_to(HERE))],
             include_dirs=["_codec"],
             extra_compile_args=compile_args,
@@ -59,6 +62,7 @@ def extensions() -> list[Extension]:
             "cdivision": True,
             "embedsignature": True,
         },
+        include_path=[str(HERE), str(HERE / "_codec")],
         quiet=True,
     )
 

@@ -18,7 +18,9 @@ from arrow cimport (
     kc_buf_free,
     ArrowArray, CBuf, bitmap, borrow, free_node, new_node, put_i32, put_ptr, put_view, reserve, take,
 )
-from primitives cimport (
+from kafka_core.codec._cython.batch cimport check_crc as _check_crc, legacy_rows, open_input, open_records
+from kafka_core.codec._cython.primitives cimport (
+    Input,
     read_be32, size_varint, size_varlong, valid_utf8, write_be16, write_be32, write_be64, write_varint,
     write_varlong,
 )
@@ -58,7 +60,6 @@ cdef extern from "overlap.h":
     int kc_overlap_begin(kc_scan* s, Py_ssize_t j, Py_ssize_t count) noexcept nogil
     Py_ssize_t kc_overlap_end(kc_scan* s, Py_ssize_t j, Py_ssize_t count) noexcept nogil
 
-include "batch.pxi"
 include "writer.pxi"
 
 from kafka_core._env import env_flag
@@ -245,7 +246,7 @@ cdef object _batch_info(tuple fields):
     return tuple.__new__(BatchInfo, fields)
 
 
-cdef Py_ssize_t _scan_checking_crc(kc_scan* s, _Input inp, Batch* b, Py_ssize_t count) except -1:
+cdef Py_ssize_t _scan_checking_crc(kc_scan* s, Input inp, Batch* b, Py_ssize_t count) except -1:
     """A batch's first fast-path scan, with its CRC checked meanwhile by this thread if the
     helper thread takes the scan (overlap.h), else before it; a bad CRC fails either way."""
     cdef Py_ssize_t j
@@ -398,7 +399,7 @@ cdef class _Columns:
         )))
         return 0
 
-    cdef int v2(self, _Input inp, Batch* b, bint check_crc) except -1:
+    cdef int v2(self, Input inp, Batch* b, bint check_crc) except -1:
         cdef Reader r
         cdef Rec rec = Rec(0, 0, 0, 0, 0, 0, NULL, NULL)
         cdef int32_t j
@@ -407,7 +408,7 @@ cdef class _Columns:
                              and (b.attributes & ATTR_CONTROL) == 0)
         cdef object keep
         try:
-            keep = _open_records(inp, b, check_crc and not overlap, &r)
+            keep = open_records(inp, b, check_crc and not overlap, &r)
         except KafkaCodecError:
             if overlap:
                 _check_crc(inp, b)  # a corrupt batch says so first, as it does serially
@@ -576,8 +577,8 @@ cdef class _Columns:
             d.length += size
         return put_i32(&self.bufs[offs], d.length)
 
-    cdef int legacy(self, _Input inp, Batch* b, bint check_crc) except -1:
-        cdef list rows = _legacy_rows(inp, b, check_crc)
+    cdef int legacy(self, Input inp, Batch* b, bint check_crc) except -1:
+        cdef list rows = legacy_rows(inp, b, check_crc)
         for offset, timestamp, timestamp_type, key, value in rows:
             (<int64_t*>reserve(&self.bufs[B_OFFSETS], 8))[0] = offset
             self.bufs[B_OFFSETS].length += 8
@@ -694,7 +695,7 @@ def decode_record_batches_columns(buf, *, check_crc=True, zero_copy=False):
 
     zero_copy=True: keys and values as binary_view arrays over buf (and decompressed payloads),
     which they keep alive (a bytearray cannot be resized meanwhile; do not mutate it)."""
-    cdef _Input inp = _Input(buf)
+    cdef Input inp = open_input(buf)
     cdef bint zc = zero_copy
     cdef _Columns cols = _Columns(zc)
     cdef Batch b

@@ -1,20 +1,18 @@
 """Wire primitives (Cython twin of ``kafka_core.codec._python.primitives``): same API, same results.
 
-The C-level readers and writers live in ``primitives.pxd`` so ``records.pyx`` can inline them.
+The C-level readers and writers, and ``Input``, are declared in
+``kafka_core.codec._cython.primitives.pxd`` so that records.pyx and columnar.pyx can inline them
+and share the one pinned-buffer type.
 """
 
 import uuid
 
 cimport cython
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
-from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.buffer cimport PyBUF_READ, PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.memoryview cimport PyMemoryView_FromMemory
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-
-from primitives cimport (
-    RD_OK, RD_OVERFLOW, RD_TRUNCATED, read_unsigned, size_unsigned, size_varint, size_varlong,
-    write_unsigned, zigzag32, zigzag64,
-)
 
 from kafka_core.errors import KafkaCodecError
 
@@ -50,14 +48,9 @@ _ZERO_UUID = uuid.UUID(int=0)
 
 @cython.freelist(16)
 @cython.final
-cdef class _View:
-    """A read-only byte view of any buffer; bytes without the buffer-protocol round trip."""
-
-    cdef Py_buffer view
-    cdef bint held
-    cdef const uint8_t* ptr
-    cdef Py_ssize_t size
-    cdef object obj
+cdef class Input:
+    """The one pinned input of the codec: a varint read here, a whole decode in records and
+    columnar (which raise KafkaCodecError for what this raises as TypeError / BufferError)."""
 
     def __cinit__(self, object obj):
         self.obj = obj
@@ -74,6 +67,17 @@ cdef class _View:
         if self.held:
             PyBuffer_Release(&self.view)
 
+    cdef object slice(self, Py_ssize_t start, Py_ssize_t end):
+        """A memoryview slice that keeps obj alive (for decompression, legacy entries)."""
+        if self.mv is None:
+            self.mv = memoryview(self.obj).cast("B")
+        return self.mv[start:end]
+
+    cdef object raw(self, Py_ssize_t start, Py_ssize_t end):
+        """A read-only memoryview of [start, end) straight over the pinned memory, for a call that
+        is done with it before the decode returns (the CRC)."""
+        return PyMemoryView_FromMemory(<char*>self.ptr + start, end - start, PyBUF_READ)
+
 
 cdef Py_ssize_t _start(object pos, Py_ssize_t size, str what) except -2:
     """Clamp a Python position into the buffer; out-of-range positions fail like the twin."""
@@ -89,7 +93,7 @@ cdef Py_ssize_t _start(object pos, Py_ssize_t size, str what) except -2:
     return <Py_ssize_t>pos
 
 
-cdef uint64_t _read(_View v, Py_ssize_t* pos, int max_bytes, int bits, str what) except? 0xFFFFFFFFFFFFFFFF:
+cdef uint64_t _read(Input v, Py_ssize_t* pos, int max_bytes, int bits, str what) except? 0xFFFFFFFFFFFFFFFF:
     cdef Py_ssize_t start = pos[0]
     cdef uint64_t out = 0
     cdef int rc = read_unsigned(v.ptr, pos, v.size, max_bytes, bits, &out)
@@ -148,7 +152,7 @@ def encode_unsigned_varint(value):
 
 def decode_unsigned_varint(buf, pos=0):
     """Return ``(value, next_pos)``."""
-    cdef _View v = _View(buf)
+    cdef Input v = Input(buf)
     cdef Py_ssize_t p = _start(pos, v.size, "unsigned varint")
     cdef uint64_t raw = _read(v, &p, 5, 32, "unsigned varint")
     return raw, p
@@ -161,7 +165,7 @@ def encode_varint(value):
 
 
 def decode_varint(buf, pos=0):
-    cdef _View v = _View(buf)
+    cdef Input v = Input(buf)
     cdef Py_ssize_t p = _start(pos, v.size, "varint")
     cdef uint64_t raw = _read(v, &p, 5, 32, "varint")
     return <int32_t>(<uint32_t>((raw >> 1) ^ (0 - (raw & 1)))), p
@@ -174,7 +178,7 @@ def encode_varlong(value):
 
 
 def decode_varlong(buf, pos=0):
-    cdef _View v = _View(buf)
+    cdef Input v = Input(buf)
     cdef Py_ssize_t p = _start(pos, v.size, "varlong")
     cdef uint64_t raw = _read(v, &p, 10, 64, "varlong")
     return <int64_t>((raw >> 1) ^ (0 - (raw & 1))), p
@@ -189,7 +193,7 @@ def encode_compact_bytes(value):
 
 
 def decode_compact_bytes(buf, pos=0):
-    cdef _View v = _View(buf)
+    cdef Input v = Input(buf)
     cdef Py_ssize_t p = _start(pos, v.size, "compact bytes length")
     cdef uint64_t length = _read(v, &p, 5, 32, "compact bytes length")
     if length == 0:
@@ -223,7 +227,7 @@ def encode_uuid(value):
 
 
 def decode_uuid(buf, pos=0):
-    cdef _View v = _View(buf)
+    cdef Input v = Input(buf)
     if pos < 0 or pos + 16 > v.size:
         raise KafkaCodecError(f"uuid: needs 16 bytes at byte {pos}, buffer is {v.size} bytes")
     cdef Py_ssize_t p = pos

@@ -6,7 +6,7 @@
 
 from libc.stdint cimport INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t
 
-from primitives cimport RD_OK, RD_OVERFLOW, RD_TRUNCATED, read_be16, read_be32, read_be64, read_varint, read_varlong
+from kafka_core.codec._cython.primitives cimport RD_OK, RD_OVERFLOW, RD_TRUNCATED, read_be16, read_be32, read_be64, read_varint, read_varlong
 
 cdef enum:
     HEADER_SIZE = 61  # RecordBatch v2 header, baseOffset to recordCount

@@ -3,7 +3,7 @@
 Cython twin of ``kafka_core.codec._python.records`` (docs/codec.md). Encoding sizes the batch
 first and writes it once through a char* (CRC32C by the hardware ``crc32c`` package, once per
 batch); decoding walks a const pointer with the checked readers of reader.pxd. The columnar
-paths live in columnar.pyx; both include batch.pxi and writer.pxi.
+paths live in columnar.pyx; both open batches through batch.pyx and include writer.pxi.
 """
 
 cimport cython
@@ -13,14 +13,14 @@ from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport INT32_MAX, INT64_MAX, INT64_MIN, int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
-from primitives cimport size_varint, size_varlong, write_be16, write_be32, write_be64, write_varint, write_varlong
+from kafka_core.codec._cython.batch cimport legacy_rows, open_input, open_records
+from kafka_core.codec._cython.primitives cimport Input, size_varint, size_varlong, write_be16, write_be32, write_be64, write_varint, write_varlong
 from reader cimport (
     ATTR_CONTROL, ATTR_LOG_APPEND, ATTR_TRANSACTIONAL, CRC_START, HEADER_SIZE, MIN_RECORD, Batch,
     Hdr, Reader, Rec, add64, check_more, close_records, end_rec, next_batch, read_error, read_fail,
     read_hdr, read_rec,
 )
 
-include "batch.pxi"
 include "writer.pxi"
 
 __all__ = ["KafkaRecord", "decode_record_batches", "encode_record_batch"]
@@ -238,7 +238,7 @@ def encode_record_batch(records, *, base_offset=0, base_timestamp=None, compress
             )
     return _finish(w, o)
 
-cdef list _decode_rows(_Input inp, Batch* b, bint check_crc):
+cdef list _decode_rows(Input inp, Batch* b, bint check_crc):
     cdef Reader r
     cdef Rec rec = Rec(0, 0, 0, 0, 0, 0, NULL, NULL)
     cdef Hdr h = Hdr(NULL, NULL, 0, 0)
@@ -246,7 +246,7 @@ cdef list _decode_rows(_Input inp, Batch* b, bint check_crc):
     cdef int32_t i, j
     cdef list headers
     cdef list out
-    cdef object keep = _open_records(inp, b, check_crc, &r)  # validates count first
+    cdef object keep = open_records(inp, b, check_crc, &r)  # validates count first
     cdef bint log_append = (b.attributes & ATTR_LOG_APPEND) != 0
     cdef bint transactional = (b.attributes & ATTR_TRANSACTIONAL) != 0
     cdef bint control = (b.attributes & ATTR_CONTROL) != 0
@@ -296,10 +296,10 @@ cdef list _decode_rows(_Input inp, Batch* b, bint check_crc):
     return out
 
 
-cdef list _legacy_records(_Input inp, Batch* b, bint check_crc):
+cdef list _legacy_records(Input inp, Batch* b, bint check_crc):
     cdef list out = []
     cdef KafkaRecord o
-    for offset, timestamp, timestamp_type, key, value in _legacy_rows(inp, b, check_crc):
+    for offset, timestamp, timestamp_type, key, value in legacy_rows(inp, b, check_crc):
         o = KafkaRecord.__new__(KafkaRecord)
         o.offset = offset
         o._timestamp = timestamp
@@ -316,7 +316,7 @@ cdef list _legacy_records(_Input inp, Batch* b, bint check_crc):
 
 def decode_record_batches(buf, *, check_crc=True):
     """Decode every complete batch in buf (a truncated trailing batch ends the walk)."""
-    cdef _Input inp = _Input(buf)
+    cdef Input inp = open_input(buf)
     cdef list out = []
     cdef Batch b
     cdef Py_ssize_t pos = 0

@@ -1,7 +1,11 @@
-# Shared by records.pyx and columnar.pyx (textual include, see batch.pxi): batch-level encode
-# options, the per-batch record writer (sizes every record first, then writes once through a
-# char*) and the header + CRC32C. Needs the cimports and imports of batch.pxi.
+# Shared by records.pyx and columnar.pyx as a textual include, on purpose: the encoders call
+# _Writer's methods once per record, and compiled into each module they are direct (inlinable)
+# C calls, where a class cimported from another module would be called through its vtable.
+# Batch-level encode options, the per-batch record writer (sizes every record first, then writes
+# once through a char*) and the header + CRC32C.
 
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_CheckBuffer, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_CheckExact, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
 from cpython.bytearray cimport PyByteArray_AS_STRING, PyByteArray_FromStringAndSize
 from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
@@ -9,6 +13,11 @@ from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_Check
 
 import time
 from operator import index as _index
+
+from crc32c import crc32c as _crc32c
+
+from kafka_core.codec import compression as _compression
+from kafka_core.errors import KafkaCodecError
 
 cdef object _I64_MIN = -(1 << 63)
 cdef object _I64_MAX = (1 << 63) - 1

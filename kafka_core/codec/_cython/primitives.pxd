@@ -1,8 +1,27 @@
-# C-level wire helpers shared by primitives.pyx and records.pyx (cimported; inline only, so the
-# cimporting module needs no runtime import of this one). Readers never raise: they return a
-# status code and the caller raises KafkaCodecError with its own context (record, byte position).
+# The declarations of kafka_core.codec._cython.primitives (source: _codec/primitives.pyx), kept in
+# the module's package so that every cimport names the module as Python imports it. The C-level
+# wire helpers are inline, so records.pyx and columnar.pyx inline them with no call into this
+# module; Input is the one pinned-buffer type of the codec.
+# Readers never raise: they return a status code and the caller raises KafkaCodecError with its
+# own context (record, byte position).
 
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+
+
+cdef class Input:
+    """A read-only byte view of any buffer, pinned while the object lives (bytes are read
+    directly, other objects exported); zero-copy columns keep one alive."""
+
+    cdef Py_buffer view
+    cdef bint held
+    cdef const uint8_t* ptr
+    cdef Py_ssize_t size
+    cdef object obj
+    cdef object mv  # memoryview of obj, made on first slice()
+
+    cdef object slice(self, Py_ssize_t start, Py_ssize_t end)
+    cdef object raw(self, Py_ssize_t start, Py_ssize_t end)
+
 
 cdef enum:
     RD_OK = 0
