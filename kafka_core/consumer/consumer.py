@@ -22,6 +22,7 @@ from kafka_core.consumer.message import ConsumedMessage
 from kafka_core.consumer.offsets import ConsumerOffsets
 from kafka_core.consumer.options import check_consumer_options
 from kafka_core.consumer.outage import OutageTracker
+from kafka_core.consumer.policies import IsolationLevel, OffsetReset, parse_choice
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import (
     KafkaClosedError,
@@ -34,8 +35,9 @@ from kafka_core.metrics.registry import ConsumerMetrics
 
 log = logging.getLogger(__name__)
 
-OFFSET_RESETS = ("earliest", "latest", "none")
-ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
+# The accepted strings, kept for callers that listed them.
+OFFSET_RESETS = tuple(m.value for m in OffsetReset)
+ISOLATION_LEVELS = {m.name.lower(): m.value for m in IsolationLevel}
 # Fetch requests in flight per broker, each on its own connection (see Fetcher).
 FETCH_CONCURRENCY = 3
 
@@ -86,10 +88,10 @@ class KafkaConsumer(ConsumerOffsets):
         pattern: str | re.Pattern[str] | None = None,
         group_id: str | None = None,
         partitions: Mapping[str, Iterable[int]] | Iterable[tuple[str, int]] | None = None,
-        auto_offset_reset: str = "latest",
+        auto_offset_reset: str | OffsetReset = "latest",
         enable_auto_commit: bool = True,
         auto_commit_interval_ms: int = 5_000,
-        isolation_level: str = "read_uncommitted",
+        isolation_level: str | IsolationLevel = "read_uncommitted",
         session_timeout_ms: int = 45_000,
         heartbeat_interval_ms: int = 3_000,
         max_poll_interval_ms: int = 300_000,
@@ -112,14 +114,8 @@ class KafkaConsumer(ConsumerOffsets):
     ) -> None:
         topic_list = list(topics_args) + list(topics or [])
         check_consumer_options(locals())  # each option on its own, before anything else
-        if auto_offset_reset not in OFFSET_RESETS:
-            raise KafkaConfigError(
-                f"auto_offset_reset must be one of {OFFSET_RESETS}, not {auto_offset_reset!r}"
-            )
-        if isolation_level not in ISOLATION_LEVELS:
-            raise KafkaConfigError(
-                f"isolation_level must be one of {tuple(ISOLATION_LEVELS)}, not {isolation_level!r}"
-            )
+        reset = parse_choice("auto_offset_reset", auto_offset_reset, OffsetReset)
+        isolation = parse_choice("isolation_level", isolation_level, IsolationLevel)
         if partitions is not None and (topic_list or pattern is not None):
             raise KafkaConfigError("give either partitions (static assignment) or topics/pattern, not both")
         if partitions is None and not topic_list and pattern is None:
@@ -149,10 +145,10 @@ class KafkaConsumer(ConsumerOffsets):
         self._topics = topic_list
         self._pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
         self._static = _partitions_arg(partitions) if partitions is not None else None
-        self.auto_offset_reset = auto_offset_reset
+        self.auto_offset_reset = reset
         self._auto_commit = enable_auto_commit and group_id is not None
         self._auto_commit_interval = auto_commit_interval_ms / 1000.0
-        self._isolation = ISOLATION_LEVELS[isolation_level]
+        self._isolation = isolation
         self._max_poll_records = max_poll_records
         self._gate_timeout_ms = coordinator_ready_timeout_ms
         self._subs = SubscriptionState()
@@ -167,8 +163,8 @@ class KafkaConsumer(ConsumerOffsets):
         self._fetcher = Fetcher(
             client,
             self._subs,
-            auto_offset_reset=auto_offset_reset,
-            isolation_level=self._isolation,
+            auto_offset_reset=reset,
+            isolation_level=isolation,
             fetch_max_wait_ms=fetch_max_wait_ms,
             fetch_min_bytes=fetch_min_bytes,
             fetch_max_bytes=fetch_max_bytes,

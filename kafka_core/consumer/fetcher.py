@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import logging
 import time
 import uuid
@@ -23,6 +24,7 @@ from kafka_core.client.metadata import EARLIEST, LATEST, TopicPartition
 from kafka_core.consumer.fetchresult import PartitionFetch, scan_batches
 from kafka_core.consumer.message import ConsumedMessage
 from kafka_core.consumer.outage import OutageTracker
+from kafka_core.consumer.policies import IsolationLevel, OffsetReset
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import KafkaClosedError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from kafka_core.metrics.registry import ConsumerMetrics
@@ -37,7 +39,16 @@ log = logging.getLogger(__name__)
 # unknown, by name.
 FETCH_MAX_VERSION = 17
 FETCH_BY_NAME_MAX_VERSION = 12
-_NOTHING, _GOT, _RETRY = object(), object(), object()  # outcomes of one partition's answer
+
+
+class FetchOutcome(enum.Enum):
+    """What one partition's answer in a Fetch response led to."""
+
+    NOTHING = enum.auto()  # stale, empty, or only a partial batch: nothing for poll
+    GOT = enum.auto()  # records (or an error) buffered for poll: wake it
+    RETRY = enum.auto()  # leader moved, topic not ready...: metadata refreshed, retry after a pause
+
+
 # drain(columns=True) hands parts of this size over as they are: concatenating them only copies.
 COLUMNS_BATCH_ROWS = 8_192
 COLUMNS_BATCH_BYTES = 1 << 20
@@ -50,8 +61,8 @@ class Fetcher:
         client: Any,
         subs: SubscriptionState,
         *,
-        auto_offset_reset: str,
-        isolation_level: int,
+        auto_offset_reset: OffsetReset,
+        isolation_level: IsolationLevel,
         fetch_max_wait_ms: int,
         fetch_min_bytes: int,
         fetch_max_bytes: int,
@@ -249,14 +260,16 @@ class Fetcher:
         return None
 
     def _pending_resets(self) -> list[TopicPartition]:
-        return [tp for tp, st in self._subs.items() if st.reset is not None and st.reset != "none"]
+        return [
+            tp for tp, st in self._subs.items() if st.reset is not None and st.reset is not OffsetReset.NONE
+        ]
 
     async def _reset_positions(self) -> None:
-        todo: dict[TopicPartition, str] = {}
+        todo: dict[TopicPartition, OffsetReset] = {}
         for tp, st in self._subs.items():
             if st.reset is None:
                 continue
-            if st.reset == "none":
+            if st.reset is OffsetReset.NONE:
                 st.reset = None
                 msg = f"no offset for {tp.topic}[{tp.partition}] and auto_offset_reset='none'"
                 self.partition_errors[tp] = (st.epoch, error_for(ErrorCode.OFFSET_OUT_OF_RANGE, msg))
@@ -267,7 +280,7 @@ class Fetcher:
             return
         try:
             found = await self._client.list_offsets(
-                {tp: EARLIEST if policy == "earliest" else LATEST for tp, policy in todo.items()},
+                {tp: EARLIEST if policy is OffsetReset.EARLIEST else LATEST for tp, policy in todo.items()},
                 isolation_level=self._isolation,
                 timeout_ms=10_000,
             )
@@ -279,7 +292,7 @@ class Fetcher:
         for tp, listed in found.items():
             policy = todo[tp]
             offset = listed.offset
-            if policy == "latest" and offset > 0:
+            if policy is OffsetReset.LATEST and offset > 0:
                 offset = await self._true_end(tp, offset)
             if tp in self._subs and self._subs.state(tp).reset == policy:
                 self._subs.seek(tp, offset)
@@ -328,7 +341,7 @@ class Fetcher:
                 continue
             tps = [tp for tp in self._subs.assigned() if tp.topic == name]
             log.warning(
-                "topic %s was recreated (id %s -> %s); resetting %d partition(s) per auto_offset_reset=%r",
+                "topic %s was recreated (id %s -> %s); resetting %d partition(s) per auto_offset_reset='%s'",
                 name,
                 known,
                 tid,
@@ -480,8 +493,8 @@ class Fetcher:
                     if p.error_code and self._net is not None:
                         self._net.error_code(ApiKey.FETCH, node, p.error_code)
                     outcome = self._handle_partition(tp, p, offsets.get(tp))
-                    got |= outcome is _GOT
-                    retry |= outcome is _RETRY
+                    got |= outcome is FetchOutcome.GOT
+                    retry |= outcome is FetchOutcome.RETRY
             if got:
                 self._notify()
             if retry:
@@ -509,39 +522,39 @@ class Fetcher:
             self._inflight_tps.difference_update(offsets)
             self.wake()
 
-    def _handle_partition(self, tp: TopicPartition, p: Any, sent: tuple[int, int] | None) -> object:
+    def _handle_partition(self, tp: TopicPartition, p: Any, sent: tuple[int, int] | None) -> FetchOutcome:
         if sent is None or tp not in self._subs:
-            return _NOTHING
+            return FetchOutcome.NOTHING
         fetch_offset, epoch = sent
         st = self._subs.state(tp)
         q = self.buffer.get(tp)
         expected = q[-1].next_offset if q else st.position
         if st.epoch != epoch or st.reset is not None or expected != fetch_offset:
-            return _NOTHING  # a seek or reset happened meanwhile: this data is stale
+            return FetchOutcome.NOTHING  # a seek or reset happened meanwhile: this data is stale
         code = p.error_code
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            if self.auto_offset_reset in ("earliest", "latest"):
+            if self.auto_offset_reset is not OffsetReset.NONE:
                 log.info(
                     "offset %s out of range for %s; resetting to %s", fetch_offset, tp, self.auto_offset_reset
                 )
                 self._subs.request_reset(tp, self.auto_offset_reset)
-                return _NOTHING
+                return FetchOutcome.NOTHING
             msg = f"offset {fetch_offset} out of range for {tp.topic}[{tp.partition}] (auto_offset_reset='none')"
             self.partition_errors[tp] = (st.epoch, error_for(code, msg))
-            return _GOT
+            return FetchOutcome.GOT
         if code:
             if code in RETRIABLE_FETCH_CODES or self._client.note_error(code, tp.topic):
                 self._client.invalidate_metadata(tp.topic)
-                return _RETRY
+                return FetchOutcome.RETRY
             self.partition_errors[tp] = (st.epoch, error_for(code, f"Fetch {tp.topic}[{tp.partition}]"))
-            return _GOT
+            return FetchOutcome.GOT
         if p.high_watermark >= 0:
             st.high_watermark = p.high_watermark
         st.last_stable_offset = p.last_stable_offset
         st.log_start_offset = p.log_start_offset
         records = p.records
         if not records:
-            return _NOTHING
+            return FetchOutcome.NOTHING
         aborted = [(a.producer_id, a.first_offset) for a in (p.aborted_transactions or ())]
         pf = PartitionFetch(
             tp,
@@ -551,14 +564,14 @@ class Fetcher:
             last_stable_offset=p.last_stable_offset,
             log_start_offset=p.log_start_offset,
             aborted=aborted,
-            read_committed=self._isolation == 1,
+            read_committed=self._isolation is IsolationLevel.READ_COMMITTED,
             check_crcs=self._check_crcs,
         )
         pf._prepare()
         if pf.next_offset == fetch_offset and not pf._batches:
-            return _NOTHING  # only a partial batch: nothing to hand over yet
+            return FetchOutcome.NOTHING  # only a partial batch: nothing to hand over yet
         self.metrics.fetched(tp.topic, pf.complete_bytes())
         if q is None:
             self.buffer[tp] = q = deque()
         q.append(pf)
-        return _GOT
+        return FetchOutcome.GOT

@@ -19,6 +19,7 @@ from kafka_core.client.metadata import (
     as_topic_partition,
 )
 from kafka_core.consumer.message import ConsumedMessage
+from kafka_core.consumer.policies import IsolationLevel, OffsetReset
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import KafkaConfigError
 
@@ -29,7 +30,7 @@ class ConsumerOffsets:
     _fetcher: Any
     _group: Any
     group_id: str | None
-    _isolation: int
+    _isolation: IsolationLevel
     _auto_commit_interval: float
     _next_auto_commit: float
     _committed_positions: dict[TopicPartition, int]
@@ -112,17 +113,17 @@ class ConsumerOffsets:
         self._subs.seek(tp, offset)
         self._fetcher.drop([tp])
 
-    def _reset(self, tps: Iterable[Any] | None, policy: str) -> None:
+    def _reset(self, tps: Iterable[Any] | None, policy: OffsetReset) -> None:
         targets = [as_topic_partition(x) for x in tps] if tps is not None else sorted(self._subs.assigned())
         for tp in targets:
             self._subs.request_reset(tp, policy)
         self._fetcher.drop(targets)
 
     def seek_to_beginning(self, partitions: Iterable[Any] | None = None) -> None:
-        self._reset(partitions, "earliest")
+        self._reset(partitions, OffsetReset.EARLIEST)
 
     def seek_to_end(self, partitions: Iterable[Any] | None = None) -> None:
-        self._reset(partitions, "latest")
+        self._reset(partitions, OffsetReset.LATEST)
 
     async def position(self, tp: Any) -> int | None:
         """The offset of the next record poll() will hand over for ``tp`` (once it is known)."""

@@ -6,13 +6,14 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from kafka_core.client.metadata import TopicPartition
+from kafka_core.consumer.policies import OffsetReset
 
 
 @dataclass
 class PartitionState:
     position: int | None = None  # offset of the next record to hand to the application
     paused: bool = False
-    reset: str | None = None  # "earliest" / "latest" when the position must be looked up
+    reset: OffsetReset | None = None  # set when the position must be looked up (or is unknowable)
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
@@ -65,7 +66,7 @@ class SubscriptionState:
         st.epoch += 1
         self.version += 1
 
-    def request_reset(self, tp: TopicPartition, policy: str) -> None:
+    def request_reset(self, tp: TopicPartition, policy: OffsetReset) -> None:
         st = self.state(tp)
         st.reset = policy
         st.epoch += 1

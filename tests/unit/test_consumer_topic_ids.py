@@ -9,6 +9,8 @@ import pytest
 from fakes.consumer_client import FakeClient, FakeLog
 from test_consumer_core import T, consume, fill, new, run
 
+from kafka_core.client.metadata import TopicPartition
+from kafka_core.consumer.consumer import KafkaConsumer
 from kafka_core.consumer.fetcher import Fetcher
 from kafka_core.errors import KafkaProtocolError
 from kafka_core.protocol.messages import FetchRequest, FetchResponse
@@ -70,9 +72,9 @@ def test_recreated_topic_with_reset_none_raises() -> None:
     fill(client, 0, 4)
 
     async def main() -> None:
-        c = new(client, auto_offset_reset="earliest")
-        await consume(c, 4)
-        c._fetcher.auto_offset_reset = "none"  # as if configured so; positions are now known
+        c = KafkaConsumer(partitions={T: [0]}, client=client, fetch_max_wait_ms=20, auto_offset_reset="none")
+        c.seek(TopicPartition(T, 0), 0)  # a known position: the policy only matters once it is lost
+        assert len(await consume(c, 4)) == 4
         client.topic_ids[T] = uuid.uuid4()
         with pytest.raises(KafkaProtocolError) as info:
             await consume(c, 1)
