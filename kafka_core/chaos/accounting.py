@@ -30,8 +30,10 @@ def record_value(seq: int) -> bytes:
     return (head + tail * 3)[:_SIZE]
 
 
-def parse_value(data: bytes | None) -> int | None:
+def parse_value(data: bytes | bytearray | memoryview | None) -> int | None:
     """The sequence number of an intact record body, else None (corrupt or foreign)."""
+    if isinstance(data, memoryview):
+        data = data.tobytes()
     if data is None or len(data) != _SIZE or not data.startswith(_PREFIX):
         return None
     try:

@@ -31,7 +31,7 @@ COLUMNS = (
 
 
 def summary_rows(outcomes: list[Outcome]) -> list[tuple[str, ...]]:
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for o in outcomes:
         rec = [t for times in o.recovery_times().values() for t in times]
         rows.append(

@@ -9,6 +9,7 @@ time, because that module registers these capabilities.
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Callable
@@ -193,7 +194,7 @@ def mock_broker_down(outcome: Outcome) -> None:
             }
 
         return [
-            (f"broker down {s}s", lambda wl, k=k, s=s: down(wl, k, s))
+            (f"broker down {s}s", functools.partial(down, k=k, seconds=s))
             for k, s in enumerate(outcome.parameters["down_s"])
         ]
 

@@ -13,7 +13,7 @@ import os
 import random
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -156,7 +156,7 @@ def _faulted_run(
     outcome: Outcome,
     broker: TansuBroker,
     bootstrap: str,
-    faults: list[tuple[str, Callable[[Workload], dict[str, Any] | None]]],
+    faults: Sequence[tuple[str, Callable[[Workload], dict[str, Any] | None]]],
     failures: list[str],
     capture: ProduceCapture | None = None,
     **workload: Any,

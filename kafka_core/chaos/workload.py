@@ -260,8 +260,11 @@ def read_log_report(bootstrap: str, topic: str, partitions: int, timeout: float 
                 if msg.value() == SENTINEL:
                     open_partitions.discard(p)
                     continue
+                offset = msg.offset()
+                if offset is None:  # only error events lack an offset, and they are skipped above
+                    continue
                 seq = parse_value(msg.value())
-                log[p].append((msg.offset(), -1 if seq is None else seq))
+                log[p].append((offset, -1 if seq is None else seq))
         now = time.monotonic()
         for p in range(partitions):
             entry: dict[str, Any] = {

@@ -71,7 +71,7 @@ class OffsetReader:
         opts = self.options
         if opts.assign is not None:
             meta = client.metadata(sorted(opts.assign), allow_auto_topic_creation=False)
-            out = []
+            out: list[TopicPartition] = []
             for topic, parts in sorted(opts.assign.items()):
                 t = meta.topic(topic)
                 if t is None or t.error_code or not t.partitions:

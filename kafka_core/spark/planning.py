@@ -128,10 +128,10 @@ def resolve(
             f"no record at or after the given timestamp in {names}; set "
             "'startingOffsetsByTimestampStrategy' to 'latest' to start at the end of such partitions"
         )
-    latest = lookups.latest(none_found) if none_found else {}
+    at_end = lookups.latest(none_found) if none_found else {}
     for tp in tps:
         offset = found.get(tp)
-        out[tp] = offset if offset is not None else latest[tp]
+        out[tp] = offset if offset is not None else at_end[tp]
     return out
 
 

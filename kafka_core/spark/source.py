@@ -36,10 +36,13 @@ from kafka_core.spark.options import SinkOptions, SourceOptions, parse_sink, par
 if TYPE_CHECKING:
     from kafka_core.spark.planning import OffsetRange
 
-try:  # 4.1+
+if TYPE_CHECKING:  # the checker sees the 4.1+ base; at run time 4.0 falls back
     from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamWriterBase
-except ImportError:  # pragma: no cover - 4.0
-    from pyspark.sql.datasource import DataSourceStreamWriter as _StreamWriterBase
+else:
+    try:  # 4.1+
+        from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamWriterBase
+    except ImportError:  # pragma: no cover - 4.0
+        from pyspark.sql.datasource import DataSourceStreamWriter as _StreamWriterBase
 
 log = logging.getLogger("kafka_core.spark")
 
@@ -136,7 +139,7 @@ class KafkaArrowWriter(DataSourceArrowWriter):
         )
 
 
-class KafkaStreamWriter(_StreamWriterBase):  # type: ignore[misc,valid-type]
+class KafkaStreamWriter(_StreamWriterBase):
     def __init__(self, options: SinkOptions) -> None:
         self.options = options
 
