@@ -1,11 +1,11 @@
 """Columns: pyarrow arrays in, pyarrow arrays out, no Python object per record.
 
 Cython twin of ``kafka_core.codec._python.columnar`` (docs/codec.md). Encoding reads pyarrow
-buffers directly (or sequences) and goes through the shared record writer (writer.pxi);
-decoding fills C buffers in one pass and hands them to pyarrow as one struct array (Arrow C data
-interface), so the whole result is imported with a single call. With
-``zero_copy=True`` keys and values become ``binary_view`` arrays that point into the input (or a
-batch's decompressed payload), which the arrays keep alive.
+buffers directly (or sequences; arrow_in.pxi) and goes through the shared record writer
+(writer.pxi); decoding fills C buffers in one pass (_Columns, here) and hands them to pyarrow as
+one struct array (arrow_out.pxi, the Arrow C data interface), so the whole result is imported with
+a single call. With ``zero_copy=True`` keys and values become ``binary_view`` arrays that point
+into the input (or a batch's decompressed payload), which the arrays keep alive.
 """
 
 cimport cython
@@ -118,13 +118,6 @@ cdef object _pyarrow():
     return _pa
 
 
-def _use_capsule_import(bint capsule=True):
-    """Tests: force (or undo) the public capsule fallback of the decode import."""
-    global _import_ptr
-    _pyarrow()
-    _import_ptr = None if capsule else getattr(_pa.RecordBatch, "_import_from_c", None)
-
-
 include "arrow_in.pxi"
 
 
@@ -223,24 +216,6 @@ def encode_record_batch_columns(keys, values, *, headers=None, timestamps=None, 
 # Decoding: one pass into C buffers, one import of a struct array (offset, timestamp,
 # timestamp_type, key, value, headers) whose children become the RecordColumns arrays.
 # ------------------------------------------------------------------------------------------
-cdef void _free_capsule(object capsule) noexcept:
-    free_node(<ArrowArray*>PyCapsule_GetPointer(capsule, "arrow_array"))
-
-
-@cython.final
-cdef class _Exported:
-    """What pyarrow.record_batch imports: the Arrow PyCapsule protocol, for one use."""
-
-    cdef object schema
-    cdef object capsule
-
-    def __arrow_c_array__(self, requested_schema=None):
-        if self.capsule is None:
-            raise ValueError("this exported array was already imported")
-        capsule, self.capsule = self.capsule, None
-        return self.schema.__arrow_c_schema__(), capsule
-
-
 cdef object _batch_info(tuple fields):
     """BatchInfo without the Python-level namedtuple __new__."""
     return tuple.__new__(BatchInfo, fields)
@@ -594,100 +569,7 @@ cdef class _Columns:
         self.batches.append(_batch_info((first, b.base_offset, -1, -1, -1, False, False, -1, len(rows))))
         return 0
 
-    cdef int validity(self, ArrowArray* a, Py_ssize_t nulls, int valid) except -1:
-        if nulls:
-            a.buffers[0] = bitmap(&self.bufs[valid], a.length)
-            if a.buffers[0] == NULL:
-                raise MemoryError()
-        return 0
-
-    cdef ArrowArray* binary(self, Py_ssize_t n, Py_ssize_t nulls, int offs, int data, int valid) except NULL:
-        cdef ArrowArray* a = new_node(n, nulls, 3, 0)
-        try:
-            self.validity(a, nulls, valid)
-        except BaseException:
-            free_node(a)
-            raise
-        a.buffers[1] = take(&self.bufs[offs])
-        a.buffers[2] = take(&self.bufs[data])
-        return a
-
-    cdef ArrowArray* views(self, Py_ssize_t n, Py_ssize_t nulls, int data, int valid) except NULL:
-        """binary_view: validity, views, the borrowed regions, then their int64 sizes."""
-        cdef Py_ssize_t k = self.nvars, i
-        cdef ArrowArray* a = new_node(n, nulls, <int>(3 + k), 0)
-        cdef int64_t* sizes
-        cdef const char* pairs = self.bufs[B_VARS].ptr
-        try:
-            self.validity(a, nulls, valid)
-            sizes = <int64_t*>malloc(8 * k + 8)
-            if sizes == NULL:
-                raise MemoryError()
-            a.buffers[2 + k] = sizes
-            for i in range(k):
-                a.buffers[2 + i] = (<const void**>(pairs + i * (sizeof(void*) + 8)))[0]
-                memcpy(&sizes[i], pairs + i * (sizeof(void*) + 8) + sizeof(void*), 8)
-            borrow(a, self.keep, 2, 2 + k)
-        except BaseException:
-            for i in range(k):
-                a.buffers[2 + i] = NULL
-            free_node(a)
-            raise
-        a.buffers[1] = take(&self.bufs[data])
-        return a
-
-    cdef ArrowArray* fixed(self, Py_ssize_t n, int buf) except NULL:
-        cdef ArrowArray* a = new_node(n, 0, 2, 0)
-        a.buffers[1] = take(&self.bufs[buf])
-        return a
-
-    cdef object finish(self):
-        _pyarrow()
-        cdef Py_ssize_t n = self.n
-        cdef bint has_headers = self.nh > 0  # else the column is made on demand (columns.py)
-        cdef ArrowArray* root = new_node(n, 0, 1, 6 if has_headers else 5, True)
-        cdef ArrowArray* headers
-        cdef ArrowArray* entries
-        cdef _Exported exported
-        try:
-            root.children[0] = self.fixed(n, B_OFFSETS)
-            root.children[1] = self.fixed(n, B_TIMESTAMPS)
-            root.children[2] = self.fixed(n, B_TYPES)
-            if self.zero_copy:
-                root.children[3] = self.views(n, self.knulls, B_KDATA, B_KVALID)
-                root.children[4] = self.views(n, self.vnulls, B_VDATA, B_VVALID)
-            else:
-                root.children[3] = self.binary(n, self.knulls, B_KOFFS, B_KDATA, B_KVALID)
-                root.children[4] = self.binary(n, self.vnulls, B_VOFFS, B_VDATA, B_VVALID)
-            if has_headers:
-                headers = root.children[5] = new_node(n, 0, 2, 1)
-                headers.buffers[1] = take(&self.bufs[B_HOFFS])
-                entries = headers.children[0] = new_node(self.nh, 0, 1, 2)
-                entries.children[0] = self.binary(self.nh, 0, B_HKOFFS, B_HKDATA, B_HVVALID)
-                entries.children[1] = self.binary(self.nh, self.hvnulls, B_HVOFFS, B_HVDATA, B_HVVALID)
-        except BaseException:
-            free_node(root)
-            raise
-        schema = (_schemas if has_headers else _schemas_nh)[1 if self.zero_copy else 0]
-        if _import_ptr is not None:
-            try:
-                batch = _import_ptr(<size_t>root, schema)  # moves the struct out of root
-            finally:
-                free_node(root)  # the shell (released too, if the import failed before the move)
-        else:
-            exported = _Exported.__new__(_Exported)
-            exported.schema = schema
-            try:
-                exported.capsule = PyCapsule_New(root, "arrow_array", _free_capsule)
-            except BaseException:
-                free_node(root)
-                raise
-            batch = _import_capsule(*exported.__arrow_c_array__())
-        result = _new_columns(RecordColumns)
-        result._arrays = [None, None, None, None, None, None]
-        result._batch = batch
-        result.batches = self.batches
-        return result
+include "arrow_out.pxi"
 
 
 def decode_record_batches_columns(buf, *, check_crc=True, zero_copy=False):
@@ -714,4 +596,4 @@ def decode_record_batches_columns(buf, *, check_crc=True, zero_copy=False):
         else:
             cols.v2(inp, &b, crc)
         pos = b.end
-    return cols.finish()
+    return _export(cols)
