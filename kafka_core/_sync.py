@@ -48,6 +48,11 @@ class LoopThread:
                 self.loop.close()
 
     @property
+    def thread_id(self) -> int | None:
+        """The loop thread's ident: code that must never block it checks against this."""
+        return self._thread.ident
+
+    @property
     def alive(self) -> bool:
         return self._thread.is_alive() and not self.loop.is_closed()
 
@@ -191,18 +196,22 @@ def _iterate(loop_thread: LoopThread, agen: AsyncIterator[Any]) -> Iterator[Any]
             loop_thread.run(aclose())
 
 
-def sync_face(async_cls: type, *, close_method: str | None = "close") -> Callable[[type[SyncFace]], Any]:
+def sync_face(
+    async_cls: type, *, close_method: str | None = "close", exclude: tuple[str, ...] = ()
+) -> Callable[[type[SyncFace]], Any]:
     """Class decorator: give a ``SyncFace`` subclass a blocking twin of each public method of ``async_cls``.
 
-    Methods the subclass defines itself win. ``close`` is handled by :class:`SyncFace` (it also stops
+    Methods the subclass defines itself win; ``exclude`` names public methods of the core that
+    are plumbing for the face, not part of its API. ``close`` is handled by :class:`SyncFace` (it also stops
     the loop). An ``__aiter__`` on the async class becomes ``__iter__``.
     """
 
     def decorate(cls: type[SyncFace]) -> type[SyncFace]:
         cls._async_class = async_cls
         cls._close_method = close_method
+        _share_signature(cls, async_cls)
         for name, fn in inspect.getmembers(async_cls, inspect.isfunction):
-            if name.startswith("_") or name in cls.__dict__ or name == close_method:
+            if name.startswith("_") or name in cls.__dict__ or name == close_method or name in exclude:
                 continue
             if inspect.iscoroutinefunction(fn):
                 setattr(cls, name, _wrap_coroutine(name, fn))
@@ -220,3 +229,25 @@ def sync_face(async_cls: type, *, close_method: str | None = "close") -> Callabl
         return cls
 
     return decorate
+
+
+def _share_signature(cls: type[SyncFace], async_cls: type) -> None:
+    """Show the core's constructor on the face: ``help()`` and IDEs see the real parameters
+    (not ``*args, **kwargs``), and the options stay documented once, in the core's docstring."""
+    init = cls.__dict__.get("__init__")
+    if init is None:
+
+        def __init__(self: SyncFace, *args: Any, **kwargs: Any) -> None:
+            super(cls, self).__init__(*args, **kwargs)
+
+        __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+        init = __init__
+        cls.__init__ = init  # type: ignore[misc]
+    sig = inspect.signature(async_cls.__init__)
+    init.__signature__ = sig  # type: ignore[attr-defined]
+    init.__doc__ = async_cls.__init__.__doc__ or "The asyncio class's options: see the class documentation."
+    cls.__signature__ = sig.replace(parameters=list(sig.parameters.values())[1:])  # type: ignore[attr-defined]
+    face_doc = inspect.cleandoc(cls.__doc__ or "")
+    core_doc = inspect.cleandoc(async_cls.__doc__ or "")
+    if core_doc and core_doc not in face_doc:
+        cls.__doc__ = f"{face_doc}\n\nThe asyncio class's documentation (same options):\n\n{core_doc}"

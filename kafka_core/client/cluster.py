@@ -203,6 +203,12 @@ class KafkaClient(ClientOperations):
         """How long one request may take; components sharing this client bound their waits by it."""
         return self._request_timeout_ms
 
+    @property
+    def metadata_max_age(self) -> float:
+        """Seconds after which cached metadata is refreshed even without an error (the producer
+        refreshes its own topics on the same period)."""
+        return self._metadata_max_age
+
     def metrics(self) -> dict[str, Any]:
         """A plain-dict snapshot of this client's counters, cheap to call (keys: docs/metrics.md)."""
         in_flight = {nid: sum(c.in_flight_count for c in n.all_conns()) for nid, n in self._nodes.items()}

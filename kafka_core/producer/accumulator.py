@@ -32,6 +32,7 @@ from kafka_core.producer.batches import (
     headers_size,
     now_ms,
 )
+from kafka_core.producer.batching import Chunk, plan_chunks
 from kafka_core.producer.futures import BatchResult, RecordFuture
 from kafka_core.producer.partitioner import DefaultPartitioner, Partitioner
 
@@ -39,6 +40,7 @@ __all__ = [
     "BATCH_OVERHEAD",
     "RECORD_OVERHEAD",
     "Accumulator",
+    "BufferFull",
     "PartitionQueue",
     "ProducerBatch",
     "TopicState",
@@ -67,6 +69,8 @@ class Accumulator:
         self.delivery_timeout = delivery_timeout_ms / 1000.0
         self.partitioner = partitioner
         self._wakeup = wakeup
+        # Guards the batches, queues, ``topics``, ``fast``, ``mem`` and the partitioner's state:
+        # ``send`` runs in callers' threads while the I/O loop drains.
         self.lock = threading.Lock()
         self._space = threading.Condition(self.lock)
         self._space_waiters = 0
@@ -91,6 +95,23 @@ class Accumulator:
             self.append = _accel.FastAppend(  # type: ignore[method-assign]
                 self, RECORD_OVERHEAD, type(partitioner) is DefaultPartitioner
             )
+
+    def bind_blocking(
+        self, lookup: Callable[[str], None], wakeup: Callable[[], None], loop_thread_id: int | None
+    ) -> None:
+        """Serve callers in other threads than the I/O loop's (the blocking face): ``append``
+        then waits for memory itself (up to ``max_block_ms``), looks a new topic up through
+        ``lookup`` before parking its records, and wakes the loop through ``wakeup`` (thread-safe).
+        A send from ``loop_thread_id`` (a delivery callback) never blocks."""
+        self.block = True
+        self.lookup = lookup
+        self._wakeup = wakeup
+        self.loop_thread = loop_thread_id
+
+    def partition_count(self, topic: str) -> int:
+        """Partitions of ``topic`` records can go to now; 0 while its metadata is not known."""
+        t = self.topics.get(topic)
+        return t.num_partitions if t is not None and t.queues is not None else 0
 
     # -- the hot path (caller's thread) ---------------------------------------------------------
 
@@ -226,7 +247,7 @@ class Accumulator:
     def _wait_for_space(self, size: int) -> None:
         """Called with the lock held when ``size`` more bytes would overflow ``buffer_memory``."""
         if not self.block:
-            raise _BufferFull
+            raise BufferFull
         if threading.get_ident() == self.loop_thread:
             # A send from a delivery callback: blocking would stop the loop that frees memory.
             raise KafkaTimeoutError("buffer_memory is full (send from the producer's I/O thread cannot wait)")
@@ -270,6 +291,19 @@ class Accumulator:
         return RecordFuture((t.pending_result, index))
 
     # -- columnar (send_batch) -------------------------------------------------------------------
+
+    def plan_batch(
+        self, topic: str, values: Any, keys: Any, partition: int | None, headers: Any, timestamps: Any
+    ) -> list[Chunk]:
+        """Split a ``send_batch`` call into per-partition chunks of at most ``batch_size`` bytes
+        (``topic``'s partitions must be known)."""
+        with self.lock:
+            t = self.topics[topic]
+            chunks = plan_chunks(
+                t, self.partitioner, values, keys, partition, headers, timestamps, self.batch_size
+            )
+            self._cache_sticky(t)  # the sticky partition may have moved on
+            return chunks
 
     def append_columns(
         self,
@@ -449,10 +483,6 @@ class Accumulator:
             self._next_sticky(t)
         return b
 
-    def queues(self) -> list[PartitionQueue]:
-        with self.lock:
-            return [q for t in self.topics.values() if t.queues for q in t.queues]
-
     def release(self, batch: ProducerBatch) -> None:
         """A batch is finished (delivered or failed): give its memory back."""
         with self.lock:
@@ -515,5 +545,5 @@ def _plain(b: ProducerBatch | None) -> ProducerBatch | None:
     return b
 
 
-class _BufferFull(Exception):
-    """Internal: memory is full and this accumulator must not block (async face)."""
+class BufferFull(Exception):
+    """Memory is full and this accumulator must not block: the asyncio face waits, then retries."""

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kafka_core.errors import KafkaCodecError, KafkaConfigError
-from kafka_core.producer.accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, TopicState, headers_size
+from kafka_core.producer.batches import BATCH_OVERHEAD, RECORD_OVERHEAD, TopicState, headers_size
 from kafka_core.producer.partitioner import DefaultPartitioner, Partitioner, murmur2_partitions
 
 __all__ = ["Chunk", "plan_chunks"]

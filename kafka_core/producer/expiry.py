@@ -4,7 +4,7 @@ Parked for metadata, open, sealed, parked for a retry, or in flight: at its dead
 fails with a KafkaTimeoutError that says where it was and the last error seen for its
 partition. A batch in flight cannot be recalled: its records fail at the deadline (the outcome
 is unknown, the message says so) and the batch stays in flight until its request ends, when
-the sender settles its sequence numbers (see ``Sender._hole``). Runs on the loop, also while the
+the sender settles its sequence numbers (see ``Sender.hole``). Runs on the loop, also while the
 producer is still trying to reach a broker.
 """
 
@@ -70,7 +70,7 @@ def expire(sender: Sender, now: float) -> float | None:
                     for b in q.retry:
                         if b.deadline <= now:
                             failed.append((b, _timeout(sender, q, b, "waiting to be retried")))
-                            sender._hole(q, b)
+                            sender.hole(q, b)
                         else:
                             keep.append(b)
                             track(b.deadline)
@@ -81,14 +81,14 @@ def expire(sender: Sender, now: float) -> float | None:
                     if not q.in_flight and not b.attempts:
                         where = "waiting to be sent"
                     failed.append((b, _timeout(sender, q, b, where)))
-                    sender._hole(q, b)
+                    sender.hole(q, b)
                 if q.sealed:
                     track(min(q.sealed[0].deadline, q.sealed[-1].deadline))
     for b, exc in failed:
         if b.expired:
             b.result.set_error(exc)  # its memory goes back when its request ends
         else:
-            sender._fail(b, exc)
+            sender.fail(b, exc)
     return next_at
 
 

@@ -159,6 +159,11 @@ class BatchResult:
         fut.set_result(None)
         return fut
 
+    def forwarded_to(self) -> list[BatchResult]:
+        """The real batches this parked one was partitioned into (empty unless forwarded)."""
+        forward = self._forward
+        return [r for r, _ in forward] if forward is not None else []
+
     def resolve(self, index: int) -> tuple[BatchResult, int]:
         """Follow forwarding to the batch that really holds record ``index`` (only once done)."""
         result = self

@@ -14,7 +14,6 @@ __all__ = ["INIT_PRODUCER_ID_MIN_VERSION", "IdempotenceState"]
 # v0 is not enough for some brokers (Tansu answers it with UNKNOWN_SERVER_ERROR); v3 adds the
 # producer id/epoch fields that let an existing producer bump its epoch instead of starting over.
 INIT_PRODUCER_ID_MIN_VERSION = 1
-_BUMP_MIN_VERSION = 3
 _MAX_EPOCH = 0x7FFF
 
 
@@ -25,12 +24,10 @@ class IdempotenceState:
         self.producer_id = -1
         self.producer_epoch = -1
         self.bump_needed = False
-        self.bumps = 0
-        self.can_bump = True
 
     async def acquire(self, client: Any) -> None:
         """Get a first id, or bump the epoch of the current one (a new id when that is refused)."""
-        bump = self.producer_id >= 0 and self.can_bump and self.producer_epoch < _MAX_EPOCH - 1
+        bump = self.producer_id >= 0 and self.producer_epoch < _MAX_EPOCH - 1
         try:
             if bump:
                 got = await client.init_producer_id(
@@ -43,8 +40,6 @@ class IdempotenceState:
                 raise
             log.info("epoch bump refused (%s); asking for a new producer id", exc)
             got = await client.init_producer_id(None)
-        if self.producer_id >= 0:
-            self.bumps += 1
         log.debug(
             "producer id %s epoch %s (was %s/%s)", got[0], got[1], self.producer_id, self.producer_epoch
         )

@@ -10,7 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from kafka_core.client import KafkaClient
@@ -22,8 +22,8 @@ from kafka_core.errors import (
     KafkaTimeoutError,
     KafkaUnsupportedVersionError,
 )
-from kafka_core.producer.accumulator import Accumulator, _BufferFull
-from kafka_core.producer.batching import Chunk, plan_chunks
+from kafka_core.producer.accumulator import Accumulator, BufferFull
+from kafka_core.producer.batching import Chunk
 from kafka_core.producer.futures import BatchResult, RecordFuture, SendBatchFuture
 from kafka_core.producer.idempotence import INIT_PRODUCER_ID_MIN_VERSION, IdempotenceState
 from kafka_core.producer.options import check_options, parse_acks
@@ -133,6 +133,33 @@ class KafkaProducer:
     def _wake(self) -> None:
         self._sender.wake()
 
+    def bind_blocking(
+        self,
+        run: Callable[[Coroutine[Any, Any, Any]], Any],
+        loop: asyncio.AbstractEventLoop,
+        loop_thread_id: int | None,
+    ) -> Callable[..., RecordFuture]:
+        """Serve a blocking face whose callers are in other threads than ``loop``'s: ``run``
+        runs a coroutine on ``loop`` and waits for it. Returns the hot ``send``: the
+        accumulator's own ``append``, with no frame of ours in between (it is the same record
+        path as :meth:`send`, which only adds waiting on the loop instead of blocking)."""
+        wake = self._sender.wake
+        self._acc.bind_blocking(
+            lookup=lambda topic: run(self._lookup(topic)),
+            wakeup=lambda: loop.call_soon_threadsafe(wake),
+            loop_thread_id=loop_thread_id,
+        )
+        return self._acc.append
+
+    @property
+    def ready(self) -> bool:
+        """Whether a broker has answered (or starting failed for good: see :meth:`wait_ready`)."""
+        return self._ready is not None and self._ready.is_set()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
     async def start(self) -> None:
         """Connect and learn what the broker supports, waiting at most ``max_block_ms``: then
         KafkaTimeoutError with the cause (the producer keeps trying; ``send`` still queues)."""
@@ -152,8 +179,11 @@ class KafkaProducer:
             or KafkaTimeoutError(self._sender.waiting_for)
         )
 
-    async def wait_ready(self, timeout: float) -> bool:
-        """Wait up to ``timeout`` s for the connection; False if not there yet (sending still works)."""
+    async def wait_ready(self, timeout: float | None = None) -> bool:
+        """Wait up to ``timeout`` s (default ``max_block_ms``) for the connection; False if not
+        there yet (sending still works)."""
+        if timeout is None:
+            timeout = self._max_block
         self._begin(asyncio.get_running_loop())
         try:
             await asyncio.wait_for(self._ready.wait(), timeout)  # type: ignore[union-attr]
@@ -261,14 +291,14 @@ class KafkaProducer:
             await self._lookup(topic)
         try:
             return self._acc.append(topic, value, key, partition, headers, timestamp_ms)
-        except _BufferFull:
+        except BufferFull:
             pass
         deadline = time.monotonic() + self._max_block
         while True:
             await self._wait_for_space(deadline)
             try:
                 return self._acc.append(topic, value, key, partition, headers, timestamp_ms)
-            except _BufferFull:
+            except BufferFull:
                 continue
 
     async def _wait_for_space(self, deadline: float) -> None:
@@ -295,24 +325,49 @@ class KafkaProducer:
         if self._task is None:
             self._begin(asyncio.get_running_loop())
         await self.wait_topic(topic)
-        chunks = self._plan_batch(topic, values, keys, partition, headers, timestamps)
-        deadline = time.monotonic() + self._max_block
+        chunks = self._acc.plan_batch(topic, values, keys, partition, headers, timestamps)
         parts: list[tuple[BatchResult, Any]] = []
-        for chunk in chunks:
-            while True:
-                try:
-                    parts.append((self._append_chunk(topic, chunk), chunk.rows))
-                    break
-                except _BufferFull:
-                    await self._wait_for_space(deadline)
+        deadline = time.monotonic() + self._max_block
+        while True:
+            try:
+                self._queue_chunks(topic, chunks, parts)
+                return SendBatchFuture(parts, len(values))
+            except BufferFull:
+                await self._wait_for_space(deadline)
+
+    def queue_batch(
+        self,
+        topic: str,
+        values: Any,
+        keys: Any = None,
+        partition: int | None = None,
+        headers: Any = None,
+        timestamps: Any = None,
+    ) -> SendBatchFuture:
+        """``send_batch`` for a topic whose partitions are known (:meth:`known_partitions`),
+        without awaiting: for callers the accumulator may block (the blocking face, see
+        :meth:`bind_blocking`); here it raises BufferFull when memory is full."""
+        chunks = self._acc.plan_batch(topic, values, keys, partition, headers, timestamps)
+        parts: list[tuple[BatchResult, Any]] = []
+        self._queue_chunks(topic, chunks, parts)
         return SendBatchFuture(parts, len(values))
+
+    def known_partitions(self, topic: str) -> int:
+        """Partition count of ``topic`` if its metadata is already known, else 0 (no lookup)."""
+        return self._acc.partition_count(topic)
+
+    def _queue_chunks(self, topic: str, chunks: list[Chunk], parts: list[tuple[BatchResult, Any]]) -> None:
+        """Append the chunks not in ``parts`` yet; on BufferFull ``parts`` says how far it got."""
+        while len(parts) < len(chunks):  # one at a time: a BufferFull keeps what was appended
+            chunk = chunks[len(parts)]
+            parts.append((self._append_chunk(topic, chunk), chunk.rows))
 
     async def wait_topic(self, topic: str) -> int:
         """Partition count of ``topic``, fetching metadata if unknown; raises KafkaTimeoutError,
         with the last cause, once ``max_block_ms`` has passed (however long a lookup would take)."""
-        t = self._acc.topics.get(topic)
-        if t is not None and t.queues is not None:
-            return t.num_partitions
+        known = self._acc.partition_count(topic)
+        if known:
+            return known
         deadline = time.monotonic() + self._max_block
         cause: BaseException | None = None
         while True:
@@ -335,10 +390,10 @@ class KafkaProducer:
                 cause = self._sender.last_metadata_error[topic] = exc
             except TimeoutError:
                 pass
-            t = self._acc.topics.get(topic)
-            if t is not None and t.queues is not None:
+            known = self._acc.partition_count(topic)
+            if known:
                 self._wake()
-                return t.num_partitions
+                return known
             if time.monotonic() >= deadline:
                 cause = cause or self._sender.last_metadata_error.get(topic)
                 raise KafkaTimeoutError(
@@ -371,19 +426,6 @@ class KafkaProducer:
     async def partitions_for(self, topic: str) -> list[int]:
         """Partition ids of ``topic`` (waiting up to ``max_block_ms`` for its metadata)."""
         return list(range(await self.wait_topic(topic)))
-
-    def _plan_batch(
-        self, topic: str, values: Any, keys: Any, partition: int | None, headers: Any, timestamps: Any
-    ) -> list[Chunk]:
-        """Split a ``send_batch`` call into per-partition chunks of at most ``batch_size`` bytes."""
-        acc = self._acc
-        with acc.lock:
-            t = acc.topics[topic]
-            chunks = plan_chunks(
-                t, acc.partitioner, values, keys, partition, headers, timestamps, acc.batch_size
-            )
-            acc._cache_sticky(t)  # the sticky partition may have moved on
-            return chunks
 
     def _append_chunk(self, topic: str, chunk: Chunk) -> BatchResult:
         result = self._acc.append_columns(
@@ -425,8 +467,7 @@ class KafkaProducer:
                         await asyncio.wait_for(result.aio_waiter(), left)
                     except TimeoutError:
                         raise self._flush_timeout(timeout, result) from None
-                if result._forward is not None:
-                    pending.extend(r for r, _ in result._forward)
+                pending.extend(result.forwarded_to())
         finally:
             self._acc.flushing -= 1
 
@@ -479,15 +520,7 @@ class KafkaProducer:
             if not result.done:
                 count += n
                 result.set_error(exc)
-        for task in list(self._sender._requests):
-            task.cancel()
-        for q in self._sender._all_queues():
-            for b in list(q.in_flight):
-                if not b.result.done:
-                    count += b.count
-                    b.result.set_error(exc)
-            q.in_flight.clear()
-        return count
+        return count + self._sender.fail_in_flight(exc)
 
 
 def _fatal(exc: KafkaError) -> bool:

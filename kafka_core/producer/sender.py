@@ -91,7 +91,7 @@ class Sender:
         self._closing = False
         self._bump_task: asyncio.Task[None] | None = None
         self.last_metadata_error: dict[str, BaseException] = {}
-        self.metadata_max_age = getattr(client, "_metadata_max_age", 300.0)
+        self.metadata_max_age = float(getattr(client, "metadata_max_age", 300.0))
         self._last_refresh = time.monotonic()
         self.paused = False  # True until the producer has reached a broker: deadlines only
         self.waiting_for = ""  # while paused with no error yet: what it is still waiting for
@@ -131,6 +131,20 @@ class Sender:
         self._closing = True
         self.wake()
 
+    def fail_in_flight(self, exc: BaseException) -> int:
+        """Close: cancel every request and fail the batches they carried; returns how many
+        records were still unsettled."""
+        for task in list(self._requests):
+            task.cancel()
+        count = 0
+        for q in self._all_queues():
+            for b in list(q.in_flight):
+                if not b.result.done:
+                    count += b.count
+                    b.result.set_error(exc)
+            q.in_flight.clear()
+        return count
+
     # -- metadata ----------------------------------------------------------------------------------
 
     def _handle_parked(self, now: float) -> None:
@@ -168,7 +182,8 @@ class Sender:
             t = meta.topic(name)
             if t is None or t.error_code or not t.partitions:
                 self.last_metadata_error[name] = error_for(
-                    t.error_code if t is not None and t.error_code else 3, name
+                    t.error_code if t is not None and t.error_code else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    name,
                 )
                 retry_soon = True
                 continue
@@ -186,10 +201,6 @@ class Sender:
                 result.forward(targets)
         if retry_soon:
             self._metadata_backoff_until = time.monotonic() + self.backoff
-
-    def known_partitions(self, topic: str) -> int:
-        leaders = self._leaders.get(topic)
-        return len(leaders) if leaders else 0
 
     # -- sending -----------------------------------------------------------------------------------
 
@@ -290,7 +301,7 @@ class Sender:
         """No batch of ``q`` in flight or numbered and waiting: nothing can resolve its hole."""
         return not q.in_flight and not q.retry and not (q.sealed and q.sealed[0].sequence >= 0)
 
-    def _hole(self, q: PartitionQueue, b: ProducerBatch) -> None:
+    def hole(self, q: PartitionQueue, b: ProducerBatch) -> None:
         """``b`` failed after it was numbered (called with or without the lock; no I/O)."""
         if self.idem is None or b.sequence < 0:
             return
@@ -339,7 +350,7 @@ class Sender:
                     data = self._encode(b)
                 except Exception as exc:  # bad record content: that batch fails alone
                     self._settle(q, b)
-                    self._fail(b, exc)
+                    self.fail(b, exc)
                     continue
                 by_topic[b.topic].append(ProduceRequest.PartitionProduceData(index=b.partition, records=data))
                 sent.append((q, b))
@@ -376,7 +387,7 @@ class Sender:
             except KafkaClosedError as exc:
                 for q, b in sent:
                     self._settle(q, b)
-                    self._fail(b, exc)
+                    self.fail(b, exc)
                 return
             if resp is None:  # acks=0
                 for q, b in sent:
@@ -390,8 +401,8 @@ class Sender:
                 if b in q.in_flight or not b.result.done:
                     b.unknown_outcome = True
                     self._settle(q, b)
-                    self._hole(q, b)
-                    self._fail(b, exc)
+                    self.hole(q, b)
+                    self.fail(b, exc)
         finally:
             self._node_in_flight[node] -= 1
             self.wake()
@@ -406,7 +417,11 @@ class Sender:
         for q, b in sent:
             pr = answers.get((b.topic, b.partition))
             if pr is None:
-                self._retry_or_fail(q, b, error_for(13, "partition missing from the Produce response"))
+                self._retry_or_fail(
+                    q,
+                    b,
+                    error_for(ErrorCode.NETWORK_EXCEPTION, "partition missing from the Produce response"),
+                )
                 continue
             code = pr.error_code
             if code == 0 or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
@@ -475,8 +490,8 @@ class Sender:
                 f"{b.topic}[{b.partition}]: delivery_timeout_ms expired; last error: {exc}"
             )
         self._settle(q, b)
-        self._hole(q, b)
-        self._fail(b, exc)
+        self.hole(q, b)
+        self.fail(b, exc)
 
     def _closing_hard(self) -> bool:
         return self.acc.closed and not self._closing
@@ -516,7 +531,7 @@ class Sender:
         if not b.result.done:  # an expired batch's records already failed at their deadline
             b.result.set_result(base_offset, log_append_time if log_append_time is not None else -1)
 
-    def _fail(self, b: ProducerBatch, exc: BaseException) -> None:
+    def fail(self, b: ProducerBatch, exc: BaseException) -> None:
         self.metrics.batch_failed(b.topic, b.count)
         self.acc.release(b)
         if not b.result.done:
@@ -551,12 +566,6 @@ class Sender:
                     b.unknown_outcome = False
                 q.sealed.extend(pending)
         self.wake()
-
-    async def abort_requests(self) -> None:
-        for task in list(self._requests):
-            task.cancel()
-        if self._requests:
-            await asyncio.gather(*self._requests, return_exceptions=True)
 
 
 def _earliest(a: float | None, b: float | None) -> float | None:

@@ -11,13 +11,17 @@ from typing import Any
 
 from kafka_core._sync import SyncFace, sync_face
 from kafka_core.errors import KafkaConfigError
-from kafka_core.producer.futures import BatchResult, RecordFuture, SendBatchFuture
+from kafka_core.producer.futures import RecordFuture, SendBatchFuture
 from kafka_core.producer.producer import KafkaProducer as AsyncKafkaProducer
 
 __all__ = ["KafkaProducer"]
 
 
-@sync_face(AsyncKafkaProducer, close_method="_close_on_finalize")
+@sync_face(
+    AsyncKafkaProducer,
+    close_method="_close_on_finalize",
+    exclude=("bind_blocking", "queue_batch"),  # the face's own plumbing, not its API
+)
 class KafkaProducer(SyncFace):
     """Blocking Kafka producer; same options as ``kafka_core.aio.KafkaProducer``.
 
@@ -38,17 +42,11 @@ class KafkaProducer(SyncFace):
                 "pass the options instead and the producer builds its own client"
             )
         super().__init__(*args, **kwargs)
-        core: AsyncKafkaProducer = self._async_obj
-        loop = self._loop_thread.loop
-        wake = core._sender.wake
-        acc = core._acc
-        acc.block = True
-        acc.loop_thread = self._loop_thread._thread.ident
         loop_thread = self._loop_thread  # not self: the face must stay collectable
-        acc.lookup = lambda topic: loop_thread.run(core._lookup(topic))
-        acc._wakeup = lambda: loop.call_soon_threadsafe(wake)
         # The hot path: the accumulator's own bound method, no wrapper frame in between.
-        self.send = acc.append  # type: ignore[method-assign]
+        self.send = self._async_obj.bind_blocking(  # type: ignore[method-assign]
+            loop_thread.run, loop_thread.loop, loop_thread.thread_id
+        )
 
     def send(  # type: ignore[no-redef]
         self,
@@ -60,7 +58,7 @@ class KafkaProducer(SyncFace):
         timestamp_ms: int | None = None,
     ) -> RecordFuture:
         """Queue one record (replaced per instance by the accumulator's ``append``)."""
-        return self._async_obj._acc.append(topic, value, key, partition, headers, timestamp_ms)
+        raise NotImplementedError  # never reached: __init__ binds the real one
 
     def send_batch(
         self,
@@ -73,12 +71,9 @@ class KafkaProducer(SyncFace):
     ) -> SendBatchFuture:
         """Queue many records (lists or pyarrow binary arrays); one future for the whole call."""
         core: AsyncKafkaProducer = self._async_obj
-        t = core._acc.topics.get(topic)
-        if t is None or t.queues is None:
+        if not core.known_partitions(topic):
             self._run(core.wait_topic(topic))
-        chunks = core._plan_batch(topic, values, keys, partition, headers, timestamps)
-        parts: list[tuple[BatchResult, Any]] = [(core._append_chunk(topic, c), c.rows) for c in chunks]
-        return SendBatchFuture(parts, len(values))
+        return core.queue_batch(topic, values, keys, partition, headers, timestamps)
 
     def flush(self, timeout: float | None = None) -> None:
         """Send everything queued now and wait until each record is delivered or failed."""
@@ -109,6 +104,5 @@ class KafkaProducer(SyncFace):
 
     def _wait_ready(self) -> None:
         core: AsyncKafkaProducer = self._async_obj
-        ready = core._ready
-        if (ready is None or not ready.is_set()) and self._loop_thread.alive and not core._closed:
-            self._run(core.wait_ready(core._max_block))
+        if not core.ready and not core.closed and self._loop_thread.alive:
+            self._run(core.wait_ready())

@@ -170,13 +170,13 @@ def test_memory_released_unblocks_a_waiting_sender() -> None:
 
 
 def test_async_face_gets_buffer_full_instead_of_blocking() -> None:
-    from kafka_core.producer.accumulator import _BufferFull
+    from kafka_core.producer.accumulator import BufferFull
 
     acc = make(buffer_memory=100)
     acc.block = False
     acc.set_partitions("t", 1)
     acc.append("t", b"x" * 60)
-    with pytest.raises(_BufferFull):
+    with pytest.raises(BufferFull):
         acc.append("t", b"y" * 60)
 
 
