@@ -54,6 +54,26 @@ class KafkaClient(ClientOperations):
     ``send`` is the raw primitive (no retries: resending is the caller's call); the named
     operations (``metadata``, ``list_offsets``, ``commit_offsets``, ...) retry retriable errors
     until ``api_timeout_ms``.
+
+    Options (the producer, consumer, admin and transport pass theirs on to it):
+
+    - ``bootstrap_servers``: ``"host:port"``, a comma list or a sequence of them.
+    - ``client_id``: the name brokers log and quota by.
+    - ``connect_timeout_ms``: connecting, TLS/SASL and the ApiVersions exchange, per broker.
+    - ``request_timeout_ms``: the default bound of one request (its connection is dropped after).
+    - ``api_timeout_ms``: the bound of a named operation, its retries included.
+    - ``metadata_max_age_ms``: cached metadata is refreshed after this even without an error.
+    - ``retry_backoff_ms`` / ``retry_backoff_max_ms``: the wait between retries, growing to the max.
+    - ``reconnect_backoff_ms`` / ``reconnect_backoff_max_ms``: the same between reconnects.
+    - ``allow_auto_create_topics``: whether asking about a missing topic may create it.
+    - ``max_response_size``: a larger answer frame is refused (a garbled or hostile length).
+    - ``connections_max_idle_ms``: an idle connection is replaced before the broker reaps it.
+    - ``security_protocol``: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.
+    - ``ssl_context``, or ``ssl_cafile`` / ``ssl_certfile`` / ``ssl_keyfile`` / ``ssl_password``
+      / ``ssl_check_hostname`` to build one.
+    - ``sasl_mechanism`` (``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``), ``sasl_username``,
+      ``sasl_password``.
+    - ``api_version_caps``: ``{api_key: highest version}`` to hold back what is negotiated.
     """
 
     def __init__(

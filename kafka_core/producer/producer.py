@@ -39,6 +39,31 @@ __all__ = ["KafkaProducer"]
 class KafkaProducer:
     """Asyncio Kafka producer. ``await send(...)`` returns a future of RecordMetadata at once
     (it only waits while ``buffer_memory`` is full). Use ``async with`` or ``await close()``.
+
+    The blocking ``kafka_core.KafkaProducer`` takes the same options, documented here once:
+
+    - ``bootstrap_servers``: ``"host:port"``, a comma list or a sequence of them.
+    - ``acks``: ``0`` (no answer), ``1`` (the leader) or ``-1``/``"all"`` (every in-sync replica).
+    - ``linger_ms``: how long a batch waits for more records before it may go (sooner when full).
+    - ``batch_size``: the most bytes of records in one batch (a larger record goes alone).
+    - ``compression``: ``"none"``, ``"gzip"``, ``"snappy"``, ``"lz4"`` or ``"zstd"``;
+      ``compression_level`` the codec's level (None: its default).
+    - ``idempotent``: None turns it on when the broker supports it and ``acks``/``max_in_flight``
+      allow it (as the Java client); True requires it, False never.
+    - ``partitioner``: ``"murmur2"`` (the Java client's, sticky for null keys), ``"round_robin"``,
+      a callable ``(topic, key, num_partitions) -> partition`` or a ``Partitioner``.
+    - ``max_in_flight``: Produce requests in flight per broker (at most 5 with idempotence).
+    - ``delivery_timeout_ms``: a record fails (KafkaTimeoutError naming the cause) if it is not
+      delivered this long after ``send`` returned, retries included.
+    - ``retry_backoff_ms``: the wait before a partition's failed batch is retried.
+    - ``request_timeout_ms``: bounds every request the producer makes (metadata, InitProducerId,
+      Produce); its own client waits no longer than that for any answer.
+    - ``buffer_memory``: bytes of queued records; ``send`` waits while it is full.
+    - ``max_block_ms``: the most ``send`` waits, for memory or a new topic's metadata, before
+      KafkaTimeoutError; also bounds ``start``.
+    - ``client``: a ``kafka_core.aio.KafkaClient`` to share (on this loop); None builds one.
+    - ``**client_options``: the rest go to that client (``client_id``, ``security_protocol``,
+      ``ssl_*``, ``sasl_*``, ``connect_timeout_ms``... see ``kafka_core.aio.KafkaClient``).
     """
 
     def __init__(

@@ -143,3 +143,49 @@ def test_public_names() -> None:
     assert kafka_core.KafkaClient is kafka_core.sync_client.KafkaClient
     assert kafka_core.aio.KafkaClient is kafka_core.client.cluster.KafkaClient
     assert isinstance(kafka_core.__version__, str)
+
+
+@pytest.mark.parametrize(
+    "name", ["KafkaProducer", "KafkaConsumer", "KafkaAdmin", "KafkaClient", "KafkaStreamTransport"]
+)
+def test_blocking_classes_show_the_cores_parameters_and_docs(name: str) -> None:
+    import inspect
+    import pydoc
+
+    import kafka_core
+    import kafka_core.aio
+
+    face, core = getattr(kafka_core, name), getattr(kafka_core.aio, name)
+    expected = list(inspect.signature(core).parameters)
+    assert list(inspect.signature(face).parameters) == expected
+    assert "bootstrap_servers" in expected and "args" not in expected
+    assert list(inspect.signature(face.__init__).parameters) == ["self", *expected]
+    text = pydoc.render_doc(face, renderer=pydoc.plaintext)
+    assert "bootstrap_servers" in text and "*args" not in text.split("Methods defined here")[0]
+    assert inspect.cleandoc(core.__doc__) in inspect.cleandoc(face.__doc__)  # documented once
+
+
+def test_a_face_without_its_own_constructor_gets_the_cores_signature() -> None:
+    import inspect
+
+    @sync_face(AsyncThing)
+    class Thing(SyncFace):
+        """The toy's blocking face."""
+
+    assert str(inspect.signature(Thing)) == "(name: 'str', *, fail: 'bool' = False) -> 'None'"
+    t = Thing("x")
+    try:
+        assert t.name == "x"
+    finally:
+        t.close()
+
+
+def test_the_producer_docstring_documents_every_option() -> None:
+    import inspect
+
+    from kafka_core.aio import KafkaProducer
+
+    doc = KafkaProducer.__doc__ or ""
+    names = list(inspect.signature(KafkaProducer).parameters)
+    missing = [p for p in names if f"``{p}``" not in doc and f"``**{p}``" not in doc]
+    assert not missing, missing
