@@ -1,5 +1,5 @@
 """Shared by records.py and columnar.py: the batch walk and the record parser (the Cython
-twins cimport reader.pxd and include batch.pxi).
+twins cimport reader.pxd and batch.pxd).
 
 The walk goes over concatenated batches, stops cleanly at a truncated trailing batch, and hands
 magic 0/1 entries to ``kafka_core.codec.legacy``.
@@ -8,6 +8,8 @@ magic 0/1 entries to ``kafka_core.codec.legacy``.
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterator
+from typing import Any
 
 from kafka_core._typing import Buffer
 from kafka_core.codec import compression as _compression
@@ -225,9 +227,20 @@ class _Batch:
         "producer_id",
         "records",
     )
+    base_offset: int
+    base_sequence: int
+    base_timestamp: int
+    is_control: bool
+    is_transactional: bool
+    last_offset_delta: int
+    log_append_time: bool
+    max_timestamp: int
+    producer_epoch: int
+    producer_id: int
+    records: list[Any]  # (timestamp delta, offset delta, key, value, headers) per record
 
 
-def _walk(buf: Buffer, check_crc: bool):
+def _walk(buf: Buffer, check_crc: bool) -> Iterator[_Batch | tuple[int, list[Any]]]:
     """Yield a ``_Batch`` per v2 batch and ``(entry_offset, legacy_records)`` per legacy entry."""
     view = memoryview(buf)
     if view.format != "B" or view.ndim != 1:

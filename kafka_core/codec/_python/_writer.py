@@ -182,7 +182,7 @@ def _encode(
         attributes |= _ATTR_CONTROL
 
     usize = _usize
-    prepared = []
+    prepared: list[tuple[Any, ...]] = []
     append = prepared.append
     max_ts = None
     total = 0

@@ -169,7 +169,7 @@ def decode_record_batches_columns(
     header_values: list = []
     batches: list[BatchInfo] = []
     for batch in _walk(buf, check_crc):
-        if type(batch) is tuple:
+        if isinstance(batch, tuple):
             entry_offset, legacy_records = batch
             for offset, ts, ts_type, key, value in legacy_records:
                 offsets.append(offset)

@@ -225,7 +225,7 @@ def decode_record_batches(buf: Buffer, *, check_crc: bool = True) -> list[KafkaR
     out: list[KafkaRecord] = []
     append = out.append
     for batch in _walk(buf, check_crc):
-        if type(batch) is tuple:
+        if isinstance(batch, tuple):
             for offset, ts, ts_type, key, value in batch[1]:
                 append(_record(key, value, [], ts, offset, ts_type, -1, -1, False, False))
             continue
