@@ -259,7 +259,6 @@ class KafkaConsumer(ConsumerOffsets):
             st = self._subs.state(tp)
             om = committed.get(tp)
             if om is not None and om.offset >= 0:
-                st.committed = om.offset
                 self._committed_positions[tp] = om.offset
                 self._subs.seek(tp, om.offset)
             elif st.reset is None:

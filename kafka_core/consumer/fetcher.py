@@ -18,6 +18,7 @@ import logging
 import time
 import uuid
 from collections import defaultdict, deque
+from collections.abc import Iterable
 from typing import Any
 
 from kafka_core.client.metadata import EARLIEST, LATEST, TopicPartition
@@ -135,13 +136,10 @@ class Fetcher:
     def _notify(self) -> None:
         self.data_ready.set()
 
-    def drop(self, tps: Any = None) -> None:
-        """Forget buffered data (after a seek, a revocation, or a new assignment)."""
-        if tps is None:
-            self.buffer.clear()
-        else:
-            for tp in tps:
-                self.buffer.pop(tp, None)
+    def drop(self, tps: Iterable[TopicPartition]) -> None:
+        """Forget buffered data (after a seek or a revocation)."""
+        for tp in tps:
+            self.buffer.pop(tp, None)
         self.wake()
 
     def drain(self, max_records: int | None, columns: bool, pending: list[BaseException]) -> Any:
@@ -293,13 +291,13 @@ class Fetcher:
             policy = todo[tp]
             offset = listed.offset
             if policy is OffsetReset.LATEST and offset > 0:
-                offset = await self._true_end(tp, offset)
+                offset = await self.true_end(tp, offset)
             if tp in self._subs and self._subs.state(tp).reset == policy:
                 self._subs.seek(tp, offset)
                 self.buffer.pop(tp, None)
         self._notify()
 
-    async def _true_end(self, tp: TopicPartition, listed: int) -> int:
+    async def true_end(self, tp: TopicPartition, listed: int) -> int:
         """The log end offset, checked against the batch holding ``listed - 1``.
 
         Some brokers (Tansu) answer ListOffsets latest with the last batch's base offset + 1;
@@ -550,8 +548,6 @@ class Fetcher:
             return FetchOutcome.GOT
         if p.high_watermark >= 0:
             st.high_watermark = p.high_watermark
-        st.last_stable_offset = p.last_stable_offset
-        st.log_start_offset = p.log_start_offset
         records = p.records
         if not records:
             return FetchOutcome.NOTHING
@@ -560,15 +556,12 @@ class Fetcher:
             tp,
             fetch_offset,
             records,
-            high_watermark=p.high_watermark,
-            last_stable_offset=p.last_stable_offset,
-            log_start_offset=p.log_start_offset,
             aborted=aborted,
             read_committed=self._isolation is IsolationLevel.READ_COMMITTED,
             check_crcs=self._check_crcs,
         )
-        pf._prepare()
-        if pf.next_offset == fetch_offset and not pf._batches:
+        pf.prepare()
+        if pf.next_offset == fetch_offset and not pf.batch_count:
             return FetchOutcome.NOTHING  # only a partial batch: nothing to hand over yet
         self.metrics.fetched(tp.topic, pf.complete_bytes())
         if q is None:

@@ -101,9 +101,6 @@ class PartitionFetch:
     tp: TopicPartition
     fetch_offset: int
     records: Any  # bytes-like record set
-    high_watermark: int = -1
-    last_stable_offset: int = -1
-    log_start_offset: int = -1
     aborted: list[tuple[int, int]] | None = None
     read_committed: bool = False
     check_crcs: bool = True
@@ -116,7 +113,13 @@ class PartitionFetch:
     _drop: list[tuple[int, int]] = field(default_factory=list)
     next_offset: int = -1
 
-    def _prepare(self) -> None:
+    @property
+    def batch_count(self) -> int:
+        """Complete batches found by prepare() (0: only a partial batch came)."""
+        return len(self._batches or ())
+
+    def prepare(self) -> None:
+        """Find the complete batches (decoding waits for the application's first take)."""
         if self._batches is not None:
             return
         self._batches = batches = scan_batches(self.records)
@@ -129,7 +132,7 @@ class PartitionFetch:
 
     def complete_bytes(self) -> int:
         """Bytes of the complete record batches here (a trailing partial batch is fetched again)."""
-        self._prepare()
+        self.prepare()
         b = self._batches
         return b[-1].end - b[0].start if b else 0
 
@@ -166,7 +169,7 @@ class PartitionFetch:
         return 0, None
 
     def _decode_slice(self, decode: Any) -> Any:
-        self._prepare()
+        self.prepare()
         assert self._batches is not None
         if not self._batches:
             return None

@@ -1,25 +1,24 @@
 """The consumer protocol's embedded structs (JoinGroup metadata, SyncGroup assignment).
 
-They travel as opaque bytes inside group requests and are never flexible, so a small hand-written
-codec (big-endian, int16-length strings, int32-length bytes) is simpler than the generated layer.
+They travel as opaque bytes inside group requests: an int16 version, then the generated
+ConsumerProtocolSubscription / ConsumerProtocolAssignment body of that version. The assignors
+work on the small dataclasses here (partitions as ``{topic: [partition, ...]}``), which is all
+they need and what the admin's group description shows.
 """
 
 from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import Any
 
 from kafka_core.errors import KafkaProtocolError
+from kafka_core.protocol.messages import ConsumerProtocolAssignment, ConsumerProtocolSubscription
 
 SUBSCRIPTION_VERSION = 3  # v1 owned partitions (KIP-429), v2 generation, v3 rack
 ASSIGNMENT_VERSION = 3
 
 _H = struct.Struct(">h")
-_I = struct.Struct(">i")
-
-
-def _bad(what: str) -> KafkaProtocolError:
-    return KafkaProtocolError(-1, "CORRUPT_GROUP_METADATA", False, f"consumer protocol: {what}")
 
 
 @dataclass
@@ -37,154 +36,80 @@ class Assignment:
     user_data: bytes | None = None
 
 
-class _Writer:
-    def __init__(self) -> None:
-        self.parts: list[bytes] = []
-
-    def int16(self, v: int) -> None:
-        self.parts.append(_H.pack(v))
-
-    def int32(self, v: int) -> None:
-        self.parts.append(_I.pack(v))
-
-    def string(self, s: str | None) -> None:
-        if s is None:
-            self.int16(-1)
-            return
-        data = s.encode()
-        self.int16(len(data))
-        self.parts.append(data)
-
-    def bytes_(self, b: bytes | None) -> None:
-        if b is None:
-            self.int32(-1)
-            return
-        self.int32(len(b))
-        self.parts.append(bytes(b))
-
-    def topic_partitions(self, tps: dict[str, list[int]]) -> None:
-        self.int32(len(tps))
-        for topic in sorted(tps):
-            self.string(topic)
-            parts = tps[topic]
-            self.int32(len(parts))
-            self.parts.append(struct.pack(f">{len(parts)}i", *parts))
-
-    def value(self) -> bytes:
-        return b"".join(self.parts)
-
-
-class _Reader:
-    def __init__(self, buf: bytes) -> None:
-        self.buf = memoryview(bytes(buf))
-        self.pos = 0
-
-    def _take(self, n: int) -> memoryview:
-        if n < 0 or self.pos + n > len(self.buf):
-            raise _bad(f"truncated at byte {self.pos} (need {n} more)")
-        out = self.buf[self.pos : self.pos + n]
-        self.pos += n
-        return out
-
-    def done(self) -> bool:
-        return self.pos >= len(self.buf)
-
-    def int16(self) -> int:
-        return _H.unpack(self._take(2))[0]
-
-    def int32(self) -> int:
-        return _I.unpack(self._take(4))[0]
-
-    def string(self) -> str | None:
-        n = self.int16()
-        if n == -1:
-            return None
-        if n < -1:
-            raise _bad(f"negative string length {n}")
-        try:
-            return bytes(self._take(n)).decode()
-        except UnicodeDecodeError as exc:
-            raise _bad("string is not UTF-8") from exc
-
-    def bytes_(self) -> bytes | None:
-        n = self.int32()
-        if n == -1:
-            return None
-        if n < -1:
-            raise _bad(f"negative bytes length {n}")
-        return bytes(self._take(n))
-
-    def count(self) -> int:
-        n = self.int32()
-        if n < 0 or n > len(self.buf):
-            raise _bad(f"implausible array length {n}")
-        return n
-
-    def topic_partitions(self) -> dict[str, list[int]]:
-        out: dict[str, list[int]] = {}
-        for _ in range(self.count()):
-            topic = self.string()
-            if topic is None:
-                raise _bad("null topic name")
-            n = self.count()
-            out.setdefault(topic, []).extend(struct.unpack(f">{n}i", self._take(4 * n)))
-        return out
-
-
 def encode_subscription(sub: Subscription, version: int = SUBSCRIPTION_VERSION) -> bytes:
-    w = _Writer()
-    w.int16(version)
-    w.int32(len(sub.topics))
-    for t in sub.topics:
-        w.string(t)
-    w.bytes_(sub.user_data)
-    if version >= 1:
-        w.topic_partitions(sub.owned_partitions)
-    if version >= 2:
-        w.int32(sub.generation_id)
-    if version >= 3:
-        w.string(sub.rack_id)
-    return w.value()
+    tp = ConsumerProtocolSubscription.TopicPartition
+    body = ConsumerProtocolSubscription(
+        topics=list(sub.topics),
+        user_data=sub.user_data,
+        owned_partitions=_topic_partitions(tp, sub.owned_partitions) if version >= 1 else [],
+        generation_id=sub.generation_id if version >= 2 else -1,
+        rack_id=sub.rack_id if version >= 3 else None,
+    )
+    return _H.pack(version) + body.encode(version)
 
 
 def decode_subscription(buf: bytes) -> Subscription:
     """Read any version; fields of newer versions than we know are ignored (forward compatible)."""
-    r = _Reader(buf)
-    version = r.int16()
-    if version < 0:
-        raise _bad(f"negative subscription version {version}")
-    topics = []
-    for _ in range(r.count()):
-        t = r.string()
-        if t is None:
-            raise _bad("null topic in subscription")
-        topics.append(t)
-    sub = Subscription(topics=topics, user_data=r.bytes_())
-    if version >= 1 and not r.done():
-        sub.owned_partitions = r.topic_partitions()
-    if version >= 2 and not r.done():
-        sub.generation_id = r.int32()
-    if version >= 3 and not r.done():
-        sub.rack_id = r.string()
-    return sub
+    body = _decode(ConsumerProtocolSubscription, buf, "subscription")
+    return Subscription(
+        topics=list(body.topics),
+        user_data=body.user_data,
+        owned_partitions=_as_dict(body.owned_partitions),
+        generation_id=body.generation_id,
+        rack_id=body.rack_id,
+    )
 
 
 def encode_assignment(a: Assignment, version: int = ASSIGNMENT_VERSION) -> bytes:
-    w = _Writer()
-    w.int16(version)
-    w.topic_partitions(a.partitions)
-    w.bytes_(a.user_data)
-    return w.value()
+    tp = ConsumerProtocolAssignment.TopicPartition
+    body = ConsumerProtocolAssignment(
+        assigned_partitions=_topic_partitions(tp, a.partitions), user_data=a.user_data
+    )
+    return _H.pack(version) + body.encode(version)
 
 
 def decode_assignment(buf: bytes | None) -> Assignment:
     """An empty buffer is a valid 'nothing for you' (brokers send it to members left out)."""
     if not buf:
         return Assignment()
-    r = _Reader(buf)
-    version = r.int16()
+    body = _decode(ConsumerProtocolAssignment, buf, "assignment")
+    return Assignment(partitions=_as_dict(body.assigned_partitions), user_data=body.user_data)
+
+
+def _topic_partitions(cls: Any, tps: dict[str, list[int]]) -> list[Any]:
+    return [cls(topic=t, partitions=list(tps[t])) for t in sorted(tps)]  # sorted: stable bytes
+
+
+def _as_dict(tps: list[Any]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for tp in tps:
+        out.setdefault(tp.topic, []).extend(tp.partitions)
+    return out
+
+
+def _decode(cls: Any, buf: bytes, what: str) -> Any:
+    """The body at its stated version (bytes after it, fields of versions newer than ours, are
+    ignored); failing that, at a lower version it fills exactly: other clients label some
+    versions without writing their last fields."""
+    view = memoryview(bytes(buf))
+    if len(view) < 2:
+        raise _bad(f"{what} shorter than its version")
+    version = _H.unpack_from(view, 0)[0]
     if version < 0:
-        raise _bad(f"negative assignment version {version}")
-    partitions = r.topic_partitions()
-    user_data = r.bytes_() if not r.done() else None
-    return Assignment(partitions=partitions, user_data=user_data)
+        raise _bad(f"negative {what} version {version}")
+    stated = min(version, cls.MAX_VERSION)
+    try:
+        return cls.read_from(view, 2, stated)[0]
+    except KafkaProtocolError as exc:
+        for v in range(stated - 1, -1, -1):
+            try:
+                body, end = cls.read_from(view, 2, v)
+            except KafkaProtocolError:
+                continue
+            if end == len(view):
+                return body
+        raise _bad(f"{what}: {exc}") from exc
+
+
+def _bad(what: str) -> KafkaProtocolError:
+    return KafkaProtocolError(-1, "CORRUPT_GROUP_METADATA", False, f"consumer protocol: {what}")

@@ -63,8 +63,6 @@ class ConsumerOffsets:
         for tp, value in offsets.items():
             off = value.offset if isinstance(value, OffsetAndMetadata) else int(value)
             self._committed_positions[tp] = off
-            if tp in self._subs:
-                self._subs.state(tp).committed = off
 
     async def commit(self, offsets: Any = None) -> None:
         """Commit positions (None: every assigned partition), a {tp: offset} map, or messages.
@@ -145,7 +143,7 @@ class ConsumerOffsets:
         tps = [as_topic_partition(x) for x in partitions]
         got = await self._client.list_offsets({tp: LATEST for tp in tps}, isolation_level=self._isolation)
         return {
-            tp: await self._fetcher._true_end(tp, lo.offset) if lo.offset > 0 else lo.offset
+            tp: await self._fetcher.true_end(tp, lo.offset) if lo.offset > 0 else lo.offset
             for tp, lo in got.items()
         }
 

@@ -1,4 +1,4 @@
-"""Per-partition consuming state: position, pause flag, reset need, watermarks, committed offset."""
+"""Per-partition consuming state: position, pause flag, reset need, high watermark."""
 
 from __future__ import annotations
 
@@ -14,10 +14,7 @@ class PartitionState:
     position: int | None = None  # offset of the next record to hand to the application
     paused: bool = False
     reset: OffsetReset | None = None  # set when the position must be looked up (or is unknowable)
-    high_watermark: int = -1
-    last_stable_offset: int = -1
-    log_start_offset: int = -1
-    committed: int | None = None  # last offset known committed for this group
+    high_watermark: int = -1  # of the last Fetch answer: lag in metrics() and lag()
     epoch: int = 0  # bumped by seeks and resets: fetches sent before are stale
 
     @property
@@ -30,13 +27,11 @@ class SubscriptionState:
 
     def __init__(self) -> None:
         self._parts: dict[TopicPartition, PartitionState] = {}
-        self.version = 0  # bumped on every assignment change, so stale fetches are dropped
 
     def assign(self, tps: Iterable[TopicPartition]) -> None:
         new = {TopicPartition(*tp) for tp in tps}
         old = self._parts
         self._parts = {tp: old.get(tp) or PartitionState() for tp in sorted(new)}
-        self.version += 1
 
     def add(self, tps: Iterable[TopicPartition]) -> None:
         self.assign(set(self._parts) | {TopicPartition(*tp) for tp in tps})
@@ -64,16 +59,11 @@ class SubscriptionState:
         st.position = offset
         st.reset = None
         st.epoch += 1
-        self.version += 1
 
     def request_reset(self, tp: TopicPartition, policy: OffsetReset) -> None:
         st = self.state(tp)
         st.reset = policy
         st.epoch += 1
-        self.version += 1
-
-    def needs_position(self) -> list[TopicPartition]:
-        return [tp for tp, st in self._parts.items() if st.position is None or st.reset is not None]
 
     def fetchable(self) -> list[TopicPartition]:
         return [tp for tp, st in self._parts.items() if st.fetchable]
@@ -81,7 +71,6 @@ class SubscriptionState:
     def pause(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
             self.state(TopicPartition(*tp)).paused = True
-        self.version += 1
 
     def resume(self, tps: Iterable[TopicPartition]) -> None:
         for tp in tps:
