@@ -219,6 +219,10 @@ def sync_face(
                 setattr(cls, name, _wrap_asyncgen(name, fn))
             else:
                 setattr(cls, name, _wrap_plain(name, fn))
+        for name, attr in vars(async_cls).items():
+            # A public classmethod (``from_config``) builds the face when called on the face.
+            if isinstance(attr, classmethod) and not name.startswith("_") and name not in cls.__dict__:
+                setattr(cls, name, classmethod(attr.__func__))
         if hasattr(async_cls, "__aiter__") and "__iter__" not in cls.__dict__:
 
             def __iter__(self: SyncFace) -> Iterator[Any]:

@@ -13,7 +13,7 @@ from typing import Any
 
 from kafka_core.errors import KafkaConfigError
 
-__all__ = ["ROLES", "client_keywords", "translate"]
+__all__ = ["ROLES", "client_keywords", "keywords_from_config", "translate"]
 
 ROLES = ("client", "producer", "consumer")
 
@@ -157,6 +157,7 @@ def translate(config: Mapping[str, Any], role: str, *, prefix: str = "") -> dict
         raise KafkaConfigError(f"role must be one of {ROLES}, not {role!r}")
     tables = _ROLE_TABLES[role]
     out: dict[str, Any] = {}
+    unknown: list[str] = []
     for raw_name, value in config.items():
         name = raw_name.strip().lower()
         if name in _NO_EFFECT:
@@ -171,15 +172,28 @@ def translate(config: Mapping[str, Any], role: str, *, prefix: str = "") -> dict
                     out[keyword] = convert(value)
                     break
             else:
-                known = sorted({n for t in tables for n in t} | {"sasl.jaas.config"})
-                raise KafkaConfigError(
-                    f"unknown {role} option '{prefix}{raw_name}' (kafka_core understands: {', '.join(known)})"
-                )
+                unknown.append(f"'{prefix}{raw_name}'")
         except (ValueError, TypeError) as exc:
             if isinstance(exc, KafkaConfigError):
                 raise
             raise KafkaConfigError(f"bad value for {prefix}{raw_name}: {value!r} ({exc})") from None
+    if unknown:  # every one of them at once: a config from another client often has several
+        known = sorted({n for t in tables for n in t} | {"sasl.jaas.config"})
+        raise KafkaConfigError(
+            f"unknown {role} option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
+            f"(kafka_core understands: {', '.join(known)})"
+        )
     return out
+
+
+def keywords_from_config(
+    config: Mapping[str, Any], role: str, overrides: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What a class's ``from_config(config, **overrides)`` passes to its constructor: the
+    translated ``config``, with ``overrides`` (keyword names, e.g. a serializer) on top."""
+    kwargs = translate(config, role)
+    kwargs.update(overrides)
+    return kwargs
 
 
 def client_keywords(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:

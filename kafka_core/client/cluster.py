@@ -12,12 +12,13 @@ import random
 import ssl
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterable
-from typing import Any, TypeVar
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from typing import Any, Self, TypeVar
 
 from kafka_core.client.metadata import BrokerMeta, ClusterMeta, PartitionMeta, TopicMeta
 from kafka_core.client.nodes import Node, parse_bootstrap
 from kafka_core.client.operations import ClientOperations
+from kafka_core.config import keywords_from_config
 from kafka_core.errors import (
     KafkaAuthenticationError,
     KafkaClosedError,
@@ -217,6 +218,12 @@ class KafkaClient(ClientOperations):
             self._full_refresh.cancel()
         conns = [c for n in self._nodes.values() for c in n.all_conns()]
         await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> Self:
+        """A client from Java-style names (``{"bootstrap.servers": ..., "client.id": ...}``), with
+        ``overrides`` (keyword names) on top; unknown names raise KafkaConfigError naming them."""
+        return cls(**keywords_from_config(config, "client", overrides))
 
     @property
     def request_timeout_ms(self) -> float:

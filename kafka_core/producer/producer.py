@@ -10,10 +10,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Coroutine, Sequence
-from typing import Any
+from collections.abc import Callable, Coroutine, Mapping, Sequence
+from typing import Any, Self
 
 from kafka_core.client import KafkaClient
+from kafka_core.config import keywords_from_config
 from kafka_core.errors import (
     KafkaClosedError,
     KafkaConfigError,
@@ -61,6 +62,9 @@ class KafkaProducer:
     - ``buffer_memory``: bytes of queued records; ``send`` waits while it is full.
     - ``max_block_ms``: the most ``send`` waits, for memory or a new topic's metadata, before
       KafkaTimeoutError; also bounds ``start``.
+    - ``key_serializer`` / ``value_serializer``: ``fn(obj) -> bytes`` applied by ``send`` to a key
+      / value that is not None, before anything is queued (an exception it raises comes out of
+      ``send``). ``send_batch`` takes bytes (lists or Arrow arrays) and applies neither.
     - ``client``: a ``kafka_core.aio.KafkaClient`` to share (on this loop); None builds one.
     - ``**client_options``: the rest go to that client (``client_id``, ``security_protocol``,
       ``ssl_*``, ``sasl_*``, ``connect_timeout_ms``... see ``kafka_core.aio.KafkaClient``).
@@ -83,9 +87,17 @@ class KafkaProducer:
         request_timeout_ms: float = 30_000,
         buffer_memory: int = 64 << 20,
         max_block_ms: float = 60_000,
+        key_serializer: Callable[[Any], bytes] | None = None,
+        value_serializer: Callable[[Any], bytes] | None = None,
         client: KafkaClient | None = None,
         **client_options: Any,
     ) -> None:
+        for name, fn in (("key_serializer", key_serializer), ("value_serializer", value_serializer)):
+            if fn is not None and not callable(fn):
+                raise KafkaConfigError(f"{name} must be a callable or None, not {fn!r}")
+        self._key_serializer = key_serializer
+        self._value_serializer = value_serializer
+        self._serializing = key_serializer is not None or value_serializer is not None
         self.acks = parse_acks(acks)
         check_options(
             acks=self.acks,
@@ -147,6 +159,13 @@ class KafkaProducer:
         with contextlib.suppress(RuntimeError):
             self._begin(asyncio.get_running_loop())
 
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> Self:
+        """A producer from Java-style names (``{"bootstrap.servers": ..., "linger.ms": 5}``), with
+        ``overrides`` (keyword names, e.g. ``value_serializer=``) on top; unknown names raise
+        KafkaConfigError naming each of them."""
+        return cls(**keywords_from_config(config, "producer", overrides))
+
     # -- lifecycle ---------------------------------------------------------------------------------
 
     def _begin(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -174,7 +193,31 @@ class KafkaProducer:
             wakeup=lambda: loop.call_soon_threadsafe(wake),
             loop_thread_id=loop_thread_id,
         )
-        return self._acc.append
+        append = self._acc.append
+        if not self._serializing:
+            return append
+        serialize = self._serialize
+
+        def send(
+            topic: str,
+            value: Any,
+            key: Any = None,
+            partition: int | None = None,
+            headers: Sequence[tuple[str, Any]] | None = None,
+            timestamp_ms: int | None = None,
+        ) -> RecordFuture:
+            key, value = serialize(key, value)
+            return append(topic, value, key, partition, headers, timestamp_ms)
+
+        return send
+
+    def _serialize(self, key: Any, value: Any) -> tuple[Any, Any]:
+        """The configured serializers applied to what is not None (a None value is a tombstone)."""
+        if key is not None and self._key_serializer is not None:
+            key = self._key_serializer(key)
+        if value is not None and self._value_serializer is not None:
+            value = self._value_serializer(value)
+        return key, value
 
     @property
     def ready(self) -> bool:
@@ -310,6 +353,8 @@ class KafkaProducer:
         timestamp_ms: int | None = None,
     ) -> RecordFuture:
         """Queue one record; returns its future (await it, or ``.result()`` from another thread)."""
+        if self._serializing:
+            key, value = self._serialize(key, value)
         if self._task is None:
             self._begin(asyncio.get_running_loop())
         if topic not in self._acc.topics and type(topic) is str:

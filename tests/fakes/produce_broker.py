@@ -68,6 +68,9 @@ class ProduceBroker:
     async def close(self) -> None:
         return None
 
+    def metrics(self) -> dict[str, Any]:
+        return {}
+
     async def negotiated_versions(self) -> dict[int, dict[Any, int]]:
         return {0: {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.PRODUCE: 9}}
 

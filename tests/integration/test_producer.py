@@ -344,3 +344,22 @@ def test_option_conflicts_are_config_errors() -> None:
         KafkaProducer("127.0.0.1:1", compression="brotli")
     with pytest.raises(KafkaConfigError):
         KafkaProducer("127.0.0.1:1", acks=2)
+
+
+def test_from_config_with_serializers_round_trip(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
+    import json
+
+    topic = new_topic(2)
+    config = {"bootstrap.servers": bootstrap_servers, "linger.ms": 2, "acks": "all", "client.id": "cfg"}
+    with KafkaProducer.from_config(
+        config, key_serializer=str.encode, value_serializer=lambda v: json.dumps(v).encode()
+    ) as p:
+        metas = [p.send(topic, {"n": i}, key=f"user-{i % 3}").result(30) for i in range(30)]
+    for i, m in enumerate(metas):
+        assert m.partition == murmur2_partition(f"user-{i % 3}".encode(), 2)
+    got = consume(bootstrap_servers, topic, 2, 30)
+    assert sorted((m.key(), json.loads(m.value())["n"]) for m in got) == sorted(
+        (f"user-{i % 3}".encode(), i) for i in range(30)
+    )
