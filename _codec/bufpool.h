@@ -2,10 +2,10 @@
  *
  * Decoding a fetch allocates a few buffers of about its size (up to ~10 per decode, and a
  * consumer keeps a few decodes alive). glibc serves such sizes with fresh mmap'ed pages and
- * returns them on free, so every decode page-faulted its buffers in again (5x slower at
- * 1000-byte values). Released buffers of 64 KiB or more are kept here (at most 48, 64 MiB in
- * all) and handed to the next decode. Arrow may release an array from
- * any thread, hence the mutex.
+ * returns them on free, so every decode page-faulted its buffers in again (the cost measured is
+ * in bench/RESULTS.md, "Codec design measurements"). Released buffers of 64 KiB or more are kept
+ * here (at most 48, 64 MiB in all) and handed to the next decode. Arrow may release an array
+ * from any thread, hence the mutex.
  */
 #ifndef KAFKA_CORE_BUFPOOL_H
 #define KAFKA_CORE_BUFPOOL_H

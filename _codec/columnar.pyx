@@ -110,8 +110,8 @@ cdef object _pyarrow():
         _schemas = (arrow_schema(False), arrow_schema(True))
         _schemas_nh = (arrow_schema(False, headers=False), arrow_schema(True, headers=False))
         # The address import takes the schema as a pyarrow object: no schema export and parse per
-        # call, a third of the fixed cost of a decode. It is not public API, so the public
-        # capsule protocol stays the fallback.
+        # call, a large part of the fixed cost of a small decode (bench/RESULTS.md, "Codec design
+        # measurements"). It is not public API, so the public capsule protocol stays the fallback.
         _import_ptr = getattr(pyarrow.RecordBatch, "_import_from_c", None)
         _import_capsule = pyarrow.RecordBatch._import_from_c_capsule
         _pa = pyarrow

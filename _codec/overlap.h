@@ -2,19 +2,19 @@
  *
  * The two are independent: the CRC reads the batch, the scan (fastscan.h) reads the same bytes
  * and fills the columns, and the scan's result is only used once the CRC has matched. Serially
- * they add up (at 1000-byte values the CRC is half of a decode); side by side a decode takes
- * about as long as the longer of the two. The helper never touches Python objects, so it needs
- * no GIL, and the CRC call may release the GIL as it likes.
+ * they add up (with large values the CRC is a large part of a decode); side by side a decode
+ * takes about as long as the longer of the two. The helper never touches Python objects, so it
+ * needs no GIL, and the CRC call may release the GIL as it likes.
  *
- * One helper per process, used by one decode at a time (others run serially meanwhile), and
- * only for a records region of min_region bytes or more (KC_OVERLAP_MIN, 256 KiB): below that
- * the handover and the second core's CPU cost more than the CRC they hide (at 128 KiB the
- * helper made a decode 1.3x faster for 2.3x the CPU; at 1 MiB, 1.6x faster for 1.25x). After a
- * job it spins for KC_SPIN_NS waiting for the next one, then sleeps on a condition variable and
- * is signalled by the next post. The decoding thread never waits for a helper that has not
- * started its job: it takes the job back and scans itself (kc_overlap_end), so a busy or
- * descheduled helper costs nothing but the attempt. After fork() the child has no helper
- * thread; the atfork handler resets the state and the first decode there starts a new one.
+ * One helper per process, used by one decode at a time (others run serially meanwhile), and only
+ * for a records region of min_region bytes or more (KC_OVERLAP_MIN, 256 KiB): below that the
+ * handover and the second core's CPU cost more than the CRC they hide (measured in
+ * bench/RESULTS.md, "Codec design measurements"). After a job it spins for KC_SPIN_NS waiting for
+ * the next one, then sleeps on a condition variable and is signalled by the next post. The
+ * decoding thread never waits for a helper that has not started its job: it takes the job back
+ * and scans itself (kc_overlap_end), so a busy or descheduled helper costs nothing but the
+ * attempt. After fork() the child has no helper thread; the atfork handler resets the state and
+ * the first decode there starts a new one.
  */
 #ifndef KAFKA_CORE_OVERLAP_H
 #define KAFKA_CORE_OVERLAP_H
