@@ -1,12 +1,16 @@
-"""Shared test helpers: the generator's model of the JSON definitions, and hypothesis strategies.
+"""Shared test helpers: the generator's model of the message definitions, and hypothesis strategies.
 
-Strategies are built from the JSON (through tools/protocol_gen's loader), not from the
-generated classes, so a generator bug cannot hide by agreeing with itself.
+Strategies are built from the field schemas (messages/_schema.py, the generator's loader model
+written out as data), not from the generated classes' wire code, so a generator bug cannot hide
+by agreeing with itself; and they need no file outside the repository. Only the drift check reads
+the JSON definitions: ``need_definitions()`` skips without them, except under ``CI=true``, where
+their absence fails. ``KAFKA_CORE_PROTOCOL_DEFINITIONS`` points at another definitions folder.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 import sys
 from functools import cache
 from pathlib import Path
@@ -15,7 +19,9 @@ from typing import Any
 import pytest
 from hypothesis import strategies as st
 
+from kafka_core._env import env_flag
 from kafka_core.protocol import messages
+from kafka_core.protocol.messages._schema import SCHEMA
 
 REPO = Path(__file__).resolve().parents[2]
 GEN_PATH = REPO / "tools" / "gen_protocol.py"
@@ -31,20 +37,29 @@ def load_gen() -> Any:
 
 
 gen = load_gen()
-MESSAGES_DIR: Path = gen.DEFAULT_MESSAGES
 
 
-def need_definitions() -> None:
-    if not MESSAGES_DIR.is_dir():
-        pytest.skip(f"Kafka message definitions not found at {MESSAGES_DIR}")
+def definitions_dir() -> Path:
+    """Where the JSON definitions are looked up (read at call time, so a test can point it away)."""
+    return Path(os.environ.get("KAFKA_CORE_PROTOCOL_DEFINITIONS") or gen.DEFAULT_MESSAGES)
+
+
+def need_definitions() -> Path:
+    """The definitions folder; a skip without it, a failure under CI=true (the drift check must run)."""
+    path = definitions_dir()
+    if not path.is_dir():
+        message = f"Kafka message definitions not found at {path}"
+        if env_flag("CI"):
+            pytest.fail(f"{message} (CI=true: the drift check must run)")
+        pytest.skip(message)
+    return path
 
 
 @cache
 def all_messages() -> list[Any]:
-    if not MESSAGES_DIR.is_dir():
-        return []
-    defs = [gen.load(p) for p in sorted(MESSAGES_DIR.glob("*.json"))]
-    return [m for m in defs if m.kind in ("request", "response", "data")]
+    from protocol_gen import from_schema  # on sys.path once gen_protocol is loaded
+
+    return from_schema(SCHEMA)
 
 
 def message_versions() -> list[tuple[str, int]]:
@@ -52,7 +67,6 @@ def message_versions() -> list[tuple[str, int]]:
 
 
 def message_by_name(name: str) -> Any:
-    need_definitions()
     return next(m for m in all_messages() if m.name == name)
 
 

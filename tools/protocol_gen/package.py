@@ -12,6 +12,8 @@ import re
 from pathlib import Path
 
 from .emit import Gen
+from .schema import MODULE as SCHEMA_MODULE
+from .schema import schema_module
 from .spec import MessageDef, load, snake
 
 BANNER = [
@@ -183,7 +185,10 @@ def generate(messages_dir: Path) -> dict[str, str]:
     families: dict[str, list[MessageDef]] = {}
     for m in msgs:
         families.setdefault(family(m), []).append(m)
+    if SCHEMA_MODULE in families:
+        raise ValueError(f"a message family is named {SCHEMA_MODULE}, the schema table's module")
     out = {f"{mod}.py": family_module(group) for mod, group in sorted(families.items())}
+    out[f"{SCHEMA_MODULE}.py"] = schema_module(msgs, BANNER)
     where = {m.name: mod for mod, group in families.items() for m in group}
     out["__init__.py"] = init_module(msgs, where, preferred)
     return out
