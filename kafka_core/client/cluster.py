@@ -10,12 +10,11 @@ import asyncio
 import logging
 import random
 import ssl
-import time
-import uuid
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
-from kafka_core.client.metadata import BrokerMeta, ClusterMeta, PartitionMeta, TopicMeta
+from kafka_core.client.metadata import BrokerMeta, ClusterMeta, TopicMeta
+from kafka_core.client.metadata_cache import MetadataCache, metadata_request, parse_metadata
 from kafka_core.client.nodes import Node, parse_bootstrap
 from kafka_core.client.operations import ClientOperations
 from kafka_core.config import keywords_from_config
@@ -40,7 +39,6 @@ log = logging.getLogger("kafka_core.client")
 T = TypeVar("T")
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-_ZERO_UUID = uuid.UUID(int=0)
 
 
 def _consume_exception(task: asyncio.Task[Any]) -> None:
@@ -134,7 +132,7 @@ class KafkaClient(ClientOperations):
         self._connect_timeout_ms = connect_timeout_ms
         self._request_timeout_ms = request_timeout_ms
         self.api_timeout_ms = api_timeout_ms
-        self._metadata_max_age = metadata_max_age_ms / 1000.0
+        self._meta = MetadataCache(metadata_max_age_ms / 1000.0)
         self._retry_backoff = (retry_backoff_ms, retry_backoff_max_ms)
         self._reconnect_backoff = (reconnect_backoff_ms, reconnect_backoff_max_ms)
         self.allow_auto_create_topics = allow_auto_create_topics
@@ -142,10 +140,6 @@ class KafkaClient(ClientOperations):
         self._max_idle = connections_max_idle_ms / 1000.0
         self._version_caps = dict(api_version_caps or {})
         self._nodes: dict[int, Node] = {}
-        self._cluster = ClusterMeta(brokers=[], topics=[])
-        self._topics: dict[str, TopicMeta] = {}
-        self._topic_fetched: dict[str, float] = {}
-        self._stale_before = 0.0
         self._background: set[asyncio.Task[Any]] = set()
         self._full_refresh: asyncio.Task[ClusterMeta] | None = None
         self._coordinators: dict[tuple[int, str], BrokerMeta] = {}
@@ -234,7 +228,7 @@ class KafkaClient(ClientOperations):
     def metadata_max_age(self) -> float:
         """Seconds after which cached metadata is refreshed even without an error (the producer
         refreshes its own topics on the same period)."""
-        return self._metadata_max_age
+        return self._meta.max_age
 
     def metrics(self) -> dict[str, Any]:
         """A plain-dict snapshot of this client's counters, cheap to call (keys: docs/metrics.md)."""
@@ -311,7 +305,7 @@ class KafkaClient(ClientOperations):
                 await conn.connect()
             except KafkaError:
                 node.next_attempt = asyncio.get_running_loop().time() + node.backoff.next_s()
-                self._mark_all_stale()
+                self._meta.invalidate()
                 raise
             node.backoff.reset()
             node.set_lane(lane, conn)
@@ -345,7 +339,7 @@ class KafkaClient(ClientOperations):
         try:
             return await conn.send(request_body, version, timeout_ms=timeout_ms)
         except (KafkaConnectionError, KafkaTimeoutError):
-            self._mark_all_stale()
+            self._meta.invalidate()
             raise
 
     async def send_to_leader(
@@ -397,67 +391,16 @@ class KafkaClient(ClientOperations):
 
     def _metadata_request(
         self, conn: BrokerConnection, topics: list[str] | None, auto_create: bool = False
-    ) -> Any:
-        version = conn.choose_version(ApiKey.METADATA)
-        if topics is None and version == 0:
-            req_topics: list[Any] | None = []  # v0: empty list means all topics
-        elif topics is None:
-            req_topics = None
-        else:
-            req_topics = [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
-        return MetadataRequest(topics=req_topics, allow_auto_topic_creation=auto_create)
+    ) -> MetadataRequest:
+        return metadata_request(conn.choose_version(ApiKey.METADATA), topics, auto_create)
 
     def _apply_metadata(self, resp: Any, *, full: bool) -> ClusterMeta:
-        brokers = [BrokerMeta(b.node_id, b.host, b.port, getattr(b, "rack", None)) for b in resp.brokers]
-        for b in brokers:
+        """Take in a Metadata answer: its brokers become connectable, its topics cached."""
+        answer = parse_metadata(resp)
+        for b in answer.brokers:
             self._register_broker(b)
-        topics: list[TopicMeta] = []
-        for t in resp.topics:
-            parts = [
-                PartitionMeta(
-                    partition=p.partition_index,
-                    leader=p.leader_id,
-                    replicas=tuple(p.replica_nodes),
-                    isr=tuple(p.isr_nodes),
-                    leader_epoch=getattr(p, "leader_epoch", -1),
-                    offline_replicas=tuple(getattr(p, "offline_replicas", ()) or ()),
-                    error_code=p.error_code,
-                )
-                for p in t.partitions
-            ]
-            parts.sort(key=lambda p: p.partition)
-            topic_id = getattr(t, "topic_id", None)
-            if topic_id is not None and not isinstance(topic_id, uuid.UUID):
-                topic_id = uuid.UUID(bytes=bytes(topic_id))
-            topics.append(
-                TopicMeta(
-                    name=t.name or "",
-                    partitions=parts,
-                    topic_id=None if topic_id in (None, _ZERO_UUID) else topic_id,
-                    is_internal=bool(getattr(t, "is_internal", False)),
-                    error_code=t.error_code,
-                )
-            )
-        now = time.monotonic()
-        if full:
-            self._topics = {t.name: t for t in topics if t.error_code == ErrorCode.NONE}
-            self._topic_fetched = dict.fromkeys(self._topics, now)
-        else:
-            for t in topics:
-                if t.error_code == ErrorCode.NONE:
-                    self._topics[t.name] = t
-                    self._topic_fetched[t.name] = now
-                else:
-                    self.invalidate_metadata(t.name)
-        controller = getattr(resp, "controller_id", -1)
-        cluster_id = getattr(resp, "cluster_id", None)
-        self._cluster = ClusterMeta(
-            brokers=brokers,
-            topics=list(self._topics.values()),
-            controller_id=controller,
-            cluster_id=cluster_id,
-        )
-        return ClusterMeta(brokers=brokers, topics=topics, controller_id=controller, cluster_id=cluster_id)
+        self._meta.update(answer, full=full)
+        return answer
 
     async def _metadata_once(self, topics: list[str] | None, auto_create: bool) -> ClusterMeta:
         node_id = await self._any_node()
@@ -474,7 +417,7 @@ class KafkaClient(ClientOperations):
         try:
             resp = await conn.send(self._metadata_request(conn, topics, auto_create))
         except (KafkaConnectionError, KafkaTimeoutError):
-            self._mark_all_stale()
+            self._meta.invalidate()
             raise
         return self._apply_metadata(resp, full=topics is None)
 
@@ -510,18 +453,11 @@ class KafkaClient(ClientOperations):
 
     def cached_metadata(self) -> ClusterMeta:
         """The cache as it stands, without a request (may be stale or partial)."""
-        return self._cluster
+        return self._meta.snapshot()
 
     def invalidate_metadata(self, topic: str | None = None) -> None:
         """Forget what we know about ``topic`` (or mark everything stale) so the next lookup refreshes."""
-        if topic is None:
-            self._mark_all_stale()
-        else:
-            self._topics.pop(topic, None)
-            self._topic_fetched.pop(topic, None)
-
-    def _mark_all_stale(self) -> None:
-        self._stale_before = time.monotonic()
+        self._meta.invalidate(topic)
 
     def note_error(
         self, error_code: int, topic: str | None = None, *, coordinator_key: str | None = None
@@ -539,29 +475,25 @@ class KafkaClient(ClientOperations):
             return True
         return bool(error_code) and error_for(error_code).retriable
 
-    def _topic_fresh(self, topic: str) -> bool:
-        fetched = self._topic_fetched.get(topic)
-        if fetched is None or fetched <= self._stale_before:
-            return False
-        return time.monotonic() - fetched < self._metadata_max_age
-
     async def leader_for(self, topic: str, partition: int, *, timeout_ms: float | None = None) -> int:
         """Node id of the partition's leader, waiting (with metadata refreshes) while it has none."""
         self._check_open()
         await self._ensure_started()
-        t = self._topics.get(topic)
-        p = t.partition(partition) if t is not None and self._topic_fresh(topic) else None
+        t = self._meta.fresh_topic(topic)
+        p = t.partition(partition) if t is not None else None
         if p is not None and p.leader >= 0 and p.leader in self._nodes:
             return p.leader
 
         async def lookup() -> int:
             await self._metadata_once([topic], self.allow_auto_create_topics)
-            meta = self._topics.get(topic)
+            meta = self._meta.topic(topic)
             part = meta.partition(partition) if meta is not None else None
             if part is None:
-                raise error_for(3, f"{topic}-{partition} not (yet) in metadata")
+                raise error_for(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{topic}-{partition} not (yet) in metadata"
+                )
             if part.leader < 0 or part.leader not in self._nodes:
-                raise error_for(5, f"{topic}-{partition} has no leader yet")
+                raise error_for(ErrorCode.LEADER_NOT_AVAILABLE, f"{topic}-{partition} has no leader yet")
             return part.leader
 
         return await self._retry(f"leader lookup for {topic}-{partition}", lookup, timeout_ms)
@@ -576,9 +508,15 @@ class KafkaClient(ClientOperations):
             meta = await self._metadata_once([topic], self.allow_auto_create_topics)
             t = meta.topic(topic)
             if t is None or t.error_code:
-                raise error_for(t.error_code if t is not None and t.error_code else 3, f"topic {topic!r}")
+                raise error_for(
+                    t.error_code if t is not None and t.error_code else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"topic {topic!r}",
+                )
             if len(t.partitions) < min_partitions or not t.ready:
-                raise error_for(5, f"topic {topic!r}: {len(t.partitions)} partitions, not all led yet")
+                raise error_for(
+                    ErrorCode.LEADER_NOT_AVAILABLE,
+                    f"topic {topic!r}: {len(t.partitions)} partitions, not all led yet",
+                )
             return t
 
         return await self._retry(f"waiting for topic {topic!r}", check, timeout_ms)

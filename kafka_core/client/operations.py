@@ -46,11 +46,11 @@ class _Core(Protocol):
     """What the operations need from the cluster core (cluster.KafkaClient), for type checking."""
 
     _coordinators: dict[tuple[int, str], BrokerMeta]
-    _cluster: ClusterMeta
     _nodes: dict[int, Any]
     _request_timeout_ms: float
 
     def _check_open(self) -> None: ...
+    def cached_metadata(self) -> ClusterMeta: ...
     async def _ensure_started(self) -> None: ...
     async def _any_node(self) -> int: ...
     def _register_broker(self, broker: BrokerMeta) -> None: ...
@@ -350,7 +350,7 @@ class ClientOperations:
     # -- topics ----------------------------------------------------------------------------
 
     async def _controller_node(self: _Core) -> int:
-        controller = self._cluster.controller_id
+        controller = self.cached_metadata().controller_id
         if controller >= 0 and controller in self._nodes:
             return controller
         return await self._any_node()
@@ -363,7 +363,7 @@ class ClientOperations:
         ``refresh`` asks a broker first (after ErrorCode.NOT_CONTROLLER the cached id is wrong)."""
         self._check_open()
         await self._ensure_started()
-        if refresh or self._cluster.controller_id < 0:
+        if refresh or self.cached_metadata().controller_id < 0:
             await self.metadata([], allow_auto_topic_creation=False)
         return await self._controller_node()
 

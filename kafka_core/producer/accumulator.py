@@ -72,7 +72,7 @@ class Accumulator:
         # Guards the batches, queues, ``topics``, ``fast``, ``mem`` and the partitioner's state:
         # ``send`` runs in callers' threads while the I/O loop drains.
         self.lock = threading.Lock()
-        self._space = threading.Condition(self.lock)
+        self._space = threading.Condition(self.lock)  # blocking senders wait here for memory
         self._space_waiters = 0
         self.mem = Budget(buffer_memory)
         self.topics: dict[str, TopicState] = {}

@@ -64,6 +64,8 @@ class BatchResult:
         self.log_append_time = -1
         self.error: BaseException | None = None
         self._state = _PENDING
+        # Guards _state, _event, _callbacks and _aio_waiters: the I/O thread settles the result
+        # while callers in other threads wait on it or add callbacks.
         self._lock = threading.Lock()
         self._event: threading.Event | None = None
         self._callbacks: list[tuple[int, Callable[[Any], None], bool]] | None = None
@@ -350,7 +352,7 @@ class SendBatchFuture:
 
     def add_done_callback(self, fn: Callable[[SendBatchFuture], None]) -> SendBatchFuture:
         remaining = [len(self._parts)]
-        lock = threading.Lock()
+        lock = threading.Lock()  # guards remaining: parts settle on the I/O thread, added here
 
         def one_done(_: Any) -> None:
             with lock:

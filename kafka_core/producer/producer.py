@@ -455,9 +455,9 @@ class KafkaProducer:
                 raise self._start_error
             try:
                 meta = await asyncio.wait_for(self.client.metadata([topic]), max(left, 0.001))
-                self._sender.apply_metadata(meta, [topic])
+                self._sender.leaders.apply(meta, [topic])
             except KafkaError as exc:
-                cause = self._sender.last_metadata_error[topic] = exc
+                cause = self._sender.leaders.last_error[topic] = exc
             except TimeoutError:
                 pass
             known = self._acc.partition_count(topic)
@@ -465,7 +465,7 @@ class KafkaProducer:
                 self._wake()
                 return known
             if time.monotonic() >= deadline:
-                cause = cause or self._sender.last_metadata_error.get(topic)
+                cause = cause or self._sender.leaders.last_error.get(topic)
                 raise KafkaTimeoutError(
                     f"topic {topic!r} not available within max_block_ms ({self._max_block * 1000:.0f} ms)"
                     + _cause(cause)
@@ -487,9 +487,9 @@ class KafkaProducer:
                 return
             left = max(deadline - time.monotonic(), 0.0)
             meta = await asyncio.wait_for(self.client.metadata([topic]), left)
-            self._sender.apply_metadata(meta, [topic])
+            self._sender.leaders.apply(meta, [topic])
         except KafkaError as exc:
-            self._sender.last_metadata_error[topic] = exc
+            self._sender.leaders.last_error[topic] = exc
         except TimeoutError:
             pass  # the cause is the client's (cause_for_topic)
 

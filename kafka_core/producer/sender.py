@@ -38,6 +38,7 @@ from kafka_core.errors import (
 from kafka_core.metrics.registry import ProducerMetrics
 from kafka_core.producer.accumulator import BATCH_OVERHEAD, Accumulator, PartitionQueue, ProducerBatch
 from kafka_core.producer.expiry import expire
+from kafka_core.producer.leaders import Leaders
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import PRODUCER_ID_CODES, STALE_METADATA_CODES, ErrorCode, error_for
 from kafka_core.protocol.messages import ProduceRequest
@@ -83,16 +84,10 @@ class Sender:
         self.idem = idempotence  # IdempotenceState or None
         self._event = asyncio.Event()
         self._node_in_flight: dict[int, int] = defaultdict(int)
-        self._leaders: dict[str, list[int]] = {}
-        self._stale_topics: set[str] = set()
-        self._metadata_task: asyncio.Task[None] | None = None
-        self._metadata_backoff_until = 0.0
+        self.leaders = Leaders(client, acc, backoff=self.backoff, on_change=self.wake)
         self._requests: set[asyncio.Task[None]] = set()
         self._closing = False
         self._bump_task: asyncio.Task[None] | None = None
-        self.last_metadata_error: dict[str, BaseException] = {}
-        self.metadata_max_age = float(getattr(client, "metadata_max_age", 300.0))
-        self._last_refresh = time.monotonic()
         self.paused = False  # True until the producer has reached a broker: deadlines only
         self.waiting_for = ""  # while paused with no error yet: what it is still waiting for
 
@@ -108,21 +103,21 @@ class Sender:
             next_at = expire(self, now)
             if not self.paused:
                 next_at = _earliest(next_at, self.acc.seal_ready(now, self._can_send))
-                self._handle_parked(now)
+                self.leaders.refresh_due(now, (t for t, _ in self.acc.parked_topics()))
                 next_at = _earliest(next_at, self._send_ready(now))
                 if self._closing and not self._requests and not self.acc.unfinished():
                     return
             else:
                 self.acc.wake_pending = False
             timeout = None if next_at is None else max(0.0, next_at - time.monotonic())
-            if not self.paused and (self._stale_topics or self.acc.parked_topics()):
+            if not self.paused and (self.leaders.stale or self.acc.parked_topics()):
                 timeout = self.backoff if timeout is None else min(timeout, self.backoff)
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._event.wait(), timeout)
 
     def cause_for_topic(self, topic: str) -> BaseException | None:
         """The last error that kept ``topic`` from being sent (metadata, or reaching a broker)."""
-        cause = self.last_metadata_error.get(topic) or getattr(self.client, "last_error", None)
+        cause = self.leaders.last_error.get(topic) or getattr(self.client, "last_error", None)
         if cause is None and self.paused and self.waiting_for:
             return KafkaTimeoutError(self.waiting_for)
         return cause
@@ -145,63 +140,6 @@ class Sender:
             q.in_flight.clear()
         return count
 
-    # -- metadata ----------------------------------------------------------------------------------
-
-    def _handle_parked(self, now: float) -> None:
-        parked = self.acc.parked_topics()
-        if now - self._last_refresh > self.metadata_max_age:
-            # Periodic refresh: partitions added to a topic, leaders moved without an error.
-            self._last_refresh = now
-            self._stale_topics.update(self._leaders)
-        topics = {t for t, _ in parked} | self._stale_topics
-        if (
-            topics
-            and (self._metadata_task is None or self._metadata_task.done())
-            and now >= self._metadata_backoff_until
-        ):
-            self._metadata_task = asyncio.get_running_loop().create_task(self._refresh(sorted(topics)))
-
-    async def _refresh(self, topics: list[str]) -> None:
-        try:
-            meta = await self.client.metadata(topics)
-        except KafkaClosedError:
-            return
-        except KafkaError as exc:
-            log.debug("metadata refresh for %s failed: %s", topics, exc)
-            for t in topics:
-                self.last_metadata_error[t] = exc
-            self._metadata_backoff_until = time.monotonic() + self.backoff
-            self.wake()
-            return
-        self.apply_metadata(meta, topics)
-        self.wake()
-
-    def apply_metadata(self, meta: Any, topics: list[str]) -> None:
-        retry_soon = False
-        for name in topics:
-            t = meta.topic(name)
-            if t is None or t.error_code or not t.partitions:
-                self.last_metadata_error[name] = error_for(
-                    t.error_code if t is not None and t.error_code else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                    name,
-                )
-                retry_soon = True
-                continue
-            leaders = [-1] * (max(p.partition for p in t.partitions) + 1)
-            for p in t.partitions:
-                leaders[p.partition] = (
-                    p.leader if p.error_code in (ErrorCode.NONE, ErrorCode.REPLICA_NOT_AVAILABLE) else -1
-                )
-            self._leaders[name] = leaders
-            if -1 in leaders:
-                retry_soon = True
-            else:
-                self._stale_topics.discard(name)
-            for result, targets in self.acc.set_partitions(name, len(leaders)):
-                result.forward(targets)
-        if retry_soon:
-            self._metadata_backoff_until = time.monotonic() + self.backoff
-
     # -- sending -----------------------------------------------------------------------------------
 
     def _available(self, q: PartitionQueue) -> bool:
@@ -210,8 +148,7 @@ class Sender:
             return False
         if q.in_flight and q.in_flight[0].attempts > 1:
             return False
-        leaders = self._leaders.get(q.topic)
-        return bool(leaders) and q.partition < len(leaders) and leaders[q.partition] >= 0
+        return self.leaders.leader(q.topic, q.partition) >= 0
 
     def _can_send(self, q: PartitionQueue) -> bool:
         """Whether ``q``'s next batch could go out now (called with the accumulator's lock held)."""
@@ -223,8 +160,7 @@ class Sender:
             return False
         if q.in_flight and q.in_flight[0].attempts > 1:
             return False
-        leaders = self._leaders.get(q.topic)
-        leader = leaders[q.partition] if leaders and q.partition < len(leaders) else -1
+        leader = self.leaders.leader(q.topic, q.partition)
         return leader >= 0 and self._node_in_flight[leader] < self.max_in_flight
 
     def _send_ready(self, now: float) -> float | None:
@@ -254,10 +190,9 @@ class Sender:
                 if q.muted_until > now:
                     next_at = q.muted_until if next_at is None else min(next_at, q.muted_until)
                     continue
-                leaders = self._leaders.get(q.topic)
-                leader = leaders[q.partition] if leaders and q.partition < len(leaders) else -1
+                leader = self.leaders.leader(q.topic, q.partition)
                 if leader < 0:
-                    self._stale_topics.add(q.topic)
+                    self.leaders.mark_stale(q.topic)
                     continue
                 requests = per_node[leader]
                 slots = self.max_in_flight - self._node_in_flight[leader]
@@ -373,7 +308,7 @@ class Sender:
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 for q, b in sent:
                     b.unknown_outcome = True
-                    self._stale_topics.add(b.topic)
+                    self.leaders.mark_stale(b.topic)
                     self._retry_or_fail(q, b, exc)
                 return
             except (KafkaCodecError, KafkaProtocolError) as exc:
@@ -437,7 +372,7 @@ class Sender:
             if self._net is not None:
                 self._net.error_code(ApiKey.PRODUCE, node, code)
             if code in STALE_METADATA_CODES:
-                self._stale_topics.add(b.topic)
+                self.leaders.mark_stale(b.topic)
             if self.idem is not None and (
                 code in PRODUCER_ID_CODES or code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
             ):

@@ -1,0 +1,125 @@
+"""The client's picture of the cluster's topics and how fresh it is: one job, apart from the
+connections and retries in ``cluster.py``.
+
+A topic's entry is fresh for ``metadata_max_age_ms`` after the answer that brought it, unless it
+was invalidated (an error naming it) or everything was marked stale (a dropped connection: its
+leaders may have moved). Only the I/O loop touches it, so it needs no lock.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from kafka_core.client.metadata import BrokerMeta, ClusterMeta, PartitionMeta, TopicMeta
+from kafka_core.protocol.errors import ErrorCode
+from kafka_core.protocol.messages import MetadataRequest
+
+__all__ = ["MetadataCache", "metadata_request", "parse_metadata"]
+
+_ZERO_UUID = uuid.UUID(int=0)
+
+
+def metadata_request(version: int, topics: list[str] | None, auto_create: bool = False) -> MetadataRequest:
+    """A Metadata request for ``topics`` (None: all of them) in the negotiated ``version``."""
+    if topics is None and version == 0:
+        req_topics: list[Any] | None = []  # v0: an empty list means all topics
+    elif topics is None:
+        req_topics = None
+    else:
+        req_topics = [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+    return MetadataRequest(topics=req_topics, allow_auto_topic_creation=auto_create)
+
+
+def parse_metadata(resp: Any) -> ClusterMeta:
+    """A Metadata response as plain data (partitions sorted, an all-zero topic id as None)."""
+    brokers = [BrokerMeta(b.node_id, b.host, b.port, getattr(b, "rack", None)) for b in resp.brokers]
+    topics: list[TopicMeta] = []
+    for t in resp.topics:
+        parts = [
+            PartitionMeta(
+                partition=p.partition_index,
+                leader=p.leader_id,
+                replicas=tuple(p.replica_nodes),
+                isr=tuple(p.isr_nodes),
+                leader_epoch=getattr(p, "leader_epoch", -1),
+                offline_replicas=tuple(getattr(p, "offline_replicas", ()) or ()),
+                error_code=p.error_code,
+            )
+            for p in t.partitions
+        ]
+        parts.sort(key=lambda p: p.partition)
+        topic_id = getattr(t, "topic_id", None)
+        if topic_id is not None and not isinstance(topic_id, uuid.UUID):
+            topic_id = uuid.UUID(bytes=bytes(topic_id))
+        topics.append(
+            TopicMeta(
+                name=t.name or "",
+                partitions=parts,
+                topic_id=None if topic_id in (None, _ZERO_UUID) else topic_id,
+                is_internal=bool(getattr(t, "is_internal", False)),
+                error_code=t.error_code,
+            )
+        )
+    return ClusterMeta(
+        brokers=brokers,
+        topics=topics,
+        controller_id=getattr(resp, "controller_id", -1),
+        cluster_id=getattr(resp, "cluster_id", None),
+    )
+
+
+class MetadataCache:
+    """See the module docstring."""
+
+    def __init__(self, max_age_s: float) -> None:
+        self.max_age = max_age_s
+        self._cluster = ClusterMeta(brokers=[], topics=[])
+        self._topics: dict[str, TopicMeta] = {}
+        self._fetched: dict[str, float] = {}
+        self._stale_before = 0.0
+
+    def update(self, answer: ClusterMeta, *, full: bool) -> None:
+        """Take in an answer: ``full`` (all topics) replaces the topic list, else merges it; a
+        topic answered with an error is forgotten."""
+        now = time.monotonic()
+        if full:
+            self._topics = {t.name: t for t in answer.topics if t.error_code == ErrorCode.NONE}
+            self._fetched = dict.fromkeys(self._topics, now)
+        else:
+            for t in answer.topics:
+                if t.error_code == ErrorCode.NONE:
+                    self._topics[t.name] = t
+                    self._fetched[t.name] = now
+                else:
+                    self.invalidate(t.name)
+        self._cluster = ClusterMeta(
+            brokers=answer.brokers,
+            topics=list(self._topics.values()),
+            controller_id=answer.controller_id,
+            cluster_id=answer.cluster_id,
+        )
+
+    def snapshot(self) -> ClusterMeta:
+        """Everything known, fresh or not (the last answer's brokers and controller)."""
+        return self._cluster
+
+    def topic(self, name: str) -> TopicMeta | None:
+        """What is known of ``name``, fresh or not."""
+        return self._topics.get(name)
+
+    def fresh_topic(self, name: str) -> TopicMeta | None:
+        """``name``'s entry if it is still fresh, else None (time to ask again)."""
+        fetched = self._fetched.get(name)
+        if fetched is None or fetched <= self._stale_before or time.monotonic() - fetched >= self.max_age:
+            return None
+        return self._topics.get(name)
+
+    def invalidate(self, topic: str | None = None) -> None:
+        """Forget ``topic``, or with None mark every entry stale."""
+        if topic is None:
+            self._stale_before = time.monotonic()
+        else:
+            self._topics.pop(topic, None)
+            self._fetched.pop(topic, None)
