@@ -22,8 +22,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from kafka_core.client.metadata import EARLIEST, LATEST, TopicPartition
+from kafka_core.consumer.fetchbuffer import FetchBuffer
+from kafka_core.consumer.fetchrequest import FetchRequests, cached_topic_ids, topics_of
 from kafka_core.consumer.fetchresult import PartitionFetch, scan_batches
-from kafka_core.consumer.message import ConsumedMessage
 from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.policies import IsolationLevel, OffsetReset
 from kafka_core.consumer.subscription import SubscriptionState
@@ -32,14 +33,8 @@ from kafka_core.metrics.registry import ConsumerMetrics
 from kafka_core.network.backoff import Backoff
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import RETRIABLE_FETCH_CODES, ErrorCode, error_for
-from kafka_core.protocol.messages import FetchRequest
 
 log = logging.getLogger(__name__)
-
-# Fetch 13+ addresses topics by id (from Metadata v10+); below that, or while a topic's id is
-# unknown, by name.
-FETCH_MAX_VERSION = 17
-FETCH_BY_NAME_MAX_VERSION = 12
 
 
 class FetchOutcome(enum.Enum):
@@ -48,12 +43,6 @@ class FetchOutcome(enum.Enum):
     NOTHING = enum.auto()  # stale, empty, or only a partial batch: nothing for poll
     GOT = enum.auto()  # records (or an error) buffered for poll: wake it
     RETRY = enum.auto()  # leader moved, topic not ready...: metadata refreshed, retry after a pause
-
-
-# drain(columns=True) hands parts of this size over as they are: concatenating them only copies.
-COLUMNS_BATCH_ROWS = 8_192
-COLUMNS_BATCH_BYTES = 1 << 20
-_ZERO_UUID = uuid.UUID(int=0)
 
 
 class Fetcher:
@@ -83,8 +72,7 @@ class Fetcher:
         self._isolation = isolation_level
         self._max_wait = fetch_max_wait_ms
         self._min_bytes = fetch_min_bytes
-        self._max_bytes = fetch_max_bytes
-        self._part_max = max_partition_fetch_bytes
+        self._requests = FetchRequests(client, fetch_max_bytes, max_partition_fetch_bytes, isolation_level)
         self._check_crcs = check_crcs
         self._request_timeout = request_timeout_ms
         self.outage = outage if outage is not None else OutageTracker(request_timeout_ms / 1000.0)
@@ -94,7 +82,7 @@ class Fetcher:
         # waiting is still fetched ahead, so one caught-up partition's long poll never holds
         # back a busy one.
         self._depth = max(1, prefetch_depth)
-        self.buffer: dict[TopicPartition, deque[PartitionFetch]] = {}
+        self.buffer = FetchBuffer()
         self.errors: list[BaseException] = []
         # Per-partition errors, raised at poll until a seek (the partition is not fetched meanwhile).
         self.partition_errors: dict[TopicPartition, tuple[int, BaseException]] = {}
@@ -114,7 +102,6 @@ class Fetcher:
         self.data_ready = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
-        self._rr = 0  # drain's rotating first partition
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -143,79 +130,13 @@ class Fetcher:
         self.wake()
 
     def drain(self, max_records: int | None, columns: bool, pending: list[BaseException]) -> Any:
-        """Hand buffered records over (positions move), fairly across partitions, at most
-        ``max_records``: a list of messages, or one RecordBatch with ``columns``, or None.
-
-        An error reached after some records is put in ``pending`` (raised at the next poll, so
-        those records are not lost); reached first, it is raised now.
-        """
-        buffer = self.buffer
-        if not buffer:
+        """Hand buffered records over (see FetchBuffer.drain); what was taken is fetched again."""
+        if not self.buffer:
             return None
-        tps = list(buffer)
-        self._rr = (self._rr + 1) % len(tps)
-        tps = tps[self._rr :] + tps[: self._rr]  # fairness across partitions
-        parts: list[Any] = []
-        taken = taken_bytes = 0
-        held = False
-        for tp in tps:
-            q = buffer.get(tp)
-            if tp not in self._subs:
-                buffer.pop(tp, None)
-                continue
-            st = self._subs.state(tp)
-            if st.paused:
-                continue
-            while q:
-                limit = None if max_records is None else max_records - taken
-                if limit == 0:
-                    break
-                pf = q[0]
-                if st.position != pf.fetch_offset:
-                    q.clear()  # a seek or an error since this was fetched
-                    break
-                chunk = pf.columns(limit) if columns else pf.messages(limit)
-                n = 0 if chunk is None else (chunk.num_rows if columns else len(chunk))
-                if n:
-                    self.metrics.delivered(tp.topic, n)
-                    parts.append(chunk)
-                    taken += n
-                    if columns:
-                        taken_bytes += chunk.nbytes
-                st.position = pf.fetch_offset = pf.position_after()
-                if not pf.exhausted:
-                    break
-                q.popleft()
-                err = pf.take_error()
-                if err is not None:
-                    q.clear()
-                    if parts:
-                        pending.append(err)
-                        held = True
-                        break
-                    self.wake()
-                    raise err
-                if columns and (taken >= COLUMNS_BATCH_ROWS or taken_bytes >= COLUMNS_BATCH_BYTES):
-                    break  # big enough: no copying it together with the next fetch's rows
-            if not q:
-                buffer.pop(tp, None)
-            if held or (max_records is not None and taken >= max_records):
-                break
-            if columns and (taken >= COLUMNS_BATCH_ROWS or taken_bytes >= COLUMNS_BATCH_BYTES):
-                break
-        self.wake()
-        if not parts:
-            return None
-        if len(parts) == 1:
-            return parts[0]
-        if columns:
-            import pyarrow as pa
-
-            return pa.concat_batches(parts)
-        out: list[ConsumedMessage] = []
-        for p in parts:
-            out.extend(p)
-        return out
+        try:
+            return self.buffer.drain(self._subs, self.metrics, max_records, columns, pending)
+        finally:
+            self.wake()
 
     # -- the loop --------------------------------------------------------------------------
 
@@ -305,12 +226,13 @@ class Fetcher:
         """
         try:
             node = await self._client.leader_for(tp.topic, tp.partition, timeout_ms=10_000)
-            request, version = await self._request(node, {tp: listed - 1}, max_wait=100, min_bytes=1)
+            request, version = await self._requests.build(node, {tp: listed - 1}, max_wait=100, min_bytes=1)
+            self.fetch_version = version
             resp = await self._client.send(node, request, version)
         except KafkaError as exc:
             log.debug("latest-offset probe failed for %s: %r", tp, exc)
             return listed
-        for topic, t in self._topics_of(resp, request):
+        for topic, t in topics_of(resp, request):
             for p in t.partitions:
                 if topic == tp.topic and p.partition_index == tp.partition and not p.error_code and p.records:
                     for b in scan_batches(p.records):
@@ -318,20 +240,9 @@ class Fetcher:
                             return max(listed, b.last_offset + 1)
         return listed
 
-    def _cached_ids(self, topics: Any) -> dict[str, uuid.UUID] | None:
-        """Topic ids from the metadata cache, or None if one of them has none (then: names)."""
-        known = {t.name: t.topic_id for t in self._client.cached_metadata().topics}
-        ids: dict[str, uuid.UUID] = {}
-        for name in topics:
-            tid = known.get(name)
-            if tid is None:
-                return None
-            ids[name] = tid
-        return ids
-
     def _check_recreated(self, topics: Any) -> None:
         """A topic whose id changed was deleted and recreated: its positions mean nothing now."""
-        ids = self._cached_ids(topics) or {}
+        ids = cached_topic_ids(self._client, topics) or {}
         for name, tid in ids.items():
             known = self._topic_ids.get(name)
             self._topic_ids[name] = tid
@@ -350,55 +261,6 @@ class Fetcher:
                 self._subs.request_reset(tp, self.auto_offset_reset)
                 self.buffer.pop(tp, None)
             self.wake()
-
-    async def _request(
-        self, node: int, offsets: dict[TopicPartition, int], *, max_wait: int, min_bytes: int
-    ) -> tuple[FetchRequest, int]:
-        """The request and its version: by topic id (v13+) when the broker and metadata allow."""
-        by_topic: dict[str, list[Any]] = defaultdict(list)
-        for tp, off in offsets.items():
-            by_topic[tp.topic].append(
-                FetchRequest.FetchPartition(
-                    partition=tp.partition, fetch_offset=off, partition_max_bytes=self._part_max
-                )
-            )
-        conn = await self._client.connection(node)
-        version = conn.choose_version(ApiKey.FETCH, max_version=FETCH_MAX_VERSION)
-        ids = self._cached_ids(by_topic) if version > FETCH_BY_NAME_MAX_VERSION else None
-        if ids is None and version > FETCH_BY_NAME_MAX_VERSION:
-            version = conn.choose_version(ApiKey.FETCH, max_version=FETCH_BY_NAME_MAX_VERSION)
-        if ids is None:
-            topics = [FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()]
-        else:
-            topics = [
-                FetchRequest.FetchTopic(topic=t, topic_id=ids[t], partitions=ps) for t, ps in by_topic.items()
-            ]
-        self.fetch_version = version
-        request = FetchRequest(
-            replica_id=-1,
-            max_wait_ms=max_wait,
-            min_bytes=min_bytes,
-            max_bytes=self._max_bytes,
-            isolation_level=self._isolation,
-            session_id=0,
-            session_epoch=-1,  # no fetch session: every request is a full one
-            topics=topics,
-        )
-        return request, version
-
-    @staticmethod
-    def _topics_of(resp: Any, request: FetchRequest) -> list[tuple[str, Any]]:
-        """(topic name, topic response) pairs; v13+ responses name topics by id only."""
-        names = {t.topic_id: t.topic for t in request.topics if t.topic_id != _ZERO_UUID}
-        order = [t.topic for t in request.topics]
-        out: list[tuple[str, Any]] = []
-        for i, t in enumerate(resp.responses):
-            name = t.topic or names.get(t.topic_id)
-            if not name and t.topic_id in (None, _ZERO_UUID) and i < len(order):
-                name = order[i]  # an unknown id echoed back as zero (seen on Tansu): same order
-            if name:
-                out.append((name, t))
-        return out
 
     async def _send_fetches(self) -> bool:
         """Send a Fetch to each leader that has partitions to fetch; True if some have no leader."""
@@ -462,12 +324,13 @@ class Fetcher:
         busy = any(self.buffer.values())
         sent = time.monotonic()  # a stalled fetch leaves these partitions unserved from now
         try:
-            request, version = await self._request(
+            request, version = await self._requests.build(
                 node,
                 {tp: off for tp, (off, _) in offsets.items()},
                 max_wait=min(self._max_wait, 10) if busy else self._max_wait,
                 min_bytes=self._min_bytes,
             )
+            self.fetch_version = version
             resp = await self._client.send(
                 node, request, version, timeout_ms=self._max_wait + self._request_timeout, lane=lane
             )
@@ -485,7 +348,7 @@ class Fetcher:
             else:
                 retry = False
             got = False
-            for topic, t in self._topics_of(resp, request):
+            for topic, t in topics_of(resp, request):
                 for p in t.partitions:
                     tp = TopicPartition(topic, p.partition_index)
                     if p.error_code and self._net is not None:

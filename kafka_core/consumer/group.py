@@ -16,15 +16,14 @@ from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
 from kafka_core.client.metadata import TopicPartition
-from kafka_core.consumer.assignors import COOPERATIVE, MemberInfo, get_assignor
+from kafka_core.consumer.assignors import COOPERATIVE, get_assignor
 from kafka_core.consumer.groupmeta import (
-    Assignment,
     Subscription,
     decode_assignment,
-    decode_subscription,
     encode_assignment,
     encode_subscription,
 )
+from kafka_core.consumer.leader import leader_plan
 from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import (
@@ -120,6 +119,9 @@ class GroupMembership:
         self._last_poll = 0.0
         self._task: asyncio.Task[None] | None = None
         self._join_task: asyncio.Task[None] | None = None  # a join going on behind poll()
+        # One join at a time (ensure_active): the JoinGroup/SyncGroup exchange, _owned and the
+        # subscription changes it makes. The heartbeat task may still reset member_id/generation
+        # (fenced, expired); the join in progress then fails and retries.
         self._join_lock = asyncio.Lock()
         self._closed = False
         self._joined_once = False
@@ -340,7 +342,9 @@ class GroupMembership:
         self.protocol_name = resp.protocol_name
         assignments: list[Any] = []
         if resp.leader == resp.member_id and not getattr(resp, "skip_assignment", False):
-            plan = await self._assign(resp.protocol_name, resp.members)
+            plan, self._assigned_counts = await leader_plan(
+                self._client, self._assignors, resp.protocol_name, resp.members
+            )
             assignments = [
                 SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=encode_assignment(a))
                 for m, a in plan.items()
@@ -376,31 +380,6 @@ class GroupMembership:
             self._subs.add(added)
             await self._listener.on_partitions_assigned(added)
         log.info("group %s generation %s: assigned %s", self.group_id, self.generation, sorted(self._owned))
-
-    async def _assign(self, protocol: str, members: list[Any]) -> dict[str, Assignment]:
-        assignor = next((a for a in self._assignors if a.name == protocol), None)
-        if assignor is None:
-            raise error_for(
-                ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
-                f"group chose assignor {protocol!r} that this consumer does not have",
-            )
-        infos: dict[str, MemberInfo] = {}
-        topics: set[str] = set()
-        for m in members:
-            sub = decode_subscription(m.metadata)
-            infos[m.member_id] = MemberInfo(m.member_id, sub, getattr(m, "group_instance_id", None))
-            topics.update(sub.topics)
-        counts: dict[str, int] = {}
-        if topics:
-            meta = await self._client.metadata(sorted(topics))
-            for t in meta.topics:
-                if t.name in topics and not t.error_code and t.partitions:
-                    counts[t.name] = len(t.partitions)
-        self._assigned_counts = dict(counts)
-        plan = assignor.assign(counts, infos)
-        for member_id in infos:
-            plan.setdefault(member_id, Assignment())
-        return plan
 
     # -- heartbeats --------------------------------------------------------------------------
 

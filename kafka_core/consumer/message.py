@@ -87,7 +87,7 @@ def messages_from_records(topic: str, partition: int, records: list[Any]) -> lis
     """Wrap codec KafkaRecords (the one per-record Python loop of poll)."""
     new = ConsumedMessage.__new__
     cls = ConsumedMessage
-    out = []
+    out: list[ConsumedMessage] = []
     append = out.append
     for r in records:
         m = new(cls)

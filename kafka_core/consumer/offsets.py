@@ -1,4 +1,5 @@
-"""The consumer's offset methods: commits (serialised), committed offsets, seeks, lag.
+"""The consumer's offsets apart from its poll loop: starting positions, commits (serialised),
+committed offsets, seeks, lag, and the commit-and-forget steps of a revocation.
 
 A mixin of KafkaConsumer, kept apart so that each module stays readable; it works on the
 consumer's subscription state, fetcher and client.
@@ -7,8 +8,9 @@ consumer's subscription state, fetcher and client.
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_core.client.metadata import (
     EARLIEST,
@@ -21,7 +23,9 @@ from kafka_core.client.metadata import (
 from kafka_core.consumer.message import ConsumedMessage
 from kafka_core.consumer.policies import IsolationLevel, OffsetReset
 from kafka_core.consumer.subscription import SubscriptionState
-from kafka_core.errors import KafkaConfigError
+from kafka_core.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
+
+log = logging.getLogger("kafka_core.consumer.consumer")
 
 
 class ConsumerOffsets:
@@ -36,8 +40,57 @@ class ConsumerOffsets:
     _committed_positions: dict[TopicPartition, int]
     _commit_lock: asyncio.Lock
 
-    async def _ensure_started(self) -> None:
-        raise NotImplementedError
+    _auto_commit: bool
+    auto_offset_reset: OffsetReset
+    _closed: bool
+    _gate_timeout_ms: float
+    _pending_errors: list[BaseException]
+
+    if TYPE_CHECKING:  # the consumer's (declared, not overridden)
+
+        async def _ensure_started(self) -> None: ...
+
+    async def _init_positions(self, tps: Iterable[TopicPartition]) -> None:
+        """Committed offset when the group has one, else the auto_offset_reset policy."""
+        # A seek before the first poll wins over committed offsets and the reset policy.
+        tps = [tp for tp in tps if tp in self._subs and self._subs.state(tp).position is None]
+        committed: dict[TopicPartition, OffsetAndMetadata] = {}
+        if self.group_id is not None and tps:
+            try:
+                committed = await self._client.fetch_committed_offsets(
+                    self.group_id, tps, require_stable=True, timeout_ms=self._gate_timeout_ms
+                )
+            except KafkaError as exc:
+                raise KafkaTimeoutError(
+                    f"committed offsets of group {self.group_id!r} not readable within "
+                    f"{self._gate_timeout_ms} ms; not consuming: {exc}"
+                ) from exc
+        for tp in tps:
+            st = self._subs.state(tp)
+            om = committed.get(tp)
+            if om is not None and om.offset >= 0:
+                self._committed_positions[tp] = om.offset
+                self._subs.seek(tp, om.offset)
+            elif st.reset is None:
+                self._subs.request_reset(tp, self.auto_offset_reset)
+        self._fetcher.wake()
+
+    async def _commit_revoked(self, tps: set[TopicPartition]) -> None:
+        """Auto-commit what was handed over of partitions about to go (before their callback)."""
+        if not self._auto_commit or self._closed:  # on close, the final commit did it
+            return
+        try:
+            await self._commit_positions(tps)
+        except KafkaError as exc:
+            # Not data loss (those records come again to the next owner), but never silent.
+            log.warning("commit on revoke failed for %s: %r", sorted(tps), exc)
+            self._pending_errors.append(exc)
+
+    def _forget(self, tps: set[TopicPartition]) -> None:
+        """Partitions gone (revoked or lost): their buffered data and commit marks with them."""
+        self._fetcher.drop(tps)
+        for tp in tps:
+            self._committed_positions.pop(tp, None)
 
     def _group_args(self) -> dict[str, Any]:
         return self._group.commit_args()  # generation and member id (none without a group)
@@ -82,7 +135,7 @@ class ConsumerOffsets:
             for item in offsets:
                 if isinstance(item, ConsumedMessage):
                     tp = item.topic_partition
-                    todo[tp] = max(todo.get(tp, 0), item.offset + 1)  # type: ignore[arg-type]
+                    todo[tp] = max(todo.get(tp, 0), item.offset + 1)
                 else:
                     tp = as_topic_partition(item)
                     pos = self._subs.positions().get(tp)

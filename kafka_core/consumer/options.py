@@ -6,8 +6,11 @@ shows up as a member that silently never joins, or as an error about some other 
 
 from __future__ import annotations
 
+import re
+from collections.abc import Iterable, Mapping
 from typing import Any
 
+from kafka_core.client.metadata import TopicPartition, as_topic_partition
 from kafka_core.errors import KafkaConfigError
 
 INT32_MAX = 2**31 - 1
@@ -56,3 +59,44 @@ def check_consumer_options(opts: dict[str, Any]) -> None:
     for flag in ("enable_auto_commit", "check_crcs"):
         if not isinstance(opts[flag], bool):
             raise KafkaConfigError(f"{flag} must be True or False, not {opts[flag]!r}")
+
+
+def check_assignment(
+    topics: list[str], pattern: str | re.Pattern[str] | None, partitions: Any, group_id: str | None
+) -> None:
+    """One way to say what to consume, and the group it needs."""
+    if partitions is not None and (topics or pattern is not None):
+        raise KafkaConfigError("give either partitions (static assignment) or topics/pattern, not both")
+    if partitions is None and not topics and pattern is None:
+        raise KafkaConfigError("nothing to consume: give topics, pattern or partitions")
+    if pattern is not None and group_id is None:
+        raise KafkaConfigError("pattern subscriptions need a group_id")
+    if group_id is not None and not group_id:
+        raise KafkaConfigError("group_id must not be empty")
+
+
+def partitions_arg(partitions: Mapping[str, Iterable[int]] | Iterable[Any]) -> list[TopicPartition]:
+    """``{"t": [0, 1]}`` or an iterable of (topic, partition) as TopicPartitions."""
+    if isinstance(partitions, Mapping):
+        return [TopicPartition(t, int(p)) for t, ps in partitions.items() for p in ps]
+    return [as_topic_partition(x) for x in partitions]
+
+
+def resolve_client(
+    bootstrap_servers: str | Iterable[str] | None, client: Any, options: dict[str, Any]
+) -> tuple[Any, bool, float]:
+    """(async client, whether the consumer owns it, its request timeout in ms).
+
+    Connection options configure a client the consumer makes; a client passed in (sync or
+    asyncio) is its owner's, configured by them.
+    """
+    if client is None:
+        if bootstrap_servers is None:
+            raise KafkaConfigError("bootstrap_servers (or client) is required")
+        from kafka_core.client.cluster import KafkaClient
+
+        return KafkaClient(bootstrap_servers, **options), True, options.get("request_timeout_ms", 30_000)
+    if options or bootstrap_servers is not None:
+        raise KafkaConfigError("client options and bootstrap_servers go to the client you pass, not here")
+    client = getattr(client, "async_object", client)  # a sync KafkaClient's async twin
+    return client, False, client.request_timeout_ms

@@ -37,7 +37,7 @@ class _CallbackRelay:
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
         self.loop = loop
         self.direct = False  # closing from the GC finaliser: no application thread to ask
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards _pending and _servers (loop and application threads)
         self._pending: list[Any] = []
         self._servers: list[queue.SimpleQueue[Any]] = []
 
@@ -108,10 +108,12 @@ class KafkaConsumer(SyncFace):
             self._async_obj = loop_thread.call(self._async_class, *args, **kwargs)
             owns_loop = False
         self._relay = _CallbackRelay(self._loop_thread.loop)
-        self._loop_thread.call(setattr, self._async_obj, "_callback_runner", self._relay)
-        self._finalizer = weakref.finalize(
+        self._loop_thread.call(self._async_obj.set_callback_runner, self._relay)
+        # Its own finaliser (the relay, a borrowed loop), not the one SyncFace types.
+        finalizer: Any = weakref.finalize(
             self, _finalize, self._loop_thread, self._async_obj, self._relay, owns_loop
         )
+        self._finalizer = finalizer
 
     def __enter__(self) -> KafkaConsumer:
         return self

@@ -11,7 +11,7 @@ from test_consumer_core import T, consume, fill, new, run
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.consumer import KafkaConsumer
-from kafka_core.consumer.fetcher import Fetcher
+from kafka_core.consumer.fetchrequest import topics_of
 from kafka_core.errors import KafkaProtocolError
 from kafka_core.protocol.messages import FetchRequest, FetchResponse
 
@@ -98,10 +98,10 @@ def test_response_topics_map_back_to_names() -> None:
             FetchResponse.FetchableTopicResponse(topic_id=a, partitions=[]),
         ]
     )
-    assert [name for name, _ in Fetcher._topics_of(resp, request)] == ["b", "a"]
+    assert [name for name, _ in topics_of(resp, request)] == ["b", "a"]
     # An unknown id echoed back as zeros (Tansu): matched by position.
     zero = FetchResponse(responses=[FetchResponse.FetchableTopicResponse(partitions=[])])
-    assert [name for name, _ in Fetcher._topics_of(zero, request)] == ["a"]
+    assert [name for name, _ in topics_of(zero, request)] == ["a"]
 
 
 @pytest.mark.parametrize("code", [100, 103])  # UNKNOWN_TOPIC_ID, INCONSISTENT_TOPIC_ID

@@ -1,0 +1,206 @@
+"""The consumer's poll loop: poll, poll_columns, iteration, run and stop.
+
+A mixin of KafkaConsumer (see offsets.py for positions and commits). A poll starts the consumer
+behind it when needed, raises what is pending (a callback's error, a fetch error), runs the
+auto-commit, waits for a join, and hands over what the fetcher has buffered; it returns or
+raises within its ``timeout_ms`` whatever goes on behind it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any
+
+from kafka_core.client.metadata import TopicPartition
+from kafka_core.consumer.fetcher import Fetcher
+from kafka_core.consumer.message import ConsumedMessage
+from kafka_core.consumer.outage import OutageTracker
+from kafka_core.consumer.subscription import SubscriptionState
+from kafka_core.errors import KafkaClosedError, KafkaConnectionError, KafkaTimeoutError
+
+
+class ConsumerPolling:
+    _client: Any
+    _subs: SubscriptionState
+    _fetcher: Fetcher
+    _group: Any
+    _outage: OutageTracker
+    _pending_errors: list[BaseException]
+    _max_poll_records: int | None
+    _auto_commit: bool
+    _next_auto_commit: float
+    _closed: bool
+    _started: bool
+    _stopping: bool
+    _reached: bool
+    _reported_error: BaseException | None
+    _wakeup: asyncio.Event
+    _start_task: asyncio.Task[None] | None
+    _commit_task: asyncio.Task[None] | None
+
+    if TYPE_CHECKING:  # the consumer's and the offsets mixin's (declared, not overridden)
+
+        async def start(self) -> None: ...
+
+        def seek(self, tp: Any, offset: int) -> None: ...
+
+        def _uncommitted(self, tps: Any = None) -> dict[TopicPartition, int]: ...
+
+        async def _commit(self, offsets: Any) -> None: ...
+
+    async def _start_within(self, deadline: float) -> bool:
+        """Start (connect, resolve the assignment) as a task; False if it outlasts ``deadline``."""
+        loop = asyncio.get_running_loop()
+        task = self._start_task
+        if task is None:
+            task = self._start_task = loop.create_task(self.start(), name="kafka-core-consumer-start")
+        if not task.done():
+            await _wait_until(task, deadline - loop.time(), self._wakeup)
+            if not task.done():
+                return False
+        self._start_task = None
+        task.result()  # its error (the next poll starts again)
+        return True
+
+    async def _before_poll(self, deadline: float) -> bool:
+        """False while the start goes on; else raises what is pending, runs the auto-commit."""
+        if self._closed:
+            raise KafkaClosedError("this consumer is closed")
+        if not self._started and not await self._start_within(deadline):
+            return False
+        if self._pending_errors:
+            raise self._pending_errors.pop(0)
+        self._group.note_poll()
+        if self._group.joining:
+            return True  # no auto-commit mid-rebalance: the revocation commits what it must
+        loop = asyncio.get_running_loop()
+        if self._auto_commit and self._commit_task is None and loop.time() >= self._next_auto_commit:
+            todo = self._uncommitted()  # now: what was handed over before this poll, no more
+            if todo:
+                self._commit_task = loop.create_task(self._commit(todo), name="kafka-core-auto-commit")
+        task = self._commit_task
+        if task is not None:
+            # A commit slower than the poll (an outage) goes on behind it; its error comes later.
+            await _wait_until(task, deadline - loop.time(), self._wakeup)
+            if task.done():
+                self._commit_task = None
+                task.result()
+        return True
+
+    def _nothing(self, columns: bool) -> Any:
+        """An empty poll's answer, unless the consumer is cut off: then why, as an error."""
+        if not self._reached:
+            if self._client.cached_metadata().brokers:
+                self._reached = True
+            else:
+                err = getattr(self._client, "last_error", None)
+                if (
+                    isinstance(err, KafkaConnectionError | KafkaTimeoutError)
+                    and err is not self._reported_error
+                ):
+                    self._reported_error = err
+                    raise KafkaConnectionError(f"no broker reachable yet (still trying): {err}") from err
+        err = self._outage.due()
+        if err is not None:
+            raise err
+        return None if columns else []
+
+    def _raise_fetch_errors(self) -> None:
+        err = self._fetcher.take_error()
+        if err is not None:
+            raise err
+
+    async def _poll(self, timeout_ms: float, max_records: int | None, columns: bool) -> Any:
+        max_records = max_records if max_records is not None else self._max_poll_records
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000.0
+        if not await self._before_poll(deadline):
+            self._wakeup.clear()
+            return self._nothing(columns)
+        while True:
+            # A join (its callbacks included) may outlast the timeout: it goes on behind poll.
+            if not await self._group.wait_active(deadline - loop.time(), self._wakeup):
+                self._wakeup.clear()
+                return self._nothing(columns)
+            if self._pending_errors:
+                raise self._pending_errors.pop(0)
+            self._raise_fetch_errors()
+            out = self._fetcher.drain(max_records, columns, self._pending_errors)
+            if out:
+                return out
+            remaining = deadline - loop.time()
+            if remaining <= 0 or self._wakeup.is_set():
+                self._wakeup.clear()
+                return self._nothing(columns)
+            self._fetcher.data_ready.clear()
+            try:
+                await asyncio.wait_for(self._fetcher.data_ready.wait(), remaining)
+            except TimeoutError:
+                return self._nothing(columns)
+
+    async def poll(self, timeout_ms: float = 1_000, max_records: int | None = None) -> list[ConsumedMessage]:
+        """Records handed over now (empty after ``timeout_ms`` without data)."""
+        return await self._poll(timeout_ms, max_records, False)
+
+    async def poll_columns(self, timeout_ms: float = 1_000, max_records: int | None = None) -> Any:
+        """Like poll, as one ``pyarrow.RecordBatch`` (no Python object per record), or None."""
+        return await self._poll(timeout_ms, max_records, True)
+
+    async def __aiter__(self) -> AsyncIterator[ConsumedMessage]:
+        self._stopping = False
+        while not self._stopping:
+            batch = await self.poll(1_000)
+            handed = 0
+            try:
+                for msg in batch:
+                    if self._stopping:
+                        break
+                    handed += 1
+                    yield msg
+            finally:
+                # stop() or a break out of the loop: the rest of the batch comes again later.
+                if handed < len(batch):
+                    self._rewind(batch[handed:])
+
+    async def run(self, handler: Callable[[ConsumedMessage], Any]) -> None:
+        """Poll and call ``handler`` per message (awaited when it returns an awaitable) until stop()."""
+        self._stopping = False
+        while not self._stopping:
+            batch = await self.poll(1_000)
+            for i, msg in enumerate(batch):
+                if self._stopping:
+                    self._rewind(batch[i:])
+                    return
+                result = handler(msg)
+                if inspect.isawaitable(result):
+                    await result
+
+    def stop(self) -> None:
+        """Make run()/iteration return after the current message; a waiting poll returns early."""
+        self._stopping = True
+        self._wakeup.set()
+        self._fetcher.data_ready.set()
+
+    def _rewind(self, unhandled: list[ConsumedMessage]) -> None:
+        """Positions back to the first message not given to the application (nothing skipped)."""
+        first: dict[TopicPartition, int] = {}
+        for m in unhandled:
+            tp = TopicPartition(m.topic, m.partition)
+            if m.offset < first.get(tp, m.offset + 1):
+                first[tp] = m.offset
+        for tp, offset in first.items():
+            if tp in self._subs:
+                self.seek(tp, offset)
+
+
+async def _wait_until(task: asyncio.Future[Any], timeout_s: float, interrupt: asyncio.Event) -> None:
+    """Wait for ``task`` at most ``timeout_s``, or until ``interrupt`` (stop()) is set."""
+    if timeout_s <= 0 or interrupt.is_set():
+        return
+    waiter = asyncio.get_running_loop().create_task(interrupt.wait())
+    try:
+        await asyncio.wait({task, waiter}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        waiter.cancel()
