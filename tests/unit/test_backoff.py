@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from kafka_core.network.backoff import Backoff
 
@@ -24,13 +26,23 @@ def test_reset_starts_over() -> None:
     assert b.next_ms() == 50
 
 
-@pytest.mark.parametrize("seed", range(20))
-def test_jitter_stays_within_bounds(seed: int) -> None:
-    b = Backoff(100, 1000, jitter=0.2, rng=random.Random(seed))
+@given(
+    initial=st.floats(0, 10_000),
+    cap=st.floats(0, 100_000),
+    multiplier=st.floats(1, 10),
+    jitter=st.floats(0, 0.99),
+    seed=st.integers(0, 2**32 - 1),
+)
+def test_each_delay_stays_within_its_steps_jitter_bounds_and_the_cap(
+    initial: float, cap: float, multiplier: float, jitter: float, seed: int
+) -> None:
+    b = Backoff(initial, cap, multiplier=multiplier, jitter=jitter, rng=random.Random(seed))
     for attempt in range(12):
         base = b.base_ms(attempt)
         delay = b.next_ms()
-        assert base * 0.8 <= delay <= min(1000, base * 1.2)
+        assert base * (1 - jitter) - 1e-9 <= delay <= min(b.max_ms, base * (1 + jitter)) + 1e-9
+        assert delay <= max(cap, initial) + 1e-9
+    assert b.attempts == 12
 
 
 def test_jitter_actually_varies_delays() -> None:

@@ -76,15 +76,18 @@ def test_default_partitioner_keys_use_murmur2() -> None:
         assert p.partition("t", bytearray(key), 12) == murmur2_partition(key, 12)
 
 
-def test_sticky_null_keys_stay_then_move_on_new_batch() -> None:
-    p = DefaultPartitioner(random.Random(7))
-    first = p.sticky("t", 6)
-    assert all(p.partition("t", None, 6) == first for _ in range(50))
-    for _ in range(20):
-        before = p.sticky("t", 6)
-        p.on_new_batch("t", 6, before)
-        after = p.sticky("t", 6)
-        assert after != before and 0 <= after < 6
+@given(num=st.integers(2, 64), seed=st.integers(0, 2**32 - 1), switches=st.integers(1, 20))
+def test_sticky_null_keys_stay_then_move_on_new_batch(num: int, seed: int, switches: int) -> None:
+    p = DefaultPartitioner(random.Random(seed))
+    first = p.sticky("t", num)
+    assert 0 <= first < num
+    assert all(p.partition("t", None, num) == first for _ in range(20))
+    for _ in range(switches):
+        before = p.sticky("t", num)
+        p.on_new_batch("t", num, before)
+        after = p.sticky("t", num)
+        assert after != before and 0 <= after < num
+        assert p.partition("t", None, num) == after
 
 
 def test_sticky_ignores_stale_switch_and_single_partition() -> None:
