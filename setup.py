@@ -1,7 +1,10 @@
 """Builds the Cython codec extensions from ``_codec/``.
 
 A failed build (no compiler, no Cython) is not fatal: the package installs with the pure-Python
-codec and warns, unless KAFKA_CORE_REQUIRE_EXTENSION=1 is set (CI sets it).
+codec and warns, unless KAFKA_CORE_REQUIRE_EXTENSION=1 is set (CI sets it). The sdist ships the
+Cython-generated C next to the .pyx, so building from it needs only a C compiler when Cython is
+absent. Extensions are built without debug information (and stripped on Linux) so that wheels
+are a fraction of the size; KAFKA_CORE_DEBUG_SYMBOLS=1 keeps them for a debugger or profiler.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ def env_flag(name: str) -> bool:
 
 REQUIRE = env_flag("KAFKA_CORE_REQUIRE_EXTENSION")
 PURE = env_flag("KAFKA_CORE_PURE_PYTHON")
+DEBUG_SYMBOLS = env_flag("KAFKA_CORE_DEBUG_SYMBOLS")
 
 
 # Every Cython source lives in _codec/ and builds into the module of the same name, in the codec's
@@ -32,29 +36,42 @@ PURE = env_flag("KAFKA_CORE_PURE_PYTHON")
 PACKAGE_FOR_SOURCE = {"_accel": "kafka_core.producer"}
 
 
+def build_flags() -> tuple[list[str], list[str]]:
+    """Compile and link flags: optimised, and without debug info unless asked for (-g0 comes
+    after Python's own -g, so it wins; -s strips the symbol table at link time on Linux)."""
+    if sys.platform == "win32":
+        return ["/O2"], []
+    if DEBUG_SYMBOLS:
+        return ["-O3"], []
+    return ["-O3", "-g0"], (["-s"] if sys.platform.startswith("linux") else [])
+
+
 def extensions() -> list[Extension]:
     if PURE:
         return []
     sources = sorted((HERE / "_codec").glob("*.pyx"))
-    compile_args = ["-O3"] if sys.platform != "win32" else ["/O2"]
-    exts = [
-        Extension(
+    compile_args, link_args = build_flags()
+
+    def extension(pyx: Path, suffix: str) -> Extension:
+        return Extension(
             f"{PACKAGE_FOR_SOURCE.get(pyx.stem, 'kafka_core.codec._cython')}.{pyx.stem}",
-            [str(pyx.relative_to(HERE))],
+            [str(pyx.relative_to(HERE).with_suffix(suffix))],
             include_dirs=["_codec"],
             extra_compile_args=compile_args,
+            extra_link_args=link_args,
         )
-        for pyx in sources
-    ]
+
     try:
         from Cython.Build import cythonize
     except ImportError:
+        if all(pyx.with_suffix(".c").exists() for pyx in sources):  # an sdist: its generated C
+            return [extension(pyx, ".c") for pyx in sources]
         if REQUIRE:
             raise
         print("WARNING: Cython is not installed; kafka_core will use its pure-Python codec", file=sys.stderr)
         return []
     return cythonize(
-        exts,
+        [extension(pyx, ".pyx") for pyx in sources],
         compiler_directives={
             "language_level": "3",
             "boundscheck": False,
