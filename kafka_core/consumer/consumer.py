@@ -11,16 +11,20 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Self
 
 from kafka_core.client.metadata import TopicPartition, as_topic_partition
+from kafka_core.config import keywords_from_config
 from kafka_core.consumer.fetcher import Fetcher
 from kafka_core.consumer.group import GroupMembership
 from kafka_core.consumer.manual import ManualAssignment
+from kafka_core.consumer.message import Deserializer
 from kafka_core.consumer.offsets import ConsumerOffsets
 from kafka_core.consumer.options import (
+    DEFAULT_BOOTSTRAP,
     check_assignment,
     check_consumer_options,
+    deserializers,
     partitions_arg,
     resolve_client,
 )
@@ -46,25 +50,67 @@ FETCH_CONCURRENCY = 3
 
 
 class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
-    """Consume records from Kafka topics (asyncio).
+    """Consume records from Kafka topics (asyncio). Use ``async with`` or ``await close()``.
 
-    Assignment: ``group_id=None`` with ``topics`` reads every partition of them (no group, no
-    commits); ``group_id`` with ``partitions`` ({"t": [0, 1]}) is a static assignment whose offsets
-    live in the group; ``group_id`` with ``topics`` or a regex ``pattern`` joins the group.
-    Positions start at the committed offset, else per ``auto_offset_reset``. ``poll`` hands over
-    whole decoded fetch results (``max_records`` / ``max_poll_records`` cap them); auto-commit
-    commits, at the next poll or on close/revocation, only what was handed over (at-least-once).
-    Rebalance callbacks ``on_assign(set)``, ``on_revoke(set)``, ``on_lost(set)`` may be sync or
-    async; the group protocol waits for them. On the sync face they run in the application's
-    thread, inside poll() (or iteration, run, close), as in the Java client, so they may call
-    commit, committed, seek... A join that outlasts poll's timeout goes on in the background:
-    poll returns empty at its timeout. Only cooperative assignors
-    (``assignors=("cooperative-sticky",)``) select the incremental protocol of KIP-429.
-    ``fetch_concurrency`` Fetch requests go to each broker at once, each on its own connection,
-    with the partitions dealt among them: a broker serves one connection's requests in turn.
-    A group member checks every ``metadata_max_age_ms`` whether its subscription changed (new
-    topics matching ``pattern``, more partitions) and rejoins if so.
-    Other keyword arguments (or ``client=``, an existing KafkaClient) configure the connection.
+    The blocking ``kafka_core.KafkaConsumer`` takes the same options, documented here once.
+
+    What to consume (one of the three):
+
+    - ``topics`` (or positional topic names): with ``group_id=None``, every partition of them,
+      no group and no commits; with a ``group_id``, joins that group for them.
+    - ``pattern``: a regex (string or compiled) of topic names to join the group for; new topics
+      that match are picked up. Needs a ``group_id``.
+    - ``partitions``: ``{"t": [0, 1]}`` or ``[("t", 0), ...]``, a static assignment (with a
+      ``group_id``, its offsets live in that group, without joining it).
+
+    Options:
+
+    - ``bootstrap_servers``: ``"host:port"``, a comma list or a sequence of them.
+    - ``group_id``: the consumer group (committed offsets, group assignment); None: no group.
+    - ``group_instance_id``: static membership (KIP-345): a restart within
+      ``session_timeout_ms`` gets its partitions back without a rebalance.
+    - ``auto_offset_reset``: where a partition without a committed offset starts, or one whose
+      offset is out of range: ``"earliest"``, ``"latest"`` or ``"none"`` (poll raises
+      OFFSET_OUT_OF_RANGE for it); an ``OffsetReset`` member too.
+    - ``enable_auto_commit`` / ``auto_commit_interval_ms``: commit, at most this often, at the next
+      poll and on close and revocation, only what poll handed over (at-least-once).
+    - ``isolation_level``: ``"read_uncommitted"`` or ``"read_committed"`` (transactions: only
+      committed records, up to the last stable offset); an ``IsolationLevel`` member too.
+    - ``session_timeout_ms`` / ``heartbeat_interval_ms``: the broker drops a member it has not
+      heard from for the first; heartbeats go every second (on their own task).
+    - ``max_poll_interval_ms``: a member that does not poll for this long leaves the group (its
+      partitions go to others) and rejoins at its next poll; also the join's rebalance timeout.
+    - ``assignors``: names (``"range"``, ``"roundrobin"``, ``"cooperative-sticky"``) or assignor
+      objects, preferred first; only cooperative ones select the incremental protocol (KIP-429).
+    - ``on_assign(set)``, ``on_revoke(set)``, ``on_lost(set)``: rebalance callbacks, sync or async;
+      the join waits for them (a revocation's commit and callback complete before the rejoin).
+      ``on_lost`` (partitions taken without a revocation) defaults to ``on_revoke``. On the sync
+      face they run in the application's thread, inside poll() (or iteration, run, close), as
+      in the Java client, so they may call commit, committed, seek...
+    - ``coordinator_ready_timeout_ms``: at the first start, how long the group coordinator and
+      committed offsets may take before start/poll gives up (nothing consumed or committed).
+    - ``metadata_max_age_ms``: how often a group member checks whether its subscription changed
+      (new topics matching ``pattern``, more partitions) and rejoins if so.
+    - ``fetch_max_wait_ms`` / ``fetch_min_bytes``: a Fetch waits this long for this much data.
+    - ``fetch_max_bytes`` / ``max_partition_fetch_bytes``: the most a Fetch answer holds, in all
+      and per partition (a larger first batch still comes whole).
+    - ``fetch_concurrency``: Fetch requests in flight per broker, each on its own connection with
+      the partitions dealt among them (a broker serves one connection's requests in turn).
+    - ``max_poll_records``: the most records one poll hands over (None: whole fetch results).
+    - ``check_crcs``: verify each batch's CRC (a corrupt batch raises KafkaCodecError naming
+      topic, partition and offset when poll reaches it; ``seek`` past it to skip it).
+    - ``key_deserializer`` / ``value_deserializer``: ``fn(bytes) -> object`` applied by poll (and
+      iteration, run) to a key / value that is not None. One that raises makes poll raise
+      KafkaDeserializationError naming topic, partition and offset, the records from it on not
+      handed over (it raises again until a ``seek`` past it). ``poll_columns`` returns the raw
+      bytes and applies neither.
+    - ``client``: a ``kafka_core.aio.KafkaClient`` (or the sync one) to share; None builds one.
+    - ``**client_options``: the rest go to that client (``client_id``, ``request_timeout_ms``,
+      ``security_protocol``, ``ssl_*``, ``sasl_*``... see ``kafka_core.aio.KafkaClient``).
+
+    ``poll`` hands over whole decoded fetch results; ``poll_columns`` one ``pyarrow.RecordBatch``.
+    A join that outlasts poll's timeout goes on in the background: poll returns empty at its
+    timeout.
 
     Outages: the consumer never stops by itself. Whatever fails (connecting, leader lookups,
     fetches, joining) is retried in the background with backoff, for as long as it lives, and
@@ -80,7 +126,7 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
     def __init__(
         self,
         *topics_args: str,
-        bootstrap_servers: str | Iterable[str] | None = None,
+        bootstrap_servers: str | Iterable[str] = DEFAULT_BOOTSTRAP,
         topics: Iterable[str] | None = None,
         pattern: str | re.Pattern[str] | None = None,
         group_id: str | None = None,
@@ -106,6 +152,8 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
         on_assign: Callable[..., Any] | None = None,
         on_revoke: Callable[..., Any] | None = None,
         on_lost: Callable[..., Any] | None = None,
+        key_deserializer: Deserializer | None = None,
+        value_deserializer: Deserializer | None = None,
         client: Any = None,
         **client_options: Any,
     ) -> None:
@@ -127,6 +175,7 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
         self._auto_commit_interval = auto_commit_interval_ms / 1000.0
         self._isolation = isolation
         self._max_poll_records = max_poll_records
+        self._deserializers = deserializers(key_deserializer, value_deserializer)
         self._gate_timeout_ms = coordinator_ready_timeout_ms
         self._subs = SubscriptionState()
         self._committed_positions: dict[TopicPartition, int] = {}
@@ -205,6 +254,13 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
         self._stopping = False
         self._wakeup = asyncio.Event()  # stop(): a waiting poll returns early (once)
         self._next_auto_commit = 0.0
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> Self:
+        """A consumer from Java-style names (``{"bootstrap.servers": ..., "group.id": "g"}``), with
+        ``overrides`` (keyword names, e.g. ``topics=``, ``value_deserializer=``) on top; unknown
+        names raise KafkaConfigError naming each of them."""
+        return cls(**keywords_from_config(config, "consumer", overrides))
 
     # -- lifecycle ---------------------------------------------------------------------------
 

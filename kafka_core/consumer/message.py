@@ -7,13 +7,22 @@ writes instead of eight attribute copies: poll's per-record Python work stays mi
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from operator import attrgetter
 from typing import Any
 
 from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
 from kafka_core.codec import KafkaRecord
+from kafka_core.errors import KafkaCodecError
 
-__all__ = ["ConsumedMessage", "OffsetAndMetadata", "TopicPartition", "messages_from_records"]
+__all__ = [
+    "ConsumedMessage",
+    "KafkaDeserializationError",
+    "OffsetAndMetadata",
+    "TopicPartition",
+    "deserialize_messages",
+    "messages_from_records",
+]
 
 _FIELDS = ("topic", "partition", "offset", "key", "value", "headers", "timestamp", "timestamp_type")
 
@@ -96,3 +105,62 @@ def messages_from_records(topic: str, partition: int, records: list[Any]) -> lis
         m._record = r
         append(m)
     return out
+
+
+class KafkaDeserializationError(KafkaCodecError):
+    """A key or value deserializer raised: which record (topic, partition, offset) and which
+    part; the deserializer's own exception is the ``__cause__``. The position stays on that
+    record, so polling again raises again: ``seek`` past it to skip it."""
+
+    def __init__(self, topic: str, partition: int, offset: int, part: str, cause: BaseException) -> None:
+        super().__init__(f"{part}_deserializer failed on {topic}[{partition}] offset {offset}: {cause!r}")
+        self.topic = topic
+        self.partition = partition
+        self.offset = offset
+        self.part = part
+
+    def __reduce__(self) -> tuple[type, tuple[str, int, int, str, BaseException]]:
+        return (type(self), (self.topic, self.partition, self.offset, self.part, self.__cause__ or self))
+
+
+class _Deserialized(ConsumedMessage):
+    """A ConsumedMessage whose key and value are what the deserializers made of the bytes."""
+
+    __slots__ = ("key", "value")  # shadow the base class's properties: plain slots here
+    key: Any  # whatever the deserializer made
+    value: Any
+
+
+Deserializer = Callable[[Any], Any]  # gets the bytes-like key or value the codec decoded
+
+
+def deserialize_messages(
+    messages: list[ConsumedMessage], key_fn: Deserializer | None, value_fn: Deserializer | None
+) -> tuple[list[ConsumedMessage], KafkaDeserializationError | None]:
+    """The messages with deserialized keys/values (None stays None), up to the first failure:
+    (the ones before it, its error) or (all of them, None)."""
+    out: list[ConsumedMessage] = []
+    new = _Deserialized.__new__
+    cls = _Deserialized
+    for m in messages:
+        record = m._record
+        key, value = record.key, record.value
+        part = "key"
+        try:
+            if key is not None and key_fn is not None:
+                key = key_fn(key)
+            part = "value"
+            if value is not None and value_fn is not None:
+                value = value_fn(value)
+        except Exception as exc:
+            err = KafkaDeserializationError(m.topic, m.partition, record.offset, part, exc)
+            err.__cause__ = exc
+            return out, err
+        d = new(cls)
+        d.topic = m.topic
+        d.partition = m.partition
+        d._record = record
+        d.key = key
+        d.value = value
+        out.append(d)
+    return out, None

@@ -14,6 +14,7 @@ from kafka_core.client.metadata import TopicPartition, as_topic_partition
 from kafka_core.errors import KafkaConfigError
 
 INT32_MAX = 2**31 - 1
+DEFAULT_BOOTSTRAP = "localhost:9092"  # as the producer, admin and client
 
 
 def check_int(name: str, value: Any, low: int, high: int = INT32_MAX) -> int:
@@ -83,7 +84,7 @@ def partitions_arg(partitions: Mapping[str, Iterable[int]] | Iterable[Any]) -> l
 
 
 def resolve_client(
-    bootstrap_servers: str | Iterable[str] | None, client: Any, options: dict[str, Any]
+    bootstrap_servers: str | Iterable[str], client: Any, options: dict[str, Any]
 ) -> tuple[Any, bool, float]:
     """(async client, whether the consumer owns it, its request timeout in ms).
 
@@ -91,12 +92,18 @@ def resolve_client(
     asyncio) is its owner's, configured by them.
     """
     if client is None:
-        if bootstrap_servers is None:
-            raise KafkaConfigError("bootstrap_servers (or client) is required")
         from kafka_core.client.cluster import KafkaClient
 
         return KafkaClient(bootstrap_servers, **options), True, options.get("request_timeout_ms", 30_000)
-    if options or bootstrap_servers is not None:
+    if options or bootstrap_servers != DEFAULT_BOOTSTRAP:
         raise KafkaConfigError("client options and bootstrap_servers go to the client you pass, not here")
     client = getattr(client, "async_object", client)  # a sync KafkaClient's async twin
     return client, False, client.request_timeout_ms
+
+
+def deserializers(key_fn: Any, value_fn: Any) -> tuple[Any, Any] | None:
+    """The (key, value) deserializers poll applies, or None when there are none (raw bytes)."""
+    for name, fn in (("key_deserializer", key_fn), ("value_deserializer", value_fn)):
+        if fn is not None and not callable(fn):
+            raise KafkaConfigError(f"{name} must be a callable (bytes -> object) or None, not {fn!r}")
+    return None if key_fn is None and value_fn is None else (key_fn, value_fn)

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.fetcher import Fetcher
-from kafka_core.consumer.message import ConsumedMessage
+from kafka_core.consumer.message import ConsumedMessage, Deserializer, deserialize_messages
 from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import KafkaClosedError, KafkaConnectionError, KafkaTimeoutError
@@ -29,6 +29,7 @@ class ConsumerPolling:
     _outage: OutageTracker
     _pending_errors: list[BaseException]
     _max_poll_records: int | None
+    _deserializers: tuple[Deserializer | None, Deserializer | None] | None  # None: bytes as they came
     _auto_commit: bool
     _next_auto_commit: float
     _closed: bool
@@ -142,7 +143,25 @@ class ConsumerPolling:
 
     async def poll(self, timeout_ms: float = 1_000, max_records: int | None = None) -> list[ConsumedMessage]:
         """Records handed over now (empty after ``timeout_ms`` without data)."""
-        return await self._poll(timeout_ms, max_records, False)
+        messages: list[ConsumedMessage] = await self._poll(timeout_ms, max_records, False)
+        fns = self._deserializers
+        if fns is not None and messages:
+            return self._deserialize(messages, *fns)
+        return messages
+
+    def _deserialize(
+        self, messages: list[ConsumedMessage], key_fn: Deserializer | None, value_fn: Deserializer | None
+    ) -> list[ConsumedMessage]:
+        """Keys/values through the deserializers; at a failure, the records from it on are not
+        handed over (positions back to them) and its error is raised, now or at the next poll."""
+        out, err = deserialize_messages(messages, key_fn, value_fn)
+        if err is None:
+            return out
+        self._rewind(messages[len(out) :])
+        if not out:
+            raise err
+        self._pending_errors.append(err)
+        return out
 
     async def poll_columns(self, timeout_ms: float = 1_000, max_records: int | None = None) -> Any:
         """Like poll, as one ``pyarrow.RecordBatch`` (no Python object per record), or None."""

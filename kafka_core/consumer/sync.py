@@ -80,7 +80,7 @@ class _CallbackRelay:
                     self._pending.append(item)
 
 
-@sync_face(AsyncKafkaConsumer)
+@sync_face(AsyncKafkaConsumer, exclude=("set_callback_runner",))
 class KafkaConsumer(SyncFace):
     """Same constructor and methods as :class:`kafka_core.aio.KafkaConsumer`, but blocking.
 

@@ -336,3 +336,38 @@ def test_fetch_concurrency_must_be_positive(bootstrap_servers: str) -> None:
 
     with pytest.raises(KafkaConfigError, match="fetch_concurrency"):
         KafkaConsumer(bootstrap_servers=bootstrap_servers, topics=["x"], fetch_concurrency=0)
+
+
+def test_from_config_with_deserializers_against_the_broker(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
+    """Java-style names and deserializers on the sync face: keys and values come decoded, and a
+    value the deserializer rejects raises naming its record (skipped by a seek past it)."""
+    from kafka_core.consumer.message import KafkaDeserializationError
+
+    topic = new_topic(1)
+    produce(bootstrap_servers, topic, 5, partitions=1)  # values b"v0".."v4"
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    config = {"bootstrap.servers": bootstrap_servers, "group.id": group, "auto.offset.reset": "earliest"}
+
+    def value(raw: bytes) -> int:
+        n = int(raw[1:])
+        if n == 3:
+            raise ValueError("three")
+        return n
+
+    with KafkaConsumer.from_config(
+        config, partitions={topic: [0]}, key_deserializer=bytes.decode, value_deserializer=value
+    ) as c:
+        got: list[Any] = []
+        error = None
+        deadline = time.monotonic() + 30
+        while error is None and time.monotonic() < deadline:
+            try:
+                got.extend(c.poll(500))
+            except KafkaDeserializationError as exc:
+                error = exc
+        assert [(m.key, m.value) for m in got] == [("k0", 0), ("k1", 1), ("k2", 2)]
+        assert error is not None and (error.topic, error.partition, error.offset) == (topic, 0, 3)
+        c.seek(TopicPartition(topic, 0), 4)
+        assert [(m.key, m.value) for m in drain(c, 1)] == [("k4", 4)]
