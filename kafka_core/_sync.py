@@ -238,7 +238,7 @@ def sync_face(
 def _share_signature(cls: type[SyncFace], async_cls: type) -> None:
     """Show the core's constructor on the face: ``help()`` and IDEs see the real parameters
     (not ``*args, **kwargs``), and the options stay documented once, in the core's docstring."""
-    init = cls.__dict__.get("__init__")
+    init: Any = cls.__dict__.get("__init__")
     if init is None:
 
         def __init__(self: SyncFace, *args: Any, **kwargs: Any) -> None:
@@ -246,11 +246,12 @@ def _share_signature(cls: type[SyncFace], async_cls: type) -> None:
 
         __init__.__qualname__ = f"{cls.__qualname__}.__init__"
         init = __init__
-        cls.__init__ = init  # type: ignore[misc]
-    sig = inspect.signature(async_cls.__init__)
-    init.__signature__ = sig  # type: ignore[attr-defined]
-    init.__doc__ = async_cls.__init__.__doc__ or "The asyncio class's options: see the class documentation."
-    cls.__signature__ = sig.replace(parameters=list(sig.parameters.values())[1:])  # type: ignore[attr-defined]
+        type.__setattr__(cls, "__init__", init)
+    sig = inspect.signature(async_cls)  # the constructor's parameters, without self
+    self_param = inspect.Parameter("self", inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    init.__signature__ = sig.replace(parameters=[self_param, *sig.parameters.values()])
+    init.__doc__ = "The asyncio class's options: see the class documentation."
+    type.__setattr__(cls, "__signature__", sig)
     face_doc = inspect.cleandoc(cls.__doc__ or "")
     core_doc = inspect.cleandoc(async_cls.__doc__ or "")
     if core_doc and core_doc not in face_doc:

@@ -6,6 +6,7 @@ pure-Python twins of its data classes.
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from kafka_core._env import env_flag
@@ -13,7 +14,7 @@ from kafka_core._env import env_flag
 accel: Any = None
 if not env_flag("KAFKA_CORE_PURE_PYTHON"):
     try:
-        from kafka_core.producer import _accel as accel  # type: ignore[attr-defined,no-redef]
+        accel = importlib.import_module("kafka_core.producer._accel")
     except ImportError as exc:
         if env_flag("KAFKA_CORE_REQUIRE_EXTENSION"):
             raise ImportError(f"kafka_core: the producer's C extension did not load ({exc})") from exc

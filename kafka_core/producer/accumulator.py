@@ -224,17 +224,17 @@ class Accumulator:
         passing over partitions that are not available (a few tries; all of them if none is)."""
         if t.sticky is not None:
             self.partitioner.on_new_batch(t.topic, t.num_partitions, t.sticky)
-        t.sticky = self.partitioner.sticky(t.topic, t.num_partitions)
+        sticky = t.sticky = self.partitioner.sticky(t.topic, t.num_partitions)
         available, queues = self.available, t.queues
-        if available is not None and queues and t.sticky is not None:
+        if available is not None and queues and sticky is not None:
             for _ in range(2 * t.num_partitions):
-                if 0 <= t.sticky < len(queues) and available(queues[t.sticky]):
+                if 0 <= sticky < len(queues) and available(queues[sticky]):
                     break
-                previous = t.sticky
-                self.partitioner.on_new_batch(t.topic, t.num_partitions, previous)
-                t.sticky = self.partitioner.sticky(t.topic, t.num_partitions)
-                if t.sticky == previous:  # a partitioner that does not move: keep its choice
+                self.partitioner.on_new_batch(t.topic, t.num_partitions, sticky)
+                moved = self.partitioner.sticky(t.topic, t.num_partitions)
+                if moved is None or moved == sticky:  # a partitioner that does not move: keep its choice
                     break
+                sticky = t.sticky = moved
         self._cache_sticky(t)
 
     def _cache_sticky(self, t: TopicState) -> None:
@@ -393,8 +393,10 @@ class Accumulator:
             self.mem.used -= size
             return failed, 0
         q = t.queues[partition]  # type: ignore[index]
-        b = q.open
-        if b is None or b.size + size > self.batch_size:
+        current = q.open
+        if current is not None and current.size + size <= self.batch_size:
+            b = current
+        else:
             b = self._new_batch(t, q)
         index = b.count
         b.count = index + 1

@@ -8,11 +8,15 @@ from __future__ import annotations
 import time
 from collections import deque
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_core.errors import KafkaCodecError
-from kafka_core.producer._speedups import BatchBase
 from kafka_core.producer.futures import BatchResult
+
+if TYPE_CHECKING:  # the pure-Python twin declares the fields the C struct has
+    from kafka_core.producer._speedups import _BatchBase as BatchBase
+else:
+    from kafka_core.producer._speedups import BatchBase
 
 __all__ = [
     "BATCH_OVERHEAD",
@@ -54,7 +58,7 @@ def headers_size(headers: Sequence[tuple[str, Any]]) -> int:
     return size
 
 
-class ProducerBatch(BatchBase):  # type: ignore[misc,valid-type]
+class ProducerBatch(BatchBase):
     """Records for one partition, sent (and retried) as one RecordBatch."""
 
     __slots__ = (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from kafka_core.errors import KafkaCodecError, KafkaConfigError
 from kafka_core.producer.batches import BATCH_OVERHEAD, RECORD_OVERHEAD, TopicState, headers_size
@@ -67,6 +67,7 @@ def _arrow_bytes(col: Any, start: int, stop: int) -> int:
     import pyarrow as pa
 
     t = col.type
+    fmt: Literal["i", "q"]
     if pa.types.is_binary(t) or pa.types.is_string(t):
         fmt = "i"
     elif pa.types.is_large_binary(t) or pa.types.is_large_string(t):
@@ -183,11 +184,11 @@ def plan_chunks(
         else:
             # One take per column in partition order, then zero-copy slices per partition.
             cols = [_take(c, order) for c in (keys, values, headers, timestamps)]
-            chunks: list[Chunk] = []
+            cut: list[Chunk] = []
             for p, start, stop in bounds:
                 gk, gv, gh, gt = (_slice(c, start, stop) for c in cols)
-                chunks.extend(_cut(p, gk, gv, gh, gt, order.slice(start, stop - start), batch_size))
-            return chunks
+                cut.extend(_cut(p, gk, gv, gh, gt, order.slice(start, stop - start), batch_size))
+            return cut
     else:
         key_list = _key_list(keys) if keys is not None else [None] * n
         by_part: dict[int, list[int]] = {}

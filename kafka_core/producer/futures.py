@@ -204,7 +204,7 @@ def _run_callback(result: BatchResult, index: int, fn: Callable[[Any], None], wi
         logging.getLogger("kafka_core.producer").exception("producer callback raised")
 
 
-class _TupleRecordFuture(tuple):  # type: ignore[type-arg]
+class _TupleRecordFuture(tuple):
     """The future ``send`` returns: ``(BatchResult, index)``; see the module docstring."""
 
     __slots__ = ()
@@ -236,7 +236,7 @@ class _TupleRecordFuture(tuple):  # type: ignore[type-arg]
                 raise KafkaTimeoutError(f"record not delivered within {timeout}s")
             if result._state != _FORWARDED:
                 return result, index
-            result, index = result._forward[index]  # type: ignore[index]
+            result, index = result._forward[index]
 
     def add_callback(self, fn: Callable[[RecordMetadata], None]) -> RecordFuture:
         """``fn(metadata)`` on success, on the producer's I/O thread (keep it short)."""
@@ -266,7 +266,7 @@ class _TupleRecordFuture(tuple):  # type: ignore[type-arg]
             if not result.done:
                 yield from result.aio_waiter().__await__()
             if result._state == _FORWARDED:
-                result, index = result._forward[index]  # type: ignore[index]
+                result, index = result._forward[index]
                 continue
             if result.error is not None:
                 raise result.error

@@ -188,10 +188,12 @@ class KafkaProducer:
         accumulator's own ``append``, with no frame of ours in between (it is the same record
         path as :meth:`send`, which only adds waiting on the loop instead of blocking)."""
         wake = self._sender.wake
+
+        def wakeup() -> None:
+            loop.call_soon_threadsafe(wake)
+
         self._acc.bind_blocking(
-            lookup=lambda topic: run(self._lookup(topic)),
-            wakeup=lambda: loop.call_soon_threadsafe(wake),
-            loop_thread_id=loop_thread_id,
+            lookup=lambda topic: run(self._lookup(topic)), wakeup=wakeup, loop_thread_id=loop_thread_id
         )
         append = self._acc.append
         if not self._serializing:

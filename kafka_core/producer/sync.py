@@ -48,7 +48,7 @@ class KafkaProducer(SyncFace):
             loop_thread.run, loop_thread.loop, loop_thread.thread_id
         )
 
-    def send(  # type: ignore[no-redef]
+    def send(
         self,
         topic: str,
         value: Any,

@@ -97,7 +97,7 @@ class KafkaStreamTransport(SyncFace):
         subs = self._loop_thread.call(self._async_obj.subscriptions)
         return [SyncSubscription(self._loop_thread, s) for s in subs]
 
-    def close(self, timeout: float | None = None) -> None:  # type: ignore[override]
+    def close(self, timeout: float | None = None) -> None:
         """Unsubscribe everything, deliver what is queued, stop (see the asyncio ``close``)."""
         if not self._loop_thread.alive:
             return
