@@ -20,7 +20,7 @@ if env_flag("KAFKA_CORE_PURE_PYTHON"):
     IMPLEMENTATION = "python"
 else:
     try:
-        from kafka_core.codec._cython import (  # type: ignore[attr-defined,no-redef]
+        from kafka_core.codec._cython import (  # type: ignore[no-redef]
             columnar,
             primitives,
             records,
