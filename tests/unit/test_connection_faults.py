@@ -15,6 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import pytest
+from fakes.loopback_broker import LoopbackBroker
 from fakes.timing import aio
 
 from kafka_core.aio import KafkaClient
@@ -31,7 +32,6 @@ from kafka_core.protocol import (
     REQUEST_CLASSES,
     ApiKey,
     Response,
-    decode_request,
     encode_response,
 )
 from kafka_core.protocol.messages import (
@@ -60,20 +60,19 @@ SUPPORTED = (
 )
 
 
-class FakeBroker:
+class FakeBroker(LoopbackBroker):
     """A loopback server answering ApiVersions and Metadata, with injectable faults."""
 
     def __init__(self, *, api_versions_max: int = 4, hold_until: int = 0, rejection: str = "kafka") -> None:
+        super().__init__()
         self.api_versions_max = api_versions_max
         # How a too-new ApiVersions request is refused: "kafka" (a v0 body), "librdkafka-mock" (the
         # mock cluster's 17-byte body, valid in no version) or "bare" (the error code alone).
         self.rejection = rejection
         self.rejection_code = 35
         self.hold_until = hold_until  # answer nothing until this many Metadata requests arrived
-        self.connections = 0
         self.api_versions_seen: list[int] = []
         self.metadata_seen = 0
-        self.port = 0
         # Error codes to answer, in turn, per API key (then success); requests seen per API key.
         self.script: dict[int, list[int]] = {}
         self.seen: dict[int, int] = {}
@@ -81,50 +80,14 @@ class FakeBroker:
         self.cold_rounds = 0  # Metadata answers in which "cold-*" topics have no leader yet
         self.throttle_ms: list[int] = []  # throttle_time_ms of the next Metadata answers, in turn
         self.metadata_times: list[float] = []  # when each Metadata request arrived (loop time)
-        self._server: asyncio.base_events.Server | None = None
         self._held: list[tuple[asyncio.StreamWriter, bytes]] = []
-        self._handlers: set[asyncio.Task[None]] = set()
-
-    async def __aenter__(self) -> FakeBroker:
-        self._server = await asyncio.start_server(self._handle, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        await asyncio.sleep(0)  # let just-accepted connections reach their handler to be closed
-        for task in list(self._handlers):
-            task.cancel()
-        await asyncio.gather(*self._handlers, return_exceptions=True)
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
 
     def connection(self, **kwargs: Any) -> BrokerConnection:
         kwargs.setdefault("connect_timeout_ms", 5000)
         kwargs.setdefault("request_timeout_ms", 5000)
         return BrokerConnection("127.0.0.1", self.port, node_id=NODE_ID, **kwargs)
 
-    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._handlers.add(task)
-        self.connections += 1
-        try:
-            while True:
-                size = struct.unpack(">i", await reader.readexactly(4))[0]
-                req = decode_request(await reader.readexactly(size))
-                if not await self._answer(req, writer):
-                    break
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-            self._handlers.discard(task)
-
-    async def _answer(self, req: Any, writer: asyncio.StreamWriter) -> bool:
+    async def answer(self, req: Any, writer: asyncio.StreamWriter) -> bool:
         h = req.header
         if h.api_key == ApiKey.API_VERSIONS:
             self.api_versions_seen.append(h.api_version)

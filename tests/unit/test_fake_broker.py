@@ -15,6 +15,7 @@ import tracemalloc
 from typing import Any
 
 import pytest
+from fakes.loopback_broker import LoopbackBroker, frame_of
 from fakes.timing import aio
 
 from kafka_core.aio import KafkaClient
@@ -22,7 +23,7 @@ from kafka_core.errors import KafkaConnectionError, KafkaError, KafkaTimeoutErro
 from kafka_core.network import framing
 from kafka_core.network.connection import BrokerConnection
 from kafka_core.network.framing import FrameProtocol, FrameSink
-from kafka_core.protocol import ApiKey, Response, decode_request, encode_response
+from kafka_core.protocol import ApiKey, Response, encode_response
 from kafka_core.protocol.messages import ApiVersionsResponse, MetadataRequest, MetadataResponse
 
 pytestmark = pytest.mark.timeout(60)
@@ -32,68 +33,35 @@ INT32_MAX = (1 << 31) - 1
 LIMIT = 1 << 20  # max_response_size of the connections under test
 
 
-def frame_of(payload: bytes) -> bytes:
-    return struct.pack(">i", len(payload)) + payload
-
-
-class EvilBroker:
+class EvilBroker(LoopbackBroker):
     """Answers ApiVersions and Metadata well, except where told to misbehave: ``faults`` is a
     list of modes taken in turn by Metadata requests for the topic ``evil`` (then healthy); ``on_connect`` makes the
     first ApiVersions answer of each of the first connections misbehave instead."""
 
     def __init__(self, faults: list[str] | None = None, on_connect: list[str] | None = None) -> None:
+        super().__init__()
         self.faults = list(faults or [])
         self.on_connect = list(on_connect or [])
-        self.connections = 0
         self.produce_requests = 0
-        self.port = 0
-        self._server: asyncio.base_events.Server | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
 
-    async def __aenter__(self) -> EvilBroker:
-        self._server = await asyncio.start_server(self._serve, "127.0.0.1", 0)
-        self.port = self._server.sockets[0].getsockname()[1]
-        return self
+    def connected(self) -> None:
+        # Only a connection's first ApiVersions answer misbehaves; the client here connects one
+        # connection at a time, so the newest connection's fault is the one answer() takes.
+        self._connect_fault = self.on_connect.pop(0) if self.on_connect else None
 
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._server is not None
-        self._server.close()
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    @property
-    def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
-
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        self.connections += 1
-        connect_fault = self.on_connect.pop(0) if self.on_connect else None
-        try:
-            while True:
-                (size,) = struct.unpack(">i", await reader.readexactly(4))
-                req = decode_request(await reader.readexactly(size))
-                h = req.header
-                if h.api_key == ApiKey.API_VERSIONS:
-                    good = self._api_versions(h.api_version, h.correlation_id)
-                    mode, connect_fault = connect_fault, None
-                elif h.api_key == ApiKey.PRODUCE:
-                    self.produce_requests += 1
-                    continue  # a black hole for records: never answered
-                else:
-                    good = self._metadata(h.api_version, h.correlation_id, req.body)
-                    evil = any(t.name == "evil" for t in req.body.topics or [])
-                    mode = self.faults.pop(0) if self.faults and evil else None
-                if not await self._send(writer, mode, good, h.correlation_id):
-                    return
-        except (asyncio.IncompleteReadError, ConnectionError):
-            pass
-        finally:
-            writer.close()
-            self._tasks.discard(task)
+    async def answer(self, req: Any, writer: asyncio.StreamWriter) -> bool:
+        h = req.header
+        if h.api_key == ApiKey.API_VERSIONS:
+            good = self._api_versions(h.api_version, h.correlation_id)
+            mode, self._connect_fault = self._connect_fault, None
+        elif h.api_key == ApiKey.PRODUCE:
+            self.produce_requests += 1
+            return True  # a black hole for records: never answered
+        else:
+            good = self._metadata(h.api_version, h.correlation_id, req.body)
+            evil = any(t.name == "evil" for t in req.body.topics or [])
+            mode = self.faults.pop(0) if self.faults and evil else None
+        return await self._send(writer, mode, good, h.correlation_id)
 
     async def _send(self, writer: asyncio.StreamWriter, mode: str | None, good: bytes, corr: int) -> bool:
         """Write the answer ``mode`` makes of ``good``; False: hang up."""
