@@ -1,7 +1,7 @@
 """Wire primitives (Cython twin of ``kafka_core.codec._python.primitives``): same API, same results.
 
 The C-level readers and writers, and ``Input``, are declared in
-``kafka_core.codec._cython.primitives.pxd`` so that records.pyx and columnar.pyx can inline them
+``kafka_core/codec/_cython/primitives.pxd`` so that records.pyx and columnar.pyx can inline them
 and share the one pinned-buffer type.
 """
 
