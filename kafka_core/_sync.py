@@ -11,6 +11,7 @@ import asyncio
 import concurrent.futures
 import functools
 import inspect
+import queue
 import threading
 import weakref
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Iterator
@@ -56,8 +57,19 @@ class LoopThread:
     def alive(self) -> bool:
         return self._thread.is_alive() and not self.loop.is_closed()
 
-    def run(self, coro: Coroutine[Any, Any, T] | Awaitable[T]) -> T:
-        """Run ``coro`` on the loop and block until it finishes; Ctrl-C cancels it."""
+    def run(
+        self,
+        coro: Coroutine[Any, Any, T] | Awaitable[T],
+        *,
+        inbox: queue.SimpleQueue[Any] | None = None,
+        handle: Callable[[Any], None] | None = None,
+    ) -> T:
+        """Run ``coro`` on the loop and block until it finishes; Ctrl-C cancels it.
+
+        With ``inbox``, meanwhile ``handle(item)`` runs here, in the caller's thread, for each
+        item the loop puts there (work that must not run on the loop, such as a consumer's
+        rebalance callback, which may call this face's blocking methods).
+        """
         if threading.current_thread() is self._thread or not self.alive:
             if inspect.iscoroutine(coro):
                 coro.close()
@@ -66,7 +78,14 @@ class LoopThread:
             raise KafkaClosedError("this object has been closed")
         fut: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(_as_coro(coro), self.loop)
         try:
-            return fut.result()
+            if inbox is None or handle is None:
+                return fut.result()
+            fut.add_done_callback(inbox.put)  # the future itself marks the end
+            while True:
+                item = inbox.get()
+                if item is fut:
+                    return fut.result()
+                handle(item)
         except BaseException:
             # KeyboardInterrupt (or anything else) in the caller: do not leave the work running.
             fut.cancel()

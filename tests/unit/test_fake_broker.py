@@ -43,6 +43,7 @@ class EvilBroker(LoopbackBroker):
         self.faults = list(faults or [])
         self.on_connect = list(on_connect or [])
         self.produce_requests = 0
+        self._connect_fault: str | None = None
 
     def connected(self) -> None:
         # Only a connection's first ApiVersions answer misbehaves; the client here connects one

@@ -189,3 +189,29 @@ def test_the_producer_docstring_documents_every_option() -> None:
     names = list(inspect.signature(KafkaProducer).parameters)
     missing = [p for p in names if f"``{p}``" not in doc and f"``**{p}``" not in doc]
     assert not missing, missing
+
+
+def test_run_serves_work_the_loop_hands_to_the_callers_thread() -> None:
+    import queue
+
+    loop = LoopThread()
+    try:
+        inbox: queue.SimpleQueue[object] = queue.SimpleQueue()
+        handled: list[tuple[str, bool]] = []
+
+        async def job() -> str:
+            inbox.put("first")
+            await asyncio.sleep(0.01)
+            inbox.put("second")
+            return "done"
+
+        caller = threading.current_thread()
+        result = loop.run(
+            job(),
+            inbox=inbox,
+            handle=lambda item: handled.append((item, threading.current_thread() is caller)),
+        )
+        assert result == "done"
+        assert handled == [("first", True), ("second", True)]
+    finally:
+        loop.stop()
