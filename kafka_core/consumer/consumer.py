@@ -16,7 +16,7 @@ from typing import Any, Self
 from kafka_core.client.metadata import TopicPartition, as_topic_partition
 from kafka_core.config import keywords_from_config
 from kafka_core.consumer.fetcher import Fetcher
-from kafka_core.consumer.group import GroupMembership
+from kafka_core.consumer.group import ConsumerGroupMetadata, GroupMembership
 from kafka_core.consumer.manual import ManualAssignment
 from kafka_core.consumer.message import Deserializer
 from kafka_core.consumer.offsets import ConsumerOffsets
@@ -351,6 +351,16 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
         """Have ``runner(callback, partitions)`` run the rebalance callbacks (the sync face runs
         them in the application's thread, inside its poll); None: on the event loop."""
         self._rebalance.runner = runner
+
+    @property
+    def closed(self) -> bool:
+        """True once close() began."""
+        return self._closed
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The group, generation and member id this consumer has now (generation -1 when it is
+        not a member: no group, a static assignment, or between leaving and rejoining)."""
+        return self._group.metadata()
 
     def subscription(self) -> list[str]:
         return list(self._topics)

@@ -13,7 +13,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.assignors import COOPERATIVE, get_assignor
@@ -47,6 +47,16 @@ from kafka_core.protocol.messages import (
 log = logging.getLogger(__name__)
 
 METADATA_CHECK_S = 5.0
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """Who this member is in its group now (Java's ``groupMetadata()``); generation -1 and an
+    empty member id while it is not a member (no group, joining, or left)."""
+
+    group_id: str | None
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
 
 
 class RebalanceListener(Protocol):
@@ -147,6 +157,9 @@ class GroupMembership:
 
     def note_poll(self) -> None:
         self._last_poll = asyncio.get_running_loop().time()
+
+    def metadata(self) -> ConsumerGroupMetadata:
+        return ConsumerGroupMetadata(self.group_id, self.generation, self.member_id, self.group_instance_id)
 
     def commit_args(self) -> dict[str, Any]:
         return {

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
-from kafka_core.consumer.group import RebalanceListener
+from kafka_core.consumer.group import ConsumerGroupMetadata, RebalanceListener
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import KafkaError, KafkaTimeoutError
 
@@ -80,6 +80,9 @@ class ManualAssignment:
 
     async def wait_active(self, timeout_s: float, interrupt: asyncio.Event | None = None) -> bool:
         return True
+
+    def metadata(self) -> ConsumerGroupMetadata:
+        return ConsumerGroupMetadata(self.group_id, -1, "", None)  # never a member
 
     def commit_args(self) -> dict[str, Any]:
         return {}  # a commit outside any generation (what the broker expects without membership)

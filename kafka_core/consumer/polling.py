@@ -203,15 +203,21 @@ class ConsumerPolling:
         self._fetcher.data_ready.set()
 
     def _rewind(self, unhandled: list[ConsumedMessage]) -> None:
-        """Positions back to the first message not given to the application (nothing skipped)."""
-        first: dict[TopicPartition, int] = {}
-        for m in unhandled:
-            tp = TopicPartition(m.topic, m.partition)
-            if m.offset < first.get(tp, m.offset + 1):
-                first[tp] = m.offset
-        for tp, offset in first.items():
-            if tp in self._subs:
-                self.seek(tp, offset)
+        rewind(self, unhandled)
+
+
+def rewind(consumer: Any, unhandled: list[ConsumedMessage]) -> None:
+    """Positions back to the first message not given to the application (nothing skipped),
+    through the consumer's public seek: the asyncio loops and the sync face's share it."""
+    first: dict[TopicPartition, int] = {}
+    for m in unhandled:
+        tp = TopicPartition(m.topic, m.partition)
+        if m.offset < first.get(tp, m.offset + 1):
+            first[tp] = m.offset
+    assigned = consumer.assignment()
+    for tp, offset in first.items():
+        if tp in assigned:
+            consumer.seek(tp, offset)
 
 
 async def _wait_until(task: asyncio.Future[Any], timeout_s: float, interrupt: asyncio.Event) -> None:

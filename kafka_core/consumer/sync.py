@@ -19,6 +19,7 @@ from typing import Any, TypeVar
 from kafka_core._sync import SyncFace, sync_face
 from kafka_core.consumer.consumer import KafkaConsumer as AsyncKafkaConsumer
 from kafka_core.consumer.message import ConsumedMessage
+from kafka_core.consumer.polling import rewind
 from kafka_core.errors import KafkaClosedError, KafkaError
 
 T = TypeVar("T")
@@ -204,7 +205,7 @@ class KafkaConsumer(SyncFace):
                 handler(msg)
 
     def _rewind(self, unhandled: list[ConsumedMessage]) -> None:
-        self._loop_thread.call(self._async_obj._rewind, unhandled)
+        self._loop_thread.call(rewind, self._async_obj, unhandled)
 
     def stop(self) -> None:
         self._stopped = True
@@ -217,7 +218,7 @@ class KafkaConsumer(SyncFace):
         ``timeout`` (seconds) bounds it: see :meth:`kafka_core.aio.KafkaConsumer.close`.
         """
         try:
-            if self._loop_thread.alive and not self._async_obj._closed:
+            if self._loop_thread.alive and not self._async_obj.closed:
                 self._serve(self._async_obj.close(timeout, commit=commit))
         finally:
             self._finalizer()

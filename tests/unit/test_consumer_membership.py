@@ -68,13 +68,13 @@ def test_heartbeat_errors_lead_to_a_rejoin(code: int):
     async def main():
         c = member(client, events, assignors=("cooperative-sticky",))
         await poll_until(c, lambda g: len(g) >= 3)
-        gen = c._group.generation
+        gen = c.group_metadata().generation_id
         client.heartbeat_errors = [code]
         for _ in range(100):
             await c.poll(20)
-            if c._group.generation > gen and not c._group.needs_rejoin:
+            if c.group_metadata().generation_id > gen:
                 break
-        assert c._group.generation > gen
+        assert c.group_metadata().generation_id > gen
         assert c.assignment() == {TP0}
         await c.close()
 
@@ -143,8 +143,10 @@ def test_max_poll_interval_exceeded_leaves_and_rejoins():
                 break
             await asyncio.sleep(0.01)
         assert len(client.leaves) == 1
+        assert c.group_metadata().generation_id == -1  # left: no longer a member
         await c.poll(20)
-        assert not c._group.needs_rejoin and c.assignment() == {TP0}
+        assert c.group_metadata().generation_id == client.generation >= 2  # joined again
+        assert c.group_metadata().member_id and c.assignment() == {TP0}
         await c.close()
 
     run(main())

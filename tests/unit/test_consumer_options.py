@@ -202,3 +202,14 @@ def test_a_failing_deserializer_raises_a_typed_error_naming_the_record_and_drops
 def test_a_deserializer_must_be_callable() -> None:
     with pytest.raises(KafkaConfigError, match="value_deserializer"):
         make(value_deserializer="json")
+
+
+def test_group_metadata_and_closed_without_a_group() -> None:
+    async def main() -> None:
+        c = KafkaConsumer(partitions={T: [0]}, group_id="g", client=FakeClient({T: 1}))
+        assert tuple(c.group_metadata()) == ("g", -1, "", None)  # a static assignment: never a member
+        assert not c.closed
+        await c.close()
+        assert c.closed
+
+    run(main())
