@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The whole test suite: lint, the unit suite twice (Cython codec, then the pure-Python twin), and the
+# The whole test suite: lint and type check (mypy, configured in pyproject.toml), the unit suite twice (Cython codec, then the pure-Python twin), and the
 # integration and interop suites against a real broker (embedded Tansu unless
 # KAFKA_BOOTSTRAP_SERVERS names another cluster). Extra arguments go to every pytest run.
 set -euo pipefail
@@ -10,6 +10,9 @@ export PATH="$PWD/.venv/bin:$PATH"
 echo "==> ruff"
 ruff check .
 ruff format --check .
+
+echo "==> mypy"
+mypy
 
 echo "==> unit suite, Cython codec"
 KAFKA_CORE_REQUIRE_EXTENSION=1 python -m pytest tests/unit -p no:cacheprovider "$@"
