@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# The whole test suite: lint and type check (mypy, configured in pyproject.toml), the unit suite twice (Cython codec, then the pure-Python twin), and the
-# integration and interop suites against a real broker (embedded Tansu unless
-# KAFKA_BOOTSTRAP_SERVERS names another cluster). Extra arguments go to every pytest run.
+# The whole test suite: lint, mypy (configured in pyproject.toml), the unit suite twice (Cython
+# codec, then the pure-Python twin), and the integration and interop suites against a real broker
+# (embedded Tansu unless KAFKA_BOOTSTRAP_SERVERS names another cluster). Extra arguments go to
+# every pytest run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/bootstrap.sh
