@@ -113,7 +113,10 @@ class ProduceBroker:
                 for _name, p, data, pid, epoch, seq, count in batches:
                     self.answers[n][p] = self._answer(n, p, data, pid, epoch, seq, count)[0]
             raise KafkaTimeoutError(f"request {n} timed out after {body.timeout_ms} ms")
-        await asyncio.sleep(delay or 0.001)
+        if delay:
+            await asyncio.sleep(delay)
+        # Without a delay the records are appended as the request arrives, before any await:
+        # requests in flight together reach the log in the order they were sent.
         by_topic: dict[str, list[Any]] = {}
         for name, p, data, pid, epoch, seq, count in batches:
             code, base = self._answer(n, p, data, pid, epoch, seq, count)
@@ -123,6 +126,8 @@ class ProduceBroker:
                     index=p, error_code=code, base_offset=base, log_append_time_ms=-1, error_message=None
                 )
             )
+        if not delay:
+            await asyncio.sleep(0.001)  # the answer still comes back later, as over a network
         if self.garble(n):
             raise KafkaCodecError(f"garbled PRODUCE v9 response from fake:0: request {n}")
         if self.faults(n, "after", -1) == "lose-response":
