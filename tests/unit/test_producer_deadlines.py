@@ -161,7 +161,7 @@ def test_a_backlog_behind_busy_requests_settles_by_the_deadline(idempotent: bool
             f.add_done_callback(lambda _f, i=i: settled.setdefault(i, time.monotonic()))
             futures.append(f)
             sent_at.append(time.monotonic())
-            await asyncio.sleep(0.004)
+            await asyncio.sleep(0.002)  # twice what the slow broker takes: a backlog for sure
         await p.flush(20)
         results = await outcomes(futures, 1)
         await p.close(5)
