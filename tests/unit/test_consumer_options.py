@@ -213,3 +213,12 @@ def test_group_metadata_and_closed_without_a_group() -> None:
         assert c.closed
 
     run(main())
+
+
+def test_every_constructor_option_is_documented_in_the_class_docstring() -> None:
+    """The sync face shows this docstring too: an option missing from it is missing from help()."""
+    doc = KafkaConsumer.__doc__ or ""
+    names = [
+        n for n in inspect.signature(KafkaConsumer).parameters if n not in ("topics_args", "client_options")
+    ]
+    assert [n for n in names if f"``{n}" not in doc] == []
