@@ -177,7 +177,11 @@ def _run_kafka_python(bootstrap: str, topic: str, partitions: int, tally: Tally)
 def _our_consumer(bootstrap: str, topic: str, method: str) -> Any:
     """Build our consumer, or say it does not exist yet (only here: a bug later is an error)."""
     consumer = our_export("KafkaConsumer")(
-        bootstrap_servers=bootstrap, topics=[topic], group_id=None, auto_offset_reset="earliest"
+        bootstrap_servers=bootstrap,
+        topics=[topic],
+        group_id=None,
+        auto_offset_reset="earliest",
+        fetch_max_wait_ms=FETCH_WAIT_MS,  # as every peer here: RESULTS.md says so
     )
     if not callable(getattr(consumer, method, None)):
         consumer.close()

@@ -7,8 +7,8 @@ class owns the client they share and its lifecycle. Calls over many resources re
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Mapping
+from typing import Any, Self
 
 from kafka_core.admin.acls import AclsMixin
 from kafka_core.admin.configs import ConfigsMixin
@@ -16,6 +16,7 @@ from kafka_core.admin.groups import GroupsMixin
 from kafka_core.admin.offsets import OffsetsMixin
 from kafka_core.admin.topics import TopicsMixin
 from kafka_core.client.cluster import KafkaClient
+from kafka_core.config import keywords_from_config
 
 DEFAULT_API_TIMEOUT_MS = 60_000
 
@@ -35,6 +36,12 @@ class KafkaAdmin(TopicsMixin, ConfigsMixin, GroupsMixin, OffsetsMixin, AclsMixin
         client_options.setdefault("client_id", "kafka-core-admin")
         self.client = KafkaClient(bootstrap_servers, **client_options)
         self.default_timeout_ms = float(client_options.get("api_timeout_ms", DEFAULT_API_TIMEOUT_MS))
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> Self:
+        """An admin from Java-style names (``{"bootstrap.servers": ...}``: the client's), with
+        ``overrides`` (keyword names) on top; unknown names raise KafkaConfigError naming them."""
+        return cls(**keywords_from_config(config, "client", overrides))
 
     async def __aenter__(self) -> KafkaAdmin:
         await self.start()

@@ -115,7 +115,7 @@ def _on_mock(
     make_faults: Callable[[MockCluster], list[tuple[str, Callable[[Workload], dict[str, Any]]]]],
     before_start: Callable[[MockCluster], None] | None = None,
 ) -> None:
-    from kafka_core.chaos.scenarios import _faulted_run
+    from kafka_core.chaos.scenarios import faulted_run
 
     failures: list[str] = []
     with MockCluster(BROKERS) as cluster:
@@ -123,7 +123,7 @@ def _on_mock(
         outcome.broker = _broker_info(cluster)
         if before_start is not None:
             before_start(cluster)
-        _faulted_run(outcome, cluster, cluster.bootstrap, make_faults(cluster), failures)  # type: ignore[arg-type]
+        faulted_run(outcome, cluster, cluster.bootstrap, make_faults(cluster), failures)  # type: ignore[arg-type]
     outcome.judge(failures)
 
 

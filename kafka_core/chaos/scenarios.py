@@ -26,7 +26,7 @@ from kafka_core.chaos.proxy import FaultProxy
 from kafka_core.chaos.workload import Workload, read_log_report
 from kafka_core.devbroker import BrokerStartError, TansuBroker, free_port, tansu_binary
 
-__all__ = ["CAPABILITIES", "SCALES", "Settings", "run_capability"]
+__all__ = ["CAPABILITIES", "SCALES", "Settings", "faulted_run", "run_capability"]
 
 SCALES: dict[str, dict[str, Any]] = {
     "short": {
@@ -152,7 +152,7 @@ def _finish_books(
     outcome.details["failed_examples"] = list(wl.ledger.failed.values())[:5]
 
 
-def _faulted_run(
+def faulted_run(
     outcome: Outcome,
     broker: TansuBroker,
     bootstrap: str,
@@ -293,7 +293,7 @@ def _restarts(outcome: Outcome, crash: bool) -> None:
             return {"fetch_avg_s_before": before}
 
         faults = [(f"{signal} restart", restart)] * outcome.parameters["cycles"]
-        _faulted_run(outcome, broker, proxy.address, faults, failures, capture)
+        faulted_run(outcome, broker, proxy.address, faults, failures, capture)
     finally:
         broker.close()
         proxy.close()
@@ -318,7 +318,7 @@ def _proxied(
     try:
         broker.start()
         outcome.broker = _broker_info(broker, proxy)
-        _faulted_run(outcome, broker, proxy.address, make_faults(proxy), failures, **workload)
+        faulted_run(outcome, broker, proxy.address, make_faults(proxy), failures, **workload)
         outcome.details["proxy"] = {"connections": proxy.connections, "resets": proxy.resets}
     finally:
         broker.close()
