@@ -7,7 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 from fakes.consumer_client import FakeGroupClient
-from test_consumer_core import TP0, TP1, T, fill, run
+from fakes.consumer_helpers import TP0, TP1, T, fill, run
 
 from kafka_core._sync import LoopThread
 from kafka_core.consumer.consumer import KafkaConsumer as AsyncConsumer

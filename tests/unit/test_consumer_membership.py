@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 from fakes.consumer_client import FakeGroupClient
-from test_consumer_core import TP0, TP1, T, fill, run
+from fakes.consumer_helpers import TP0, TP1, T, fill, run
 
 from kafka_core.consumer.consumer import KafkaConsumer
 from kafka_core.errors import KafkaProtocolError, KafkaTimeoutError

@@ -3,13 +3,13 @@ shared with the producer and admin, from_config, and the key/value deserializers
 
 from __future__ import annotations
 
-import asyncio
 import inspect
 import json
 from typing import Any
 
 import pytest
 from fakes.consumer_client import FakeClient
+from fakes.consumer_helpers import run
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.consumer import KafkaConsumer
@@ -18,10 +18,6 @@ from kafka_core.consumer.policies import IsolationLevel, OffsetReset
 from kafka_core.errors import KafkaCodecError, KafkaConfigError
 
 T = "t"
-
-
-def run(coro: Any) -> Any:
-    return asyncio.run(asyncio.wait_for(coro, 30))
 
 
 def make(**kw: object) -> KafkaConsumer:

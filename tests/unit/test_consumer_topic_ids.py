@@ -7,7 +7,7 @@ from collections import defaultdict
 
 import pytest
 from fakes.consumer_client import FakeClient, FakeLog
-from test_consumer_core import T, consume, fill, new, run
+from fakes.consumer_helpers import T, consume, fill, new, run
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.consumer import KafkaConsumer
