@@ -32,7 +32,7 @@ from kafka_core.producer.batches import (
     headers_size,
     now_ms,
 )
-from kafka_core.producer.batching import Chunk, plan_chunks
+from kafka_core.producer.batching import Chunk, chunk_timestamps, plan_chunks
 from kafka_core.producer.futures import BatchResult, RecordFuture
 from kafka_core.producer.partitioner import DefaultPartitioner, Partitioner
 
@@ -304,6 +304,22 @@ class Accumulator:
             )
             self._cache_sticky(t)  # the sticky partition may have moved on
             return chunks
+
+    def append_chunk(self, topic: str, chunk: Chunk) -> BatchResult:
+        """Add one planned ``send_batch`` chunk (see :meth:`plan_batch`) as a batch of its own."""
+        result = self.append_columns(
+            topic,
+            chunk.partition,
+            chunk.keys,
+            chunk.values,
+            chunk.headers,
+            chunk.timestamps,
+            chunk.count,
+            chunk.size,
+        )
+        if chunk.timestamps is not None:
+            result.timestamps = chunk_timestamps(chunk.timestamps)
+        return result
 
     def append_columns(
         self,

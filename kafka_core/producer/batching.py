@@ -15,7 +15,7 @@ from kafka_core.errors import KafkaCodecError, KafkaConfigError
 from kafka_core.producer.batches import BATCH_OVERHEAD, RECORD_OVERHEAD, TopicState, headers_size
 from kafka_core.producer.partitioner import DefaultPartitioner, Partitioner, murmur2_partitions
 
-__all__ = ["Chunk", "plan_chunks"]
+__all__ = ["Chunk", "chunk_timestamps", "plan_chunks"]
 
 
 @dataclass(slots=True)
@@ -250,3 +250,14 @@ def _cut(
         )
         start = stop
     return out
+
+
+def chunk_timestamps(col: Any) -> list[int | None]:
+    """Per-record timestamps (ms) of a send_batch chunk, for its RecordMetadata."""
+    if hasattr(col, "to_pylist"):
+        import pyarrow as pa
+
+        if pa.types.is_timestamp(col.type):
+            col = col.cast(pa.int64())
+        return list(col.to_pylist())
+    return [None if x is None else int(x) for x in col]

@@ -432,7 +432,7 @@ class KafkaProducer:
         """Append the chunks not in ``parts`` yet; on BufferFull ``parts`` says how far it got."""
         while len(parts) < len(chunks):  # one at a time: a BufferFull keeps what was appended
             chunk = chunks[len(parts)]
-            parts.append((self._append_chunk(topic, chunk), chunk.rows))
+            parts.append((self._acc.append_chunk(topic, chunk), chunk.rows))
 
     async def wait_topic(self, topic: str) -> int:
         """Partition count of ``topic``, fetching metadata if unknown; raises KafkaTimeoutError,
@@ -498,21 +498,6 @@ class KafkaProducer:
     async def partitions_for(self, topic: str) -> list[int]:
         """Partition ids of ``topic`` (waiting up to ``max_block_ms`` for its metadata)."""
         return list(range(await self.wait_topic(topic)))
-
-    def _append_chunk(self, topic: str, chunk: Chunk) -> BatchResult:
-        result = self._acc.append_columns(
-            topic,
-            chunk.partition,
-            chunk.keys,
-            chunk.values,
-            chunk.headers,
-            chunk.timestamps,
-            chunk.count,
-            chunk.size,
-        )
-        if chunk.timestamps is not None:
-            result.timestamps = _timestamp_list(chunk.timestamps)
-        return result
 
     # -- flush and close -----------------------------------------------------------------------------
 
@@ -604,14 +589,3 @@ def _fatal(exc: KafkaError) -> bool:
 
 def _cause(exc: BaseException | None) -> str:
     return f"; last error: {exc}" if exc is not None else ""
-
-
-def _timestamp_list(col: Any) -> list[int | None]:
-    """Per-record timestamps (ms) of a send_batch chunk, for its RecordMetadata."""
-    if hasattr(col, "to_pylist"):
-        import pyarrow as pa
-
-        if pa.types.is_timestamp(col.type):
-            col = col.cast(pa.int64())
-        return col.to_pylist()
-    return [None if x is None else int(x) for x in col]
