@@ -2,12 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from kafka_core._sync import SyncFace, sync_face
 from kafka_core.admin import admin
-from kafka_core.config import keywords_from_config
 
 
 @sync_face(admin.KafkaAdmin)
@@ -19,12 +15,6 @@ class KafkaAdmin(SyncFace):
 
     def __enter__(self) -> KafkaAdmin:
         return self
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> KafkaAdmin:
-        """An admin from Java-style names (``{"bootstrap.servers": ...}``: the client's), with
-        ``overrides`` (keyword names) on top; unknown names raise KafkaConfigError naming them."""
-        return cls(**keywords_from_config(config, "client", overrides))
 
 
 __all__ = ["KafkaAdmin"]

@@ -135,6 +135,7 @@ def test_from_config_names_every_unknown_key(cls: Any) -> None:
         (kafka_core.KafkaClient, kafka_core.KafkaClient),
         (kafka_core.aio.KafkaClient, kafka_core.aio.KafkaClient),
         (kafka_core.KafkaAdmin, kafka_core.KafkaAdmin),
+        (kafka_core.aio.KafkaAdmin, kafka_core.aio.KafkaAdmin),
     ],
 )
 def test_client_and_admin_from_config_build_their_own_class(cls: Any, face: Any) -> None:
