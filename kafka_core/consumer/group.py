@@ -13,7 +13,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Callable, Iterable
-from typing import Any, NamedTuple, Protocol
+from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.assignors import COOPERATIVE, get_assignor
@@ -25,6 +25,7 @@ from kafka_core.consumer.groupmeta import (
 )
 from kafka_core.consumer.leader import leader_plan
 from kafka_core.consumer.outage import OutageTracker
+from kafka_core.consumer.rebalance import ConsumerGroupMetadata, RebalanceListener
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import (
     KafkaClosedError,
@@ -47,29 +48,6 @@ from kafka_core.protocol.messages import (
 log = logging.getLogger(__name__)
 
 METADATA_CHECK_S = 5.0
-
-
-class ConsumerGroupMetadata(NamedTuple):
-    """Who this member is in its group now (Java's ``groupMetadata()``); generation -1 and an
-    empty member id while it is not a member (no group, joining, or left)."""
-
-    group_id: str | None
-    generation_id: int
-    member_id: str
-    group_instance_id: str | None
-
-
-class RebalanceListener(Protocol):
-    """What the member tells its owner; the join waits for each call (a revocation completes,
-    e.g. its commit, before the member rejoins). The member updates the subscription state itself:
-    after ``on_partitions_revoked``/``lost`` it drops those partitions, before
-    ``on_partitions_assigned`` it adds them."""
-
-    async def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None: ...
-
-    async def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None: ...
-
-    async def on_partitions_lost(self, partitions: set[TopicPartition]) -> None: ...
 
 
 class GroupMembership:

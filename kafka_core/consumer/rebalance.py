@@ -1,9 +1,5 @@
-"""The consumer's side of a rebalance, as the RebalanceListener its group membership tells.
-
-It is made of the consumer's own steps passed in as callables (commit what goes, position what
-comes, forget what went, report an error to the next poll), so neither it nor the membership
-holds the consumer. The application's callbacks run here, in order with those steps, and the
-join waits for them: a revocation (its commit included) completes before the member rejoins.
+"""What a group membership tells its owner (RebalanceListener, ConsumerGroupMetadata), and the
+consumer's side of a rebalance, the listener its membership tells.
 """
 
 from __future__ import annotations
@@ -11,7 +7,7 @@ from __future__ import annotations
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, NamedTuple, Protocol
 
 from kafka_core.client.metadata import TopicPartition
 
@@ -22,7 +18,36 @@ Partitions = set[TopicPartition]
 CallbackRunner = Callable[[Callable[..., Any], Partitions], Awaitable[None]]
 
 
+class ConsumerGroupMetadata(NamedTuple):
+    """Who this member is in its group now (Java's ``groupMetadata()``); generation -1 and an
+    empty member id while it is not a member (no group, joining, or left)."""
+
+    group_id: str | None
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+
+
+class RebalanceListener(Protocol):
+    """What the member tells its owner; the join waits for each call (a revocation completes,
+    e.g. its commit, before the member rejoins). The member updates the subscription state itself:
+    after ``on_partitions_revoked``/``lost`` it drops those partitions, before
+    ``on_partitions_assigned`` it adds them."""
+
+    async def on_partitions_revoked(self, partitions: set[TopicPartition]) -> None: ...
+
+    async def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None: ...
+
+    async def on_partitions_lost(self, partitions: set[TopicPartition]) -> None: ...
+
+
 class ConsumerRebalance:
+    """The consumer's RebalanceListener, made of the consumer's own steps passed in as callables
+    (commit what goes, position what comes, forget what went, report an error to the next poll),
+    so neither it nor the membership holds the consumer. The application's callbacks run here,
+    in order with those steps, and the join waits for them: a revocation (its commit included)
+    completes before the member rejoins."""
+
     def __init__(
         self,
         *,

@@ -8,7 +8,6 @@ results), not once per record.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import inspect
 import queue
 import threading
@@ -129,17 +128,7 @@ class KafkaConsumer(SyncFace):
             raise KafkaClosedError("this consumer is closed")
         q = self._relay.enter()
         try:
-            cf: concurrent.futures.Future[T] = asyncio.run_coroutine_threadsafe(coro, lt.loop)
-            cf.add_done_callback(q.put)  # the future itself marks the end
-            try:
-                while True:
-                    item = q.get()
-                    if item is cf:
-                        return cf.result()
-                    self._run_callback(*item)
-            except BaseException:
-                cf.cancel()  # KeyboardInterrupt: do not leave the work running
-                raise
+            return lt.run(coro, inbox=q, handle=lambda item: self._run_callback(*item))
         finally:
             self._relay.leave(q)
 
