@@ -8,9 +8,13 @@ marked consumed before it was printed, and a restart goes on after the last one 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
+import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from kafka_core.cli.argtypes import positive_int, positive_seconds
@@ -109,7 +113,11 @@ def format_record(msg: Any, args: argparse.Namespace) -> bytes:
 
 
 class _Printer:
-    """Writes records and remembers, per partition, the offset after the last one written."""
+    """Writes records and remembers, per partition, the offset after the last one written.
+
+    A line and its bookkeeping are one step: Ctrl-C or SIGTERM arriving in between waits until the
+    offset is recorded (see :meth:`deferring_signals`), else the line would be printed and never
+    committed, and the next run would print it again."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
@@ -117,11 +125,48 @@ class _Printer:
         self.printed = 0
         self.next_offsets: dict[Any, int] = {}
         self.committed: dict[Any, int] = {}
+        self._writing = False
+        self._pending: list[tuple[Callable[[int, Any], Any], int, Any]] = []
 
     def write(self, msg: Any) -> None:
-        self.stdout.write(format_record(msg, self.args) + b"\n")
-        self.printed += 1
-        self.next_offsets[msg.topic_partition] = msg.offset + 1
+        self._writing = True
+        try:
+            self.stdout.write(format_record(msg, self.args) + b"\n")
+            self.printed += 1
+            self.next_offsets[msg.topic_partition] = msg.offset + 1
+        finally:
+            self._writing = False
+        if self._pending:
+            handler, signum, frame = self._pending.pop()
+            self._pending.clear()
+            handler(signum, frame)
+
+    @contextlib.contextmanager
+    def deferring_signals(self) -> Iterator[None]:
+        """SIGINT and SIGTERM run their handlers at once, except during a write: then after it."""
+        if threading.current_thread() is not threading.main_thread():
+            yield
+            return
+        saved = {}
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            previous = signal.getsignal(signum)
+            if callable(previous):
+                saved[signum] = previous
+                signal.signal(signum, self._deferring(previous))
+        try:
+            yield
+        finally:
+            for signum, previous in saved.items():
+                signal.signal(signum, previous)
+
+    def _deferring(self, previous: Callable[[int, Any], Any]) -> Callable[[int, Any], Any]:
+        def handler(signum: int, frame: Any) -> Any:
+            if self._writing:
+                self._pending.append((previous, signum, frame))
+                return None
+            return previous(signum, frame)
+
+        return handler
 
     def flush(self) -> None:
         self.stdout.flush()
@@ -185,40 +230,41 @@ def run(args: argparse.Namespace, out: Output) -> int:
     interrupted: KeyboardInterrupt | None = None
     reader_gone = False
     last_error = ""
-    try:
-        last_record = time.monotonic()
-        next_commit = last_record + COMMIT_INTERVAL
-        while args.count is None or printer.printed < args.count:
-            wait_ms = 1_000.0
-            if args.timeout is not None:
-                left = args.timeout - (time.monotonic() - last_record)
-                if left <= 0:
-                    break
-                wait_ms = min(wait_ms, left * 1000)
-            try:
-                batch = consumer.poll(timeout_ms=wait_ms)
-            except KafkaConnectionError as exc:  # retriable: the consumer resumes by itself
-                if one_line(exc) != last_error:
-                    last_error = one_line(exc)
-                    out.note(f"kafka-core: warning: {last_error}", style="yellow")
-                continue
-            if batch:
-                last_record = time.monotonic()
-            for msg in batch:
-                printer.write(msg)
-                if args.count is not None and printer.printed >= args.count:
-                    break
-            printer.flush()
-            if grouped and time.monotonic() >= next_commit:
-                _commit(consumer, printer)
-                next_commit = time.monotonic() + COMMIT_INTERVAL
-    except KeyboardInterrupt as exc:
-        interrupted = exc
-    except BrokenPipeError:
-        _quiet_stdout()  # the reader went away (| head): stop quietly, as other tools do
-        reader_gone = True
-    finally:
-        _finish(consumer, printer, grouped)
+    with printer.deferring_signals():
+        try:
+            last_record = time.monotonic()
+            next_commit = last_record + COMMIT_INTERVAL
+            while args.count is None or printer.printed < args.count:
+                wait_ms = 1_000.0
+                if args.timeout is not None:
+                    left = args.timeout - (time.monotonic() - last_record)
+                    if left <= 0:
+                        break
+                    wait_ms = min(wait_ms, left * 1000)
+                try:
+                    batch = consumer.poll(timeout_ms=wait_ms)
+                except KafkaConnectionError as exc:  # retriable: the consumer resumes by itself
+                    if one_line(exc) != last_error:
+                        last_error = one_line(exc)
+                        out.note(f"kafka-core: warning: {last_error}", style="yellow")
+                    continue
+                if batch:
+                    last_record = time.monotonic()
+                for msg in batch:
+                    printer.write(msg)
+                    if args.count is not None and printer.printed >= args.count:
+                        break
+                printer.flush()
+                if grouped and time.monotonic() >= next_commit:
+                    _commit(consumer, printer)
+                    next_commit = time.monotonic() + COMMIT_INTERVAL
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+        except BrokenPipeError:
+            _quiet_stdout()  # the reader went away (| head): stop quietly, as other tools do
+            reader_gone = True
+        finally:
+            _finish(consumer, printer, grouped)
     if reader_gone:
         return EXIT_OK
     if interrupted is not None:  # Ctrl-C or SIGTERM: main turns it into the exit code
