@@ -14,6 +14,9 @@ __version__ = "0.1.0"
 if TYPE_CHECKING:
     from kafka_core.admin.sync import KafkaAdmin
     from kafka_core.client.metadata import NewTopic, OffsetAndMetadata, TopicPartition
+    from kafka_core.consumer.message import KafkaDeserializationError
+    from kafka_core.consumer.policies import IsolationLevel, OffsetReset
+    from kafka_core.consumer.rebalance import ConsumerGroupMetadata
     from kafka_core.consumer.sync import KafkaConsumer
     from kafka_core.producer.sync import KafkaProducer
     from kafka_core.protocol.error_codes import ErrorCode
@@ -30,6 +33,10 @@ _LAZY = {
     "KafkaAdmin": "kafka_core.admin.sync",
     "KafkaStreamTransport": "kafka_core.transport.sync",
     "ErrorCode": "kafka_core.protocol.error_codes",
+    "KafkaDeserializationError": "kafka_core.consumer.message",
+    "OffsetReset": "kafka_core.consumer.policies",
+    "IsolationLevel": "kafka_core.consumer.policies",
+    "ConsumerGroupMetadata": "kafka_core.consumer.rebalance",
 }
 
 
@@ -49,14 +56,18 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "ConsumerGroupMetadata",
     "ErrorCode",
+    "IsolationLevel",
     "KafkaAdmin",
     "KafkaClient",
     "KafkaConsumer",
+    "KafkaDeserializationError",
     "KafkaProducer",
     "KafkaStreamTransport",
     "NewTopic",
     "OffsetAndMetadata",
+    "OffsetReset",
     "TopicPartition",
     "__version__",
 ]
