@@ -15,10 +15,11 @@ import contextlib
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fakes.timing import timed
 
 from kafka_core import KafkaConsumer
 from kafka_core.aio import KafkaProducer as AsyncKafkaProducer
@@ -89,16 +90,6 @@ def new_topic(broker: TansuBroker) -> str:
     topic = f"stall-{uuid.uuid4().hex[:10]}"
     broker.create_topic(topic, PARTITIONS)
     return topic
-
-
-def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
-    """(result or the exception raised, seconds taken)."""
-    t0 = time.monotonic()
-    try:
-        out: Any = fn()
-    except Exception as exc:
-        out = exc
-    return out, time.monotonic() - t0
 
 
 def start_stall(proxy: FaultProxy) -> float:

@@ -9,12 +9,12 @@ slack: they check that a timeout was honoured, never how fast anything is.
 from __future__ import annotations
 
 import asyncio
-import socket
 import time
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from fakes import timing
 from fakes.consumer_client import FakeClient, FakeGroupClient
 
 import kafka_core
@@ -313,18 +313,13 @@ def test_close_returns_within_its_timeout_when_the_final_commit_hangs() -> None:
 
 @pytest.fixture
 def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    return timing.closed_port()
 
 
 @pytest.fixture
 def black_hole() -> Iterator[int]:
-    """A listener that takes connections (the kernel accepts them) and never answers a byte."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        s.listen(64)
-        yield int(s.getsockname()[1])
+    with timing.black_hole() as port:
+        yield port
 
 
 GROUPS = [pytest.param(None, id="no-group"), pytest.param("g", id="group")]
