@@ -15,6 +15,7 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
+from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).parent
 
@@ -108,4 +109,15 @@ class OptionalBuildExt(build_ext):
         )
 
 
-setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})
+# Generated for the test suite only (the protocol definitions as data, ~220 KB): kept in the
+# repository and the sdist, left out of wheels.
+TEST_ONLY_MODULES = {("kafka_core.protocol.messages", "_schema")}
+
+
+class BuildPy(build_py):
+    def find_package_modules(self, package: str, package_dir: str) -> list[tuple[str, str, str]]:
+        modules = super().find_package_modules(package, package_dir)
+        return [m for m in modules if (m[0], m[1]) not in TEST_ONLY_MODULES]
+
+
+setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt, "build_py": BuildPy})

@@ -94,6 +94,8 @@ def test_wheel_has_every_extension_stripped_with_stubs_and_licence(dist: tuple[P
                 assert not {s for s in sections if s.startswith(".debug")}, f"{stem} has debug info"
                 assert ".symtab" not in sections, f"{stem} is not stripped"
         assert "kafka_core/py.typed" in names
+        assert "kafka_core/protocol/messages/_fetch.py" in names
+        assert "kafka_core/protocol/messages/_schema.py" not in names  # test-only data
         dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
         assert f"{dist_info}/licenses/LICENSE" in names
         assert f"{dist_info}/licenses/NOTICE" in names
