@@ -15,7 +15,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["aio", "atimed", "black_hole", "closed_port", "timed"]
+__all__ = ["aio", "atimed", "black_hole", "closed_port", "outcomes", "timed"]
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:
@@ -62,3 +62,26 @@ def closed_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
+
+
+async def outcomes(futures: list[Any], timeout: float) -> list[Any]:
+    """Each future's metadata or exception, waiting at most ``timeout`` s for all of them
+    together; a future already settled counts as settled however slow this loop runs (one wait
+    for all, not a shrinking wait per future, which a loaded machine turned into "pending")."""
+    tasks = [asyncio.ensure_future(_await(f)) for f in futures]
+    if tasks:
+        await asyncio.wait(tasks, timeout=timeout)
+    out: list[Any] = []
+    for task in tasks:
+        if not task.done():
+            task.cancel()
+            out.append("pending")
+        elif task.exception() is not None:
+            out.append(task.exception())
+        else:
+            out.append(task.result())
+    return out
+
+
+async def _await(f: Any) -> Any:
+    return await f

@@ -19,7 +19,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from fakes.timing import timed
+from fakes.timing import atimed, timed
 
 from kafka_core import KafkaConsumer
 from kafka_core.aio import KafkaProducer as AsyncKafkaProducer
@@ -248,14 +248,6 @@ def test_async_producer_keeps_every_bound_through_a_stall(bed: tuple[FaultProxy,
         acked.update(v for v, e in out.items() if e is None)
         failed.update(v for v, e in out.items() if e is not None)
         return out
-
-    async def atimed(coro: Any) -> tuple[Any, float]:
-        t0 = time.monotonic()
-        try:
-            out: Any = await coro
-        except Exception as exc:
-            out = exc
-        return out, time.monotonic() - t0
 
     async def main() -> None:
         p = AsyncKafkaProducer(proxy.address, **PRODUCER_OPTIONS)

@@ -10,15 +10,15 @@ from __future__ import annotations
 
 import asyncio
 import datetime
-import functools
 import ipaddress
 import ssl
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.timing import aio
 
 from kafka_core._sync import LoopThread
 from kafka_core.aio import KafkaClient
@@ -33,14 +33,6 @@ from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # noqa: E402
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(120)]
-
-
-def aio(fn: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return asyncio.run(fn(*args, **kwargs))
-
-    return wrapper
 
 
 # -- certificates ----------------------------------------------------------------------------

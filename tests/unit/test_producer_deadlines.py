@@ -11,35 +11,13 @@ from typing import Any
 
 import pytest
 from fakes.produce_broker import ProduceBroker
+from fakes.timing import outcomes
 
 from kafka_core.aio import KafkaProducer as AsyncKafkaProducer
 from kafka_core.errors import KafkaConfigError, KafkaTimeoutError
 from kafka_core.producer.futures import RecordMetadata
 
 SLACK = 3.0
-
-
-async def outcomes(futures: list[Any], timeout: float) -> list[Any]:
-    """Each future's metadata or exception, waiting at most ``timeout`` s for all of them
-    together; a future already settled counts as settled however slow this loop runs (one wait
-    for all, not a shrinking wait per future, which a loaded machine turned into "pending")."""
-    tasks = [asyncio.ensure_future(_await(f)) for f in futures]
-    if tasks:
-        await asyncio.wait(tasks, timeout=timeout)
-    out: list[Any] = []
-    for task in tasks:
-        if not task.done():
-            task.cancel()
-            out.append("pending")
-        elif task.exception() is not None:
-            out.append(task.exception())
-        else:
-            out.append(task.result())
-    return out
-
-
-async def _await(f: Any) -> Any:
-    return await f
 
 
 # -- defect 1: batches keep filling while requests are slow ---------------------------------------

@@ -7,6 +7,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from fakes import timing
 from fakes.produce_broker import ProduceBroker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -36,14 +37,9 @@ def _run_producer(broker: ProduceBroker, n: int, **options: Any) -> tuple[list[A
             if i % 50 == 0:
                 await asyncio.sleep(0.002)
         await p.flush(30)
-        outcomes = []
-        for f in futures:
-            try:
-                outcomes.append(await f)
-            except Exception as exc:
-                outcomes.append(exc)
+        results = await timing.outcomes(futures, 30)
         await p.close()
-        return futures, outcomes
+        return futures, results
 
     return asyncio.run(main())
 
@@ -159,13 +155,7 @@ def test_oversized_record_fails_alone(acks: object) -> None:
             futures.insert(20, await p.send("t", b"B" * 5000))
             futures += [await p.send("t", b"small-%03d" % i) for i in range(40, 80)]
             await p.flush(30)
-            out = []
-            for f in futures:
-                try:
-                    out.append(await f)
-                except Exception as exc:
-                    out.append(exc)
-            return out
+            return await timing.outcomes(futures, 30)
 
     outcomes = asyncio.run(main())
     big = outcomes.pop(20)
