@@ -58,3 +58,24 @@ class KafkaProtocolError(KafkaError):
 
     def __reduce__(self) -> tuple[type, tuple[int, str, bool, str | None]]:
         return (type(self), (self.code, self.name, self.retriable, self.message))
+
+
+# --- consumer position errors (KIP-320) ---
+
+
+class KafkaLogTruncationError(KafkaError):
+    """The log a consumer was reading was truncated under it (an unclean leader election), and
+    ``auto_offset_reset="none"`` says not to reset: the records in each lost range are gone.
+
+    ``divergent`` maps each TopicPartition to ``(position, end_offset)``: the consumer stood at
+    ``position``, the new leader's log for that epoch ends at ``end_offset`` (so offsets
+    ``end_offset .. position-1`` were lost). Seek the partitions to go on.
+    """
+
+    def __init__(self, divergent: dict[object, tuple[int, int]], message: str | None = None) -> None:
+        self.divergent = dict(divergent)
+        lost = ", ".join(f"{tp}: offsets {end}..{pos - 1} lost" for tp, (pos, end) in self.divergent.items())
+        super().__init__(message or f"log truncation detected ({lost})")
+
+    def __reduce__(self) -> tuple[type, tuple[dict[object, tuple[int, int]], str]]:
+        return (type(self), (self.divergent, str(self)))

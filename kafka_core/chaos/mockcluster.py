@@ -66,6 +66,18 @@ _SIGNATURES: dict[str, tuple[Any, list[Any]]] = {
     "rd_kafka_mock_request_api_key": (_I16, [_V]),
     "rd_kafka_mock_request_timestamp": (_I64, [_V]),
     "rd_kafka_mock_request_destroy_array": (None, [ctypes.POINTER(_V), _SIZE]),
+    "rd_kafka_mock_partition_set_follower_wmarks": (_ERR, [_V, _S, _I32, _I64, _I64]),
+    "rd_kafka_mock_partition_push_leader_response": (_ERR, [_V, _S, _INT, _I32, _I32]),
+    "rd_kafka_mock_partition_delete_records": (_ERR, [_V, _S, _I32, _I64]),
+    "rd_kafka_mock_topic_delete": (_ERR, [_V, _S]),
+    "rd_kafka_mock_set_group_consumer_session_timeout_ms": (None, [_V, _INT]),
+    "rd_kafka_mock_set_group_consumer_heartbeat_interval_ms": (None, [_V, _INT]),
+    "rd_kafka_topic_partition_list_new": (_V, [_INT]),
+    "rd_kafka_topic_partition_list_add": (_V, [_V, _S, _I32]),
+    "rd_kafka_topic_partition_list_destroy": (None, [_V]),
+    "rd_kafka_mock_cgrp_consumer_target_assignment_new": (_V, [ctypes.POINTER(_S), _INT, ctypes.POINTER(_V)]),
+    "rd_kafka_mock_cgrp_consumer_target_assignment_destroy": (None, [_V]),
+    "rd_kafka_mock_cgrp_consumer_target_assignment": (None, [_V, _S, _V]),
 }
 
 _LIB: ctypes.CDLL | None = None
@@ -238,6 +250,64 @@ class MockCluster:
     def set_group_initial_rebalance_delay_ms(self, delay_ms: int) -> None:
         """How long a new group waits for more members before its first rebalance (mock default 3 s)."""
         self._lib.rd_kafka_mock_group_initial_rebalance_delay_ms(self._handle, delay_ms)
+
+    def set_follower_wmarks(self, topic: str, partition: int, low: int, high: int) -> None:
+        """The low and high watermarks a follower reports (-1 each: follow the leader again);
+        a follower behind the leader is how a log is truncated when it becomes leader."""
+        err = self._lib.rd_kafka_mock_partition_set_follower_wmarks(
+            self._handle, topic.encode(), partition, low, high
+        )
+        self._check(err, f"set_follower_wmarks({topic}-{partition}, {low}, {high})")
+
+    def push_leader_response(self, topic: str, partition: int, leader_id: int, leader_epoch: int) -> None:
+        """The next Metadata answer names this leader and epoch for the partition (once)."""
+        err = self._lib.rd_kafka_mock_partition_push_leader_response(
+            self._handle, topic.encode(), partition, leader_id, leader_epoch
+        )
+        self._check(err, f"push_leader_response({topic}-{partition}, {leader_id}, {leader_epoch})")
+
+    def delete_records(self, topic: str, partition: int, before_offset: int) -> None:
+        """Move the log start of the partition to ``before_offset`` (records before it are gone)."""
+        err = self._lib.rd_kafka_mock_partition_delete_records(
+            self._handle, topic.encode(), partition, before_offset
+        )
+        self._check(err, f"delete_records({topic}-{partition}, {before_offset})")
+
+    def delete_topic(self, topic: str) -> None:
+        self._check(
+            self._lib.rd_kafka_mock_topic_delete(self._handle, topic.encode()), f"delete_topic({topic})"
+        )
+
+    def set_group_consumer_timeouts(self, *, session_timeout_ms: int, heartbeat_interval_ms: int) -> None:
+        """The KIP-848 group's ``group.consumer.session.timeout.ms`` and heartbeat interval."""
+        self._lib.rd_kafka_mock_set_group_consumer_session_timeout_ms(self._handle, session_timeout_ms)
+        self._lib.rd_kafka_mock_set_group_consumer_heartbeat_interval_ms(self._handle, heartbeat_interval_ms)
+
+    def set_consumer_target_assignment(
+        self, group_id: str, assignment: dict[str, list[tuple[str, int]]]
+    ) -> None:
+        """The next KIP-848 target assignment of ``group_id``: member id -> (topic, partition) list,
+        in place of the mock's own assignor."""
+        ids = list(assignment)
+        names = (_S * len(ids))(*(m.encode() for m in ids))
+        lists = (_V * len(ids))()
+        lib = self._lib
+        try:
+            for i, member in enumerate(ids):
+                lists[i] = lib.rd_kafka_topic_partition_list_new(max(1, len(assignment[member])))
+                for topic, partition in assignment[member]:
+                    lib.rd_kafka_topic_partition_list_add(lists[i], topic.encode(), partition)
+            target = lib.rd_kafka_mock_cgrp_consumer_target_assignment_new(names, len(ids), lists)
+            if not target:
+                raise MockClusterError(f"cgrp_consumer_target_assignment_new({group_id!r}) failed")
+            try:
+                lib.rd_kafka_mock_cgrp_consumer_target_assignment(self._handle, group_id.encode(), target)
+            finally:
+                lib.rd_kafka_mock_cgrp_consumer_target_assignment_destroy(target)
+        finally:
+            for i in range(len(ids)):
+                if lists[i]:
+                    lib.rd_kafka_topic_partition_list_destroy(lists[i])
 
     # -- faults ----------------------------------------------------------------------------
 
