@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_core.admin.engine import gather_outcomes, per_resource
 from kafka_core.admin.results import GroupLag, PartitionLag, Result
 from kafka_core.client.metadata import ListedOffset, TopicPartition, as_topic_partition
+from kafka_core.consumer.policies import IsolationLevel, parse_choice
 from kafka_core.errors import KafkaConfigError, KafkaError, KafkaUnsupportedVersionError
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import error_for
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 OffsetSpec = str | int
 SPECS = {"earliest": -2, "latest": -1, "max_timestamp": -3}
 MAX_TIMESTAMP_MIN_VERSION = 7  # KIP-734
-ISOLATION = {"read_uncommitted": 0, "read_committed": 1}
 
 
 def spec_timestamp(spec: OffsetSpec) -> int:
@@ -91,7 +91,7 @@ class OffsetsMixin:
         self,
         specs: Mapping[TopicPartition | tuple[str, int], OffsetSpec],
         *,
-        isolation_level: str = "read_uncommitted",
+        isolation_level: str | IsolationLevel = "read_uncommitted",
         timeout_ms: float | None = None,
     ) -> dict[TopicPartition, Result[ListedOffset]]:
         """Offsets per partition for a spec: "earliest", "latest" (the end: next offset to be
@@ -99,10 +99,7 @@ class OffsetsMixin:
         (the first offset whose timestamp is >= it; offset -1 when there is none)."""
         await self.client.start()
         wanted = {as_topic_partition(k): spec_timestamp(v) for k, v in specs.items()}
-        if isolation_level not in ISOLATION:
-            raise KafkaConfigError(
-                f"isolation_level must be one of {list(ISOLATION)}, not {isolation_level!r}"
-            )
+        isolation = parse_choice("isolation_level", isolation_level, IsolationLevel)
         topic_cls = ListOffsetsRequest.ListOffsetsTopic
         part_cls = ListOffsetsRequest.ListOffsetsPartition
 
@@ -122,7 +119,7 @@ class OffsetsMixin:
                 by_topic[tp.topic].append(part_cls(partition_index=tp.partition, timestamp=wanted[tp]))
             body = ListOffsetsRequest(
                 replica_id=-1,
-                isolation_level=ISOLATION[isolation_level],
+                isolation_level=int(isolation),
                 topics=[topic_cls(name=t, partitions=ps) for t, ps in by_topic.items()],
                 timeout_ms=int(self.client.request_timeout_ms),
             )
@@ -181,7 +178,7 @@ class OffsetsMixin:
         self,
         group_id: str,
         *,
-        isolation_level: str = "read_uncommitted",
+        isolation_level: str | IsolationLevel = "read_uncommitted",
         timeout_ms: float | None = None,
     ) -> GroupLag:
         """Committed offset against the end offset for every partition of the topics the group
