@@ -1,7 +1,8 @@
 """Frames for bench/fuzz.py: valid seeds of every response API and of record batches, their
 mutations, and the record decoders under test (split out to keep each module short).
 
-Seeds are filled from Kafka's JSON definitions with a seeded RNG: the same seed gives the same
+Seeds are filled from the protocol schema (messages/_schema.py, generated from Kafka's JSON
+definitions) with a seeded RNG: the same seed gives the same
 frames, so a finding is reproducible.
 """
 
@@ -9,10 +10,9 @@ from __future__ import annotations
 
 import random
 import struct
-import sys
 import uuid
 from collections.abc import Callable
-from pathlib import Path
+from dataclasses import dataclass
 from typing import Any
 
 from kafka_core._env import env_flag
@@ -22,8 +22,6 @@ from kafka_core.codec._python import records as py_records
 from kafka_core.errors import KafkaProtocolError
 from kafka_core.protocol import RESPONSE_CLASSES, Response, encode_response
 from kafka_core.protocol import messages as proto_messages
-
-REPO = Path(__file__).resolve().parents[1]
 
 INT32_MAX = (1 << 31) - 1
 
@@ -64,18 +62,56 @@ def record_decoders() -> dict[str, Callable[[bytes, bool], Any]]:
 # ------------------------------------------------------------------------------------------
 # seeds
 # ------------------------------------------------------------------------------------------
-def _load_definitions() -> dict[str, Any]:
-    """Kafka's message definitions through the generator's loader ({} when they are absent:
-    bodies are then default-constructed)."""
-    sys.path.insert(0, str(REPO / "tools"))
-    try:
-        from gen_protocol import DEFAULT_MESSAGES, load
-    finally:
-        sys.path.pop(0)
-    if not DEFAULT_MESSAGES.is_dir():
-        return {}
-    defs = (load(p) for p in sorted(DEFAULT_MESSAGES.glob("*Response.json")))
-    return {m.name: m for m in defs}
+@dataclass
+class _Struct:
+    name: str
+    fields: list[_Field]
+
+
+@dataclass
+class _Field:
+    attr: str
+    type: str  # the element type for arrays; the struct's name for structs
+    is_array: bool
+    versions: range
+    nullable: range
+    struct: _Struct | None
+
+
+@dataclass
+class _Message:
+    name: str
+    top: _Struct
+
+
+def _load_definitions() -> dict[str, _Message]:
+    """Every response's fields, from the generator's schema data in the repository (so the fuzzer
+    needs no files outside it): message name -> its top struct and nested structs."""
+    from kafka_core.protocol.messages._schema import SCHEMA
+
+    out: dict[str, _Message] = {}
+    for name, (kind, _key, _valid, _flex, _unstable, _listeners, fields, children) in SCHEMA.items():
+        if kind != "response":
+            continue
+        structs: dict[str, _Struct] = {}
+
+        def build(specs: tuple[Any, ...], structs: dict[str, _Struct] = structs) -> list[_Field]:
+            return [
+                _Field(
+                    attr=f[1],
+                    type=f[2],
+                    is_array=f[3],
+                    versions=range(f[4][0], f[4][1] + 1),
+                    nullable=range(f[5][0], f[5][1] + 1),
+                    struct=structs[f[11]] if f[11] else None,
+                )
+                for f in specs
+            ]
+
+        for struct_name, struct_fields in children.items():  # children come before their parents
+            structs[struct_name] = _Struct(struct_name, build(struct_fields))
+        out[name] = _Message(name, _Struct(name, build(fields)))
+    return out
 
 
 _INT_RANGES = {
