@@ -86,6 +86,16 @@ class ListedOffset:
 
 
 @dataclass(frozen=True, slots=True)
+class EpochEndOffset:
+    """One OffsetForLeaderEpoch answer: the largest epoch <= the one asked for, and the offset
+    its log ends at on the leader (-1 each: undefined). ``error_code`` is a non-retriable error."""
+
+    leader_epoch: int = -1
+    end_offset: int = -1
+    error_code: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class OffsetAndMetadata:
     """A committed group offset (offset of the next record to consume) with its metadata string."""
 

@@ -79,27 +79,63 @@ class MetadataCache:
         self._topics: dict[str, TopicMeta] = {}
         self._fetched: dict[str, float] = {}
         self._stale_before = 0.0
+        # Each topic's id and partitions as last accepted, kept through invalidations: the
+        # leader epochs a later answer must not go back from.
+        self._last: dict[str, TopicMeta] = {}
 
     def update(self, answer: ClusterMeta, *, full: bool) -> None:
         """Take in an answer: ``full`` (all topics) replaces the topic list, else merges it; a
         topic answered with an error is forgotten."""
         now = time.monotonic()
         if full:
-            self._topics = {t.name: t for t in answer.topics if t.error_code == ErrorCode.NONE}
+            self._topics = {t.name: self._newest(t) for t in answer.topics if t.error_code == ErrorCode.NONE}
             self._fetched = dict.fromkeys(self._topics, now)
+            for name in [n for n in self._last if n not in self._topics]:
+                del self._last[name]  # deleted: a topic made again under its name starts afresh
         else:
             for t in answer.topics:
                 if t.error_code == ErrorCode.NONE:
-                    self._topics[t.name] = t
+                    self._topics[t.name] = self._newest(t)
                     self._fetched[t.name] = now
                 else:
                     self.invalidate(t.name)
+                    if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+                        self._last.pop(t.name, None)
         self._cluster = ClusterMeta(
             brokers=answer.brokers,
             topics=list(self._topics.values()),
             controller_id=answer.controller_id,
             cluster_id=answer.cluster_id,
         )
+
+    def _newest(self, answer: TopicMeta) -> TopicMeta:
+        """``answer``, except partitions whose leader epoch is older than the one seen before:
+        a broker with stale metadata answered, and an epoch never goes back (KIP-320, as Java's
+        Metadata). A recreated topic (another id) starts its epochs afresh."""
+        known = self._last.get(answer.name)
+        if known is None or known.topic_id != answer.topic_id:
+            self._last[answer.name] = answer
+            return answer
+        old = {p.partition: p for p in known.partitions}
+        parts: list[PartitionMeta] = []
+        kept = False
+        for p in answer.partitions:
+            prev = old.get(p.partition)
+            if prev is not None and p.leader_epoch >= 0 and prev.leader_epoch > p.leader_epoch:
+                parts.append(prev)
+                kept = True
+            else:
+                parts.append(p)
+        if kept:
+            answer = TopicMeta(
+                name=answer.name,
+                partitions=parts,
+                topic_id=answer.topic_id,
+                is_internal=answer.is_internal,
+                error_code=answer.error_code,
+            )
+        self._last[answer.name] = answer
+        return answer
 
     def snapshot(self) -> ClusterMeta:
         """Everything known, fresh or not (the last answer's brokers and controller)."""

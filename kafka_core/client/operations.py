@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from kafka_core.client.metadata import (
     BrokerMeta,
+    EpochEndOffset,
     ListedOffset,
     NewTopic,
     OffsetAndMetadata,
@@ -21,7 +22,12 @@ from kafka_core.client.metadata import (
     TopicPartition,
     as_topic_partition,
 )
-from kafka_core.client.requests import create_topics_request, offset_commit_request, offsets_by_partition
+from kafka_core.client.requests import (
+    create_topics_request,
+    offset_commit_request,
+    offset_for_leader_epoch_request,
+    offsets_by_partition,
+)
 from kafka_core.errors import KafkaProtocolError
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import COORDINATOR_MOVED_CODES, ErrorCode, error_for
@@ -100,6 +106,13 @@ def _nested(cls: type, name: str) -> type:
             return found
         stack.extend(v for v in current.__dict__.values() if isinstance(v, type) and v is not current)
     raise AttributeError(f"{cls.__name__} has no nested struct {name}")
+
+
+def _leader_epoch(meta: Mapping[str, TopicMeta], tp: TopicPartition) -> int:
+    """The partition's leader epoch in cached metadata (-1: unknown)."""
+    t = meta.get(tp.topic)
+    p = t.partition(tp.partition) if t is not None else None
+    return p.leader_epoch if p is not None else -1
 
 
 class ClientOperations:
@@ -203,6 +216,56 @@ class ClientOperations:
                 )
 
         await self._retry("list_offsets", attempt, timeout_ms)
+        return result
+
+    async def offsets_for_leader_epochs(
+        self: _Core,
+        epochs: Mapping[TopicPartition | tuple[str, int], int],
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, EpochEndOffset]:
+        """Where each partition's log ends for a leader epoch, asked of its leader (KIP-320).
+
+        Each attempt sends the leader epoch of the cached metadata as the current one, so a
+        FENCED_LEADER_EPOCH (our metadata is old) refreshes it and retries with the new one, and
+        UNKNOWN_LEADER_EPOCH (the broker's is) retries after a backoff, within ``timeout_ms``. A
+        non-retriable partition error comes back in its answer's ``error_code``. Raises
+        KafkaUnsupportedVersionError when a leader does not offer the API in v2+.
+        """
+        self._check_open()
+        remaining = {as_topic_partition(k): int(v) for k, v in epochs.items()}
+        result: dict[TopicPartition, EpochEndOffset] = {}
+
+        async def attempt() -> None:
+            by_leader: dict[int, list[TopicPartition]] = defaultdict(list)
+            for tp in remaining:
+                by_leader[await self.leader_for(tp.topic, tp.partition, timeout_ms=timeout_ms)].append(tp)
+            retry_error: KafkaProtocolError | None = None
+            meta = {t.name: t for t in self.cached_metadata().topics}
+            for node_id, tps in by_leader.items():
+                asked = {tp: (_leader_epoch(meta, tp), remaining[tp]) for tp in tps}
+                resp = await self.send(node_id, offset_for_leader_epoch_request(asked))
+                for t in resp.topics:
+                    for p in t.partitions:
+                        tp = TopicPartition(t.topic, p.partition)
+                        if tp not in asked or tp not in remaining:
+                            continue
+                        if p.error_code:
+                            err = error_for(p.error_code, f"OffsetForLeaderEpoch {tp.topic}-{tp.partition}")
+                            if self.note_error(p.error_code, tp.topic):
+                                retry_error = err
+                                continue
+                            result[tp] = EpochEndOffset(error_code=p.error_code)
+                        else:
+                            result[tp] = EpochEndOffset(p.leader_epoch, p.end_offset)
+                        del remaining[tp]
+            if remaining:
+                raise retry_error or error_for(
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    f"no OffsetForLeaderEpoch answer for {sorted(remaining)}",
+                )
+
+        await self._retry("offsets_for_leader_epochs", attempt, timeout_ms)
         return result
 
     async def commit_offsets(

@@ -8,9 +8,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafka_core.client.metadata import NewTopic, OffsetAndMetadata, TopicPartition, as_topic_partition
-from kafka_core.protocol.messages import CreateTopicsRequest, OffsetCommitRequest
+from kafka_core.protocol.messages import CreateTopicsRequest, OffsetCommitRequest, OffsetForLeaderEpochRequest
 
-__all__ = ["create_topics_request", "offset_commit_request", "offsets_by_partition"]
+__all__ = [
+    "create_topics_request",
+    "offset_commit_request",
+    "offset_for_leader_epoch_request",
+    "offsets_by_partition",
+]
 
 
 def offsets_by_partition(
@@ -70,4 +75,24 @@ def create_topics_request(
         ],
         timeout_ms=int(timeout_ms),
         validate_only=validate_only,
+    )
+
+
+def offset_for_leader_epoch_request(
+    epochs: Mapping[TopicPartition, tuple[int, int]],
+) -> OffsetForLeaderEpochRequest:
+    """A consumer's OffsetForLeaderEpoch: per partition ``(current_leader_epoch, leader_epoch)``,
+    the first fencing a stale leader (v2+), the second the epoch whose end offset is wanted."""
+    part_cls = OffsetForLeaderEpochRequest.OffsetForLeaderPartition
+    by_topic: dict[str, list[Any]] = defaultdict(list)
+    for tp, (current, epoch) in epochs.items():
+        by_topic[tp.topic].append(
+            part_cls(partition=tp.partition, current_leader_epoch=current, leader_epoch=epoch)
+        )
+    return OffsetForLeaderEpochRequest(
+        replica_id=-1,  # a consumer (v3+; older versions have no such field)
+        topics=[
+            OffsetForLeaderEpochRequest.OffsetForLeaderTopic(topic=t, partitions=ps)
+            for t, ps in by_topic.items()
+        ],
     )

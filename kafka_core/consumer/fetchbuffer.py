@@ -75,6 +75,9 @@ class FetchBuffer(dict[TopicPartition, deque[PartitionFetch]]):
                     if columns:
                         taken_bytes += chunk.nbytes
                 st.position = pf.fetch_offset = pf.position_after()
+                epoch = pf.epoch_before(st.position)
+                if epoch is not None:
+                    st.offset_epoch = epoch
                 if not pf.exhausted:
                     break
                 q.popleft()

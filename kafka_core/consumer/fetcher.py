@@ -7,6 +7,11 @@ from the same position, never a skipped record. A partition whose leader cannot 
 cluster is down) is tried again after a backoff, for as long as the consumer runs: an outage of
 any length ends with the consumer fetching again. Failures go to the OutageTracker, so that
 poll can say why nothing comes.
+
+Fetches carry the partition leader's epoch (v9+) and the last fetched record's epoch (v12+): a
+leader change puts the position up for validation (KIP-320, see validation.py) and a diverging
+epoch in an answer is a truncation. A partition whose answer says to retry (leader moved, epoch
+unknown to the broker yet...) waits out its own backoff; the others go on being fetched.
 """
 
 from __future__ import annotations
@@ -21,13 +26,14 @@ from collections import defaultdict, deque
 from collections.abc import Iterable
 from typing import Any
 
-from kafka_core.client.metadata import EARLIEST, LATEST, TopicPartition
+from kafka_core.client.metadata import EARLIEST, LATEST, EpochEndOffset, TopicPartition
 from kafka_core.consumer.fetchbuffer import FetchBuffer
 from kafka_core.consumer.fetchrequest import FetchRequests, cached_topic_ids, topics_of
 from kafka_core.consumer.fetchresult import PartitionFetch, scan_batches
 from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.policies import IsolationLevel, OffsetReset
 from kafka_core.consumer.subscription import SubscriptionState
+from kafka_core.consumer.validation import PositionValidator
 from kafka_core.errors import KafkaClosedError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from kafka_core.metrics.registry import ConsumerMetrics
 from kafka_core.network.backoff import Backoff
@@ -98,10 +104,21 @@ class Fetcher:
         self._topic_ids: dict[str, uuid.UUID] = {}  # the id each topic was last fetched under
         self.fetch_version: int | None = None  # of the last Fetch sent (v13+: by topic id)
         self._backoff: dict[int, Backoff] = defaultdict(lambda: Backoff(50, 2000))
+        # Partitions whose last answer said to retry: not fetched before the time (monotonic).
+        self._held: dict[TopicPartition, tuple[float, Backoff]] = {}
         self._wake = asyncio.Event()
         self.data_ready = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False
+        self.validator = PositionValidator(
+            client,
+            subs,
+            auto_offset_reset=auto_offset_reset,
+            errors=self.partition_errors,
+            drop=lambda tp: self.drop([tp]),
+            wake=self.wake,
+            outage=self.outage,
+        )
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -115,6 +132,7 @@ class Fetcher:
         for t in tasks:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
+        await self.validator.close()
         self._task = None
 
     def wake(self) -> None:
@@ -146,6 +164,7 @@ class Fetcher:
             unrouted = False
             try:
                 await self._reset_positions()
+                self.validator.start()
                 unrouted = await self._send_fetches()
             except asyncio.CancelledError:
                 raise
@@ -165,7 +184,15 @@ class Fetcher:
             if self._pending_resets():
                 await asyncio.sleep(0.1)
                 continue
-            await self._wake.wait()
+            # Held partitions and a failed validation round come due without anything waking us.
+            due = [until for until, _ in self._held.values()]
+            if self.validator.retry_in is not None:
+                due.append(time.monotonic() + self.validator.retry_in)
+            if not due:
+                await self._wake.wait()
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), max(min(due) - time.monotonic(), 0.001))
 
     def take_error(self) -> BaseException | None:
         """The next error for poll to raise; partition errors made stale by a seek are dropped."""
@@ -214,7 +241,10 @@ class Fetcher:
             if policy is OffsetReset.LATEST and offset > 0:
                 offset = await self.true_end(tp, offset)
             if tp in self._subs and self._subs.state(tp).reset == policy:
-                self._subs.seek(tp, offset)
+                # The leader's own answer: no validation needed; its epoch is the offset's.
+                self._subs.seek_validated(
+                    tp, offset, listed.leader_epoch if offset == listed.offset else None
+                )
                 self.buffer.pop(tp, None)
         self._notify()
 
@@ -265,8 +295,12 @@ class Fetcher:
     async def _send_fetches(self) -> bool:
         """Send a Fetch to each leader that has partitions to fetch; True if some have no leader."""
         wanted: dict[TopicPartition, tuple[int, int]] = {}
+        now = time.monotonic()
         for tp in self._subs.fetchable():
             if tp in self._inflight_tps or tp in self.partition_errors:
+                continue
+            held = self._held.get(tp)
+            if held is not None and held[0] > now:
                 continue
             q = self.buffer.get(tp)
             if q and len(q) >= self._depth:
@@ -295,16 +329,36 @@ class Fetcher:
                 continue
             by_node[slot][tp] = where
         self._check_recreated({tp.topic for offsets in by_node.values() for tp in offsets})
+        meta = {t.name: t for t in self._client.cached_metadata().topics}
         for offsets in by_node.values():
+            for tp in offsets:
+                self.validator.check_leader(tp, meta)
             for tp in [tp for tp in offsets if not self._subs.state(tp).fetchable]:
-                del offsets[tp]  # reset because its topic was recreated
+                del offsets[tp]  # reset because its topic was recreated, or awaiting validation
+        self.validator.start()  # for the positions just put up for validation
         loop = asyncio.get_running_loop()
         for slot, offsets in by_node.items():
             if not offsets:
                 continue
             self._inflight_tps.update(offsets)
-            self._inflight[slot] = loop.create_task(self._fetch_node(slot, offsets))
+            epochs = {tp: self._fetch_epochs(tp) for tp in offsets}  # as of now, with the offsets
+            self._inflight[slot] = loop.create_task(self._fetch_node(slot, offsets, epochs))
         return bool(unrouted)
+
+    def _fetch_epochs(self, tp: TopicPartition) -> tuple[int, int]:
+        """(current leader epoch, epoch of the last fetched batch) for the partition's Fetch."""
+        st = self._subs.state(tp)
+        q = self.buffer.get(tp)
+        last = q[-1].epoch_before(q[-1].next_offset) if q else st.offset_epoch
+        return st.leader_epoch, -1 if last is None else last
+
+    def _hold(self, tp: TopicPartition) -> None:
+        """Fetch the partition again only after its backoff (the others are not held up)."""
+        held = self._held.get(tp)
+        backoff = held[1] if held is not None else Backoff(50, 2_000)
+        self._held[tp] = (time.monotonic() + backoff.next_s(), backoff)
+        if len(self._held) > 2 * len(self._subs.assigned()) + 64:
+            self._held = {t: h for t, h in self._held.items() if t in self._subs}
 
     def _lane(self, node: int, tp: TopicPartition) -> int:
         """The partition's lane: dealt round-robin per broker the first time it is fetched."""
@@ -317,7 +371,10 @@ class Fetcher:
         return lane
 
     async def _fetch_node(
-        self, slot: tuple[int, int], offsets: dict[TopicPartition, tuple[int, int]]
+        self,
+        slot: tuple[int, int],
+        offsets: dict[TopicPartition, tuple[int, int]],
+        epochs: dict[TopicPartition, tuple[int, int]],
     ) -> None:
         node, lane = slot
         # Not idle while data waits for the application: then do not long-poll the others.
@@ -329,6 +386,7 @@ class Fetcher:
                 {tp: off for tp, (off, _) in offsets.items()},
                 max_wait=min(self._max_wait, 10) if busy else self._max_wait,
                 min_bytes=self._min_bytes,
+                epochs=epochs,
             )
             self.fetch_version = version
             resp = await self._client.send(
@@ -355,11 +413,15 @@ class Fetcher:
                         self._net.error_code(ApiKey.FETCH, node, p.error_code)
                     outcome = self._handle_partition(tp, p, offsets.get(tp))
                     got |= outcome is FetchOutcome.GOT
-                    retry |= outcome is FetchOutcome.RETRY
+                    if outcome is FetchOutcome.RETRY:
+                        self._hold(tp)
+                    elif outcome is FetchOutcome.GOT:
+                        self._held.pop(tp, None)
             if got:
                 self._notify()
             if retry:
-                # Leader moved, topic not ready yet...: metadata is refreshed, retry after a pause.
+                # The whole answer failed (a stale topic id...): metadata is refreshed, retry
+                # after a pause.
                 await asyncio.sleep(self._backoff[node].next_s())
         except asyncio.CancelledError:
             raise
@@ -403,6 +465,18 @@ class Fetcher:
             msg = f"offset {fetch_offset} out of range for {tp.topic}[{tp.partition}] (auto_offset_reset='none')"
             self.partition_errors[tp] = (st.epoch, error_for(code, msg))
             return FetchOutcome.GOT
+        diverging = getattr(p, "diverging_epoch", None)
+        if not code and diverging is not None and (diverging.epoch >= 0 or diverging.end_offset >= 0):
+            # Fetch v12+: the log diverged from ours at this epoch (KIP-320), as an
+            # OffsetForLeaderEpoch answer would have said. Data fetched past it is not to be had.
+            self.buffer.pop(tp, None)
+            assert st.position is not None
+            self.validator.complete(
+                tp, st, st.position, EpochEndOffset(diverging.epoch, diverging.end_offset)
+            )
+            return FetchOutcome.GOT
+        if code == ErrorCode.FENCED_LEADER_EPOCH:
+            self.validator.fenced(tp)  # our leader epoch is old: validate under the new one
         if code:
             if code in RETRIABLE_FETCH_CODES or self._client.note_error(code, tp.topic):
                 self._client.invalidate_metadata(tp.topic)

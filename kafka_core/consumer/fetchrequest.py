@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
@@ -18,6 +18,8 @@ from kafka_core.protocol.messages import FetchRequest
 # unknown, by name.
 FETCH_MAX_VERSION = 17
 FETCH_BY_NAME_MAX_VERSION = 12
+# Fetch 12+ carries the last fetched epoch (the leader answers a diverging epoch, KIP-320).
+LAST_FETCHED_EPOCH_MIN_VERSION = 12
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -33,21 +35,38 @@ class FetchRequests:
         self._isolation = isolation
 
     async def build(
-        self, node: int, offsets: dict[TopicPartition, int], *, max_wait: int, min_bytes: int
+        self,
+        node: int,
+        offsets: dict[TopicPartition, int],
+        *,
+        max_wait: int,
+        min_bytes: int,
+        epochs: Mapping[TopicPartition, tuple[int, int]] | None = None,
     ) -> tuple[FetchRequest, int]:
-        """The request and its version: by topic id (v13+) when the broker and metadata allow."""
-        by_topic: dict[str, list[Any]] = defaultdict(list)
-        for tp, off in offsets.items():
-            by_topic[tp.topic].append(
-                FetchRequest.FetchPartition(
-                    partition=tp.partition, fetch_offset=off, partition_max_bytes=self._part_max
-                )
-            )
+        """The request and its version: by topic id (v13+) when the broker and metadata allow.
+
+        ``epochs``: per partition (current leader epoch, last fetched epoch), -1 for unknown;
+        the first fences a stale leader (v9+), the second lets the leader tell of a diverging
+        log (v12+, KIP-320).
+        """
         conn = await self._client.connection(node)
         version = conn.choose_version(ApiKey.FETCH, max_version=FETCH_MAX_VERSION)
-        ids = cached_topic_ids(self._client, by_topic) if version > FETCH_BY_NAME_MAX_VERSION else None
+        topics_asked = {tp.topic for tp in offsets}
+        ids = cached_topic_ids(self._client, topics_asked) if version > FETCH_BY_NAME_MAX_VERSION else None
         if ids is None and version > FETCH_BY_NAME_MAX_VERSION:
             version = conn.choose_version(ApiKey.FETCH, max_version=FETCH_BY_NAME_MAX_VERSION)
+        by_topic: dict[str, list[Any]] = defaultdict(list)
+        for tp, off in offsets.items():
+            current, last = epochs.get(tp, (-1, -1)) if epochs is not None else (-1, -1)
+            by_topic[tp.topic].append(
+                FetchRequest.FetchPartition(
+                    partition=tp.partition,
+                    fetch_offset=off,
+                    partition_max_bytes=self._part_max,
+                    current_leader_epoch=current,
+                    last_fetched_epoch=last if version >= LAST_FETCHED_EPOCH_MIN_VERSION else -1,
+                )
+            )
         if ids is None:
             topics = [FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()]
         else:

@@ -24,6 +24,7 @@ from kafka_core.errors import KafkaCodecError
 _HDR = struct.Struct(">qi")  # baseOffset, batchLength
 _V2 = struct.Struct(">bxxxxhi")  # magic, (crc), attributes, lastOffsetDelta (from byte 16)
 _PID = struct.Struct(">q")  # producerId at byte 43
+_EPOCH = struct.Struct(">i")  # partitionLeaderEpoch at byte 12
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
 
@@ -36,6 +37,7 @@ class BatchHeader(NamedTuple):
     control: bool
     start: int
     end: int
+    leader_epoch: int = -1  # of the leader that appended the batch (v2 batches; KIP-320)
 
 
 def scan_batches(buf: Any) -> list[BatchHeader]:
@@ -53,9 +55,17 @@ def scan_batches(buf: Any) -> list[BatchHeader]:
         if magic >= 2 and length >= 49:
             _, attrs, delta = _V2.unpack_from(mv, pos + 16)
             pid = _PID.unpack_from(mv, pos + 43)[0]
+            epoch = _EPOCH.unpack_from(mv, pos + 12)[0]
             out.append(
                 BatchHeader(
-                    base, base + delta, pid, bool(attrs & _TRANSACTIONAL), bool(attrs & _CONTROL), pos, end
+                    base,
+                    base + delta,
+                    pid,
+                    bool(attrs & _TRANSACTIONAL),
+                    bool(attrs & _CONTROL),
+                    pos,
+                    end,
+                    epoch,
                 )
             )
         else:
@@ -129,6 +139,16 @@ class PartitionFetch:
             max(self.fetch_offset, batches[-1].last_offset + 1) if batches else self.fetch_offset
         )
         self._drop = aborted_ranges(batches, self.aborted or []) if self.read_committed else []
+
+    def epoch_before(self, position: int) -> int | None:
+        """The leader epoch of the last batch starting below ``position`` (the one holding the
+        record before it, or the last skipped over): a position's offset epoch (KIP-320)."""
+        found = None
+        for b in self._batches or ():
+            if b.base_offset >= position:
+                break
+            found = b.leader_epoch
+        return found if found is not None and found >= 0 else None
 
     def complete_bytes(self) -> int:
         """Bytes of the complete record batches here (a trailing partial batch is fetched again)."""

@@ -70,7 +70,8 @@ class ConsumerOffsets:
             om = committed.get(tp)
             if om is not None and om.offset >= 0:
                 self._committed_positions[tp] = om.offset
-                self._subs.seek(tp, om.offset)
+                # A committed leader epoch has the position validated before fetching (KIP-320).
+                self._subs.seek(tp, om.offset, om.leader_epoch)
             elif st.reset is None:
                 self._subs.request_reset(tp, self.auto_offset_reset)
         self._fetcher.wake()
@@ -108,9 +109,24 @@ class ConsumerOffsets:
         if todo:
             await self._commit(todo)
 
+    def _with_epochs(
+        self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]
+    ) -> dict[TopicPartition, int | OffsetAndMetadata]:
+        """Offsets at a partition's position carry the leader epoch of the record before it
+        (committed_leader_epoch, KIP-320), so that whoever resumes there can validate it."""
+        out: dict[TopicPartition, int | OffsetAndMetadata] = {}
+        for tp, value in offsets.items():
+            if not isinstance(value, OffsetAndMetadata) and tp in self._subs:
+                st = self._subs.state(tp)
+                if st.offset_epoch is not None and st.position == int(value):
+                    value = OffsetAndMetadata(int(value), "", st.offset_epoch)
+            out[tp] = value
+        return out
+
     async def _commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
         if self.group_id is None:
             raise KafkaConfigError("commit needs a group_id")
+        offsets = self._with_epochs(offsets)
         async with self._commit_lock:
             await self._client.commit_offsets(self.group_id, offsets, **self._group_args())
         for tp, value in offsets.items():
@@ -156,12 +172,20 @@ class ConsumerOffsets:
         got = await self._client.fetch_committed_offsets(self.group_id, tps)
         return {tp: (got[tp].offset if tp in got else None) for tp in tps}
 
-    def seek(self, tp: Any, offset: int) -> None:
-        """Consume ``tp`` from ``offset`` next (also the way past a corrupt batch)."""
+    def seek(self, tp: Any, offset: int | OffsetAndMetadata) -> None:
+        """Consume ``tp`` from ``offset`` next (also the way past a corrupt batch).
+
+        An ``OffsetAndMetadata`` with a ``leader_epoch`` (e.g. from ``committed``-style storage
+        of your own) has the position validated against the leader's log first (KIP-320): a
+        truncated log resets per ``auto_offset_reset``, or with "none" makes poll raise
+        KafkaLogTruncationError.
+        """
         tp = as_topic_partition(tp)
-        if offset < 0:
-            raise KafkaConfigError(f"offset must be >= 0, not {offset}")
-        self._subs.seek(tp, offset)
+        epoch = offset.leader_epoch if isinstance(offset, OffsetAndMetadata) else None
+        where = offset.offset if isinstance(offset, OffsetAndMetadata) else offset
+        if where < 0:
+            raise KafkaConfigError(f"offset must be >= 0, not {where}")
+        self._subs.seek(tp, where, epoch)
         self._fetcher.drop([tp])
 
     def _reset(self, tps: Iterable[Any] | None, policy: OffsetReset) -> None:

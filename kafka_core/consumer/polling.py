@@ -13,7 +13,7 @@ import inspect
 from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
-from kafka_core.client.metadata import TopicPartition
+from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
 from kafka_core.consumer.fetcher import Fetcher
 from kafka_core.consumer.message import ConsumedMessage, Deserializer, deserialize_messages
 from kafka_core.consumer.outage import OutageTracker
@@ -45,7 +45,7 @@ class ConsumerPolling:
 
         async def start(self) -> None: ...
 
-        def seek(self, tp: Any, offset: int) -> None: ...
+        def seek(self, tp: Any, offset: int | OffsetAndMetadata) -> None: ...
 
         def _uncommitted(self, tps: Any = None) -> dict[TopicPartition, int]: ...
 

@@ -1,4 +1,5 @@
-"""Per-partition consuming state: position, pause flag, reset need, high watermark."""
+"""Per-partition consuming state: position (with its leader epochs), pause flag, reset need,
+validation need, high watermark."""
 
 from __future__ import annotations
 
@@ -16,10 +17,23 @@ class PartitionState:
     reset: OffsetReset | None = None  # set when the position must be looked up (or is unknowable)
     high_watermark: int = -1  # of the last Fetch answer: lag in metrics() and lag()
     epoch: int = 0  # bumped by seeks and resets: fetches sent before are stale
+    # KIP-320: the leader epoch of the batch holding the record before the position (None:
+    # unknown), and the partition leader's epoch the position was last known good under (sent in
+    # Fetch as current_leader_epoch; -1: unknown).
+    offset_epoch: int | None = None
+    leader_epoch: int = -1
+    # The position must be checked against the leader's log (OffsetForLeaderEpoch) before it is
+    # fetched from: the leader changed, or the position came with an epoch from a commit or seek.
+    awaiting_validation: bool = False
 
     @property
     def fetchable(self) -> bool:
-        return self.position is not None and not self.paused and self.reset is None
+        return (
+            self.position is not None
+            and not self.paused
+            and self.reset is None
+            and not self.awaiting_validation
+        )
 
 
 class SubscriptionState:
@@ -54,16 +68,27 @@ class SubscriptionState:
     def items(self) -> Iterable[tuple[TopicPartition, PartitionState]]:
         return self._parts.items()
 
-    def seek(self, tp: TopicPartition, offset: int) -> None:
+    def seek(self, tp: TopicPartition, offset: int, offset_epoch: int | None = None) -> None:
+        """Move the position. With ``offset_epoch`` (from a commit or the application) it is
+        validated against the leader's log before fetching (KIP-320), else taken as it is."""
         st = self.state(tp)
         st.position = offset
         st.reset = None
         st.epoch += 1
+        st.offset_epoch = offset_epoch if offset_epoch is not None and offset_epoch >= 0 else None
+        st.awaiting_validation = st.offset_epoch is not None
+
+    def seek_validated(self, tp: TopicPartition, offset: int, offset_epoch: int | None) -> None:
+        """Move the position to where the leader's log is known good (a reset, a truncation)."""
+        self.seek(tp, offset)
+        st = self.state(tp)
+        st.offset_epoch = offset_epoch if offset_epoch is not None and offset_epoch >= 0 else None
 
     def request_reset(self, tp: TopicPartition, policy: OffsetReset) -> None:
         st = self.state(tp)
         st.reset = policy
         st.epoch += 1
+        st.awaiting_validation = False
 
     def fetchable(self) -> list[TopicPartition]:
         return [tp for tp, st in self._parts.items() if st.fetchable]
@@ -78,6 +103,13 @@ class SubscriptionState:
 
     def paused(self) -> set[TopicPartition]:
         return {tp for tp, st in self._parts.items() if st.paused}
+
+    def awaiting_validation(self) -> list[TopicPartition]:
+        return [
+            tp
+            for tp, st in self._parts.items()
+            if st.awaiting_validation and st.position is not None and st.reset is None
+        ]
 
     def positions(self) -> dict[TopicPartition, int]:
         return {tp: st.position for tp, st in self._parts.items() if st.position is not None}
