@@ -17,6 +17,7 @@ from kafka_core.client.metadata import TopicPartition, as_topic_partition
 from kafka_core.config import keywords_from_config
 from kafka_core.consumer.fetcher import Fetcher
 from kafka_core.consumer.group import GroupMembership
+from kafka_core.consumer.heartbeat_group import ConsumerGroupMembership
 from kafka_core.consumer.manual import ManualAssignment
 from kafka_core.consumer.message import Deserializer
 from kafka_core.consumer.offsets import ConsumerOffsets
@@ -29,7 +30,7 @@ from kafka_core.consumer.options import (
     resolve_client,
 )
 from kafka_core.consumer.outage import OutageTracker
-from kafka_core.consumer.policies import IsolationLevel, OffsetReset, parse_choice
+from kafka_core.consumer.policies import GroupProtocol, IsolationLevel, OffsetReset, parse_choice
 from kafka_core.consumer.polling import ConsumerPolling
 from kafka_core.consumer.rebalance import CallbackRunner, ConsumerGroupMetadata, ConsumerRebalance
 from kafka_core.consumer.subscription import SubscriptionState
@@ -47,6 +48,12 @@ OFFSET_RESETS = tuple(m.value for m in OffsetReset)
 ISOLATION_LEVELS = {m.name.lower(): m.value for m in IsolationLevel}
 # Fetch requests in flight per broker, each on its own connection (see Fetcher).
 FETCH_CONCURRENCY = 3
+# Java-style names of the group protocol options, for from_config.
+_KIP848_CONFIG = {
+    "group.protocol": "group_protocol",
+    "group.remote.assignor": "group_remote_assignor",
+    "client.rack": "client_rack",
+}
 
 
 class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
@@ -69,6 +76,21 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
     - ``group_id``: the consumer group (committed offsets, group assignment); None: no group.
     - ``group_instance_id``: static membership (KIP-345): a restart within
       ``session_timeout_ms`` gets its partitions back without a rebalance.
+    - ``group_protocol``: ``"classic"`` (default: JoinGroup/SyncGroup, the assignment made by
+      the group leader's ``assignors``) or ``"consumer"`` (KIP-848, Kafka 4: the broker assigns,
+      through ConsumerGroupHeartbeat; partitions move incrementally, only those that move are
+      revoked, through the same callbacks). With ``"consumer"`` the broker's
+      ``group.consumer.*`` settings replace ``session_timeout_ms``, ``heartbeat_interval_ms``
+      and ``assignors``: setting any of them raises KafkaConfigError. A broker without the API
+      makes start/poll raise KafkaUnsupportedVersionError saying to use ``"classic"``. A
+      ``pattern`` is sent to the broker, which matches it with RE2/J syntax against whole topic
+      names (no lookarounds or backreferences; a pattern it cannot parse raises
+      INVALID_REGULAR_EXPRESSION from poll); a broker offering only ConsumerGroupHeartbeat v0
+      gets the topic names matched here with Python's ``re.fullmatch`` instead.
+    - ``group_remote_assignor``: with ``group_protocol="consumer"``, the broker's assignor to
+      use (``"uniform"``, ``"range"``); None: the broker's default.
+    - ``client_rack``: this consumer's rack (Java's ``client.rack``), sent to the broker's
+      assignor with ``group_protocol="consumer"`` (rack-aware assignment).
     - ``auto_offset_reset``: where a partition without a committed offset starts, or one whose
       offset is out of range: ``"earliest"``, ``"latest"`` or ``"none"`` (poll raises
       OFFSET_OUT_OF_RANGE for it); an ``OffsetReset`` member too.
@@ -77,11 +99,13 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
     - ``isolation_level``: ``"read_uncommitted"`` or ``"read_committed"`` (transactions: only
       committed records, up to the last stable offset); an ``IsolationLevel`` member too.
     - ``session_timeout_ms`` / ``heartbeat_interval_ms``: the broker drops a member it has not
-      heard from for the first; heartbeats go every second (on their own task).
+      heard from for the first (default 45000); heartbeats go every second (default 3000; on
+      their own task). Classic protocol only.
     - ``max_poll_interval_ms``: a member that does not poll for this long leaves the group (its
       partitions go to others) and rejoins at its next poll; also the join's rebalance timeout.
     - ``assignors``: names (``"range"``, ``"roundrobin"``, ``"cooperative-sticky"``) or assignor
-      objects, preferred first; only cooperative ones select the incremental protocol (KIP-429).
+      objects, preferred first (default ``("range", "cooperative-sticky")``); only cooperative
+      ones select the incremental protocol (KIP-429). Classic protocol only.
     - ``on_assign(set)``, ``on_revoke(set)``, ``on_lost(set)``: rebalance callbacks, sync or async;
       the join waits for them (a revocation's commit and callback complete before the rejoin).
       ``on_lost`` (partitions taken without a revocation) defaults to ``on_revoke``. On the sync
@@ -135,11 +159,14 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
         enable_auto_commit: bool = True,
         auto_commit_interval_ms: int = 5_000,
         isolation_level: str | IsolationLevel = "read_uncommitted",
-        session_timeout_ms: int = 45_000,
-        heartbeat_interval_ms: int = 3_000,
+        session_timeout_ms: int | None = None,
+        heartbeat_interval_ms: int | None = None,
         max_poll_interval_ms: int = 300_000,
         group_instance_id: str | None = None,
-        assignors: Iterable[Any] = ("range", "cooperative-sticky"),
+        assignors: Iterable[Any] | None = None,
+        group_protocol: str | GroupProtocol = "classic",
+        group_remote_assignor: str | None = None,
+        client_rack: str | None = None,
         fetch_max_wait_ms: int = 500,
         fetch_min_bytes: int = 1,
         fetch_max_bytes: int = 52_428_800,
@@ -158,7 +185,7 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
         **client_options: Any,
     ) -> None:
         topic_list = list(topics_args) + list(topics or [])
-        check_consumer_options(locals())  # each option on its own, before anything else
+        group_opts = check_consumer_options(locals())  # each option on its own, before anything else
         reset = parse_choice("auto_offset_reset", auto_offset_reset, OffsetReset)
         isolation = parse_choice("isolation_level", isolation_level, IsolationLevel)
         check_assignment(topic_list, pattern, partitions, group_id)
@@ -212,8 +239,26 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
             on_revoke=on_revoke if grouped else None,
             on_lost=on_lost if grouped else None,
         )
-        self._group: GroupMembership | ManualAssignment
-        if group_id is not None and static is None:
+        self._group: GroupMembership | ConsumerGroupMembership | ManualAssignment
+        if group_id is not None and static is None and group_opts.protocol == GroupProtocol.CONSUMER:
+            self._group = ConsumerGroupMembership(
+                client,
+                self._subs,
+                self._rebalance,
+                group_id,
+                outage=self._outage,
+                wake=fetcher.data_ready.set,
+                topics=topic_list,
+                pattern=self._pattern,
+                max_poll_interval_ms=max_poll_interval_ms,
+                group_instance_id=group_instance_id,
+                remote_assignor=group_remote_assignor,
+                rack_id=client_rack,
+                coordinator_ready_timeout_ms=coordinator_ready_timeout_ms,
+                metadata_max_age_ms=metadata_max_age_ms,
+                metrics=self._stats,
+            )
+        elif group_id is not None and static is None:
             self._group = GroupMembership(
                 client,
                 self._subs,
@@ -224,11 +269,11 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
                 wake=fetcher.data_ready.set,
                 topics=topic_list,
                 pattern=self._pattern,
-                session_timeout_ms=session_timeout_ms,
-                heartbeat_interval_ms=heartbeat_interval_ms,
+                session_timeout_ms=group_opts.session_timeout_ms,
+                heartbeat_interval_ms=group_opts.heartbeat_interval_ms,
                 max_poll_interval_ms=max_poll_interval_ms,
                 group_instance_id=group_instance_id,
-                assignors=assignors,
+                assignors=group_opts.assignors,
                 coordinator_ready_timeout_ms=coordinator_ready_timeout_ms,
                 metadata_max_age_ms=metadata_max_age_ms,
                 metrics=self._stats,
@@ -260,7 +305,14 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
         """A consumer from Java-style names (``{"bootstrap.servers": ..., "group.id": "g"}``), with
         ``overrides`` (keyword names, e.g. ``topics=``, ``value_deserializer=``) on top; unknown
         names raise KafkaConfigError naming each of them."""
-        return cls(**keywords_from_config(config, "consumer", overrides))
+        config = dict(config)
+        kip848: dict[str, Any] = {}
+        for name in list(config):  # the KIP-848 names (until kafka_core.config maps them itself)
+            keyword = _KIP848_CONFIG.get(name.strip().lower())
+            if keyword is not None:
+                value = config.pop(name)
+                kip848[keyword] = None if value is None else str(value)
+        return cls(**keywords_from_config(config, "consumer", {**kip848, **overrides}))
 
     # -- lifecycle ---------------------------------------------------------------------------
 

@@ -8,13 +8,31 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from kafka_core.client.metadata import TopicPartition, as_topic_partition
+from kafka_core.consumer.policies import GroupProtocol, parse_choice
 from kafka_core.errors import KafkaConfigError
 
 INT32_MAX = 2**31 - 1
 DEFAULT_BOOTSTRAP = "localhost:9092"  # as the producer, admin and client
+# The classic protocol's client-side group settings, used when the option is left at None.
+DEFAULT_SESSION_TIMEOUT_MS = 45_000
+DEFAULT_HEARTBEAT_INTERVAL_MS = 3_000
+DEFAULT_ASSIGNORS: tuple[str, ...] = ("range", "cooperative-sticky")
+# What the KIP-848 protocol moves to the broker (group.consumer.* settings there): a value set
+# for them would silently do nothing, so it is refused, as the Java client does.
+BROKER_SIDE_OPTIONS = ("session_timeout_ms", "heartbeat_interval_ms", "assignors")
+
+
+class GroupOptions(NamedTuple):
+    """The group settings as resolved from the constructor's options."""
+
+    protocol: GroupProtocol
+    session_timeout_ms: int
+    heartbeat_interval_ms: int
+    assignors: tuple[Any, ...]
+    remote_assignor: str | None
 
 
 def check_int(name: str, value: Any, low: int, high: int = INT32_MAX) -> int:
@@ -34,13 +52,15 @@ def check_number(name: str, value: Any, low: float) -> float:
     return float(value)
 
 
-def check_consumer_options(opts: dict[str, Any]) -> None:
-    """Validate the consumer's numeric and flag options (the group ones even without a group).
+def check_consumer_options(opts: dict[str, Any]) -> GroupOptions:
+    """Validate the consumer's numeric and flag options (the group ones even without a group),
+    and return the group settings resolved.
 
     ``opts``: the constructor's arguments by name (its ``locals()``).
     """
-    session = check_int("session_timeout_ms", opts["session_timeout_ms"], 1)
-    heartbeat = opts["heartbeat_interval_ms"]
+    group = group_options(opts)
+    session = check_int("session_timeout_ms", group.session_timeout_ms, 1)
+    heartbeat = group.heartbeat_interval_ms
     check_int("heartbeat_interval_ms", heartbeat, 1)
     if heartbeat >= session:
         raise KafkaConfigError(
@@ -60,6 +80,41 @@ def check_consumer_options(opts: dict[str, Any]) -> None:
     for flag in ("enable_auto_commit", "check_crcs"):
         if not isinstance(opts[flag], bool):
             raise KafkaConfigError(f"{flag} must be True or False, not {opts[flag]!r}")
+    return group
+
+
+def group_options(opts: Mapping[str, Any]) -> GroupOptions:
+    """The group protocol and the settings that go with it (defaults for those left at None).
+
+    With ``group_protocol="consumer"`` the session timeout, heartbeat interval and assignment
+    are the broker's (KIP-848): setting them here raises, naming them; ``group_remote_assignor``
+    picks one of the broker's assignors instead. With ``"classic"`` the remote assignor means
+    nothing and raises likewise.
+    """
+    protocol = parse_choice("group_protocol", opts["group_protocol"], GroupProtocol)
+    remote = opts["group_remote_assignor"]
+    if remote is not None and (not isinstance(remote, str) or not remote):
+        raise KafkaConfigError(f"group_remote_assignor must be a non-empty string or None, not {remote!r}")
+    if protocol == GroupProtocol.CONSUMER:
+        given = [name for name in BROKER_SIDE_OPTIONS if opts[name] is not None]
+        if given:
+            raise KafkaConfigError(
+                f"{', '.join(given)} cannot be set with group_protocol='consumer': the broker's "
+                "group.consumer.* settings decide them (use group_remote_assignor to pick the "
+                "broker's assignor)"
+            )
+    elif remote is not None:
+        raise KafkaConfigError("group_remote_assignor needs group_protocol='consumer'")
+    session = opts["session_timeout_ms"]
+    heartbeat = opts["heartbeat_interval_ms"]
+    assignors = opts["assignors"]
+    return GroupOptions(
+        protocol,
+        DEFAULT_SESSION_TIMEOUT_MS if session is None else session,
+        DEFAULT_HEARTBEAT_INTERVAL_MS if heartbeat is None else heartbeat,
+        DEFAULT_ASSIGNORS if assignors is None else tuple(assignors),
+        remote,
+    )
 
 
 def check_assignment(

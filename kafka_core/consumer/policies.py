@@ -28,7 +28,15 @@ class IsolationLevel(enum.IntEnum):
     READ_COMMITTED = 1  # only committed transactions, up to the last stable offset
 
 
-E = TypeVar("E", OffsetReset, IsolationLevel)
+class GroupProtocol(enum.StrEnum):
+    """How a group member gets its partitions: ``classic`` (JoinGroup/SyncGroup, the client's
+    assignors) or ``consumer`` (KIP-848: ConsumerGroupHeartbeat, the broker assigns)."""
+
+    CLASSIC = "classic"
+    CONSUMER = "consumer"
+
+
+E = TypeVar("E", OffsetReset, IsolationLevel, GroupProtocol)
 
 
 def parse_choice(option: str, value: object, kind: type[E]) -> E:

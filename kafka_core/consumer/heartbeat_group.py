@@ -1,0 +1,450 @@
+"""KIP-848 group membership (``group_protocol="consumer"``): the ConsumerGroupHeartbeat loop.
+
+The broker runs the assignment: the member heartbeats its subscription and what it owns, and
+the answer carries its epoch and, when it changed, the whole target assignment (by topic id),
+which the Reconciler brings in incrementally (revoke first, acknowledge, then add). The member
+id is the client's own (KIP-1082); joining is a heartbeat at epoch 0, leaving one at -1 (-2 for
+a static member, whose assignment the broker keeps for its session). A heartbeat carries every
+field when joining and after an error, else only what changed. Fenced (FENCED_MEMBER_EPOCH,
+UNKNOWN_MEMBER_ID): the partitions are lost and the member joins again at epoch 0. Errors the
+application must act on stay raised by every poll; a broker without the API is said so at the
+start, never a silent hang.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import logging
+import re
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from kafka_core.consumer.outage import OutageTracker
+from kafka_core.consumer.rebalance import ConsumerGroupMetadata, RebalanceListener
+from kafka_core.consumer.reconcile import Reconciler, Target
+from kafka_core.consumer.subscription import SubscriptionState
+from kafka_core.errors import (
+    KafkaClosedError,
+    KafkaError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+    KafkaUnsupportedVersionError,
+)
+from kafka_core.metrics.registry import ConsumerMetrics
+from kafka_core.network.backoff import Backoff
+from kafka_core.protocol import ApiKey
+from kafka_core.protocol.errors import COORDINATOR_CODES, RETRIABLE_CODES, ErrorCode, error_for
+from kafka_core.protocol.messages import ConsumerGroupHeartbeatRequest
+
+log = logging.getLogger(__name__)
+
+UNSUPPORTED = (
+    "the broker does not support the KIP-848 consumer group protocol (ConsumerGroupHeartbeat); "
+    "use group_protocol='classic'"
+)
+LEAVE_EPOCH = -1  # a dynamic member leaves
+LEAVE_STATIC_EPOCH = -2  # a static member leaves for now; the broker keeps its assignment
+# The member's epoch is over: its partitions are lost and it joins again at epoch 0.
+FENCED_CODES = frozenset({ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID})
+LEAVE_TIMEOUT_MS = 5_000
+
+
+def new_member_id() -> str:
+    """A member id as Kafka's clients make them (KIP-1082): a random UUID, URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+def unsupported_error(cause: BaseException | None = None) -> KafkaUnsupportedVersionError:
+    return KafkaUnsupportedVersionError(UNSUPPORTED + (f" ({cause})" if cause is not None else ""))
+
+
+class ConsumerGroupMembership:
+    """One consumer's KIP-848 membership, with GroupMembership's interface (start, note_poll,
+    wait_active, metadata, commit_args, close, joining): the consumer drives either the same way.
+
+    It gets what it needs passed in: the client, the subscription state (through the
+    Reconciler), the rebalance listener, the outage tracker for failures retried in the
+    background, ``wake`` to interrupt a waiting poll, and the metrics."""
+
+    def __init__(
+        self,
+        client: Any,
+        subscription: SubscriptionState,
+        listener: RebalanceListener,
+        group_id: str,
+        *,
+        outage: OutageTracker,
+        wake: Callable[[], None],
+        topics: list[str],
+        pattern: re.Pattern[str] | None,
+        max_poll_interval_ms: int,
+        group_instance_id: str | None,
+        remote_assignor: str | None = None,
+        rack_id: str | None = None,
+        coordinator_ready_timeout_ms: float = 30_000,
+        metadata_max_age_ms: float = 5_000,
+        metrics: ConsumerMetrics | None = None,
+    ) -> None:
+        self.metrics = metrics if metrics is not None else ConsumerMetrics()
+        self._client = client
+        self._outage = outage
+        self._wake = wake
+        self.group_id = group_id
+        self._topics = sorted(set(topics))
+        self._pattern = pattern
+        self._max_poll_interval = max_poll_interval_ms
+        self.group_instance_id = group_instance_id
+        self._remote_assignor = remote_assignor
+        self._rack_id = rack_id
+        self._gate_timeout_ms = coordinator_ready_timeout_ms
+        self._metadata_check = metadata_max_age_ms / 1000.0
+        self._request_timeout_ms = float(getattr(client, "request_timeout_ms", 30_000))
+        self.member_id = new_member_id()
+        self.epoch = 0  # 0: joining (or not a member); > 0: a member
+        self._rec = Reconciler(client, subscription, listener, self._owned_changed)
+        self._target: Target | None = None  # the broker's latest assignment, not in place yet
+        self._version: int | None = None
+        self._fatal: BaseException | None = None
+        self._full = True  # the next heartbeat carries every field
+        self._sent_subscription: tuple[list[str], str | None] | None = None
+        self._sent_owned: dict[uuid.UUID, list[int]] | None = None
+        self._interval = 0.0  # the broker says how often (each answer)
+        self._matched: list[str] = []  # the pattern's topics, resolved here when the broker has v0 only
+        self._next_match = 0.0
+        self._stale = False  # left at max_poll_interval_ms: rejoins at the next poll
+        self._last_poll = 0.0
+        self._closed = False
+        self._task: asyncio.Task[None] | None = None
+        self._reconcile_task: asyncio.Task[None] | None = None
+        self._send_now = asyncio.Event()  # an acknowledgement or a rejoin: heartbeat now
+        self._settled = asyncio.Event()  # a member with its assignment in place
+        self._key = f"heartbeats of group {group_id!r}"  # what the outage report names
+
+    # -- the interface the consumer drives -----------------------------------------------------
+
+    async def start(self) -> None:
+        """Find the coordinator and check that it speaks ConsumerGroupHeartbeat; then the
+        heartbeats begin (the first one joins)."""
+        if self._fatal is not None:
+            raise self._fatal
+        loop = asyncio.get_running_loop()
+        self._last_poll = loop.time()
+        if self._task is not None:
+            return
+        try:
+            coord = await self._client.find_coordinator(self.group_id, 0, timeout_ms=self._gate_timeout_ms)
+        except KafkaClosedError:
+            raise
+        except KafkaError as exc:
+            raise KafkaTimeoutError(
+                f"group coordinator for {self.group_id!r} not ready within {self._gate_timeout_ms} ms; "
+                f"not consuming: {exc}"
+            ) from exc
+        try:
+            self._version = await self._client.api_version(coord.node_id, ApiKey.CONSUMER_GROUP_HEARTBEAT)
+        except KafkaUnsupportedVersionError as exc:
+            self._fatal = unsupported_error(exc)
+            raise self._fatal from exc
+        self._task = loop.create_task(self._run(), name=f"kafka-core-heartbeat-{self.group_id}")
+
+    @property
+    def joining(self) -> bool:
+        """Not a member yet, or an assignment being brought in (no auto-commit meanwhile)."""
+        return not self._settled.is_set()
+
+    def note_poll(self) -> None:
+        self._last_poll = asyncio.get_running_loop().time()
+        if self._stale:  # left at max_poll_interval_ms: this poll rejoins
+            self._stale = False
+            self._send_now.set()
+
+    async def wait_active(self, timeout_s: float, interrupt: asyncio.Event | None = None) -> bool:
+        """Wait at most ``timeout_s`` for the member to have its assignment in place (the
+        reconciliation's callbacks run meanwhile); False if it is still going on. A fatal error
+        (the broker refused the member) is raised by every call."""
+        if self._fatal is not None:
+            raise self._fatal
+        if (
+            not self._settled.is_set()
+            and timeout_s > 0
+            and not (interrupt is not None and interrupt.is_set())
+        ):
+            waits = [asyncio.ensure_future(self._settled.wait())]
+            if interrupt is not None:
+                waits.append(asyncio.ensure_future(interrupt.wait()))
+            try:
+                await asyncio.wait(waits, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                for w in waits:
+                    w.cancel()
+        if self._fatal is not None:
+            raise self._fatal
+        return self._settled.is_set()
+
+    def metadata(self) -> ConsumerGroupMetadata:
+        """The member epoch is the generation (what OffsetCommit and transactions carry)."""
+        if self.epoch > 0:
+            return ConsumerGroupMetadata(self.group_id, self.epoch, self.member_id, self.group_instance_id)
+        return ConsumerGroupMetadata(self.group_id, -1, "", self.group_instance_id)
+
+    def commit_args(self) -> dict[str, Any]:
+        meta = self.metadata()
+        return {
+            "generation_id": meta.generation_id,
+            "member_id": meta.member_id,
+            "group_instance_id": self.group_instance_id,
+        }
+
+    async def close(self) -> None:
+        """Revoke what is owned (``on_revoke``), then leave: epoch -1, or -2 for a static member
+        (its partitions wait for it for the session timeout). The consumer bounds this by
+        close's timeout."""
+        self._closed = True
+        for task in (self._task, self._reconcile_task):
+            if task is not None:
+                task.cancel()
+                await asyncio.gather(task, return_exceptions=True)
+        self._task = self._reconcile_task = None
+        self._settled.set()
+        await self._rec.revoke_all()
+        if self.epoch > 0:
+            await self._leave("consumer closed")
+
+    # -- the heartbeat loop -------------------------------------------------------------------
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        backoff = Backoff(100, 2_000)
+        while not self._closed:
+            if self._stale:
+                await self._send_now.wait()
+                self._send_now.clear()
+                continue
+            if self.epoch > 0 and (loop.time() - self._last_poll) * 1000 > self._max_poll_interval:
+                await self._poll_timeout()
+                continue
+            try:
+                resp = await self._heartbeat()
+            except asyncio.CancelledError:
+                raise
+            except KafkaClosedError:
+                return
+            except KafkaUnsupportedVersionError as exc:
+                await self._fail(unsupported_error(exc))
+                return
+            except KafkaProtocolError as exc:
+                if not exc.retriable:  # e.g. GROUP_AUTHORIZATION_FAILED finding the coordinator
+                    await self._fail(exc)
+                    return
+                self._outage.failed(self._key, exc)
+                self._full = True
+                await self._pause(backoff.next_s())
+                continue
+            except KafkaError as exc:
+                log.info("heartbeat for group %s failed: %r; retrying", self.group_id, exc)
+                self._outage.failed(self._key, exc)
+                self._full = True
+                self._client.note_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, coordinator_key=self.group_id)
+                await self._pause(backoff.next_s())
+                continue
+            delay = await self._answer(resp, backoff)
+            if delay is None:
+                return
+            await self._pause(delay)
+
+    async def _pause(self, delay: float) -> None:
+        """Until the next heartbeat is due, or one is wanted now (an acknowledgement)."""
+        if not self._send_now.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._send_now.wait(), max(delay, 0.0))
+        self._send_now.clear()
+
+    async def _heartbeat(self) -> Any:
+        coord = await self._client.find_coordinator(self.group_id, 0, timeout_ms=self._request_timeout_ms)
+        self._version = await self._client.api_version(coord.node_id, ApiKey.CONSUMER_GROUP_HEARTBEAT)
+        body, subscription, owned = await self._request(self._version)
+        resp = await self._client.send(
+            coord.node_id, body, self._version, timeout_ms=self._request_timeout_ms
+        )
+        if not resp.error_code:
+            self._sent_subscription, self._sent_owned = subscription, owned
+        return resp
+
+    async def _request(
+        self, version: int
+    ) -> tuple[Any, tuple[list[str], str | None], dict[uuid.UUID, list[int]]]:
+        """The heartbeat: every field when joining or after an error, else what changed."""
+        full = self._full or self.epoch == 0
+        subscription = await self._subscription(version)
+        owned = self._rec.owned_by_id() if self.epoch > 0 else {}
+        body = ConsumerGroupHeartbeatRequest(
+            group_id=self.group_id, member_id=self.member_id, member_epoch=self.epoch
+        )
+        if full:
+            body.instance_id = self.group_instance_id
+            body.rack_id = self._rack_id
+            body.rebalance_timeout_ms = self._max_poll_interval
+            body.server_assignor = self._remote_assignor
+        if full or subscription != self._sent_subscription:
+            body.subscribed_topic_names = subscription[0]
+            if version >= 1:
+                body.subscribed_topic_regex = subscription[1]
+        if full or owned != self._sent_owned:
+            tp_cls = ConsumerGroupHeartbeatRequest.TopicPartitions
+            body.topic_partitions = [tp_cls(topic_id=t, partitions=ps) for t, ps in owned.items()]
+        return body, subscription, owned
+
+    async def _subscription(self, version: int) -> tuple[list[str], str | None]:
+        """(topic names, regex). With v1 the broker evaluates a pattern (RE2/J); with v0 it is
+        resolved here against the metadata, again every ``metadata_max_age_ms``. Both fields
+        travel together, the unused one empty, as librdkafka sends them."""
+        if self._pattern is None:
+            return self._topics, ("" if version >= 1 else None)
+        if version >= 1:
+            return [], self._pattern.pattern
+        loop = asyncio.get_running_loop()
+        if loop.time() >= self._next_match:
+            meta = await self._client.metadata(None)
+            self._matched = sorted(
+                t.name for t in meta.topics if not t.is_internal and self._pattern.fullmatch(t.name)
+            )
+            self._next_match = loop.time() + self._metadata_check
+        return self._matched, None
+
+    async def _answer(self, resp: Any, backoff: Backoff) -> float | None:
+        """Take in a heartbeat's answer: the delay to the next one (None: stop, fatal)."""
+        code = resp.error_code
+        if not code:
+            self._outage.ok(self._key)
+            backoff.reset()
+            self._full = False
+            if resp.member_id:
+                self.member_id = resp.member_id
+            joined = self.epoch <= 0 < resp.member_epoch
+            self.epoch = resp.member_epoch
+            if resp.heartbeat_interval_ms > 0:
+                self._interval = resp.heartbeat_interval_ms / 1000.0
+            if joined:
+                log.info("group %s: joined as %s (epoch %s)", self.group_id, self.member_id, self.epoch)
+            if resp.assignment is not None:
+                self._target = {tp.topic_id: set(tp.partitions) for tp in resp.assignment.topic_partitions}
+            if self._target is not None:
+                self._kick()
+            elif self.epoch > 0 and not self._reconciling:
+                self._settle()
+            return self._interval
+        self._full = True
+        what = f"ConsumerGroupHeartbeat for group {self.group_id!r}"
+        err = error_for(code, f"{what}: {resp.error_message}" if resp.error_message else what)
+        if code in FENCED_CODES:
+            log.warning("group %s: %s; partitions lost, joining again", self.group_id, err.name)
+            await self._rejoin()
+            return backoff.next_s()
+        if code in COORDINATOR_CODES:
+            self._client.note_error(code, coordinator_key=self.group_id)
+            self._outage.failed(self._key, err)
+            return backoff.next_s()
+        if code == ErrorCode.UNSUPPORTED_VERSION:
+            await self._fail(unsupported_error(err))
+            return None
+        if code in RETRIABLE_CODES:
+            self._outage.failed(self._key, err)
+            return backoff.next_s()
+        await self._fail(err)
+        return None
+
+    # -- states -------------------------------------------------------------------------------
+
+    @property
+    def _reconciling(self) -> bool:
+        return self._reconcile_task is not None and not self._reconcile_task.done()
+
+    def _settle(self) -> None:
+        if not self._settled.is_set():
+            self._settled.set()
+            self._wake()
+
+    def _kick(self) -> None:
+        """Bring the target in (a task of its own: heartbeats go on while callbacks run)."""
+        if self._reconciling or self._closed:
+            return
+        self._settled.clear()
+        self._reconcile_task = asyncio.get_running_loop().create_task(
+            self._reconcile(), name=f"kafka-core-reconcile-{self.group_id}"
+        )
+
+    async def _reconcile(self) -> None:
+        try:
+            while self._target is not None and not self._closed and self.epoch > 0:
+                target = self._target
+                self.metrics.rebalance_begin()
+                changed, complete = await self._rec.reconcile(target)
+                self.metrics.rebalance_end(True if changed else None)
+                if self._target is target:
+                    if not complete:
+                        break  # topic ids unknown yet: again after the next heartbeat
+                    self._target = None
+        except KafkaClosedError:
+            return
+        except KafkaError as exc:
+            log.warning("group %s: reconciling the assignment failed: %r; retrying", self.group_id, exc)
+        if self.epoch > 0 and not self._closed:
+            self._settle()
+
+    def _owned_changed(self) -> None:
+        """What the member owns changed: acknowledge it with a heartbeat now."""
+        self._send_now.set()
+
+    async def _rejoin(self) -> None:
+        """Fenced: every partition lost (after the step in progress), then epoch 0 again."""
+        self._settled.clear()
+        self._target = None
+        self.epoch = 0
+        await self._rec.lose_all()
+
+    async def _poll_timeout(self) -> None:
+        """No poll for max_poll_interval_ms: leave (the partitions go to others, as Java's
+        member does), lose them here, and rejoin at the next poll."""
+        log.warning(
+            "group %s: no poll for over max_poll_interval_ms=%s; leaving the group",
+            self.group_id,
+            self._max_poll_interval,
+        )
+        self._settled.clear()
+        self._target = None
+        await self._leave("max_poll_interval_ms exceeded")
+        self._stale = True
+        self._full = True
+        await self._rec.lose_all()
+
+    async def _fail(self, err: BaseException) -> None:
+        """The broker refused the member: every poll raises ``err`` from now on."""
+        log.error("group %s: %s", self.group_id, err)
+        self._fatal = err
+        self._target = None
+        self.epoch = 0
+        self._settle()  # a waiting poll returns and raises
+        await self._rec.lose_all()
+
+    async def _leave(self, reason: str) -> None:
+        epoch = LEAVE_STATIC_EPOCH if self.group_instance_id is not None else LEAVE_EPOCH
+        try:
+            coord = await self._client.find_coordinator(self.group_id, 0, timeout_ms=LEAVE_TIMEOUT_MS)
+            body = ConsumerGroupHeartbeatRequest(
+                group_id=self.group_id,
+                member_id=self.member_id,
+                member_epoch=epoch,
+                instance_id=self.group_instance_id,
+            )
+            resp = await self._client.send(coord.node_id, body, timeout_ms=LEAVE_TIMEOUT_MS)
+            if resp.error_code:
+                log.info("leaving group %s: %s", self.group_id, error_for(resp.error_code))
+            else:
+                log.info("group %s: left (%s)", self.group_id, reason)
+        except KafkaError as exc:
+            log.info("leaving group %s failed: %r", self.group_id, exc)
+        self.epoch = 0
+        self._sent_subscription = self._sent_owned = None
