@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class KafkaError(Exception):
     """Base of every error raised by kafka_core."""
@@ -58,6 +60,43 @@ class KafkaProtocolError(KafkaError):
 
     def __reduce__(self) -> tuple[type, tuple[int, str, bool, str | None]]:
         return (type(self), (self.code, self.name, self.retriable, self.message))
+
+
+# --- transactions (KIP-98, KIP-447, KIP-890) ---
+
+
+class KafkaTransactionError(KafkaError):
+    """A transactional producer call failed, or was made in the wrong state.
+
+    ``abortable``: the transaction can be aborted and the producer goes on with the next one.
+    ``fatal``: the producer cannot go on; every later call raises this same error: close it.
+    Neither: the call was wrong for the state (nothing was sent). ``code`` is the Kafka error code
+    that caused it, when one did.
+    """
+
+    def __init__(
+        self, message: str, *, abortable: bool = False, fatal: bool = False, code: int | None = None
+    ) -> None:
+        self.abortable = abortable
+        self.fatal = fatal
+        self.code = code
+        super().__init__(message)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_rebuild_txn_error, (type(self), str(self), self.abortable, self.fatal, self.code))
+
+
+class KafkaProducerFencedError(KafkaTransactionError):
+    """Another producer with the same transactional id took over (a newer epoch): fatal."""
+
+    def __init__(self, message: str, *, code: int | None = None, **_: Any) -> None:
+        super().__init__(message, abortable=False, fatal=True, code=code)
+
+
+def _rebuild_txn_error(
+    cls: type[KafkaTransactionError], message: str, abortable: bool, fatal: bool, code: int | None
+) -> KafkaTransactionError:
+    return cls(message, abortable=abortable, fatal=fatal, code=code)
 
 
 # --- consumer position errors (KIP-320) ---

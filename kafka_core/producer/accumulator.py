@@ -532,6 +532,32 @@ class Accumulator:
                     out.extend(b.result for b in q.retry)
             return out
 
+    def take_unsent(self) -> tuple[list[ProducerBatch], list[tuple[BatchResult, int]]]:
+        """A transaction is aborted: take every batch not sent yet out of the queues (those in
+        flight stay), and the records parked for metadata as (result, record count). The
+        accumulator stays open; the caller fails what it took (and releases the batches)."""
+        with self.lock:
+            batches: list[ProducerBatch] = []
+            parked: list[tuple[BatchResult, int]] = []
+            for t in self.topics.values():
+                if t.pending_result is not None:
+                    parked.append((t.pending_result, len(t.pending)))
+                    self.mem.used -= sum(rec[5] for rec in t.pending)
+                    t.pending_result = None
+                    t.pending = []
+                self.fast.pop(t.topic, None)
+                for q in t.queues or ():
+                    if q.open is not None and q.open.count:
+                        batches.append(q.open)
+                        q.open = None
+                    batches.extend(q.sealed)
+                    q.sealed.clear()
+                    batches.extend(q.retry)
+                    q.retry.clear()
+            if parked:
+                self._notify_space()
+            return batches, parked
+
     def abandon_all(self) -> list[tuple[BatchResult, int]]:
         """Close: take every batch not yet sent out of the queues, as (result, record count)."""
         with self.lock:

@@ -40,12 +40,12 @@ def expire(sender: Sender, now: float) -> float | None:
         taken = acc.expire_parked(topic)
         if taken is not None:
             cause = sender.cause_for_topic(topic)
-            taken[0].set_error(
-                KafkaTimeoutError(
-                    f"topic {topic!r}: delivery_timeout_ms ({timeout * 1000:.0f} ms) expired while "
-                    "waiting for its metadata" + (f"; last error: {cause}" if cause else "")
-                )
+            expired = KafkaTimeoutError(
+                f"topic {topic!r}: delivery_timeout_ms ({timeout * 1000:.0f} ms) expired while "
+                "waiting for its metadata" + (f"; last error: {cause}" if cause else "")
             )
+            taken[0].set_error(expired)
+            sender.record_failed(expired)
     with acc.lock:
         for t in acc.topics.values():
             for q in t.queues or ():
@@ -87,6 +87,7 @@ def expire(sender: Sender, now: float) -> float | None:
     for b, exc in failed:
         if b.expired:
             b.result.set_error(exc)  # its memory goes back when its request ends
+            sender.record_failed(exc)
         else:
             sender.fail(b, exc)
     return next_at

@@ -11,7 +11,7 @@ from typing import Any
 
 from kafka_core.errors import KafkaConfigError
 
-__all__ = ["COMPRESSIONS", "check_options", "parse_acks"]
+__all__ = ["COMPRESSIONS", "check_options", "check_transactional", "parse_acks"]
 
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -76,3 +76,20 @@ def check_options(
         raise KafkaConfigError(f"idempotent=True needs acks='all' (-1), not acks={acks!r}")
     if idempotent and max_in_flight > 5:
         raise KafkaConfigError(f"max_in_flight must be <= 5 with idempotent=True, not {max_in_flight!r}")
+
+
+def check_transactional(
+    transactional_id: Any, transaction_timeout_ms: Any, *, acks: int, idempotent: Any
+) -> None:
+    """A transactional id needs idempotence and acks='all' (as the Java client)."""
+    if not isinstance(transactional_id, str) or not transactional_id:
+        raise KafkaConfigError(f"transactional_id must be a non-empty str, not {transactional_id!r}")
+    if idempotent is False:
+        raise KafkaConfigError(
+            f"transactional_id={transactional_id!r} needs idempotence: idempotent=False cannot be used with it"
+        )
+    if acks != -1:
+        raise KafkaConfigError(
+            f"transactional_id={transactional_id!r} needs acks='all' (-1), not acks={acks!r}"
+        )
+    _number("transaction_timeout_ms", transaction_timeout_ms, minimum=0, strict=True, integer=True)

@@ -11,9 +11,10 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from kafka_core.client import KafkaClient
+from kafka_core.client.metadata import OffsetAndMetadata
 from kafka_core.config import keywords_from_config
 from kafka_core.errors import (
     KafkaClosedError,
@@ -21,16 +22,21 @@ from kafka_core.errors import (
     KafkaError,
     KafkaProtocolError,
     KafkaTimeoutError,
+    KafkaTransactionError,
     KafkaUnsupportedVersionError,
 )
 from kafka_core.producer.accumulator import Accumulator, BufferFull
 from kafka_core.producer.batching import Chunk
 from kafka_core.producer.futures import BatchResult, RecordFuture, SendBatchFuture
 from kafka_core.producer.idempotence import INIT_PRODUCER_ID_MIN_VERSION, IdempotenceState
-from kafka_core.producer.options import check_options, parse_acks
+from kafka_core.producer.options import check_options, check_transactional, parse_acks
 from kafka_core.producer.partitioner import Partitioner, make_partitioner
 from kafka_core.producer.sender import Sender
+from kafka_core.producer.transactions import TransactionManager, TransactionState
 from kafka_core.protocol import ApiKey
+
+if TYPE_CHECKING:
+    from kafka_core.consumer.rebalance import ConsumerGroupMetadata
 
 log = logging.getLogger("kafka_core.producer")
 
@@ -65,6 +71,10 @@ class KafkaProducer:
     - ``key_serializer`` / ``value_serializer``: ``fn(obj) -> bytes`` applied by ``send`` to a key
       / value that is not None, before anything is queued (an exception it raises comes out of
       ``send``). ``send_batch`` takes bytes (lists or Arrow arrays) and applies neither.
+    - ``transactional_id``: makes the producer transactional (KIP-98; implies idempotence and
+      acks='all'): ``init_transactions()`` once, then ``begin_transaction()``, ``send``...,
+      ``send_offsets_to_transaction``, ``commit_transaction()`` or ``abort_transaction()``.
+      ``transaction_timeout_ms``: how long the coordinator lets a transaction stay open.
     - ``client``: a ``kafka_core.aio.KafkaClient`` to share (on this loop); None builds one.
     - ``**client_options``: the rest go to that client (``client_id``, ``security_protocol``,
       ``ssl_*``, ``sasl_*``, ``connect_timeout_ms``... see ``kafka_core.aio.KafkaClient``).
@@ -89,6 +99,8 @@ class KafkaProducer:
         max_block_ms: float = 60_000,
         key_serializer: Callable[[Any], bytes] | None = None,
         value_serializer: Callable[[Any], bytes] | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
         client: KafkaClient | None = None,
         **client_options: Any,
     ) -> None:
@@ -99,6 +111,11 @@ class KafkaProducer:
         self._value_serializer = value_serializer
         self._serializing = key_serializer is not None or value_serializer is not None
         self.acks = parse_acks(acks)
+        if transactional_id is not None:
+            check_transactional(
+                transactional_id, transaction_timeout_ms, acks=self.acks, idempotent=idempotent
+            )
+            idempotent = True
         check_options(
             acks=self.acks,
             linger_ms=linger_ms,
@@ -150,6 +167,20 @@ class KafkaProducer:
         servers = bootstrap_servers if isinstance(bootstrap_servers, str) else ",".join(bootstrap_servers)
         where = f" (bootstrap {servers})" if client is None else ""
         self._sender.waiting_for = f"no broker has answered yet{where}"
+        self._txn: TransactionManager | None = None
+        if transactional_id is not None:
+            self._sender.idem = IdempotenceState()  # its id comes from init_transactions()
+            self._txn = self._sender.txn = TransactionManager(
+                self.client,
+                self._sender.idem,
+                transactional_id=transactional_id,
+                transaction_timeout_ms=transaction_timeout_ms,
+                request_timeout_ms=request_timeout_ms,
+                retry_backoff_ms=retry_backoff_ms,
+                wake=self._wake,
+                drain=self._drain,
+                reset_sequences=self._sender.reset_sequences,
+            )
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready: asyncio.Event | None = None
@@ -164,6 +195,11 @@ class KafkaProducer:
         """A producer from Java-style names (``{"bootstrap.servers": ..., "linger.ms": 5}``), with
         ``overrides`` (keyword names, e.g. ``value_serializer=``) on top; unknown names raise
         KafkaConfigError naming each of them."""
+        config = dict(config)
+        for name, keyword, convert in _TXN_CONFIG:
+            if name in config and keyword not in overrides:
+                overrides[keyword] = convert(config[name])
+            config.pop(name, None)
         return cls(**keywords_from_config(config, "producer", overrides))
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -196,6 +232,15 @@ class KafkaProducer:
             lookup=lambda topic: run(self._lookup(topic)), wakeup=wakeup, loop_thread_id=loop_thread_id
         )
         append = self._acc.append
+        txn = self._txn
+        if txn is not None:  # a transactional producer checks its state first (one frame)
+            inner = append
+            check = txn.check_send
+
+            def append(*args: Any, **kwargs: Any) -> RecordFuture:
+                check()
+                return inner(*args, **kwargs)
+
         if not self._serializing:
             return append
         serialize = self._serialize
@@ -279,7 +324,8 @@ class KafkaProducer:
             while True:
                 try:
                     await self.client.start()
-                    await self._setup_idempotence()
+                    if self._txn is None:  # a transactional id is set up by init_transactions()
+                        await self._setup_idempotence()
                     break
                 except KafkaError as exc:
                     if _fatal(exc):
@@ -332,6 +378,8 @@ class KafkaProducer:
         snap["producer"] = self._sender.metrics.snapshot()
         snap["producer"]["buffer_used_bytes"] = self._acc.mem.used
         snap["producer"]["buffer_limit_bytes"] = self._acc.buffer_memory
+        if self._txn is not None:
+            snap["producer"]["transactions"] = self._txn.metrics()
         return snap
 
     @property
@@ -355,6 +403,8 @@ class KafkaProducer:
         timestamp_ms: int | None = None,
     ) -> RecordFuture:
         """Queue one record; returns its future (await it, or ``.result()`` from another thread)."""
+        if self._txn is not None:
+            self._txn.check_send()
         if self._serializing:
             key, value = self._serialize(key, value)
         if self._task is None:
@@ -394,6 +444,8 @@ class KafkaProducer:
         timestamps: Any = None,
     ) -> SendBatchFuture:
         """Queue many records (lists or pyarrow binary arrays) straight for the columnar encoder."""
+        if self._txn is not None:
+            self._txn.check_send()
         if self._task is None:
             self._begin(asyncio.get_running_loop())
         await self.wait_topic(topic)
@@ -419,6 +471,8 @@ class KafkaProducer:
         """``send_batch`` for a topic whose partitions are known (:meth:`known_partitions`),
         without awaiting: for callers the accumulator may block (the blocking face, see
         :meth:`bind_blocking`); here it raises BufferFull when memory is full."""
+        if self._txn is not None:
+            self._txn.check_send()
         chunks = self._acc.plan_batch(topic, values, keys, partition, headers, timestamps)
         parts: list[tuple[BatchResult, Any]] = []
         self._queue_chunks(topic, chunks, parts)
@@ -546,6 +600,10 @@ class KafkaProducer:
         if self._closed:
             return 0
         flush_error: BaseException | None = None
+        if self._txn is not None and self._txn.ongoing and self._task is not None:
+            # As the Java client: an unfinished transaction is aborted, not committed by the flush.
+            with contextlib.suppress(KafkaError):
+                await self._txn.abort(self._max_block if timeout is None else timeout)
         if self._task is not None and not self._task.done() and self._start_error is None:
             try:
                 await self.flush(timeout)
@@ -566,6 +624,63 @@ class KafkaProducer:
             log.warning("producer closed with %d undelivered records abandoned (%s)", abandoned, flush_error)
         return abandoned
 
+    # -- transactions (KIP-98): the state machine is transactions.TransactionManager ---------------
+
+    def _transactional(self) -> TransactionManager:
+        if self._txn is None:
+            raise KafkaTransactionError("this producer has no transactional_id: it cannot use transactions")
+        if self._closed:
+            raise KafkaClosedError("the producer is closed")
+        if self._task is None:
+            self._begin(asyncio.get_running_loop())
+        return self._txn
+
+    @property
+    def transaction_state(self) -> TransactionState:
+        """uninitialized, ready, in_transaction, committing, aborting, abortable_error or fatal_error."""
+        return self._txn.state if self._txn is not None else TransactionState.UNINITIALIZED
+
+    async def init_transactions(self, timeout: float | None = None) -> None:
+        """Get the producer id and epoch of ``transactional_id``, fencing older producers with it
+        and finishing a transaction they left open. Once, before the first transaction."""
+        await self._transactional().init(self._max_block if timeout is None else timeout)
+
+    def begin_transaction(self) -> None:
+        """Start a transaction (no I/O): ``send`` is allowed until commit or abort."""
+        self._transactional().begin()
+
+    async def send_offsets_to_transaction(
+        self,
+        offsets: Mapping[Any, int | OffsetAndMetadata],
+        group_metadata: ConsumerGroupMetadata | str,
+        timeout: float | None = None,
+    ) -> None:
+        """Commit a consumer's offsets (the NEXT offset to read, as ``consumer.commit``) with this
+        transaction; ``group_metadata`` is ``consumer.group_metadata()`` (KIP-447 fencing) or a
+        group id."""
+        txn = self._transactional()
+        group: tuple[str, int, str, str | None]
+        if isinstance(group_metadata, str):
+            group = (group_metadata, -1, "", None)
+        else:
+            g = group_metadata
+            if not g.group_id:
+                raise KafkaTransactionError("send_offsets_to_transaction: the consumer has no group_id")
+            group = (g.group_id, g.generation_id, g.member_id, g.group_instance_id)
+        await txn.send_offsets(offsets, group, self._max_block if timeout is None else timeout)
+
+    async def commit_transaction(self, timeout: float | None = None) -> None:
+        """Deliver every record of the transaction, then commit it."""
+        await self._transactional().commit(self._max_block if timeout is None else timeout)
+
+    async def abort_transaction(self, timeout: float | None = None) -> None:
+        """Abort the transaction: records not sent yet fail ("transaction aborted")."""
+        await self._transactional().abort(self._max_block if timeout is None else timeout)
+
+    async def _drain(self) -> None:
+        """Wait until every record queued is delivered or failed (the transaction's end)."""
+        await self.flush(None)
+
     async def _close_on_finalize(self) -> int:
         """Close of a producer that was garbage-collected unclosed: do not hang the interpreter."""
         return await self.close(timeout=5.0)
@@ -585,6 +700,13 @@ def _fatal(exc: KafkaError) -> bool:
     if isinstance(exc, KafkaConfigError | KafkaUnsupportedVersionError | KafkaClosedError):
         return True
     return isinstance(exc, KafkaProtocolError) and not exc.retriable
+
+
+# Java names the config keys of transactions (mapped here until kafka_core.config knows them).
+_TXN_CONFIG: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
+    ("transactional.id", "transactional_id", str),
+    ("transaction.timeout.ms", "transaction_timeout_ms", int),
+)
 
 
 def _cause(exc: BaseException | None) -> str:

@@ -82,6 +82,9 @@ class Sender:
         self.compression = compression
         self.compression_level = compression_level
         self.idem = idempotence  # IdempotenceState or None
+        # The TransactionManager of a transactional producer: it says which partitions may send
+        # (added to the transaction), and hears of every failed record. None: not transactional.
+        self.txn: Any = None
         self._event = asyncio.Event()
         self._node_in_flight: dict[int, int] = defaultdict(int)
         self.leaders = Leaders(client, acc, backoff=self.backoff, on_change=self.wake)
@@ -155,6 +158,8 @@ class Sender:
         idem = self.idem
         if idem is not None and (idem.bump_needed or idem.producer_id < 0 or q.unresolved >= 0):
             return False
+        if self.txn is not None and not self.txn.may_send(q.topic, q.partition):
+            return False
         limit = self.max_in_flight if idem is not None else 1
         if q.retry or len(q.in_flight) >= limit or q.muted_until > time.monotonic():
             return False
@@ -166,8 +171,14 @@ class Sender:
     def _send_ready(self, now: float) -> float | None:
         """Pick what can go now; returns the earliest time a muted partition can go again."""
         idem = self.idem
+        txn = self.txn
+        if txn is not None:
+            unsent = txn.unsent_error()
+            if unsent is not None:  # aborting, or the transaction failed: nothing more goes out
+                self._fail_unsent(unsent)
         if idem is not None and (idem.bump_needed or idem.producer_id < 0):
-            self._maybe_bump()
+            if txn is None:  # a transactional producer's id is its transaction manager's
+                self._maybe_bump()
             return None
         # Per broker, the requests to send now; a request holds at most one batch per partition,
         # so a partition's next batches go into the node's next requests, in sequence order.
@@ -189,6 +200,8 @@ class Sender:
                     continue
                 if q.muted_until > now:
                     next_at = q.muted_until if next_at is None else min(next_at, q.muted_until)
+                    continue
+                if txn is not None and not txn.may_send(q.topic, q.partition):
                     continue
                 leader = self.leaders.leader(q.topic, q.partition)
                 if leader < 0:
@@ -240,6 +253,10 @@ class Sender:
         """``b`` failed after it was numbered (called with or without the lock; no I/O)."""
         if self.idem is None or b.sequence < 0:
             return
+        if self.txn is not None:
+            # The transaction cannot commit now; its abort bumps the epoch (as the Java client).
+            self.txn.need_bump()
+            return
         if b.unknown_outcome:
             end = (b.sequence + b.count) & _MAX_SEQUENCE
             if q.unresolved < 0 or _at_or_after(end, q.unresolved):
@@ -272,6 +289,7 @@ class Sender:
             producer_id=b.producer_id,
             producer_epoch=b.producer_epoch,
             base_sequence=b.sequence,
+            transactional=self.txn is not None,
         )
         b.encoded_for = ident
         return b.encoded
@@ -292,7 +310,7 @@ class Sender:
             if not sent:
                 return
             body = ProduceRequest(
-                transactional_id=None,
+                transactional_id=self.txn.transactional_id if self.txn is not None else None,
                 acks=self.acks,
                 timeout_ms=self.request_timeout_ms,
                 topic_data=[
@@ -380,6 +398,10 @@ class Sender:
                 # answer has not been read yet): retry in order. Only when this batch is the very
                 # next one the broker should take is it a real gap: renumber from a new epoch.
                 if code in PRODUCER_ID_CODES or b.sequence in (q.acked_next, q.unresolved):
+                    if self.txn is not None:  # the transaction must be aborted (and the epoch bumped)
+                        self._settle(q, b)
+                        self.fail(b, exc)
+                        continue
                     log.info("%r: %s with nothing unresolved before it; bumping the epoch", b, exc)
                     self.idem.bump_needed = True
                     b.unknown_outcome = False
@@ -471,6 +493,23 @@ class Sender:
         self.acc.release(b)
         if not b.result.done:
             b.result.set_error(exc)
+        self.record_failed(exc)
+
+    def record_failed(self, exc: BaseException) -> None:
+        """Records failed: a transaction in progress can no longer commit."""
+        if self.txn is not None:
+            self.txn.batch_failed(exc)
+
+    def _fail_unsent(self, exc: BaseException) -> None:
+        """Fail every record not sent yet (a transaction being aborted, or failed)."""
+        batches, parked = self.acc.take_unsent()
+        for b in batches:
+            if b.sequence >= 0:
+                self.txn.need_bump()  # numbered, maybe written: this epoch's sequence is lost
+            self.fail(b, exc)
+        for result, _count in parked:
+            if not result.done:
+                result.set_error(exc)
 
     # -- idempotence -------------------------------------------------------------------------------
 
@@ -488,6 +527,11 @@ class Sender:
             await asyncio.sleep(self.backoff)
             self.wake()
             return
+        self.reset_sequences()
+
+    def reset_sequences(self) -> None:
+        """A new producer id or epoch: every partition numbers from 0 again, the batches not
+        acknowledged yet renumbered in their order."""
         with self.acc.lock:
             for q in self._all_queues():
                 q.next_sequence = 0

@@ -103,6 +103,11 @@ class KafkaProducer(SyncFace):
         self._wait_ready()
         return self._async_obj.producer_id_and_epoch
 
+    @property
+    def transaction_state(self) -> str:
+        """The transaction state (see ``kafka_core.aio.KafkaProducer.transaction_state``)."""
+        return self._async_obj.transaction_state
+
     def _wait_ready(self) -> None:
         core: AsyncKafkaProducer = self._async_obj
         if not core.ready and not core.closed and self._loop_thread.alive:
