@@ -1,0 +1,233 @@
+"""KIP-320 on real brokers: leader epochs in Fetch, position validation by OffsetForLeaderEpoch
+after leader moves, truncation detected and handled per auto_offset_reset.
+
+The mock cluster (librdkafka's) keeps each record batch's leader epoch and answers
+OffsetForLeaderEpoch v2 with the end offset of the asked epoch's last batch; every set_leader
+bumps the partition's epoch. A divergence is made by a position whose epoch ends below it on the
+leader (a seek or a commit with such an epoch), which is what an unclean election leaves behind.
+Tansu offers no OffsetForLeaderEpoch: the consumer must work unchanged there.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+import pytest
+
+from kafka_core.chaos.mockcluster import MockCluster
+from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
+from kafka_core.consumer.sync import KafkaConsumer
+from kafka_core.errors import KafkaLogTruncationError
+from kafka_core.producer import KafkaProducer
+from kafka_core.protocol import ApiKey
+from kafka_core.sync_client import KafkaClient
+
+pytestmark = pytest.mark.timeout(120)
+
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+MOCK_COMMITTED_EPOCH = (
+    "librdkafka mock: OffsetFetch answers the partition's current leader epoch as "
+    "committed_leader_epoch instead of the committed one (rdkafka_mock_handlers.c, OffsetFetch), "
+    "so a committed epoch that ends below its offset is never seen"
+)
+
+
+def produce(bootstrap: str, topic: str, start: int, n: int, partitions: int) -> dict[tuple[int, int], bytes]:
+    """Send n records round-robin over the partitions; (partition, offset) -> value of each."""
+    with KafkaProducer(bootstrap, linger_ms=2, retry_backoff_ms=50, retry_backoff_max_ms=200) as p:
+        futures = [
+            (b"v%07d" % i, p.send(topic, b"v%07d" % i, partition=i % partitions))
+            for i in range(start, start + n)
+        ]
+        p.flush(60)
+        out: dict[tuple[int, int], bytes] = {}
+        for value, fut in futures:
+            meta = fut.result(60)
+            out[(meta.partition, meta.offset)] = value
+        return out
+
+
+def consumer(bootstrap: str, topic: str, partitions: int, **kw: Any) -> KafkaConsumer:
+    kw.setdefault("auto_offset_reset", "earliest")
+    kw.setdefault("fetch_max_wait_ms", 100)
+    kw.setdefault("reconnect_backoff_max_ms", 200)
+    kw.setdefault("retry_backoff_max_ms", 200)
+    return KafkaConsumer(bootstrap_servers=bootstrap, partitions={topic: range(partitions)}, **kw)
+
+
+def drain(c: KafkaConsumer, expected: int, timeout: float = 45.0) -> list[Any]:
+    got: list[Any] = []
+    deadline = time.monotonic() + timeout
+    while len(got) < expected and time.monotonic() < deadline:
+        got.extend(c.poll(200))
+    got.extend(c.poll(300))  # anything beyond the expected count is a duplicate: catch it
+    return got
+
+
+def assert_exact(acked: dict[tuple[int, int], bytes], got: list[Any]) -> None:
+    seen: dict[tuple[int, int], bytes] = {}
+    for m in got:
+        key = (m.partition, m.offset)
+        assert key not in seen, f"record at partition {m.partition} offset {m.offset} delivered twice"
+        seen[key] = bytes(m.value)
+    missing = sorted(set(acked) - set(seen))
+    assert not missing, f"{len(missing)} records never delivered, first {missing[:5]}"
+    assert seen == acked
+
+
+def leader_epochs(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
+    with KafkaClient(bootstrap) as client:
+        meta = client.metadata([topic]).topic(topic)
+        assert meta is not None
+        return {p.partition: (p.leader, p.leader_epoch) for p in meta.partitions}
+
+
+def sent(cluster: MockCluster, api: int) -> int:
+    return sum(1 for r in cluster.get_requests() if r.api_key == api)
+
+
+@pytest.fixture
+def topic3(mock_cluster: MockCluster) -> str:
+    return mock_cluster.create_topic(f"kip320-{uuid.uuid4().hex[:10]}", 3, 3)
+
+
+@pytest.fixture
+def diverged(mock_cluster: MockCluster) -> tuple[str, TopicPartition]:
+    """A partition whose epoch-0 log ends at 30, epoch 1 holding offsets 30..49."""
+    topic = mock_cluster.create_topic(f"kip320-{uuid.uuid4().hex[:10]}", 1, 3)
+    produce(mock_cluster.bootstrap, topic, 0, 30, 1)
+    leader, epoch = leader_epochs(mock_cluster.bootstrap, topic)[0]
+    assert epoch == 0
+    mock_cluster.set_leader(topic, 0, leader % 3 + 1)
+    produce(mock_cluster.bootstrap, topic, 30, 20, 1)
+    assert leader_epochs(mock_cluster.bootstrap, topic)[0][1] == 1
+    return topic, TopicPartition(topic, 0)
+
+
+# -- leader moves ----------------------------------------------------------------------------
+
+
+def test_leader_moves_are_validated_and_nothing_is_lost_or_repeated(
+    mock_cluster: MockCluster, topic3: str
+) -> None:
+    boot = mock_cluster.bootstrap
+    acked = produce(boot, topic3, 0, 300, 3)
+    before = leader_epochs(boot, topic3)
+    with consumer(boot, topic3, 3, max_poll_records=50) as c:
+        got: list[Any] = []
+        deadline = time.monotonic() + 30
+        while len(got) < 150 and time.monotonic() < deadline:
+            got.extend(c.poll(200))
+        assert len(got) >= 150
+        mock_cluster.start_request_tracking()
+        for p, (leader, _) in before.items():
+            mock_cluster.set_leader(topic3, p, leader % 3 + 1)
+        acked.update(produce(boot, topic3, 300, 300, 3))
+        rest = drain(c, len(acked) - len(got))
+    after = leader_epochs(boot, topic3)
+    assert all(after[p][1] == before[p][1] + 1 for p in before)
+    assert_exact(acked, got + rest)
+    assert sent(mock_cluster, ApiKey.OFFSET_FOR_LEADER_EPOCH) >= 1
+
+
+@pytest.mark.parametrize(
+    "codes",
+    [
+        (FENCED_LEADER_EPOCH,),
+        (UNKNOWN_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH),
+        (FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH),
+    ],
+    ids=["fenced", "unknown-twice", "fenced-then-unknown"],
+)
+def test_fetch_recovers_from_leader_epoch_errors(
+    mock_cluster: MockCluster, topic3: str, codes: tuple[int, ...]
+) -> None:
+    acked = produce(mock_cluster.bootstrap, topic3, 0, 300, 3)
+    mock_cluster.push_request_errors(ApiKey.FETCH, *codes)
+    with consumer(mock_cluster.bootstrap, topic3, 3) as c:
+        assert_exact(acked, drain(c, len(acked)))
+
+
+# -- divergence ------------------------------------------------------------------------------
+
+
+def test_truncation_with_earliest_resumes_at_the_divergence_point(
+    mock_cluster: MockCluster, diverged: tuple[str, TopicPartition]
+) -> None:
+    topic, tp = diverged
+    mock_cluster.start_request_tracking()
+    with consumer(mock_cluster.bootstrap, topic, 1) as c:
+        # Stood at 45 under epoch 0, but epoch 0 ends at 30 on the leader: 30..44 diverged.
+        c.seek(tp, OffsetAndMetadata(45, "", 0))
+        got = drain(c, 20)
+        assert [m.offset for m in got] == list(range(30, 50))
+        assert c.position(tp) == 50
+    assert sent(mock_cluster, ApiKey.OFFSET_FOR_LEADER_EPOCH) >= 1
+
+
+def test_truncation_with_none_raises_naming_the_range_until_a_seek(
+    mock_cluster: MockCluster, diverged: tuple[str, TopicPartition]
+) -> None:
+    topic, tp = diverged
+    with consumer(mock_cluster.bootstrap, topic, 1, auto_offset_reset="none") as c:
+        c.seek(tp, OffsetAndMetadata(45, "", 0))
+        deadline = time.monotonic() + 30
+        err: KafkaLogTruncationError | None = None
+        while err is None and time.monotonic() < deadline:
+            try:
+                assert c.poll(200) == []
+            except KafkaLogTruncationError as exc:
+                err = exc
+        assert err is not None, "no KafkaLogTruncationError within 30 s"
+        assert err.divergent == {tp: (45, 30)}
+        assert "30..44" in str(err)
+        assert c.position(tp) == 45  # not moved
+        with pytest.raises(KafkaLogTruncationError):
+            c.poll(200)  # again, until the application seeks
+        c.seek(tp, 30)
+        assert [m.offset for m in drain(c, 20)] == list(range(30, 50))
+
+
+def test_a_position_within_its_epoch_is_kept(
+    mock_cluster: MockCluster, diverged: tuple[str, TopicPartition]
+) -> None:
+    topic, tp = diverged
+    with consumer(mock_cluster.bootstrap, topic, 1, auto_offset_reset="none") as c:
+        c.seek(tp, OffsetAndMetadata(20, "", 0))  # epoch 0 ends at 30: 20 is fine
+        assert [m.offset for m in drain(c, 30)] == list(range(20, 50))
+
+
+@pytest.mark.xfail(strict=True, reason=MOCK_COMMITTED_EPOCH)
+def test_a_committed_epoch_is_validated(mock_cluster: MockCluster) -> None:
+    topic = mock_cluster.create_topic(f"kip320-{uuid.uuid4().hex[:10]}", 1, 3)
+    tp = TopicPartition(topic, 0)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    produce(mock_cluster.bootstrap, topic, 0, 30, 1)
+    with KafkaClient(mock_cluster.bootstrap) as client:
+        # Committed under epoch 0 while it is current (the mock fences other epochs on commit).
+        client.commit_offsets(group, {tp: OffsetAndMetadata(45, "", 0)})
+    leader, _ = leader_epochs(mock_cluster.bootstrap, topic)[0]
+    mock_cluster.set_leader(topic, 0, leader % 3 + 1)
+    produce(mock_cluster.bootstrap, topic, 30, 20, 1)
+    with KafkaClient(mock_cluster.bootstrap) as client:
+        assert client.fetch_committed_offsets(group, [tp])[tp] == OffsetAndMetadata(45, "", 0)
+    with consumer(mock_cluster.bootstrap, topic, 1, group_id=group, enable_auto_commit=False) as c:
+        assert [m.offset for m in drain(c, 20)][:1] == [30]
+
+
+# -- a broker without OffsetForLeaderEpoch ---------------------------------------------------
+
+
+def test_without_offset_for_leader_epoch_the_consumer_works_unchanged(
+    bootstrap_servers: str, new_topic: Any, on_tansu: bool
+) -> None:
+    topic = new_topic(2)
+    acked = produce(bootstrap_servers, topic, 0, 200, 2)
+    with consumer(bootstrap_servers, topic, 2) as c:
+        # A position with an epoch asks for validation; a broker without the API skips it.
+        c.seek((topic, 0), OffsetAndMetadata(0, "", 0))
+        got = drain(c, len(acked))
+    assert_exact(acked, got)
