@@ -407,8 +407,8 @@ class TransactionManager:
         t0 = time.monotonic()
         try:
             await self._drain()  # what is in flight settles; the rest fails (unsent_error)
-            if self._adder is not None and not self._adder.done():
-                self._adder.cancel()
+            if self._adder is not None:  # its request in flight may add partitions: EndTxn after it
+                await asyncio.wait({self._adder})
             self.pending.clear()
             skip_end = (
                 isinstance(self.error, KafkaTransactionError)
@@ -443,11 +443,14 @@ class TransactionManager:
                     "AddPartitionsToTxn",
                     functools.partial(self._add_request, wanted),
                     whole=False,
+                    stop=lambda: self.state not in (S.IN_TRANSACTION, S.COMMITTING),
                 )
             except KafkaTransactionError as exc:
                 self.pending.clear()
                 self._enter_error(exc)
                 return
+            if codes is None:
+                return  # aborting, or failed meanwhile: nothing more is added
             retry: KafkaProtocolError | None = None
             for key in wanted:
                 code = codes.get(key, E.UNKNOWN_TOPIC_OR_PARTITION)
@@ -484,12 +487,20 @@ class TransactionManager:
         return True
 
     async def _coordinated(
-        self, what: str, attempt: Callable[[int], Awaitable[Any]], *, whole: bool = True
+        self,
+        what: str,
+        attempt: Callable[[int], Awaitable[Any]],
+        *,
+        whole: bool = True,
+        stop: Callable[[], bool] | None = None,
     ) -> Any:
         """Send to the transaction coordinator until the answer is not retriable. With ``whole``
         the answer is one error code (0 returns, another raises it classified); else the
-        answer is returned as it is (per-partition codes are the caller's)."""
+        answer is returned as it is (per-partition codes are the caller's). ``stop``: give up
+        (returning None) before a new attempt when it says so."""
         while True:
+            if stop is not None and stop():
+                return None
             try:
                 coord = await self.client.find_coordinator(
                     self.transactional_id, 1, refresh=self._refresh, timeout_ms=self.request_timeout_ms

@@ -6,6 +6,12 @@ batches deduplicated, epoch fencing), and misbehaves on demand: a Produce reques
 (``delay``), time out written or not (``write_late``), be answered with an undecodable body
 (``garble``), lose its connection before or after (``faults``), or be too large
 (``max_records`` / ``max_bytes``: MESSAGE_TOO_LARGE).
+
+It is also its own transaction coordinator (KIP-98): one producer id per transactional id (a new
+InitProducerId fences the older epoch), AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit and
+EndTxn, with error codes (``txn_errors``) and delays (``txn_delay``) on demand per API. ``calls``
+lists the transactional requests and Produce requests in the order they arrived, and
+``unadded`` any transactional Produce to a partition not added to the transaction first.
 """
 
 from __future__ import annotations
@@ -16,11 +22,11 @@ from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
-from kafka_core.client.metadata import ClusterMeta, PartitionMeta, TopicMeta
+from kafka_core.client.metadata import BrokerMeta, ClusterMeta, PartitionMeta, TopicMeta
 from kafka_core.codec import decode_record_batches
 from kafka_core.errors import KafkaCodecError, KafkaConnectionError, KafkaTimeoutError
 from kafka_core.protocol import ApiKey
-from kafka_core.protocol.errors import ErrorCode
+from kafka_core.protocol.errors import ErrorCode, error_for
 
 __all__ = ["Fault", "ProduceBroker"]
 
@@ -59,6 +65,18 @@ class ProduceBroker:
         self.epochs: dict[int, int] = {}
         self.init_calls: list[tuple[int, int]] = []
         self.last_error: BaseException | None = None
+        # The transaction coordinator's side.
+        self.versions: dict[int, int] = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.PRODUCE: 9}
+        self.txn_errors: dict[int, list[int]] = {}  # api key -> codes for its next requests
+        self.txn_delay: dict[int, float] = {}  # api key -> seconds before it answers
+        self.calls: list[tuple[str, Any]] = []
+        self.lookups: list[tuple[str, int, bool]] = []  # find_coordinator(key, key_type, refresh)
+        self.txn_ids: dict[str, int] = {}  # transactional id -> producer id
+        self.in_txn: dict[str, set[tuple[str, int]]] = {}  # partitions of the ongoing transaction
+        self.pending_offsets: dict[str, dict[tuple[str, str, int], int]] = {}
+        self.committed_offsets: dict[tuple[str, str, int], int] = {}
+        self.ended: list[tuple[bool, list[tuple[str, int]]]] = []  # (committed, partitions)
+        self.unadded: list[tuple[str, int]] = []
 
     # -- the KafkaClient surface the producer uses ----------------------------------------------
 
@@ -72,16 +90,34 @@ class ProduceBroker:
         return {}
 
     async def negotiated_versions(self) -> dict[int, dict[Any, int]]:
-        return {0: {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.PRODUCE: 9}}
+        return {0: dict(self.versions)}
+
+    async def api_version(self, node_id: int, api_key: int, *, max_version: int | None = None) -> int:
+        return self.versions.get(api_key, 1)
+
+    async def find_coordinator(
+        self, key: str, key_type: int = 0, *, refresh: bool = False, timeout_ms: float | None = None
+    ) -> BrokerMeta:
+        self.lookups.append((key, key_type, refresh))
+        await asyncio.sleep(0)
+        return BrokerMeta(0, "fake", 0)
 
     async def metadata(self, topics: list[str]) -> ClusterMeta:
         parts = [PartitionMeta(partition=p, leader=0) for p in range(self.partitions)]
         return ClusterMeta(brokers=[], topics=[TopicMeta(name=t, partitions=parts) for t in topics])
 
     async def init_producer_id(
-        self, _txn: Any = None, *, producer_id: int = -1, producer_epoch: int = -1
+        self,
+        txn_id: str | None = None,
+        _timeout: int = 60_000,
+        *,
+        producer_id: int = -1,
+        producer_epoch: int = -1,
+        timeout_ms: float | None = None,
     ) -> tuple[int, int]:
         self.init_calls.append((producer_id, producer_epoch))
+        if txn_id is not None:
+            return await self._init_transactional(txn_id, producer_id, producer_epoch)
         if producer_id >= 0 and self.epochs.get(producer_id) == producer_epoch:
             self.epochs[producer_id] = producer_epoch + 1
             return (producer_id, producer_epoch + 1)
@@ -90,7 +126,105 @@ class ProduceBroker:
         self.epochs[pid] = 0
         return (pid, 0)
 
+    async def _init_transactional(
+        self, txn_id: str, producer_id: int, producer_epoch: int
+    ) -> tuple[int, int]:
+        code = await self._txn_step(ApiKey.INIT_PRODUCER_ID)
+        if code:
+            raise error_for(code, "InitProducerId")
+        pid = self.txn_ids.get(txn_id)
+        if pid is not None and producer_id >= 0 and (producer_id, producer_epoch) != (pid, self.epochs[pid]):
+            raise error_for(ErrorCode.PRODUCER_FENCED, "InitProducerId")
+        if pid is None:
+            pid = self.txn_ids[txn_id] = self.next_pid
+            self.next_pid += 1
+            self.epochs[pid] = 0
+        else:  # the older epoch is fenced; its open transaction is aborted
+            self.epochs[pid] += 1
+            if self.in_txn.pop(txn_id, None):
+                self.ended.append((False, []))
+            self.pending_offsets.pop(txn_id, None)
+        self.calls.append(("InitProducerId", (pid, self.epochs[pid])))
+        return (pid, self.epochs[pid])
+
+    async def _txn_step(self, api: int) -> int:
+        """Delay and injected error code of the next request of ``api``."""
+        await asyncio.sleep(self.txn_delay.get(api, 0.0) or 0.001)
+        codes = self.txn_errors.get(api)
+        return codes.pop(0) if codes else 0
+
+    def _fenced(self, txn_id: str, pid: int, epoch: int) -> int:
+        if self.txn_ids.get(txn_id) != pid:
+            return ErrorCode.INVALID_PRODUCER_ID_MAPPING
+        return ErrorCode.PRODUCER_FENCED if epoch != self.epochs[pid] else 0
+
+    async def _transactional(self, body: Any) -> Any:
+        api = body.API_KEY
+        code = await self._txn_step(api)
+        if api == ApiKey.ADD_PARTITIONS_TO_TXN:
+            txn_id = body.v3_and_below_transactional_id
+            parts = [(t.name, p) for t in body.v3_and_below_topics for p in t.partitions]
+            self.calls.append(("AddPartitionsToTxn", parts))
+            code = code or self._fenced(
+                txn_id, body.v3_and_below_producer_id, body.v3_and_below_producer_epoch
+            )
+            if not code:
+                self.in_txn.setdefault(txn_id, set()).update(parts)
+            return SimpleNamespace(
+                error_code=0,
+                results_by_topic_v3_and_below=[
+                    SimpleNamespace(
+                        name=t.name,
+                        results_by_partition=[
+                            SimpleNamespace(partition_index=p, partition_error_code=code)
+                            for p in t.partitions
+                        ],
+                    )
+                    for t in body.v3_and_below_topics
+                ],
+            )
+        if api == ApiKey.ADD_OFFSETS_TO_TXN:
+            self.calls.append(("AddOffsetsToTxn", body.group_id))
+            code = code or self._fenced(body.transactional_id, body.producer_id, body.producer_epoch)
+            if not code:
+                self.in_txn.setdefault(body.transactional_id, set())
+            return SimpleNamespace(error_code=code)
+        if api == ApiKey.TXN_OFFSET_COMMIT:
+            offsets = {
+                (t.name, p.partition_index): p.committed_offset for t in body.topics for p in t.partitions
+            }
+            group = (body.group_id, body.generation_id, body.member_id, body.group_instance_id)
+            self.calls.append(("TxnOffsetCommit", (group, offsets)))
+            code = code or self._fenced(body.transactional_id, body.producer_id, body.producer_epoch)
+            if not code:
+                pending = self.pending_offsets.setdefault(body.transactional_id, {})
+                pending.update({(body.group_id, t, p): o for (t, p), o in offsets.items()})
+            return SimpleNamespace(
+                topics=[
+                    SimpleNamespace(
+                        name=t.name,
+                        partitions=[
+                            SimpleNamespace(partition_index=p.partition_index, error_code=code)
+                            for p in t.partitions
+                        ],
+                    )
+                    for t in body.topics
+                ]
+            )
+        assert api == ApiKey.END_TXN, api
+        self.calls.append(("EndTxn", body.committed))
+        code = code or self._fenced(body.transactional_id, body.producer_id, body.producer_epoch)
+        if not code:
+            parts = self.in_txn.pop(body.transactional_id, set())
+            offsets = self.pending_offsets.pop(body.transactional_id, {})
+            if body.committed:
+                self.committed_offsets.update(offsets)
+            self.ended.append((body.committed, sorted(parts)))
+        return SimpleNamespace(error_code=code)
+
     async def send(self, node: int, body: Any, version: int | None = None, **kw: Any) -> Any:
+        if body.API_KEY != ApiKey.PRODUCE:
+            return await self._transactional(body)
         n = len(self.requests)
         counts: dict[int, int] = {}
         batches = []
@@ -99,9 +233,17 @@ class ProduceBroker:
                 data = bytes(pd.records)
                 pid, epoch, seq, count = struct.unpack_from(">qhii", data, 43)
                 counts[pd.index] = count
+                if body.transactional_id is not None:
+                    if not struct.unpack_from(">h", data, 21)[0] & 0x10:
+                        raise AssertionError(
+                            "a transactional producer sent a batch not flagged transactional"
+                        )
+                    if (td.name, pd.index) not in self.in_txn.get(body.transactional_id, ()):
+                        self.unadded.append((td.name, pd.index))
                 batches.append((td.name, pd.index, data, pid, epoch, seq, count))
         self.requests.append(counts)
         self.answers.append({})
+        self.calls.append(("Produce", (body.transactional_id, sorted(counts))))
         if self.faults(n, "before", -1) == "disconnect":
             await asyncio.sleep(0.001)
             raise KafkaConnectionError("injected: connection lost before the request")
