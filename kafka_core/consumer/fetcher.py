@@ -185,7 +185,8 @@ class Fetcher:
                 await asyncio.sleep(0.1)
                 continue
             # Held partitions and a failed validation round come due without anything waking us.
-            due = [until for until, _ in self._held.values()]
+            now = time.monotonic()
+            due = [until for until, _ in self._held.values() if until > now]
             if self.validator.retry_in is not None:
                 due.append(time.monotonic() + self.validator.retry_in)
             if not due:
@@ -471,9 +472,11 @@ class Fetcher:
             # OffsetForLeaderEpoch answer would have said. Data fetched past it is not to be had.
             self.buffer.pop(tp, None)
             assert st.position is not None
-            self.validator.complete(
-                tp, st, st.position, EpochEndOffset(diverging.epoch, diverging.end_offset)
-            )
+            answer = EpochEndOffset(diverging.epoch, diverging.end_offset)
+            if not self.validator.complete(tp, st, st.position, answer) and diverging.epoch >= 0:
+                # Intact up to the position: go on under the leader's epoch for it, so that the
+                # next Fetch is not told the same again.
+                st.offset_epoch = diverging.epoch
             return FetchOutcome.GOT
         if code == ErrorCode.FENCED_LEADER_EPOCH:
             self.validator.fenced(tp)  # our leader epoch is old: validate under the new one
