@@ -11,10 +11,9 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Coroutine, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Self
+from typing import Any, Self
 
 from kafka_core.client import KafkaClient
-from kafka_core.client.metadata import OffsetAndMetadata
 from kafka_core.config import keywords_from_config
 from kafka_core.errors import (
     KafkaClosedError,
@@ -22,28 +21,24 @@ from kafka_core.errors import (
     KafkaError,
     KafkaProtocolError,
     KafkaTimeoutError,
-    KafkaTransactionError,
     KafkaUnsupportedVersionError,
 )
 from kafka_core.producer.accumulator import Accumulator, BufferFull
 from kafka_core.producer.batching import Chunk
 from kafka_core.producer.futures import BatchResult, RecordFuture, SendBatchFuture
 from kafka_core.producer.idempotence import INIT_PRODUCER_ID_MIN_VERSION, IdempotenceState
-from kafka_core.producer.options import check_options, check_transactional, parse_acks
+from kafka_core.producer.options import check_options, check_transactional, parse_acks, transactional_config
 from kafka_core.producer.partitioner import Partitioner, make_partitioner
 from kafka_core.producer.sender import Sender
-from kafka_core.producer.transactions import TransactionManager, TransactionState
+from kafka_core.producer.transactions import TransactionalProducer, TransactionManager
 from kafka_core.protocol import ApiKey
-
-if TYPE_CHECKING:
-    from kafka_core.consumer.rebalance import ConsumerGroupMetadata
 
 log = logging.getLogger("kafka_core.producer")
 
 __all__ = ["KafkaProducer"]
 
 
-class KafkaProducer:
+class KafkaProducer(TransactionalProducer):
     """Asyncio Kafka producer. ``await send(...)`` returns a future of RecordMetadata at once
     (it only waits while ``buffer_memory`` is full). Use ``async with`` or ``await close()``.
 
@@ -169,17 +164,8 @@ class KafkaProducer:
         self._sender.waiting_for = f"no broker has answered yet{where}"
         self._txn: TransactionManager | None = None
         if transactional_id is not None:
-            self._sender.idem = IdempotenceState()  # its id comes from init_transactions()
-            self._txn = self._sender.txn = TransactionManager(
-                self.client,
-                self._sender.idem,
-                transactional_id=transactional_id,
-                transaction_timeout_ms=transaction_timeout_ms,
-                request_timeout_ms=request_timeout_ms,
-                retry_backoff_ms=retry_backoff_ms,
-                wake=self._wake,
-                drain=self._drain,
-                reset_sequences=self._sender.reset_sequences,
+            self._txn = self._sender.txn = TransactionManager.for_sender(
+                self._sender, transactional_id, transaction_timeout_ms, request_timeout_ms, drain=self._drain
             )
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -195,11 +181,7 @@ class KafkaProducer:
         """A producer from Java-style names (``{"bootstrap.servers": ..., "linger.ms": 5}``), with
         ``overrides`` (keyword names, e.g. ``value_serializer=``) on top; unknown names raise
         KafkaConfigError naming each of them."""
-        config = dict(config)
-        for name, keyword, convert in _TXN_CONFIG:
-            if name in config and keyword not in overrides:
-                overrides[keyword] = convert(config[name])
-            config.pop(name, None)
+        config = transactional_config(config, overrides)
         return cls(**keywords_from_config(config, "producer", overrides))
 
     # -- lifecycle ---------------------------------------------------------------------------------
@@ -624,59 +606,6 @@ class KafkaProducer:
             log.warning("producer closed with %d undelivered records abandoned (%s)", abandoned, flush_error)
         return abandoned
 
-    # -- transactions (KIP-98): the state machine is transactions.TransactionManager ---------------
-
-    def _transactional(self) -> TransactionManager:
-        if self._txn is None:
-            raise KafkaTransactionError("this producer has no transactional_id: it cannot use transactions")
-        if self._closed:
-            raise KafkaClosedError("the producer is closed")
-        if self._task is None:
-            self._begin(asyncio.get_running_loop())
-        return self._txn
-
-    @property
-    def transaction_state(self) -> TransactionState:
-        """uninitialized, ready, in_transaction, committing, aborting, abortable_error or fatal_error."""
-        return self._txn.state if self._txn is not None else TransactionState.UNINITIALIZED
-
-    async def init_transactions(self, timeout: float | None = None) -> None:
-        """Get the producer id and epoch of ``transactional_id``, fencing older producers with it
-        and finishing a transaction they left open. Once, before the first transaction."""
-        await self._transactional().init(self._max_block if timeout is None else timeout)
-
-    def begin_transaction(self) -> None:
-        """Start a transaction (no I/O): ``send`` is allowed until commit or abort."""
-        self._transactional().begin()
-
-    async def send_offsets_to_transaction(
-        self,
-        offsets: Mapping[Any, int | OffsetAndMetadata],
-        group_metadata: ConsumerGroupMetadata | str,
-        timeout: float | None = None,
-    ) -> None:
-        """Commit a consumer's offsets (the NEXT offset to read, as ``consumer.commit``) with this
-        transaction; ``group_metadata`` is ``consumer.group_metadata()`` (KIP-447 fencing) or a
-        group id."""
-        txn = self._transactional()
-        group: tuple[str, int, str, str | None]
-        if isinstance(group_metadata, str):
-            group = (group_metadata, -1, "", None)
-        else:
-            g = group_metadata
-            if not g.group_id:
-                raise KafkaTransactionError("send_offsets_to_transaction: the consumer has no group_id")
-            group = (g.group_id, g.generation_id, g.member_id, g.group_instance_id)
-        await txn.send_offsets(offsets, group, self._max_block if timeout is None else timeout)
-
-    async def commit_transaction(self, timeout: float | None = None) -> None:
-        """Deliver every record of the transaction, then commit it."""
-        await self._transactional().commit(self._max_block if timeout is None else timeout)
-
-    async def abort_transaction(self, timeout: float | None = None) -> None:
-        """Abort the transaction: records not sent yet fail ("transaction aborted")."""
-        await self._transactional().abort(self._max_block if timeout is None else timeout)
-
     async def _drain(self) -> None:
         """Wait until every record queued is delivered or failed (the transaction's end)."""
         await self.flush(None)
@@ -700,13 +629,6 @@ def _fatal(exc: KafkaError) -> bool:
     if isinstance(exc, KafkaConfigError | KafkaUnsupportedVersionError | KafkaClosedError):
         return True
     return isinstance(exc, KafkaProtocolError) and not exc.retriable
-
-
-# Java names the config keys of transactions (mapped here until kafka_core.config knows them).
-_TXN_CONFIG: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
-    ("transactional.id", "transactional_id", str),
-    ("transaction.timeout.ms", "transaction_timeout_ms", int),
-)
 
 
 def _cause(exc: BaseException | None) -> str:

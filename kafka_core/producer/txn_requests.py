@@ -1,7 +1,8 @@
-"""The transaction coordinator's requests (KIP-98, KIP-447): build, send, and read the error codes.
+"""The coordinators' side of transactions (KIP-98, KIP-447): the requests, their retries, and
+what an error code means for the transaction (retry, abortable, fatal) as the Java client has it.
 
-Each function sends one request and returns its error code(s); what a code means for the
-transaction (retry, abortable, fatal) is the transaction manager's decision, not made here.
+``TxnCoordinator`` sends until an answer is not retriable (re-finding the coordinator when it
+moved, a short backoff for CONCURRENT_TRANSACTIONS) and raises the rest as KafkaTransactionError.
 Versions are negotiated by the client, capped where a later version is not a client's to use:
 AddPartitionsToTxn v4+ is the brokers' batched form (KIP-890), EndTxn v5 and TxnOffsetCommit v5
 belong to KIP-890 part 2, which needs Produce v12 transactions this client does not send.
@@ -9,10 +10,31 @@ belong to KIP-890 part 2, which needs Produce v12 transactions this client does 
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any
 
 from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
+from kafka_core.errors import (
+    KafkaCodecError,
+    KafkaConnectionError,
+    KafkaProducerFencedError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+    KafkaTransactionError,
+    KafkaUnsupportedVersionError,
+)
+from kafka_core.producer.idempotence import IdempotenceState
+from kafka_core.protocol import ApiKey
+from kafka_core.protocol.errors import (
+    COORDINATOR_CODES,
+    PRODUCER_ID_CODES,
+    REJOIN_CODES,
+    RETRIABLE_CODES,
+    ErrorCode,
+    error_for,
+)
 from kafka_core.protocol.messages import (
     AddOffsetsToTxnRequest,
     AddPartitionsToTxnRequest,
@@ -20,16 +42,44 @@ from kafka_core.protocol.messages import (
     TxnOffsetCommitRequest,
 )
 
-__all__ = [
-    "ADD_OFFSETS_MAX_VERSION",
-    "ADD_PARTITIONS_MAX_VERSION",
-    "END_TXN_MAX_VERSION",
-    "TXN_OFFSET_COMMIT_MAX_VERSION",
-    "add_offsets",
-    "add_partitions",
-    "end_txn",
-    "txn_offset_commit",
-]
+log = logging.getLogger("kafka_core.producer")
+
+__all__ = ["BUMP_CODES", "FATAL_CODES", "FENCED_CODES", "TxnCoordinator", "code_name", "retriable"]
+
+E = ErrorCode
+# Another producer took the transactional id over: fatal, as KafkaProducerFencedError.
+FENCED_CODES = frozenset({E.PRODUCER_FENCED, E.INVALID_PRODUCER_EPOCH})
+# The producer cannot go on whatever the application does (the Java client's fatal errors).
+FATAL_CODES = frozenset(
+    {
+        E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+        E.CLUSTER_AUTHORIZATION_FAILED,
+        E.INVALID_TXN_STATE,
+        E.INVALID_TRANSACTION_TIMEOUT,
+        E.UNSUPPORTED_VERSION,
+        E.UNSUPPORTED_FOR_MESSAGE_FORMAT,
+    }
+)
+# Abortable, and sequence numbers were lost: the epoch is bumped when the transaction is aborted.
+BUMP_CODES = (PRODUCER_ID_CODES - FENCED_CODES) | {
+    E.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    E.INVALID_PRODUCER_ID_MAPPING,
+}
+CONCURRENT_BACKOFF = 0.02  # CONCURRENT_TRANSACTIONS clears quickly (the Java client's 20 ms)
+BUMP_MIN_VERSION = 3  # InitProducerId with the current id and epoch (KIP-360)
+Group = tuple[str, int, str, str | None]  # group id, generation, member id, group instance id
+
+
+def code_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return "UNKNOWN"
+
+
+def retriable(code: int) -> bool:
+    return code in RETRIABLE_CODES or code in COORDINATOR_CODES
+
 
 ADD_PARTITIONS_MAX_VERSION = 3
 ADD_OFFSETS_MAX_VERSION = 4
@@ -90,7 +140,7 @@ async def txn_offset_commit(
     client: Any,
     node: int,
     ident: tuple[str, int, int],
-    group: tuple[str, int, str, str | None],
+    group: Group,
     offsets: Mapping[TopicPartition, OffsetAndMetadata],
     timeout_ms: float,
 ) -> dict[TopicPartition, int]:
@@ -127,3 +177,214 @@ async def txn_offset_commit(
         for p in topic.partitions:
             out[TopicPartition(topic.name, p.partition_index)] = p.error_code
     return out
+
+
+class TxnCoordinator:
+    """The requests of one transactional id, each retried until its answer is not retriable."""
+
+    def __init__(
+        self,
+        client: Any,
+        transactional_id: str,
+        idem: IdempotenceState,
+        *,
+        transaction_timeout_ms: int,
+        request_timeout_ms: float,
+        retry_backoff_ms: float,
+    ) -> None:
+        self.client = client
+        self.transactional_id = transactional_id
+        self.idem = idem
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.request_timeout_ms = request_timeout_ms
+        self.backoff = retry_backoff_ms / 1000.0
+        self.last_cause: BaseException | None = None  # why the last attempt is being retried
+        self._refresh = False
+
+    def ident(self) -> tuple[str, int, int]:
+        return (self.transactional_id, self.idem.producer_id, self.idem.producer_epoch)
+
+    def classify(self, code: int, what: str, hint: str = "") -> KafkaTransactionError:
+        """The error ``code`` answered to ``what`` means for the transaction."""
+        msg = (
+            f"{what} for transactional id {self.transactional_id!r} failed: [Error {code}] {code_name(code)}"
+        )
+        if code in FENCED_CODES:
+            return KafkaProducerFencedError(
+                msg + ": a newer producer with this transactional id fenced this one; close it", code=code
+            )
+        if code in FATAL_CODES:
+            return KafkaTransactionError(msg + "; the producer cannot go on: close it", fatal=True, code=code)
+        return KafkaTransactionError(
+            msg + (hint or "; abort_transaction() and start again"), abortable=True, code=code
+        )
+
+    async def pause(self, cause: BaseException) -> None:
+        """Note why a request is retried and back off."""
+        self.last_cause = cause
+        concurrent = isinstance(cause, KafkaProtocolError) and cause.code == E.CONCURRENT_TRANSACTIONS
+        log.debug("transaction %r: retrying after %s", self.transactional_id, cause)
+        await asyncio.sleep(CONCURRENT_BACKOFF if concurrent else self.backoff)
+
+    async def call(
+        self,
+        what: str,
+        attempt: Callable[[int], Awaitable[Any]],
+        *,
+        whole: bool = True,
+        stop: Callable[[], bool] | None = None,
+    ) -> Any:
+        """Send to the transaction coordinator until the answer is not retriable. With ``whole``
+        the answer is one error code (0 returns, another raises it classified); else the
+        answer is returned as it is (per-partition codes are the caller's). ``stop``: give up
+        (returning None) before a new attempt when it says so."""
+        while True:
+            if stop is not None and stop():
+                return None
+            try:
+                coord = await self.client.find_coordinator(
+                    self.transactional_id, 1, refresh=self._refresh, timeout_ms=self.request_timeout_ms
+                )
+                self._refresh = False
+                answer = await attempt(coord.node_id)
+            except (KafkaConnectionError, KafkaTimeoutError, KafkaCodecError) as exc:
+                self._refresh = True
+                await self.pause(exc)
+                continue
+            except KafkaProtocolError as exc:
+                if not exc.retriable:
+                    raise self.classify(exc.code, what) from exc
+                self._refresh = True
+                await self.pause(exc)
+                continue
+            except KafkaUnsupportedVersionError as exc:
+                raise KafkaTransactionError(f"{what}: {exc}", fatal=True) from exc
+            if not whole or answer == 0:
+                return answer
+            if not retriable(answer):
+                raise self.classify(answer, what)
+            self.moved(answer)
+            await self.pause(error_for(answer, what))
+
+    def moved(self, code: int) -> None:
+        """After ``code``, look the coordinator up again before the next attempt if it moved."""
+        self._refresh = self._refresh or code in COORDINATOR_CODES
+
+    async def add_partitions(
+        self, wanted: list[tuple[str, int]], stop: Callable[[], bool]
+    ) -> dict[tuple[str, int], int] | None:
+        async def attempt(node: int) -> dict[tuple[str, int], int]:
+            return await add_partitions(self.client, node, self.ident(), wanted, self.request_timeout_ms)
+
+        answer: dict[tuple[str, int], int] | None = await self.call(
+            "AddPartitionsToTxn", attempt, whole=False, stop=stop
+        )
+        return answer
+
+    async def add_offsets(self, group_id: str) -> None:
+        await self.call(
+            "AddOffsetsToTxn",
+            lambda node: add_offsets(self.client, node, self.ident(), group_id, self.request_timeout_ms),
+        )
+
+    async def end_txn(self, commit: bool) -> None:
+        await self.call(
+            "EndTxn(commit)" if commit else "EndTxn(abort)",
+            lambda node: end_txn(self.client, node, self.ident(), commit, self.request_timeout_ms),
+        )
+
+    async def commit_offsets(self, offsets: dict[TopicPartition, OffsetAndMetadata], group: Group) -> None:
+        """TxnOffsetCommit to the group coordinator until every partition is answered 0."""
+        group_id = group[0]
+        refresh = False
+        while offsets:
+            try:
+                coord = await self.client.find_coordinator(
+                    group_id, 0, refresh=refresh, timeout_ms=self.request_timeout_ms
+                )
+                codes = await txn_offset_commit(
+                    self.client, coord.node_id, self.ident(), group, offsets, self.request_timeout_ms
+                )
+            except (KafkaConnectionError, KafkaTimeoutError, KafkaCodecError) as exc:
+                refresh = True
+                await self.pause(exc)
+                continue
+            except KafkaProtocolError as exc:
+                if not exc.retriable:
+                    raise self.classify(exc.code, "TxnOffsetCommit") from exc
+                refresh = True
+                await self.pause(exc)
+                continue
+            except KafkaUnsupportedVersionError as exc:
+                raise KafkaTransactionError(f"TxnOffsetCommit: {exc}", fatal=True) from exc
+            retry: BaseException | None = None
+            for tp in list(offsets):
+                code = codes.get(tp, E.UNKNOWN_TOPIC_OR_PARTITION)
+                if code == 0:
+                    del offsets[tp]
+                elif retriable(code):
+                    retry = error_for(code, f"TxnOffsetCommit {tp.topic}[{tp.partition}]")
+                    refresh = refresh or code in COORDINATOR_CODES
+                else:
+                    hint = ""
+                    if code in REJOIN_CODES:
+                        hint = (
+                            f"; the consumer's group membership ({group[1]}/{group[2]!r}) is stale "
+                            "(it was rebalanced): abort_transaction() and consume again"
+                        )
+                    raise self.classify(code, f"TxnOffsetCommit for group {group_id!r} {tp}", hint)
+            if retry is not None:
+                await self.pause(retry)
+
+    async def init_producer_id(self, *, bump: bool, cause: BaseException | None) -> tuple[int, int]:
+        """InitProducerId for the transactional id: a first id, or the next epoch of ours (KIP-360;
+        ``cause``: why, named if the broker cannot bump)."""
+        idem = self.idem
+        what = "InitProducerId (epoch bump)" if bump else "InitProducerId"
+        while True:
+            try:
+                if bump:
+                    coord = await self.client.find_coordinator(
+                        self.transactional_id, 1, timeout_ms=self.request_timeout_ms
+                    )
+                    version = await self.client.api_version(coord.node_id, ApiKey.INIT_PRODUCER_ID)
+                    if version < BUMP_MIN_VERSION:
+                        raise KafkaTransactionError(
+                            f"transaction {self.transactional_id!r} lost sequence numbers and the broker "
+                            f"cannot bump the epoch (InitProducerId v{version}, v{BUMP_MIN_VERSION}+ "
+                            f"needed; cause: {cause}): close the producer",
+                            fatal=True,
+                        )
+                got = await self.client.init_producer_id(
+                    self.transactional_id,
+                    self.transaction_timeout_ms,
+                    producer_id=idem.producer_id if bump else -1,
+                    producer_epoch=idem.producer_epoch if bump else -1,
+                    timeout_ms=self.request_timeout_ms,
+                )
+            except (KafkaConnectionError, KafkaTimeoutError, KafkaCodecError) as exc:
+                await self.pause(exc)
+                continue
+            except KafkaProtocolError as exc:
+                if exc.retriable:
+                    await self.pause(exc)
+                    continue
+                err = self.classify(exc.code, what)
+                if not bump and not err.fatal:  # nothing to abort: the Java client's init errors are fatal
+                    err = KafkaTransactionError(
+                        str(err).split(";")[0] + "; the producer cannot go on: close it",
+                        fatal=True,
+                        code=err.code,
+                    )
+                raise err from exc
+            except KafkaUnsupportedVersionError as exc:
+                raise KafkaTransactionError(f"{what}: {exc}", fatal=True) from exc
+            log.info(
+                "transactional producer %r: producer id %s epoch %s (was %s/%s)",
+                self.transactional_id,
+                got[0],
+                got[1],
+                idem.producer_id,
+                idem.producer_epoch,
+            )
+            return int(got[0]), int(got[1])

@@ -437,6 +437,27 @@ def test_a_timed_out_commit_goes_on_and_the_same_call_waits_for_it() -> None:
     assert [c for c in broker.calls if c[0] == "EndTxn"] == [("EndTxn", True)]
 
 
+def test_while_an_operation_is_pending_other_calls_name_it() -> None:
+    broker = ProduceBroker()
+    broker.txn_delay[ApiKey.TXN_OFFSET_COMMIT] = 0.4
+
+    async def body(p: AsyncKafkaProducer) -> None:
+        await p.init_transactions()
+        p.begin_transaction()
+        with pytest.raises(KafkaTimeoutError, match="send_offsets_to_transaction"):
+            await p.send_offsets_to_transaction({("in", 0): 3}, "g", timeout=0.05)
+        for call in (lambda: p.send("t", b"v"), p.commit_transaction):
+            with pytest.raises(KafkaTransactionError, match="send_offsets_to_transaction"):
+                await call()
+        await asyncio.sleep(0.6)  # it finishes in the background; the next call goes on
+        await (await p.send("t", b"v"))
+        await p.commit_transaction()
+
+    _run(broker, body)
+    assert broker.committed_offsets == {("g", "in", 0): 3}
+    assert [name for name in _names(broker) if name == "TxnOffsetCommit"] == ["TxnOffsetCommit"]
+
+
 def test_a_timed_out_init_names_the_cause_and_can_be_waited_for() -> None:
     broker = ProduceBroker()
     broker.txn_errors[ApiKey.INIT_PRODUCER_ID] = [ErrorCode.COORDINATOR_LOAD_IN_PROGRESS] * 3
