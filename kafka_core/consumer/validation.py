@@ -81,7 +81,6 @@ class PositionValidator:
         self._task: asyncio.Task[None] | None = None
         self._backoff = Backoff(100, 2_000)
         self._next_try = 0.0  # monotonic: after a failed round
-        self.sent = 0  # OffsetForLeaderEpoch rounds that reached a broker (metrics, tests)
 
     # -- deciding --------------------------------------------------------------------------
 
@@ -169,7 +168,6 @@ class PositionValidator:
             asked[tp] = (st.epoch, st.position, st.offset_epoch)
         if not asked:
             return
-        self.sent += 1
         try:
             found = await self._client.offsets_for_leader_epochs(
                 {tp: epoch for tp, (_, _, epoch) in asked.items()}, timeout_ms=VALIDATION_TIMEOUT_MS

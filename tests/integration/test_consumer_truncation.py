@@ -28,6 +28,11 @@ pytestmark = pytest.mark.timeout(120)
 
 FENCED_LEADER_EPOCH = 74
 UNKNOWN_LEADER_EPOCH = 75
+MOCK_COMMIT_FENCES_EPOCH = (
+    "librdkafka mock: OffsetCommit v6+ checks committed_leader_epoch against the partition's "
+    "current leader epoch and answers FENCED_LEADER_EPOCH; Apache Kafka stores it as given (it is "
+    "the epoch of the record before the offset, often older than the leader's)"
+)
 MOCK_COMMITTED_EPOCH = (
     "librdkafka mock: OffsetFetch answers the partition's current leader epoch as "
     "committed_leader_epoch instead of the committed one (rdkafka_mock_handlers.c, OffsetFetch), "
@@ -151,6 +156,25 @@ def test_fetch_recovers_from_leader_epoch_errors(
         assert_exact(acked, drain(c, len(acked)))
 
 
+def test_validation_retries_through_leader_epoch_errors(mock_cluster: MockCluster, topic3: str) -> None:
+    boot = mock_cluster.bootstrap
+    acked = produce(boot, topic3, 0, 150, 3)
+    with consumer(boot, topic3, 3) as c:
+        got = drain(c, len(acked))
+        mock_cluster.start_request_tracking()
+        mock_cluster.push_request_errors(
+            ApiKey.OFFSET_FOR_LEADER_EPOCH, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH
+        )
+        for p, (leader, _) in leader_epochs(boot, topic3).items():
+            mock_cluster.set_leader(topic3, p, leader % 3 + 1)
+        more = produce(boot, topic3, 150, 150, 3)
+        got += drain(c, len(more))
+    acked.update(more)
+    assert_exact(acked, got)
+    # The two failed answers and at least one that validated.
+    assert sent(mock_cluster, ApiKey.OFFSET_FOR_LEADER_EPOCH) >= 3
+
+
 # -- divergence ------------------------------------------------------------------------------
 
 
@@ -216,6 +240,19 @@ def test_a_committed_epoch_is_validated(mock_cluster: MockCluster) -> None:
         assert client.fetch_committed_offsets(group, [tp])[tp] == OffsetAndMetadata(45, "", 0)
     with consumer(mock_cluster.bootstrap, topic, 1, group_id=group, enable_auto_commit=False) as c:
         assert [m.offset for m in drain(c, 20)][:1] == [30]
+
+
+@pytest.mark.xfail(strict=True, reason=MOCK_COMMIT_FENCES_EPOCH)
+def test_a_commit_under_an_older_epoch_is_stored(mock_cluster: MockCluster) -> None:
+    topic = mock_cluster.create_topic(f"kip320-{uuid.uuid4().hex[:10]}", 1, 3)
+    tp = TopicPartition(topic, 0)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    produce(mock_cluster.bootstrap, topic, 0, 10, 1)
+    leader, _ = leader_epochs(mock_cluster.bootstrap, topic)[0]
+    mock_cluster.set_leader(topic, 0, leader % 3 + 1)  # epoch 1; the records are of epoch 0
+    with KafkaClient(mock_cluster.bootstrap) as client:
+        client.commit_offsets(group, {tp: OffsetAndMetadata(10, "", 0)}, timeout_ms=5_000)
+        assert client.fetch_committed_offsets(group, [tp])[tp].offset == 10
 
 
 # -- a broker without OffsetForLeaderEpoch ---------------------------------------------------
