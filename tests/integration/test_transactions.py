@@ -31,8 +31,9 @@ pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 
 ABORTED_DELIVERED = "aborted records are still delivered to read_committed consumers"
 TANSU_OFFSETS_KEPT = (
-    "only the first offset a transaction commits for a group partition is stored; a later "
-    "transaction's offset leaves it unchanged (confluent-kafka's producer: 5 then 9 reads back 5)"
+    "offsets sent to transactions with a plain group id (no member): only the first is stored, "
+    "later transactions' offsets leave it unchanged (confluent-kafka's producer too: 5, 9, 7 "
+    "read back 5)"
 )
 
 

@@ -46,6 +46,13 @@ MOCK_TXN_OFFSETS_DROPPED = (
     "confluent-kafka's producer the group's committed offset stays unset (-1001) as well"
 )
 
+MOCK_NO_FENCING = (
+    "librdkafka mock: InitProducerId without a current producer id hands out a new random "
+    "producer id at epoch 0 for a transactional id it already knows (rdkafka_mock_handlers.c, "
+    "rd_kafka_mock_pid_new) instead of bumping the epoch, so the older producer is never fenced "
+    "and its commit succeeds"
+)
+
 
 @pytest.fixture
 def cluster(mock_cluster: MockCluster) -> MockCluster:
@@ -300,6 +307,7 @@ def test_transactional_id_authorization_failed_is_fatal_but_not_fenced(
             p.begin_transaction()
 
 
+@pytest.mark.xfail(strict=True, reason=MOCK_NO_FENCING)
 def test_a_second_instance_fences_the_first(cluster: MockCluster, topic: str, tid: str) -> None:
     zombie = txn_producer(cluster.bootstrap, tid)
     try:
