@@ -120,7 +120,10 @@ class Sender:
 
     def cause_for_topic(self, topic: str) -> BaseException | None:
         """The last error that kept ``topic`` from being sent (metadata, or reaching a broker)."""
-        cause = self.leaders.last_error.get(topic) or getattr(self.client, "last_error", None)
+        cause = self.leaders.last_error.get(topic)
+        if cause is None and self.txn is not None:
+            cause = self.txn.add_cause(topic)  # waiting for AddPartitionsToTxn
+        cause = cause or getattr(self.client, "last_error", None)
         if cause is None and self.paused and self.waiting_for:
             return KafkaTimeoutError(self.waiting_for)
         return cause

@@ -30,8 +30,7 @@ from kafka_core.errors import KafkaClosedError, KafkaProtocolError, KafkaTimeout
 from kafka_core.producer.idempotence import IdempotenceState
 from kafka_core.producer.txn_requests import (
     BUMP_CODES,
-    FATAL_CODES,
-    FENCED_CODES,
+    PRODUCE_FATAL_CODES,
     Group,
     TxnCoordinator,
     retriable,
@@ -141,6 +140,12 @@ class TransactionManager:
                 self._adder = asyncio.get_running_loop().create_task(self._add_partitions())
         return False
 
+    def add_cause(self, topic: str) -> BaseException | None:
+        """Why partitions of ``topic`` are still waiting to be added to the transaction."""
+        if any(t == topic for t, _ in self.pending):
+            return self.coord.last_cause
+        return None
+
     def unsent_error(self) -> KafkaTransactionError | None:
         """What to fail batches not yet sent with: they must not go (aborting, or an error)."""
         state = self.state
@@ -163,7 +168,7 @@ class TransactionManager:
         code = exc.code if isinstance(exc, KafkaProtocolError) else None
         if code is not None and code in BUMP_CODES:
             self.bump_required = True
-        if code is not None and (code in FENCED_CODES or code in FATAL_CODES):
+        if code is not None and code in PRODUCE_FATAL_CODES:
             self._enter_error(self._classify(code, "Produce"))
         else:
             self._enter_error(

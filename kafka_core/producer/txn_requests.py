@@ -44,7 +44,15 @@ from kafka_core.protocol.messages import (
 
 log = logging.getLogger("kafka_core.producer")
 
-__all__ = ["BUMP_CODES", "FATAL_CODES", "FENCED_CODES", "TxnCoordinator", "code_name", "retriable"]
+__all__ = [
+    "BUMP_CODES",
+    "FATAL_CODES",
+    "FENCED_CODES",
+    "PRODUCE_FATAL_CODES",
+    "TxnCoordinator",
+    "code_name",
+    "retriable",
+]
 
 E = ErrorCode
 # Another producer took the transactional id over: fatal, as KafkaProducerFencedError.
@@ -60,6 +68,12 @@ FATAL_CODES = frozenset(
         E.UNSUPPORTED_FOR_MESSAGE_FORMAT,
     }
 )
+# Of those, what is fatal when a Produce answers it (other Produce errors are abortable).
+PRODUCE_FATAL_CODES = FENCED_CODES | {
+    E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    E.CLUSTER_AUTHORIZATION_FAILED,
+    E.UNSUPPORTED_VERSION,
+}
 # Abortable, and sequence numbers were lost: the epoch is bumped when the transaction is aborted.
 BUMP_CODES = (PRODUCER_ID_CODES - FENCED_CODES) | {
     E.OUT_OF_ORDER_SEQUENCE_NUMBER,

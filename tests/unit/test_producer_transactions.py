@@ -317,6 +317,47 @@ def test_unknown_producer_id_in_a_transaction_bumps_the_epoch_on_abort() -> None
     assert broker.logs[0] == [b"a", b"c"]  # the new epoch numbered from 0 again
 
 
+def test_a_record_timing_out_before_its_partition_is_added_is_abortable() -> None:
+    broker = ProduceBroker()
+    broker.txn_errors[ApiKey.ADD_PARTITIONS_TO_TXN] = [ErrorCode.CONCURRENT_TRANSACTIONS] * 10_000
+
+    async def body(p: AsyncKafkaProducer) -> None:
+        await p.init_transactions()
+        p.begin_transaction()
+        f = await p.send("t", b"late")
+        await p.flush(5)
+        assert isinstance(f.exception(), KafkaTimeoutError)
+        with pytest.raises(KafkaTransactionError, match="delivery_timeout_ms") as info:
+            await p.commit_transaction()
+        assert info.value.abortable and "CONCURRENT_TRANSACTIONS" in str(info.value)
+        await p.abort_transaction()
+        assert p.transaction_state == "ready"
+
+    _run(broker, body, request_timeout_ms=100, delivery_timeout_ms=300)
+    assert "EndTxn" not in _names(broker)  # nothing was added: the coordinator has no transaction
+    assert broker.init_calls == [(-1, -1)]  # nothing was numbered: no epoch bump
+
+
+def test_an_older_epoch_on_produce_is_fatal_fencing() -> None:
+    broker = ProduceBroker()
+
+    async def body(p: AsyncKafkaProducer) -> None:
+        await p.init_transactions()
+        p.begin_transaction()
+        await (await p.send("t", b"a"))
+        pid = p.producer_id_and_epoch[0]
+        broker.epochs[pid] += 1
+        broker.state[(pid, 0)] = (broker.epochs[pid], 0, [])  # the partition saw the newer epoch
+        f = await p.send("t", b"b")
+        await p.flush(5)
+        assert f.exception() is not None
+        assert p.transaction_state == "fatal_error"
+        with pytest.raises(KafkaProducerFencedError, match="INVALID_PRODUCER_EPOCH"):
+            await p.abort_transaction()
+
+    _run(broker, body)
+
+
 def test_records_unsent_at_abort_fail_as_aborted() -> None:
     broker = ProduceBroker(2)
     broker.txn_delay[ApiKey.ADD_PARTITIONS_TO_TXN] = 0.3  # the partition is not added yet
