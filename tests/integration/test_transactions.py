@@ -148,6 +148,8 @@ def test_several_transactions_in_a_row_are_each_read_once(
             p.begin_transaction()
             send_tagged(p, topic, f"t{t}", 12, 3)
             p.commit_transaction(30)
+        counters = p.metrics()["producer"]["transactions"]
+        assert (counters["commits"], counters["aborts"]) == (5, 0), counters
     want = expected_values([(f"t{t}", 12) for t in range(5)], 3)
     assert by_partition(read_topic(bootstrap_servers, topic, 3, committed=True, expected=60)) == want
 
@@ -166,6 +168,8 @@ def _committed_aborted_committed(bootstrap: str, topic: str) -> None:
             else:
                 p.abort_transaction(30)
                 assert str(p.transaction_state) == "ready"
+        counters = p.metrics()["producer"]["transactions"]
+        assert (counters["commits"], counters["aborts"]) == (2, 1), counters
 
 
 def test_read_uncommitted_sees_aborted_records_too(
