@@ -416,8 +416,8 @@ class Fetcher:
                     got |= outcome is FetchOutcome.GOT
                     if outcome is FetchOutcome.RETRY:
                         self._hold(tp)
-                    elif outcome is FetchOutcome.GOT:
-                        self._held.pop(tp, None)
+                    else:
+                        self._held.pop(tp, None)  # answered: its backoff starts over
             if got:
                 self._notify()
             if retry:
