@@ -20,6 +20,7 @@ from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
 from kafka_core.consumer.sync import KafkaConsumer
 from kafka_core.errors import KafkaLogTruncationError
+from kafka_core.network.connection import BrokerConnection
 from kafka_core.producer import KafkaProducer
 from kafka_core.protocol import ApiKey
 from kafka_core.sync_client import KafkaClient
@@ -95,6 +96,21 @@ def sent(cluster: MockCluster, api: int) -> int:
 
 
 @pytest.fixture
+def fetch_epochs(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
+    """(partition, current_leader_epoch) of every partition in every Fetch put on the wire."""
+    seen: list[tuple[int, int]] = []
+    real = BrokerConnection._request
+
+    async def spy(self: BrokerConnection, body: Any, version: int, *args: Any, **kw: Any) -> Any:
+        if int(body.API_KEY) == ApiKey.FETCH:
+            seen.extend((p.partition, p.current_leader_epoch) for t in body.topics for p in t.partitions)
+        return await real(self, body, version, *args, **kw)
+
+    monkeypatch.setattr(BrokerConnection, "_request", spy)
+    return seen
+
+
+@pytest.fixture
 def topic3(mock_cluster: MockCluster) -> str:
     return mock_cluster.create_topic(f"kip320-{uuid.uuid4().hex[:10]}", 3, 3)
 
@@ -116,7 +132,7 @@ def diverged(mock_cluster: MockCluster) -> tuple[str, TopicPartition]:
 
 
 def test_leader_moves_are_validated_and_nothing_is_lost_or_repeated(
-    mock_cluster: MockCluster, topic3: str
+    mock_cluster: MockCluster, topic3: str, fetch_epochs: list[tuple[int, int]]
 ) -> None:
     boot = mock_cluster.bootstrap
     acked = produce(boot, topic3, 0, 300, 3)
@@ -136,6 +152,10 @@ def test_leader_moves_are_validated_and_nothing_is_lost_or_repeated(
     assert all(after[p][1] == before[p][1] + 1 for p in before)
     assert_exact(acked, got + rest)
     assert sent(mock_cluster, ApiKey.OFFSET_FOR_LEADER_EPOCH) >= 1
+    # Fetches went out under each leader's epoch, the new one after the move.
+    for p in before:
+        assert (p, before[p][1]) in fetch_epochs
+        assert (p, after[p][1]) in fetch_epochs
 
 
 @pytest.mark.parametrize(
