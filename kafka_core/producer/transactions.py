@@ -97,6 +97,7 @@ class TransactionManager:
         self.started = False  # something was added to the coordinator's transaction (EndTxn needed)
         self._adder: asyncio.Task[None] | None = None
         self._op: tuple[str, asyncio.Task[Any]] | None = None
+        self._phase = ""  # what the pending operation is doing (named when it runs out of time)
         self.counters = {"commits": 0, "aborts": 0, "commit_time_ms": 0.0, "abort_time_ms": 0.0}
 
     @classmethod
@@ -290,12 +291,15 @@ class TransactionManager:
         if self._op is not None and self._op[0] == call:
             task = self._op[1]
         else:
+            self.coord.last_cause = None
+            self._phase = ""
             task = asyncio.get_running_loop().create_task(make())
             self._op = (call, task)
         done, _ = await asyncio.wait({task}, timeout=timeout)
         if not done:
             last = self.coord.last_cause
-            cause = f"; last error: {last}" if last is not None else ""
+            cause = f" (still {self._phase})" if self._phase else ""
+            cause += f"; last error: {last}" if last is not None else ""
             raise KafkaTimeoutError(
                 f"{call}() did not finish within {timeout:g}s; it goes on in the background: "
                 f"call {call}() again to wait for it{cause}"
@@ -325,8 +329,10 @@ class TransactionManager:
 
     async def _send_offsets(self, offsets: dict[TopicPartition, OffsetAndMetadata], group: Group) -> None:
         try:
+            self._phase = "adding the group to the transaction (AddOffsetsToTxn)"
             await self.coord.add_offsets(group[0])
             self.started = True
+            self._phase = f"committing the offsets to group {group[0]!r} (TxnOffsetCommit)"
             await self.coord.commit_offsets(offsets, group)
         except KafkaTransactionError as exc:
             self._enter_error(exc)
@@ -335,7 +341,9 @@ class TransactionManager:
     async def _commit(self) -> None:
         t0 = time.monotonic()
         try:
+            self._phase = "delivering the transaction's records"
             await self._drain()
+            self._phase = "ending the transaction (EndTxn)"
             if self.state is not S.COMMITTING:  # a record failed meanwhile
                 raise self.error or KafkaTransactionError("commit failed", abortable=True)
             if self.started:
@@ -350,14 +358,17 @@ class TransactionManager:
     async def _abort(self) -> None:
         t0 = time.monotonic()
         try:
+            self._phase = "waiting for the requests in flight"
             await self._drain()  # what is in flight settles; the rest fails (unsent_error)
             if self._adder is not None:  # its request in flight may add partitions: EndTxn after it
                 await asyncio.wait({self._adder})
             self.pending.clear()
             # The coordinator does not know this producer id any more: no EndTxn, only the bump.
             lost_id = self.error is not None and self.error.code == E.INVALID_PRODUCER_ID_MAPPING
+            self._phase = "ending the transaction (EndTxn)"
             if self.started and not lost_id:
                 await self.coord.end_txn(False)
+            self._phase = "bumping the epoch (InitProducerId)"
             if self.bump_required:
                 await self._new_id(bump=True)
         except KafkaTransactionError as exc:

@@ -383,6 +383,15 @@ class TxnCoordinator:
                 if exc.retriable:
                     await self.pause(exc)
                     continue
+                if bump and exc.code in (E.INVALID_PRODUCER_ID_MAPPING, E.UNKNOWN_PRODUCER_ID):
+                    # The coordinator no longer knows our id: ask afresh for the transactional id's.
+                    log.info(
+                        "transaction %r: epoch bump refused (%s); initialising afresh",
+                        self.transactional_id,
+                        exc,
+                    )
+                    bump = False
+                    continue
                 err = self.classify(exc.code, what)
                 if not bump and not err.fatal:  # nothing to abort: the Java client's init errors are fatal
                     err = KafkaTransactionError(

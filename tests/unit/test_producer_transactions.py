@@ -358,6 +358,32 @@ def test_an_older_epoch_on_produce_is_fatal_fencing() -> None:
     _run(broker, body)
 
 
+def test_a_lost_producer_id_mapping_skips_end_txn_and_initialises_afresh() -> None:
+    broker = ProduceBroker()
+    broker.txn_errors[ApiKey.ADD_PARTITIONS_TO_TXN] = [ErrorCode.INVALID_PRODUCER_ID_MAPPING]
+    broker.txn_errors[ApiKey.INIT_PRODUCER_ID] = [0, ErrorCode.INVALID_PRODUCER_ID_MAPPING]
+
+    async def body(p: AsyncKafkaProducer) -> None:
+        await p.init_transactions()
+        p.begin_transaction()
+        f = await p.send("t", b"v")
+        await p.flush(5)
+        assert f.exception() is not None
+        with pytest.raises(KafkaTransactionError, match="INVALID_PRODUCER_ID_MAPPING") as info:
+            await p.commit_transaction()
+        assert info.value.abortable
+        await p.abort_transaction()
+        assert p.producer_id_and_epoch == (1000, 1)
+        p.begin_transaction()
+        await p.send("t", b"w")
+        await p.commit_transaction()
+
+    _run(broker, body)
+    assert broker.init_calls == [(-1, -1), (1000, 0), (-1, -1)]  # the bump refused: afresh
+    assert [c for c in broker.calls if c[0] == "EndTxn"] == [("EndTxn", True)]  # none for the abort
+    assert broker.logs[0] == [b"w"]
+
+
 def test_records_unsent_at_abort_fail_as_aborted() -> None:
     broker = ProduceBroker(2)
     broker.txn_delay[ApiKey.ADD_PARTITIONS_TO_TXN] = 0.3  # the partition is not added yet
@@ -462,7 +488,7 @@ def test_a_timed_out_commit_goes_on_and_the_same_call_waits_for_it() -> None:
         await p.init_transactions()
         p.begin_transaction()
         await p.send("t", b"v")
-        with pytest.raises(KafkaTimeoutError, match="commit_transaction"):
+        with pytest.raises(KafkaTimeoutError, match=r"commit_transaction.*still ending the transaction"):
             await p.commit_transaction(timeout=0.05)
         assert p.transaction_state == "committing"
         with pytest.raises(KafkaTransactionError, match="commit_transaction") as info:
