@@ -1,4 +1,4 @@
-"""The producer: partitioners, accumulator, sender, idempotence; async core and sync face.
+"""The producer: partitioners, accumulator, sender, idempotence, transactions; async core and sync face.
 
 ``send`` appends to a thread-safe per-partition batch in the caller's thread (accumulator.py;
 its common cases in C in ``_accel.pyx`` when built, with pure-Python twins); the I/O loop
@@ -17,6 +17,7 @@ from kafka_core.producer.partitioner import (
 )
 from kafka_core.producer.producer import KafkaProducer as AsyncKafkaProducer
 from kafka_core.producer.sync import KafkaProducer
+from kafka_core.producer.transactions import TransactionState
 
 __all__ = [
     "AsyncKafkaProducer",
@@ -28,6 +29,7 @@ __all__ = [
     "RoundRobinPartitioner",
     "SendBatchFuture",
     "SendBatchResult",
+    "TransactionState",
     "murmur2",
     "murmur2_partition",
 ]

@@ -592,6 +592,8 @@ class KafkaProducer(TransactionalProducer):
             except KafkaError as exc:
                 flush_error = exc
         self._closed = True
+        if self._txn is not None:
+            self._txn.close()
         abandoned = self._fail_everything(
             KafkaClosedError("the producer was closed before this record was delivered")
         )

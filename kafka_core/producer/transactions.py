@@ -280,6 +280,13 @@ class TransactionManager:
             self._wake()  # the sender fails what is not sent yet
         await self._run("abort_transaction", self._abort, timeout)
 
+    def close(self) -> None:
+        """The producer closed: stop what still runs (a timed-out operation, adding partitions)."""
+        for task in (self._adder, self._op[1] if self._op is not None else None):
+            if task is not None and not task.done():
+                task.cancel()
+        self._op = None
+
     @property
     def ongoing(self) -> bool:
         return self.state in (S.IN_TRANSACTION, S.ABORTABLE_ERROR)
@@ -397,6 +404,8 @@ class TransactionManager:
                 self.pending.clear()
                 self._enter_error(exc)
                 return
+            except KafkaClosedError:
+                return  # the producer closed meanwhile
             if codes is None:
                 return  # aborting, or failed meanwhile: nothing more is added
             retry: KafkaProtocolError | None = None
