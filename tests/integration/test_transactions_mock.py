@@ -254,6 +254,30 @@ def test_an_abortable_error_is_aborted_and_the_next_transaction_commits(
         assert [v for v in got.get(part, []) if not v.startswith(b"doomed")] == values
 
 
+def test_a_record_that_times_out_makes_the_transaction_abortable(
+    cluster: MockCluster, topic: str, tid: str
+) -> None:
+    cluster.set_leader(topic, 0, 3)  # the coordinator (broker 2) stays up; partition 0's leader goes
+    with txn_producer(cluster.bootstrap, tid, delivery_timeout_ms=2_000, request_timeout_ms=1_000) as p:
+        p.init_transactions(30)
+        one_transaction(p, topic, "first")
+        p.begin_transaction()
+        cluster.broker_down(3)
+        lost = p.send(topic, b"lost", partition=0)
+        with pytest.raises(KafkaTransactionError) as info:
+            p.commit_transaction(30)
+        err = info.value
+        assert err.abortable and not err.fatal, repr(err)
+        assert lost.exception(0) is not None
+        cluster.broker_up(3)
+        p.abort_transaction(30)
+        one_transaction(p, topic, "next")
+    got = by_partition(read_back(cluster.bootstrap, topic, committed=False, expected=18))
+    want = expected_values([("first", 9), ("next", 9)], PARTITIONS)
+    for part, values in want.items():
+        assert [v for v in got.get(part, []) if v != b"lost"] == values
+
+
 # -- fatal: fenced ------------------------------------------------------------------------------
 
 FENCED = [
