@@ -583,9 +583,13 @@ class KafkaProducer(TransactionalProducer):
             return 0
         flush_error: BaseException | None = None
         if self._txn is not None and self._txn.ongoing and self._task is not None:
-            # As the Java client: an unfinished transaction is aborted, not committed by the flush.
+            # As the Java client: an unfinished transaction is aborted, not committed by the flush
+            # (within the same ``timeout`` as the flush that follows).
+            started = time.monotonic()
             with contextlib.suppress(KafkaError):
                 await self._txn.abort(self._max_block if timeout is None else timeout)
+            if timeout is not None:
+                timeout = max(0.0, timeout - (time.monotonic() - started))
         if self._task is not None and not self._task.done() and self._start_error is None:
             try:
                 await self.flush(timeout)

@@ -99,6 +99,7 @@ ADD_PARTITIONS_MAX_VERSION = 3
 ADD_OFFSETS_MAX_VERSION = 4
 END_TXN_MAX_VERSION = 4
 TXN_OFFSET_COMMIT_MAX_VERSION = 4
+TXN_OFFSET_COMMIT_MEMBER_VERSION = 3  # generation, member id and instance id (KIP-447)
 
 
 async def add_partitions(
@@ -159,9 +160,21 @@ async def txn_offset_commit(
     timeout_ms: float,
 ) -> dict[TopicPartition, int]:
     """TxnOffsetCommit to the group coordinator; ``group`` is (group id, generation, member id,
-    group instance id), sent from v3 on so that the coordinator fences a zombie member (KIP-447)."""
+    group instance id), sent from v3 on so that the coordinator fences a zombie member (KIP-447).
+    A member's metadata the broker's version cannot carry raises KafkaUnsupportedVersionError
+    (as the Java client) rather than committing unfenced."""
     txn_id, pid, epoch = ident
     group_id, generation, member_id, instance_id = group
+    if generation >= 0 or member_id or instance_id is not None:
+        version = await client.api_version(
+            node, ApiKey.TXN_OFFSET_COMMIT, max_version=TXN_OFFSET_COMMIT_MAX_VERSION
+        )
+        if version < TXN_OFFSET_COMMIT_MEMBER_VERSION:
+            raise KafkaUnsupportedVersionError(
+                f"the group coordinator's TxnOffsetCommit v{version} cannot carry the consumer's group "
+                f"metadata (KIP-447 needs v{TXN_OFFSET_COMMIT_MEMBER_VERSION}+, Kafka 2.5+): pass the "
+                "group id alone to send_offsets_to_transaction"
+            )
     by_topic: dict[str, list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition]] = {}
     for tp, om in offsets.items():
         by_topic.setdefault(tp.topic, []).append(
@@ -329,8 +342,8 @@ class TxnCoordinator:
                 refresh = True
                 await self.pause(exc)
                 continue
-            except KafkaUnsupportedVersionError as exc:
-                raise KafkaTransactionError(f"TxnOffsetCommit: {exc}", fatal=True) from exc
+            except KafkaUnsupportedVersionError as exc:  # the group is in the transaction: abort it
+                raise KafkaTransactionError(f"TxnOffsetCommit: {exc}", abortable=True) from exc
             retry: BaseException | None = None
             for tp in list(offsets):
                 code = codes.get(tp, E.UNKNOWN_TOPIC_OR_PARTITION)

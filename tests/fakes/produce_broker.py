@@ -66,7 +66,11 @@ class ProduceBroker:
         self.init_calls: list[tuple[int, int]] = []
         self.last_error: BaseException | None = None
         # The transaction coordinator's side.
-        self.versions: dict[int, int] = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.PRODUCE: 9}
+        self.versions: dict[int, int] = {
+            ApiKey.INIT_PRODUCER_ID: 4,
+            ApiKey.PRODUCE: 9,
+            ApiKey.TXN_OFFSET_COMMIT: 3,
+        }
         self.txn_errors: dict[int, list[int]] = {}  # api key -> codes for its next requests
         self.txn_delay: dict[int, float] = {}  # api key -> seconds before it answers
         self.calls: list[tuple[str, Any]] = []

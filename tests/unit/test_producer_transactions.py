@@ -199,6 +199,26 @@ def test_send_offsets_commits_them_with_the_consumers_group_metadata() -> None:
     assert broker.committed_offsets == {("g", "in", 0): 42, ("g", "in", 1): 9}  # the aborted one is not
 
 
+def test_group_metadata_an_old_broker_cannot_carry_is_refused_not_dropped() -> None:
+    broker = ProduceBroker()
+    broker.versions[ApiKey.TXN_OFFSET_COMMIT] = 2  # before KIP-447
+
+    async def body(p: AsyncKafkaProducer) -> None:
+        await p.init_transactions()
+        p.begin_transaction()
+        with pytest.raises(KafkaTransactionError, match="KIP-447") as info:
+            await p.send_offsets_to_transaction({("in", 0): 1}, ConsumerGroupMetadata("g", 3, "m", None))
+        assert info.value.abortable
+        await p.abort_transaction()
+        p.begin_transaction()
+        await p.send_offsets_to_transaction({("in", 0): 1}, "g")  # the group id alone still works
+        await p.commit_transaction()
+
+    _run(broker, body)
+    assert broker.committed_offsets == {("g", "in", 0): 1}
+    assert [c[1][0] for c in broker.calls if c[0] == "TxnOffsetCommit"] == [("g", -1, "", None)]
+
+
 def test_concurrent_transactions_and_a_moved_coordinator_are_retried() -> None:
     broker = ProduceBroker()
     broker.txn_errors[ApiKey.ADD_PARTITIONS_TO_TXN] = [ErrorCode.CONCURRENT_TRANSACTIONS] * 3
