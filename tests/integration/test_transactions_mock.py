@@ -15,6 +15,7 @@ xfail(strict=True) with the reason.
 
 from __future__ import annotations
 
+import asyncio
 import time
 import uuid
 from typing import Any
@@ -434,6 +435,33 @@ def test_send_offsets_that_runs_out_of_time_finishes_when_called_again(
         p.commit_transaction(30)
     got = read_back(cluster.bootstrap, topic, committed=True, expected=3)
     assert by_partition(got) == expected_values([("t", 3)], PARTITIONS)
+
+
+def test_asyncio_commit_that_runs_out_of_time_finishes_when_awaited_again(
+    cluster: MockCluster, topic: str, tid: str
+) -> None:
+    from kafka_core.aio import KafkaProducer as AioProducer
+
+    async def run() -> None:
+        async with AioProducer(cluster.bootstrap, transactional_id=tid, linger_ms=2) as p:
+            await p.init_transactions(30)
+            p.begin_transaction()
+            for part, value in [(i % PARTITIONS, b"slow-%d" % i) for i in range(9)]:
+                await p.send(topic, value, partition=part)
+            await p.flush(30)
+            cluster.set_rtt(COORDINATOR, 3_000)
+            with pytest.raises(KafkaTimeoutError):
+                await p.commit_transaction(0.5)
+            with pytest.raises(KafkaTransactionError) as info:
+                await p.abort_transaction(0.5)
+            assert_names_pending(info.value, "commit")
+            cluster.set_rtt(COORDINATOR, 0)
+            await p.commit_transaction(30)
+            assert str(p.transaction_state) == "ready"
+
+    asyncio.run(run())
+    got = read_back(cluster.bootstrap, topic, committed=True, expected=9)
+    assert by_partition(got) == expected_values([("slow", 9)], PARTITIONS)
 
 
 def assert_names_pending(exc: KafkaTransactionError, operation: str) -> None:
