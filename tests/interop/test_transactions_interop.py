@@ -106,8 +106,10 @@ def confluent_read(bootstrap: str, topic: str, *, committed: bool, expected: int
         while time.monotonic() < deadline and (seen < expected or time.monotonic() < quiet_until):
             for m in c.consume(500, 0.2):
                 assert m.error() is None, m.error()
-                assert m.key() == b"k-" + m.value()
-                got.setdefault(m.partition(), []).append(m.value())
+                value, partition = m.value(), m.partition()
+                assert value is not None and partition is not None
+                assert m.key() == b"k-" + value
+                got.setdefault(partition, []).append(value)
                 seen += 1
             if seen >= expected and not quiet_until:
                 quiet_until = time.monotonic() + 0.5  # a little longer: catch anything extra
