@@ -146,6 +146,10 @@ class GroupMembership:
             "group_instance_id": self.group_instance_id,
         }
 
+    async def next_epoch(self) -> bool:
+        """Only KIP-848 members have epochs that move under a commit (see ConsumerGroupMembership)."""
+        return False
+
     async def close(self) -> None:
         self._closed = True
         for task in (self._task, self._join_task):

@@ -121,6 +121,7 @@ class ConsumerGroupMembership:
         self._reconcile_task: asyncio.Task[None] | None = None
         self._send_now = asyncio.Event()  # an acknowledgement or a rejoin: heartbeat now
         self._settled = asyncio.Event()  # a member with its assignment in place
+        self._answered = asyncio.Event()  # a heartbeat was answered (next_epoch waits for one)
         self._key = f"heartbeats of group {group_id!r}"  # what the outage report names
 
     # -- the interface the consumer drives -----------------------------------------------------
@@ -198,6 +199,18 @@ class ConsumerGroupMembership:
             "group_instance_id": self.group_instance_id,
         }
 
+    async def next_epoch(self) -> bool:
+        """A commit met STALE_MEMBER_EPOCH (the epoch moved while it was on its way): heartbeat
+        now and wait for the answer (at most the request timeout); True if the member then has
+        an epoch to commit with again."""
+        if self._task is None or self._task.done() or self._closed:
+            return False
+        self._answered.clear()
+        self._send_now.set()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._answered.wait(), self._request_timeout_ms / 1000.0)
+        return self._answered.is_set() and self.epoch > 0 and self._fatal is None
+
     async def close(self) -> None:
         """Revoke what is owned (``on_revoke``), then leave: epoch -1, or -2 for a static member
         (its partitions wait for it for the session timeout). The consumer bounds this by
@@ -251,6 +264,7 @@ class ConsumerGroupMembership:
                 await self._pause(backoff.next_s())
                 continue
             delay = await self._answer(resp, backoff)
+            self._answered.set()
             if delay is None:
                 return
             await self._pause(delay)
@@ -317,6 +331,15 @@ class ConsumerGroupMembership:
     async def _answer(self, resp: Any, backoff: Backoff) -> float | None:
         """Take in a heartbeat's answer: the delay to the next one (None: stop, fatal)."""
         code = resp.error_code
+        log.debug(
+            "group %s: heartbeat answer %s epoch %s assignment %s",
+            self.group_id,
+            code,
+            resp.member_epoch,
+            None
+            if resp.assignment is None
+            else [(str(t.topic_id), t.partitions) for t in resp.assignment.topic_partitions],
+        )
         if not code:
             self._outage.ok(self._key)
             backoff.reset()

@@ -87,5 +87,9 @@ class ManualAssignment:
     def commit_args(self) -> dict[str, Any]:
         return {}  # a commit outside any generation (what the broker expects without membership)
 
+    async def next_epoch(self) -> bool:
+        """No membership, no member epoch (see ConsumerGroupMembership)."""
+        return False
+
     async def close(self) -> None:
         """Nothing to leave."""

@@ -1,0 +1,303 @@
+"""The KIP-848 consumer group protocol (``group_protocol="consumer"``) against real brokers.
+
+librdkafka's mock cluster runs ConsumerGroupHeartbeat with its own range assignor (and lets a
+test force the next target assignment); Tansu does not offer the API, so there the broker test
+asserts Apache Kafka 4's behaviour under a ``tansu_deviation`` mark, and a second test asserts
+the clear error a broker without the API gives.
+"""
+
+from __future__ import annotations
+
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from test_consumer import drain, produce
+from test_consumer_group import Poller, wait_until
+
+from kafka_core.chaos.mockcluster import MockCluster
+from kafka_core.client.metadata import TopicPartition
+from kafka_core.consumer.sync import KafkaConsumer
+from kafka_core.errors import KafkaProtocolError, KafkaUnsupportedVersionError
+from kafka_core.protocol import ApiKey
+from kafka_core.sync_client import KafkaClient
+
+pytestmark = pytest.mark.timeout(180)
+
+FENCED_MEMBER_EPOCH = 110
+STALE_MEMBER_EPOCH = 113
+OFFSET_COMMIT = 8
+CLEAR_ERROR = r"does not support the KIP-848 consumer group protocol \(ConsumerGroupHeartbeat\); use group_protocol='classic'"
+
+
+@pytest.fixture
+def cluster(mock_cluster: MockCluster) -> MockCluster:
+    # A long session: a member that left must be seen to leave, not to time out.
+    mock_cluster.set_group_consumer_timeouts(session_timeout_ms=60_000, heartbeat_interval_ms=200)
+    return mock_cluster
+
+
+def mock_topic(cluster: MockCluster, partitions: int, prefix: str = "kip848") -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:10]}"
+    cluster.create_topic(name, partitions, 3)
+    return name
+
+
+def member(bootstrap: str, group: str, events: list, name: str, **kw: Any) -> KafkaConsumer:
+    kw.setdefault("topics", None)
+    return KafkaConsumer(
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        group_protocol="consumer",
+        auto_offset_reset="earliest",
+        on_assign=lambda tps: events.append((name, "assign", frozenset(tps))),
+        on_revoke=lambda tps: events.append((name, "revoke", frozenset(tps))),
+        on_lost=lambda tps: events.append((name, "lost", frozenset(tps))),
+        **kw,
+    )
+
+
+def tps(topic: str, partitions: Any) -> set[TopicPartition]:
+    return {TopicPartition(topic, p) for p in partitions}
+
+
+def stable(*members: KafkaConsumer) -> bool:
+    """Every member at the same epoch: the mock's group has no epoch bump pending."""
+    return len({m.group_metadata().generation_id for m in members}) == 1
+
+
+def of(events: list, name: str, kind: str) -> list[frozenset]:
+    return [e[2] for e in events if e[0] == name and e[1] == kind]
+
+
+@pytest.fixture
+def closing() -> Iterator[list[KafkaConsumer]]:
+    made: list[KafkaConsumer] = []
+    yield made
+    errors = []
+    # Every one closed, whatever the others raise. Without the final commit: the tests check
+    # their records before, and closing one member moves the others' epochs, so a commit of
+    # theirs racing that heartbeat meets STALE_MEMBER_EPOCH (raised today, see
+    # test_commit_with_a_stale_member_epoch_is_raised_not_lost).
+    for c in made:
+        try:
+            c.close(10, commit=False)
+        except Exception as exc:
+            errors.append(exc)
+    if errors:
+        raise errors[0]
+
+
+def test_second_member_takes_partitions_incrementally_and_each_record_is_consumed_once(
+    cluster: MockCluster, closing: list[KafkaConsumer]
+) -> None:
+    topic = mock_topic(cluster, 6)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    produce(cluster.bootstrap, topic, 600, partitions=6)
+    events: list = []
+    a = member(cluster.bootstrap, group, events, "a", topics=[topic])
+    closing.append(a)
+    pa = Poller(a)
+    assert wait_until(lambda: len(pa.messages) >= 300 and a.assignment() == tps(topic, range(6)))
+    b = member(cluster.bootstrap, group, events, "b", topics=[topic])
+    closing.append(b)
+    pb = Poller(b)
+    assert wait_until(
+        lambda: (
+            bool(a.assignment())
+            and bool(b.assignment())
+            and not of(events, "b", "assign")[1:]
+            and len(a.assignment() | b.assignment()) == 6
+        )
+    )
+    assert not a.assignment() & b.assignment()
+    produce(cluster.bootstrap, topic, 600, partitions=6, start=600)
+    assert wait_until(lambda: len(pa.messages) + len(pb.messages) >= 1200)
+    pa.stop()
+    pb.stop()
+    got = [(m.partition, m.offset) for m in pa.messages + pb.messages]
+    assert len(got) == len(set(got)) == 1200  # every record once, across both, with the commits
+    moved = frozenset(b.assignment())
+    # Incremental: a was assigned everything once, then revoked exactly what b got, before b had it.
+    assert of(events, "a", "assign") == [frozenset(tps(topic, range(6)))]
+    assert of(events, "a", "revoke") == [moved]
+    assert of(events, "b", "assign") == [moved]
+    assert events.index(("a", "revoke", moved)) < events.index(("b", "assign", moved))
+    assert not of(events, "a", "lost") and not of(events, "b", "lost")
+    # Commits carry the member epoch (group_metadata's generation); b's partitions were read
+    # from where a committed them, none twice.
+    assert a.group_metadata().generation_id > 0 and b.group_metadata().member_id
+
+
+def test_forced_target_assignment_is_reconciled(cluster: MockCluster, closing: list[KafkaConsumer]) -> None:
+    topic = mock_topic(cluster, 4)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    events: list = []
+    a = member(cluster.bootstrap, group, events, "a", topics=[topic])
+    b = member(cluster.bootstrap, group, events, "b", topics=[topic])
+    closing.extend([a, b])
+    pa, pb = Poller(a), Poller(b)
+    assert wait_until(lambda: bool(a.assignment()) and bool(b.assignment()) and stable(a, b))
+    ida, idb = a.group_metadata().member_id, b.group_metadata().member_id
+    cluster.set_consumer_target_assignment(
+        group, {ida: [(topic, 3)], idb: [(topic, 0), (topic, 1), (topic, 2)]}
+    )
+    assert wait_until(lambda: a.assignment() == tps(topic, [3]) and b.assignment() == tps(topic, [0, 1, 2]))
+    assert wait_until(lambda: stable(a, b))
+    pa.stop()
+    pb.stop()
+
+
+def test_fenced_member_loses_its_partitions_and_rejoins(
+    cluster: MockCluster, closing: list[KafkaConsumer]
+) -> None:
+    topic = mock_topic(cluster, 3)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    events: list = []
+    a = member(cluster.bootstrap, group, events, "a", topics=[topic])
+    closing.append(a)
+    pa = Poller(a)
+    everything = frozenset(tps(topic, range(3)))
+    assert wait_until(lambda: a.assignment() == everything)
+    cluster.push_request_errors(ApiKey.CONSUMER_GROUP_HEARTBEAT, FENCED_MEMBER_EPOCH)
+    assert wait_until(lambda: of(events, "a", "assign") == [everything, everything])
+    pa.stop()
+    assert of(events, "a", "lost") == [everything]  # lost (no commit, no revoke), then back
+    assert not of(events, "a", "revoke")
+    assert a.assignment() == everything and a.group_metadata().generation_id > 0
+
+
+def test_close_leaves_and_the_other_member_takes_over(
+    cluster: MockCluster, closing: list[KafkaConsumer]
+) -> None:
+    topic = mock_topic(cluster, 4)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    events: list = []
+    a = member(cluster.bootstrap, group, events, "a", topics=[topic])
+    b = member(cluster.bootstrap, group, events, "b", topics=[topic])
+    closing.append(a)
+    pa, pb = Poller(a), Poller(b)
+    assert wait_until(
+        lambda: bool(a.assignment()) and bool(b.assignment()) and len(a.assignment() | b.assignment()) == 4
+    )
+    assert wait_until(lambda: stable(a, b))
+    pb.stop()
+    b_had = frozenset(b.assignment())
+    b.close(10)
+    assert of(events, "b", "revoke")[-1] == b_had
+    # The session is 60 s: only the leave (epoch -1) hands b's partitions over within this wait.
+    assert wait_until(lambda: a.assignment() == tps(topic, range(4)), timeout=30)
+    pa.stop()
+
+
+def test_static_member_rejoins_to_the_same_assignment(
+    cluster: MockCluster, closing: list[KafkaConsumer]
+) -> None:
+    topic = mock_topic(cluster, 4)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    events: list = []
+    a = member(cluster.bootstrap, group, events, "a", topics=[topic], group_instance_id="static-a")
+    b = member(cluster.bootstrap, group, events, "b", topics=[topic], group_instance_id="static-b")
+    closing.append(b)
+    pa, pb = Poller(a), Poller(b)
+    assert wait_until(
+        lambda: bool(a.assignment()) and bool(b.assignment()) and len(a.assignment() | b.assignment()) == 4
+    )
+    assert wait_until(lambda: stable(a, b))
+    a_had, b_had = frozenset(a.assignment()), frozenset(b.assignment())
+    b_events = [e for e in events if e[0] == "b"]
+    pa.stop()
+    a.close(10)  # a static leave (epoch -2): the broker keeps a's partitions for it
+    a2 = member(cluster.bootstrap, group, events, "a2", topics=[topic], group_instance_id="static-a")
+    closing.append(a2)
+    pa2 = Poller(a2)
+    assert wait_until(lambda: a2.assignment() == a_had)
+    pa2.stop()
+    pb.stop()
+    assert b.assignment() == b_had
+    assert [e for e in events if e[0] == "b"] == b_events  # b saw no rebalance
+
+
+def test_regex_subscription_is_evaluated_by_the_broker(
+    cluster: MockCluster, closing: list[KafkaConsumer]
+) -> None:
+    prefix = f"kip848re{uuid.uuid4().hex[:6]}"
+    t1, t2 = mock_topic(cluster, 2, prefix), mock_topic(cluster, 1, prefix)
+    other = mock_topic(cluster, 1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    events: list = []
+    a = member(cluster.bootstrap, group, events, "a", pattern=re.compile(f"^{prefix}-.*"))
+    closing.append(a)
+    pa = Poller(a)
+    assert wait_until(lambda: a.assignment() == tps(t1, [0, 1]) | tps(t2, [0]))
+    pa.stop()
+    assert not any(tp.topic == other for tp in a.assignment())
+
+
+def test_commit_with_a_stale_member_epoch_is_raised_not_lost(
+    cluster: MockCluster, closing: list[KafkaConsumer]
+) -> None:
+    topic = mock_topic(cluster, 1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    produce(cluster.bootstrap, topic, 10, partitions=1)
+    c = member(cluster.bootstrap, group, [], "c", topics=[topic], enable_auto_commit=False)
+    closing.append(c)
+    assert len(drain(c, 10)) == 10
+    cluster.push_request_errors(OFFSET_COMMIT, STALE_MEMBER_EPOCH)
+    with pytest.raises(KafkaProtocolError, match="STALE_MEMBER_EPOCH") as info:
+        c.commit()
+    assert info.value.code == STALE_MEMBER_EPOCH
+    c.commit()
+    assert c.committed([(topic, 0)]) == {TopicPartition(topic, 0): 10}
+
+
+def test_a_broker_without_the_api_gives_the_clear_error(cluster: MockCluster) -> None:
+    cluster.set_apiversion(ApiKey.CONSUMER_GROUP_HEARTBEAT, -1, -1)
+    topic = mock_topic(cluster, 1)
+    c = member(cluster.bootstrap, "g-none", [], "c", topics=[topic])
+    try:
+        with pytest.raises(KafkaUnsupportedVersionError, match=CLEAR_ERROR):
+            c.poll(10_000)
+        with pytest.raises(KafkaUnsupportedVersionError, match=CLEAR_ERROR):
+            c.poll(10_000)  # every poll says so, none hangs
+    finally:
+        c.close(10)
+
+
+# -- the broker of the test session (Tansu embedded, or Apache Kafka from the environment) ----
+
+
+@pytest.mark.broker
+@pytest.mark.tansu_deviation("no ConsumerGroupHeartbeat (KIP-848 consumer groups)")
+def test_consumer_protocol_on_the_broker(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
+    topic = new_topic(3)
+    produce(bootstrap_servers, topic, 30, partitions=3)
+    events: list = []
+    c = member(bootstrap_servers, f"g-{uuid.uuid4().hex[:8]}", events, "c", topics=[topic])
+    try:
+        got = drain(c, 30)
+        assert sorted((m.partition, m.offset) for m in got) == [(p, o) for p in range(3) for o in range(10)]
+        assert of(events, "c", "assign") == [frozenset(tps(topic, range(3)))]
+        c.commit()
+        assert c.committed([(topic, p) for p in range(3)]) == {TopicPartition(topic, p): 10 for p in range(3)}
+    finally:
+        c.close(10)
+
+
+@pytest.mark.broker
+def test_broker_without_the_api_says_so(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
+    """Tansu lacks the API: the clear error. A broker that has it (Apache Kafka 4): a member."""
+    with KafkaClient(bootstrap_servers) as client:
+        offered = any(ApiKey.CONSUMER_GROUP_HEARTBEAT in v for v in client.negotiated_versions().values())
+    topic = new_topic(1)
+    c = member(bootstrap_servers, f"g-{uuid.uuid4().hex[:8]}", [], "c", topics=[topic])
+    try:
+        if offered:
+            assert wait_until(lambda: c.poll(500) == [] and c.group_metadata().generation_id > 0, timeout=30)
+        else:
+            with pytest.raises(KafkaUnsupportedVersionError, match=CLEAR_ERROR):
+                c.poll(10_000)
+    finally:
+        c.close(10)
