@@ -239,7 +239,7 @@ def _fence(bootstrap: str, topic: str, *, send_after: bool) -> None:
             with pytest.raises(KafkaProducerFencedError) as info:
                 if send_after:
                     zombie.send(topic, b"zombie-late", partition=0)
-                zombie.commit_transaction(20)
+                zombie.commit_transaction(10)
             fenced = info.value
             assert fenced.fatal and not fenced.abortable, repr(fenced)
             assert str(zombie.transaction_state) == "fatal_error"
