@@ -93,6 +93,8 @@ _PRODUCER: dict[str, tuple[str, Convert]] = {
     "delivery.timeout.ms": ("delivery_timeout_ms", _float),
     "buffer.memory": ("buffer_memory", _int),
     "max.block.ms": ("max_block_ms", _float),
+    "transactional.id": ("transactional_id", _str),
+    "transaction.timeout.ms": ("transaction_timeout_ms", _int),
 }
 
 _CONSUMER: dict[str, tuple[str, Convert]] = {

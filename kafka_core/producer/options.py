@@ -7,12 +7,11 @@ hang or a confusing error far from its cause (a negative timeout, a zero batch s
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafka_core.errors import KafkaConfigError
 
-__all__ = ["COMPRESSIONS", "check_options", "check_transactional", "parse_acks", "transactional_config"]
+__all__ = ["COMPRESSIONS", "check_options", "check_transactional", "parse_acks"]
 
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
 
@@ -97,17 +96,3 @@ def check_transactional(
 
 
 # The Java names of the transaction options (read here until kafka_core.config knows them).
-_TXN_CONFIG: tuple[tuple[str, str, Callable[[Any], Any]], ...] = (
-    ("transactional.id", "transactional_id", str),
-    ("transaction.timeout.ms", "transaction_timeout_ms", int),
-)
-
-
-def transactional_config(config: Mapping[str, Any], overrides: dict[str, Any]) -> dict[str, Any]:
-    """``config`` without the transaction names, which go into ``overrides`` (unless given there)."""
-    rest = dict(config)
-    for name, keyword, convert in _TXN_CONFIG:
-        if name in rest:
-            value = rest.pop(name)
-            overrides.setdefault(keyword, convert(value))
-    return rest

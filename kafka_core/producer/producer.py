@@ -27,7 +27,7 @@ from kafka_core.producer.accumulator import Accumulator, BufferFull
 from kafka_core.producer.batching import Chunk
 from kafka_core.producer.futures import BatchResult, RecordFuture, SendBatchFuture
 from kafka_core.producer.idempotence import INIT_PRODUCER_ID_MIN_VERSION, IdempotenceState
-from kafka_core.producer.options import check_options, check_transactional, parse_acks, transactional_config
+from kafka_core.producer.options import check_options, check_transactional, parse_acks
 from kafka_core.producer.partitioner import Partitioner, make_partitioner
 from kafka_core.producer.sender import Sender
 from kafka_core.producer.transactions import TransactionalProducer, TransactionManager
@@ -181,7 +181,6 @@ class KafkaProducer(TransactionalProducer):
         """A producer from Java-style names (``{"bootstrap.servers": ..., "linger.ms": 5}``), with
         ``overrides`` (keyword names, e.g. ``value_serializer=``) on top; unknown names raise
         KafkaConfigError naming each of them."""
-        config = transactional_config(config, overrides)
         return cls(**keywords_from_config(config, "producer", overrides))
 
     # -- lifecycle ---------------------------------------------------------------------------------
