@@ -309,6 +309,18 @@ def test_consumer_smoke(bootstrap: str) -> None:
 
 
 @pytest.mark.broker
+def test_transactions_smoke(bootstrap: str) -> None:
+    from bench.bench_transactions import run_transactions_bench
+
+    results = run_transactions_bench(
+        bootstrap, records=2000, per_transaction=500, repeat=1, log=lambda _m: None
+    )
+    assert {r.client for r in results} == {"confluent-kafka", "kafka_core"}
+    for r in results:
+        assert r.status == OK and r.records == 2000, (r.client, r.detail)
+
+
+@pytest.mark.broker
 def test_consumer_reports_missing_records(bootstrap: str) -> None:
     """A topic holding fewer records than asked for is an error row, not a hang or a figure."""
     from bench.common import create_topic, fill_topic, run_child, unique_topic

@@ -31,6 +31,7 @@ GUIDES = [
     "docs/transport.md",
     "docs/metrics.md",
     "docs/cli.md",
+    "docs/transactions.md",
 ]
 PLACEHOLDER = "127.0.0.1:9092"
 _BLOCK = re.compile(r"(<!-- no-test(?::[^\n]*?)? -->\s*\n)?```python\n(.*?)```", re.S)
