@@ -50,6 +50,7 @@ LEAVE_STATIC_EPOCH = -2  # a static member leaves for now; the broker keeps its 
 # The member's epoch is over: its partitions are lost and it joins again at epoch 0.
 FENCED_CODES = frozenset({ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID})
 LEAVE_TIMEOUT_MS = 5_000
+DEFAULT_INTERVAL_S = 3.0  # until an answer says (Kafka's group.consumer.heartbeat.interval.ms)
 
 
 def new_member_id() -> str:
@@ -111,7 +112,7 @@ class ConsumerGroupMembership:
         self._full = True  # the next heartbeat carries every field
         self._sent_subscription: tuple[list[str], str | None] | None = None
         self._sent_owned: dict[uuid.UUID, list[int]] | None = None
-        self._interval = 0.0  # the broker says how often (each answer)
+        self._interval = DEFAULT_INTERVAL_S  # the broker says how often (each answer)
         self._matched: list[str] = []  # the pattern's topics, resolved here when the broker has v0 only
         self._next_match = 0.0
         self._stale = False  # left at max_poll_interval_ms: rejoins at the next poll
