@@ -306,3 +306,32 @@ def test_broker_without_the_api_says_so(bootstrap_servers: str, new_topic: Calla
                 c.poll(10_000)
     finally:
         c.close(10)
+
+
+def test_coordinator_move_keeps_the_membership(cluster: MockCluster, closing: list[KafkaConsumer]) -> None:
+    topic = mock_topic(cluster, 3)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    produce(cluster.bootstrap, topic, 30, partitions=3)
+    events: list = []
+    c = member(cluster.bootstrap, group, events, "c", topics=[topic])
+    closing.append(c)
+    assert len(drain(c, 30)) == 30
+    epoch = c.group_metadata().generation_id
+    cluster.start_request_tracking()
+    for broker in cluster.broker_ids:  # every broker in turn: NOT_COORDINATOR, found again
+        cluster.coordinator_set("group", group, broker)
+        # NOT_COORDINATOR, then COORDINATOR_LOAD_IN_PROGRESS
+        cluster.push_request_errors(ApiKey.CONSUMER_GROUP_HEARTBEAT, 16, 14)
+        produce(cluster.bootstrap, topic, 30, partitions=3, start=30 * broker)
+        assert len(drain(c, 30)) == 30
+        cluster.clear_requests()
+        # Heartbeats reach the new coordinator (the membership found it again).
+        assert wait_until(
+            lambda b=broker: any(
+                r.api_key == ApiKey.CONSUMER_GROUP_HEARTBEAT and r.broker_id == b
+                for r in cluster.get_requests()
+            ),
+            timeout=30,
+        )
+    assert c.group_metadata().generation_id == epoch  # the same member throughout
+    assert of(events, "c", "assign") == [frozenset(tps(topic, range(3)))] and not of(events, "c", "lost")

@@ -460,3 +460,22 @@ def test_from_config_maps_the_java_names() -> None:
             topics=[T],
             client=client,
         )
+
+
+def test_v0_regex_picks_up_new_topics_from_the_metadata() -> None:
+    client = FakeCoordinator({T: 1}, version=0)
+    new = TopicPartition("t-3", 0)
+
+    async def main() -> None:
+        c = member(client, [], topics=None, pattern=re.compile(r"t(-\d)?"), metadata_max_age_ms=0)
+        await until(c, lambda: c.assignment() == {TP0})
+        client.topics["t-3"] = 1
+        client.topic_ids["t-3"] = uuid.uuid4()
+        client.invalidate_metadata()
+        client.target = {TP0, new}
+        await until(c, lambda: c.assignment() == {TP0, new})
+        await c.close()
+
+    run(main())
+    sent = [r.subscribed_topic_names for r in client.requests if r.subscribed_topic_names is not None]
+    assert sent[0] == ["t"] and ["t", "t-3"] in sent
