@@ -124,6 +124,7 @@ class ConsumerGroupMembership:
         self._settled = asyncio.Event()  # a member with its assignment in place
         self._answered = asyncio.Event()  # a heartbeat was answered (next_epoch waits for one)
         self._key = f"heartbeats of group {group_id!r}"  # what the outage report names
+        self._assign_key = f"the assignment of group {group_id!r}"
 
     # -- the interface the consumer drives -----------------------------------------------------
 
@@ -407,6 +408,7 @@ class ConsumerGroupMembership:
                 self.metrics.rebalance_begin()
                 changed, complete = await self._rec.reconcile(target)
                 self.metrics.rebalance_end(True if changed else None)
+                self._outage.ok(self._assign_key)
                 if self._target is target:
                     if not complete:
                         break  # topic ids unknown yet: again after the next heartbeat
@@ -414,7 +416,11 @@ class ConsumerGroupMembership:
         except KafkaClosedError:
             return
         except KafkaError as exc:
+            # E.g. the committed offsets of new partitions not readable: again after the next
+            # heartbeat; a poll reports it if it lasts (the outage tracker).
             log.warning("group %s: reconciling the assignment failed: %r; retrying", self.group_id, exc)
+            self.metrics.rebalance_end(False)
+            self._outage.failed(self._assign_key, exc)
         if self.epoch > 0 and not self._closed:
             self._settle()
 

@@ -19,7 +19,12 @@ from kafka_core.consumer.heartbeat_group import ConsumerGroupMembership
 from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.policies import GroupProtocol
 from kafka_core.consumer.subscription import SubscriptionState
-from kafka_core.errors import KafkaConfigError, KafkaProtocolError, KafkaUnsupportedVersionError
+from kafka_core.errors import (
+    KafkaConfigError,
+    KafkaConnectionError,
+    KafkaProtocolError,
+    KafkaUnsupportedVersionError,
+)
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol import messages as m
 
@@ -479,3 +484,30 @@ def test_v0_regex_picks_up_new_topics_from_the_metadata() -> None:
     run(main())
     sent = [r.subscribed_topic_names for r in client.requests if r.subscribed_topic_names is not None]
     assert sent[0] == ["t"] and ["t", "t-3"] in sent
+
+
+def test_an_assignment_whose_offsets_cannot_be_read_yet_is_retried() -> None:
+    class Flaky(FakeCoordinator):
+        fails = 2
+
+        async def fetch_committed_offsets(self, group_id: str, partitions: Any = None, **kw: Any) -> dict:
+            if self.fails:
+                self.fails -= 1
+                raise KafkaConnectionError("coordinator unreachable")
+            return await super().fetch_committed_offsets(group_id, partitions, **kw)
+
+    client = Flaky({T: 1})
+    fill(client, 0, 3)
+
+    async def main() -> list:
+        c = member(client, [])
+        got: list = []
+        for _ in range(300):
+            got.extend(await c.poll(10))
+            if len(got) >= 3:
+                break
+        await c.close()
+        return got
+
+    assert [m.offset for m in run(main())] == [0, 1, 2]
+    assert client.fails == 0
