@@ -100,6 +100,9 @@ _PRODUCER: dict[str, tuple[str, Convert]] = {
 _CONSUMER: dict[str, tuple[str, Convert]] = {
     "group.id": ("group_id", _str),
     "group.instance.id": ("group_instance_id", _str),
+    "group.protocol": ("group_protocol", _lower),
+    "group.remote.assignor": ("group_remote_assignor", _str),
+    "client.rack": ("client_rack", _str),
     "auto.offset.reset": ("auto_offset_reset", _lower),
     "enable.auto.commit": ("enable_auto_commit", _bool),
     "auto.commit.interval.ms": ("auto_commit_interval_ms", _int),

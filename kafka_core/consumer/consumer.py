@@ -48,12 +48,6 @@ OFFSET_RESETS = tuple(m.value for m in OffsetReset)
 ISOLATION_LEVELS = {m.name.lower(): m.value for m in IsolationLevel}
 # Fetch requests in flight per broker, each on its own connection (see Fetcher).
 FETCH_CONCURRENCY = 3
-# Java-style names of the group protocol options, for from_config.
-_KIP848_CONFIG = {
-    "group.protocol": "group_protocol",
-    "group.remote.assignor": "group_remote_assignor",
-    "client.rack": "client_rack",
-}
 
 
 class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
@@ -92,8 +86,10 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
     - ``client_rack``: this consumer's rack (Java's ``client.rack``), sent to the broker's
       assignor with ``group_protocol="consumer"`` (rack-aware assignment).
     - ``auto_offset_reset``: where a partition without a committed offset starts, or one whose
-      offset is out of range: ``"earliest"``, ``"latest"`` or ``"none"`` (poll raises
-      OFFSET_OUT_OF_RANGE for it); an ``OffsetReset`` member too.
+      offset is out of range or past a log truncation (KIP-320): ``"earliest"``, ``"latest"``
+      (a truncation resumes at the first diverging offset) or ``"none"`` (poll raises
+      OFFSET_OUT_OF_RANGE, or KafkaLogTruncationError naming the lost range); an
+      ``OffsetReset`` member too.
     - ``enable_auto_commit`` / ``auto_commit_interval_ms``: commit, at most this often, at the next
       poll and on close and revocation, only what poll handed over (at-least-once).
     - ``isolation_level``: ``"read_uncommitted"`` or ``"read_committed"`` (transactions: only
@@ -305,14 +301,7 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
         """A consumer from Java-style names (``{"bootstrap.servers": ..., "group.id": "g"}``), with
         ``overrides`` (keyword names, e.g. ``topics=``, ``value_deserializer=``) on top; unknown
         names raise KafkaConfigError naming each of them."""
-        config = dict(config)
-        kip848: dict[str, Any] = {}
-        for name in list(config):  # the KIP-848 names (until kafka_core.config maps them itself)
-            keyword = _KIP848_CONFIG.get(name.strip().lower())
-            if keyword is not None:
-                value = config.pop(name)
-                kip848[keyword] = None if value is None else str(value)
-        return cls(**keywords_from_config(config, "consumer", {**kip848, **overrides}))
+        return cls(**keywords_from_config(config, "consumer", overrides))
 
     # -- lifecycle ---------------------------------------------------------------------------
 

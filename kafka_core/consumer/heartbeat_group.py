@@ -260,6 +260,7 @@ class ConsumerGroupMembership:
                 continue
             except KafkaError as exc:
                 log.info("heartbeat for group %s failed: %r; retrying", self.group_id, exc)
+                self.metrics.heartbeat_errors += 1
                 self._outage.failed(self._key, exc)
                 self._full = True
                 self._client.note_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, coordinator_key=self.group_id)
@@ -362,6 +363,7 @@ class ConsumerGroupMembership:
                 self._settle()
             return self._interval
         self._full = True
+        self.metrics.heartbeat_errors += 1
         what = f"ConsumerGroupHeartbeat for group {self.group_id!r}"
         err = error_for(code, f"{what}: {resp.error_message}" if resp.error_message else what)
         if code in FENCED_CODES:
@@ -407,6 +409,8 @@ class ConsumerGroupMembership:
                 target = self._target
                 self.metrics.rebalance_begin()
                 changed, complete = await self._rec.reconcile(target)
+                if changed:
+                    self.metrics.assignment_changes += 1
                 self.metrics.rebalance_end(True if changed else None)
                 self._outage.ok(self._assign_key)
                 if self._target is target:

@@ -23,7 +23,8 @@ from kafka_core.client.metadata import (
 from kafka_core.consumer.message import ConsumedMessage
 from kafka_core.consumer.policies import IsolationLevel, OffsetReset
 from kafka_core.consumer.subscription import SubscriptionState
-from kafka_core.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
+from kafka_core.errors import KafkaConfigError, KafkaError, KafkaProtocolError, KafkaTimeoutError
+from kafka_core.protocol.errors import ErrorCode
 
 log = logging.getLogger("kafka_core.consumer.consumer")
 
@@ -128,7 +129,14 @@ class ConsumerOffsets:
             raise KafkaConfigError("commit needs a group_id")
         offsets = self._with_epochs(offsets)
         async with self._commit_lock:
-            await self._client.commit_offsets(self.group_id, offsets, **self._group_args())
+            try:
+                await self._client.commit_offsets(self.group_id, offsets, **self._group_args())
+            except KafkaProtocolError as exc:
+                # KIP-848: the member epoch moved while the commit was on its way; once the next
+                # heartbeat brought the new one (the group's next_epoch), commit once more.
+                if exc.code != ErrorCode.STALE_MEMBER_EPOCH or not await self._group.next_epoch():
+                    raise
+                await self._client.commit_offsets(self.group_id, offsets, **self._group_args())
         for tp, value in offsets.items():
             off = value.offset if isinstance(value, OffsetAndMetadata) else int(value)
             self._committed_positions[tp] = off

@@ -271,7 +271,9 @@ class ConsumerMetrics:
     but read at snapshot time from the consumer's positions and the high watermarks of Fetch."""
 
     __slots__ = (
+        "assignment_changes",
         "fetch_bytes",
+        "heartbeat_errors",
         "rebalance_failures",
         "rebalance_last_s",
         "rebalance_max_s",
@@ -291,6 +293,8 @@ class ConsumerMetrics:
         self.rebalance_total_s = 0.0
         self.rebalance_max_s = 0.0
         self.rebalance_last_s = 0.0
+        self.assignment_changes = 0  # KIP-848: reconciliations that changed what is owned
+        self.heartbeat_errors = 0  # KIP-848: heartbeats failed or answered with an error
 
     def _topic(self, topic: str) -> list[int]:
         t = self.topics.get(topic)
@@ -354,5 +358,7 @@ class ConsumerMetrics:
             "rebalance_total_s": self.rebalance_total_s,
             "rebalance_max_s": self.rebalance_max_s,
             "rebalance_last_s": self.rebalance_last_s,
+            "assignment_changes": self.assignment_changes,
+            "heartbeat_errors": self.heartbeat_errors,
             "topics": topics,
         }

@@ -77,13 +77,12 @@ def closing() -> Iterator[list[KafkaConsumer]]:
     made: list[KafkaConsumer] = []
     yield made
     errors = []
-    # Every one closed, whatever the others raise. Without the final commit: the tests check
-    # their records before, and closing one member moves the others' epochs, so a commit of
-    # theirs racing that heartbeat meets STALE_MEMBER_EPOCH (raised today, see
-    # test_commit_meeting_a_stale_member_epoch_is_never_lost_silently).
+    # Every one closed, whatever the others raise, each with its final commit: closing one member
+    # moves the others' epochs, and a commit racing that heartbeat meets STALE_MEMBER_EPOCH,
+    # which the consumer retries once the next heartbeat brought the new epoch.
     for c in made:
         try:
-            c.close(10, commit=False)
+            c.close(10)
         except Exception as exc:
             errors.append(exc)
     if errors:
