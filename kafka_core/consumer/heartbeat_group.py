@@ -36,7 +36,13 @@ from kafka_core.errors import (
 from kafka_core.metrics.registry import ConsumerMetrics
 from kafka_core.network.backoff import Backoff
 from kafka_core.protocol import ApiKey
-from kafka_core.protocol.errors import COORDINATOR_CODES, RETRIABLE_CODES, ErrorCode, error_for
+from kafka_core.protocol.errors import (
+    COORDINATOR_CODES,
+    MEMBER_FENCED_CODES,
+    RETRIABLE_CODES,
+    ErrorCode,
+    error_for,
+)
 from kafka_core.protocol.messages import ConsumerGroupHeartbeatRequest
 
 log = logging.getLogger(__name__)
@@ -48,7 +54,6 @@ UNSUPPORTED = (
 LEAVE_EPOCH = -1  # a dynamic member leaves
 LEAVE_STATIC_EPOCH = -2  # a static member leaves for now; the broker keeps its assignment
 # The member's epoch is over: its partitions are lost and it joins again at epoch 0.
-FENCED_CODES = frozenset({ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID})
 LEAVE_TIMEOUT_MS = 5_000
 DEFAULT_INTERVAL_S = 3.0  # until an answer says (Kafka's group.consumer.heartbeat.interval.ms)
 
@@ -366,7 +371,7 @@ class ConsumerGroupMembership:
         self.metrics.heartbeat_errors += 1
         what = f"ConsumerGroupHeartbeat for group {self.group_id!r}"
         err = error_for(code, f"{what}: {resp.error_message}" if resp.error_message else what)
-        if code in FENCED_CODES:
+        if code in MEMBER_FENCED_CODES:
             log.warning("group %s: %s; partitions lost, joining again", self.group_id, err.name)
             await self._rejoin()
             return backoff.next_s()

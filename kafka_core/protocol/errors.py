@@ -17,6 +17,7 @@ __all__ = [
     "COORDINATOR_MOVED_CODES",
     "ERRORS",
     "ERROR_CODES",
+    "MEMBER_FENCED_CODES",
     "PRODUCER_ID_CODES",
     "REJOIN_CODES",
     "RETRIABLE_CODES",
@@ -223,6 +224,9 @@ COORDINATOR_MOVED_CODES: frozenset[ErrorCode] = frozenset({E.COORDINATOR_NOT_AVA
 REJOIN_CODES: frozenset[ErrorCode] = frozenset(
     {E.ILLEGAL_GENERATION, E.UNKNOWN_MEMBER_ID, E.REBALANCE_IN_PROGRESS, E.FENCED_INSTANCE_ID}
 )
+
+# KIP-848: the member's epoch is not the group's any more: its partitions are lost, join at epoch 0.
+MEMBER_FENCED_CODES: frozenset[ErrorCode] = frozenset({E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID})
 
 # The producer id or epoch is no longer the broker's: an idempotent producer gets a new epoch.
 PRODUCER_ID_CODES: frozenset[ErrorCode] = frozenset({E.INVALID_PRODUCER_EPOCH, E.UNKNOWN_PRODUCER_ID})
