@@ -22,6 +22,7 @@ from kafka_core.client.metadata import (
 if TYPE_CHECKING:
     from kafka_core.admin.admin import KafkaAdmin
     from kafka_core.consumer.consumer import KafkaConsumer
+    from kafka_core.producer.prepared import PreparedTransaction, complete_transaction
     from kafka_core.producer.producer import KafkaProducer
     from kafka_core.transport.transport import KafkaStreamTransport
 
@@ -31,6 +32,8 @@ _LAZY = {
     "KafkaConsumer": "kafka_core.consumer.consumer",
     "KafkaAdmin": "kafka_core.admin.admin",
     "KafkaStreamTransport": "kafka_core.transport.transport",
+    "PreparedTransaction": "kafka_core.producer.prepared",
+    "complete_transaction": "kafka_core.producer.prepared",
 }
 
 
@@ -59,7 +62,9 @@ __all__ = [
     "NewTopic",
     "OffsetAndMetadata",
     "PartitionMeta",
+    "PreparedTransaction",
     "ProducerIdAndEpoch",
     "TopicMeta",
     "TopicPartition",
+    "complete_transaction",
 ]

@@ -15,8 +15,9 @@ from kafka_core.producer.partitioner import (
     murmur2,
     murmur2_partition,
 )
+from kafka_core.producer.prepared import PreparedTransaction
 from kafka_core.producer.producer import KafkaProducer as AsyncKafkaProducer
-from kafka_core.producer.sync import KafkaProducer
+from kafka_core.producer.sync import KafkaProducer, complete_transaction
 from kafka_core.producer.transactions import TransactionState
 
 __all__ = [
@@ -24,12 +25,14 @@ __all__ = [
     "DefaultPartitioner",
     "KafkaProducer",
     "Partitioner",
+    "PreparedTransaction",
     "RecordFuture",
     "RecordMetadata",
     "RoundRobinPartitioner",
     "SendBatchFuture",
     "SendBatchResult",
     "TransactionState",
+    "complete_transaction",
     "murmur2",
     "murmur2_partition",
 ]

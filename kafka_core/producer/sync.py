@@ -6,15 +6,55 @@ loop per record); flush, close and metadata waits run on the private loop thread
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Sequence
 from typing import Any
 
-from kafka_core._sync import SyncFace, sync_face
+from kafka_core._sync import LoopThread, SyncFace, sync_face
 from kafka_core.errors import KafkaConfigError
+from kafka_core.producer import prepared as _prepared
 from kafka_core.producer.futures import RecordFuture, SendBatchFuture
+from kafka_core.producer.prepared import PreparedTransaction
 from kafka_core.producer.producer import KafkaProducer as AsyncKafkaProducer
 
-__all__ = ["KafkaProducer"]
+__all__ = ["KafkaProducer", "complete_transaction"]
+
+
+def complete_transaction(
+    prepared: PreparedTransaction | Sequence[Any],
+    *,
+    commit: bool,
+    bootstrap_servers: str | Sequence[str] = "localhost:9092",
+    client: Any = None,
+    timeout: float | None = None,
+    **client_options: Any,
+) -> None:
+    """Blocking ``kafka_core.aio.complete_transaction``: commit or abort a prepared transaction
+    from any process. ``client``: a blocking ``kafka_core.KafkaClient`` to use (left open)."""
+    if client is not None:
+        if not isinstance(client, SyncFace):
+            raise KafkaConfigError(
+                "client= takes a blocking kafka_core.KafkaClient here (kafka_core.aio.complete_transaction "
+                "takes the asyncio one)"
+            )
+        coro = _prepared.complete_transaction(
+            prepared, commit=commit, client=client.async_object, timeout=timeout, **client_options
+        )
+        asyncio.run_coroutine_threadsafe(coro, client.loop).result()
+        return
+    loop_thread = LoopThread(name="kafka-core-complete-transaction")
+    try:
+        loop_thread.run(
+            _prepared.complete_transaction(
+                prepared,
+                commit=commit,
+                bootstrap_servers=bootstrap_servers,
+                timeout=timeout,
+                **client_options,
+            )
+        )
+    finally:
+        loop_thread.stop()
 
 
 @sync_face(

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition, as_topic_partition
 from kafka_core.errors import KafkaClosedError, KafkaProtocolError, KafkaTimeoutError, KafkaTransactionError
 from kafka_core.producer.idempotence import IdempotenceState
+from kafka_core.producer.prepared import PreparedTransaction
 from kafka_core.producer.txn_requests import (
     BUMP_CODES,
     PRODUCE_FATAL_CODES,
@@ -52,6 +53,8 @@ class TransactionState(StrEnum):
     READY = "ready"
     IN_TRANSACTION = "in_transaction"
     COMMITTING = "committing"
+    PREPARING = "preparing"
+    PREPARED = "prepared"
     ABORTING = "aborting"
     ABORTABLE_ERROR = "abortable_error"
     FATAL_ERROR = "fatal_error"
@@ -129,8 +132,7 @@ class TransactionManager:
 
     def may_send(self, topic: str, partition: int) -> bool:
         """Whether batches of this partition may go now; asks for it to be added if not yet."""
-        state = self.state
-        if state is not S.IN_TRANSACTION and state is not S.COMMITTING:
+        if not self._adding():
             return False
         key = (topic, partition)
         if key in self.added:
@@ -189,7 +191,7 @@ class TransactionManager:
         if err.fatal:
             log.error("transactional producer %r: fatal error: %s", self.transactional_id, err)
             self.state, self.error = S.FATAL_ERROR, err
-        elif self.state in (S.IN_TRANSACTION, S.COMMITTING, S.ABORTABLE_ERROR):
+        elif self.state in (S.IN_TRANSACTION, S.COMMITTING, S.PREPARING, S.ABORTABLE_ERROR):
             if self.error is None:
                 log.warning("transaction %r must be aborted: %s", self.transactional_id, err)
                 self.error = err
@@ -221,6 +223,8 @@ class TransactionManager:
             S.UNINITIALIZED: "call init_transactions() first",
             S.READY: "no transaction begun: call begin_transaction() first",
             S.IN_TRANSACTION: "a transaction is already in progress",
+            S.PREPARED: "the transaction is prepared: commit_transaction() or abort_transaction() it, "
+            "or close() and complete_transaction() it from elsewhere",
         }.get(self.state, f"the transaction is {self.state.value}")
         return self._invalid(call, why)
 
@@ -267,15 +271,27 @@ class TransactionManager:
         }
         await self._run("send_offsets_to_transaction", lambda: self._send_offsets(wanted, group), timeout)
 
+    async def prepare(self, timeout: float) -> tuple[str, int, int]:
+        """Deliver every record of the transaction and keep it open at the coordinator, to be
+        ended by any process with EndTxn under (transactional id, producer id, epoch). A
+        transaction with nothing in it answers producer id -1: there is nothing to end."""
+        if not self._resuming("prepare_transaction"):
+            self._require("prepare_transaction", S.IN_TRANSACTION)
+            self.state = S.PREPARING
+        await self._run("prepare_transaction", self._prepare, timeout)
+        if not self.started:
+            return (self.transactional_id, -1, -1)
+        return (self.transactional_id, self.idem.producer_id, self.idem.producer_epoch)
+
     async def commit(self, timeout: float) -> None:
         if not self._resuming("commit_transaction"):
-            self._require("commit_transaction", S.IN_TRANSACTION)
+            self._require("commit_transaction", S.IN_TRANSACTION, S.PREPARED)
             self.state = S.COMMITTING
         await self._run("commit_transaction", self._commit, timeout)
 
     async def abort(self, timeout: float) -> None:
         if not self._resuming("abort_transaction"):
-            self._require("abort_transaction", S.IN_TRANSACTION, S.ABORTABLE_ERROR)
+            self._require("abort_transaction", S.IN_TRANSACTION, S.ABORTABLE_ERROR, S.PREPARED)
             self.state = S.ABORTING
             self._wake()  # the sender fails what is not sent yet
         await self._run("abort_transaction", self._abort, timeout)
@@ -362,6 +378,19 @@ class TransactionManager:
         self.counters["commits"] += 1
         self.counters["commit_time_ms"] += (time.monotonic() - t0) * 1000.0
 
+    async def _prepare(self) -> None:
+        try:
+            self._phase = "delivering the transaction's records"
+            await self._drain()
+            if self.state is not S.PREPARING:  # a record failed meanwhile
+                raise self.error or KafkaTransactionError("prepare failed", abortable=True)
+        except KafkaTransactionError as exc:
+            self._enter_error(exc)
+            raise
+        # Every batch went out only once its partition was added (may_send), offsets are added
+        # by send_offsets itself: the coordinator's transaction holds all of it.
+        self.state = S.PREPARED
+
     async def _abort(self) -> None:
         t0 = time.monotonic()
         try:
@@ -392,7 +421,8 @@ class TransactionManager:
         self._wake()
 
     def _adding(self) -> bool:
-        return self.state is S.IN_TRANSACTION or self.state is S.COMMITTING
+        state = self.state
+        return state is S.IN_TRANSACTION or state is S.COMMITTING or state is S.PREPARING
 
     async def _add_partitions(self) -> None:
         """Add what the sender asked for, in one request per round, until nothing is pending."""
@@ -457,7 +487,8 @@ class TransactionalProducer:
 
     @property
     def transaction_state(self) -> TransactionState:
-        """uninitialized, ready, in_transaction, committing, aborting, abortable_error or fatal_error."""
+        """uninitialized, ready, in_transaction, committing, preparing, prepared, aborting,
+        abortable_error or fatal_error."""
         return self._txn.state if self._txn is not None else S.UNINITIALIZED
 
     async def init_transactions(self, timeout: float | None = None) -> None:
@@ -489,8 +520,17 @@ class TransactionalProducer:
             group = (g.group_id, g.generation_id, g.member_id, g.group_instance_id)
         await txn.send_offsets(offsets, group, self._timeout(timeout))
 
+    async def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction:
+        """Deliver every record of the transaction and leave it open (two-phase commit): then
+        only commit_transaction()/abort_transaction() are allowed here, and close() keeps it
+        open, so that ``kafka_core.producer.complete_transaction(prepared, commit=...)`` may end it
+        from any process, within ``transaction_timeout_ms`` of its first record (the coordinator
+        aborts it then). A failed record raises KafkaTransactionError(abortable=True) as a commit
+        would. A transaction with nothing in it gives producer id -1 (complete does nothing)."""
+        return PreparedTransaction(*await self._transactional().prepare(self._timeout(timeout)))
+
     async def commit_transaction(self, timeout: float | None = None) -> None:
-        """Deliver every record of the transaction, then commit it."""
+        """Deliver every record of the transaction (a prepared one: nothing left), then commit it."""
         await self._transactional().commit(self._timeout(timeout))
 
     async def abort_transaction(self, timeout: float | None = None) -> None:

@@ -80,6 +80,7 @@ class ProduceBroker:
         self.pending_offsets: dict[str, dict[tuple[str, str, int], int]] = {}
         self.committed_offsets: dict[tuple[str, str, int], int] = {}
         self.ended: list[tuple[bool, list[tuple[str, int]]]] = []  # (committed, partitions)
+        self.completed: dict[str, bool] = {}  # transactional id -> how its last transaction ended
         self.unadded: list[tuple[str, int]] = []
 
     # -- the KafkaClient surface the producer uses ----------------------------------------------
@@ -217,8 +218,15 @@ class ProduceBroker:
             )
         assert api == ApiKey.END_TXN, api
         self.calls.append(("EndTxn", body.committed))
-        code = code or self._fenced(body.transactional_id, body.producer_id, body.producer_epoch)
+        txn_id = body.transactional_id
+        code = code or self._fenced(txn_id, body.producer_id, body.producer_epoch)
+        if not code and txn_id not in self.in_txn and txn_id not in self.pending_offsets:
+            # Kafka: nothing open; a repeat of how the last one ended is answered NONE (a retry).
+            if self.completed.get(txn_id) is not bool(body.committed):
+                code = ErrorCode.INVALID_TXN_STATE
+            return SimpleNamespace(error_code=code)
         if not code:
+            self.completed[txn_id] = bool(body.committed)
             parts = self.in_txn.pop(body.transactional_id, set())
             offsets = self.pending_offsets.pop(body.transactional_id, {})
             if body.committed:
