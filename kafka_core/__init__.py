@@ -15,7 +15,7 @@ if TYPE_CHECKING:
     from kafka_core.admin.sync import KafkaAdmin
     from kafka_core.client.metadata import NewTopic, OffsetAndMetadata, TopicPartition
     from kafka_core.consumer.message import KafkaDeserializationError
-    from kafka_core.consumer.policies import IsolationLevel, OffsetReset
+    from kafka_core.consumer.policies import GroupProtocol, IsolationLevel, OffsetReset
     from kafka_core.consumer.rebalance import ConsumerGroupMetadata
     from kafka_core.consumer.sync import KafkaConsumer
     from kafka_core.producer.sync import KafkaProducer
@@ -36,6 +36,7 @@ _LAZY = {
     "KafkaDeserializationError": "kafka_core.consumer.message",
     "OffsetReset": "kafka_core.consumer.policies",
     "IsolationLevel": "kafka_core.consumer.policies",
+    "GroupProtocol": "kafka_core.consumer.policies",
     "ConsumerGroupMetadata": "kafka_core.consumer.rebalance",
 }
 
@@ -58,6 +59,7 @@ def __dir__() -> list[str]:
 __all__ = [
     "ConsumerGroupMetadata",
     "ErrorCode",
+    "GroupProtocol",
     "IsolationLevel",
     "KafkaAdmin",
     "KafkaClient",

@@ -82,9 +82,20 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--session-timeout",
         type=positive_seconds,
-        default=10.0,
         metavar="SECONDS",
-        help="group session timeout (default 10)",
+        help="group session timeout (default 10; classic protocol only: the broker sets it for 'consumer')",
+    )
+    p.add_argument(
+        "--group-protocol",
+        choices=("classic", "consumer"),
+        default="classic",
+        help="group protocol: classic (default) or consumer (KIP-848, server-side assignment)",
+    )
+    p.add_argument(
+        "--isolation-level",
+        choices=("read_uncommitted", "read_committed"),
+        default="read_uncommitted",
+        help="read_committed: only committed transactions (default read_uncommitted)",
     )
     p.set_defaults(run=run)
 
@@ -188,16 +199,26 @@ def _build_consumer(args: argparse.Namespace, partitions: list[int]) -> Any:
     from kafka_core import KafkaConsumer
     from kafka_core.client.metadata import TopicPartition
 
-    session_ms = int(args.session_timeout * 1000)
     options: dict[str, Any] = {
         "group_id": args.group,
         "auto_offset_reset": "earliest" if args.from_beginning else "latest",
         "enable_auto_commit": False,  # we commit what was printed, no more
-        "session_timeout_ms": session_ms,
-        "heartbeat_interval_ms": max(1, min(3_000, session_ms // 3)),
+        "isolation_level": args.isolation_level,
         "coordinator_ready_timeout_ms": max(float(args.connect_timeout) * 1000, 1.0),
         **client_options(args),
     }
+    if args.group_protocol == "consumer":
+        if args.session_timeout is not None:
+            raise CliError(
+                "--session-timeout is set by the broker with --group-protocol consumer (KIP-848)", EXIT_USAGE
+            )
+        if args.group is None:
+            raise CliError("--group-protocol consumer needs --group", EXIT_USAGE)
+        options["group_protocol"] = "consumer"
+    else:
+        session_ms = int((args.session_timeout or 10.0) * 1000)
+        options["session_timeout_ms"] = session_ms
+        options["heartbeat_interval_ms"] = max(1, min(3_000, session_ms // 3))
     options.setdefault("api_timeout_ms", 15_000)  # bounds the final commit when the broker is gone
     if args.partition is not None:
         if args.partition not in partitions:

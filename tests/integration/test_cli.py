@@ -16,6 +16,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -355,6 +356,48 @@ def test_bad_partition_and_client_option_exit_2(
     proc = run("-X", "no_such_option=1", "topics", "list", servers=bootstrap_servers)
     assert proc.returncode == 2
     assert "no_such_option" in one_error_line(proc)
+
+
+def test_group_protocol_options_are_checked(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
+    topic = new_topic(1)
+    proc = run("consume", "-t", topic, "--group-protocol", "consumer", servers=bootstrap_servers)
+    assert proc.returncode == 2
+    assert "needs --group" in one_error_line(proc)
+    args = ("consume", "-t", topic, "-g", "g", "--group-protocol", "consumer", "--session-timeout", "5")
+    proc = run(*args, servers=bootstrap_servers)
+    assert proc.returncode == 2
+    assert "--session-timeout is set by the broker" in one_error_line(proc)
+
+
+def test_read_committed_prints_committed_transactions_only(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
+    from kafka_core import KafkaProducer
+
+    topic = new_topic(1)
+    with KafkaProducer(
+        bootstrap_servers=bootstrap_servers, transactional_id=f"cli-{uuid.uuid4().hex[:8]}"
+    ) as p:
+        p.init_transactions(30)
+        p.begin_transaction()
+        for v in (b"c1", b"c2"):
+            p.send(topic, v, partition=0)
+        p.commit_transaction(30)
+    args = ("consume", "-t", topic, "--from-beginning", "--count", "2", "--timeout", "20")
+    assert ok(run(*args, "--isolation-level", "read_committed", servers=bootstrap_servers)) == "c1\nc2\n"
+
+
+def test_group_protocol_consumer_on_the_mock_cluster(mock_cluster: Any) -> None:
+    """KIP-848 from the command line: the broker assigns, offsets are committed as printed."""
+    topic = mock_cluster.create_topic(f"cli848-{uuid.uuid4().hex[:6]}", 2, 3)
+    lines = b"".join(b"v%d\n" % i for i in range(20))
+    ok(run("produce", "-t", topic, servers=mock_cluster.bootstrap, stdin=lines))
+    group = f"g848-{uuid.uuid4().hex[:6]}"
+    args = ("consume", "-t", topic, "-g", group, "--group-protocol", "consumer", "--from-beginning")
+    out = ok(run(*args, "--count", "20", "--timeout", "30", servers=mock_cluster.bootstrap))
+    assert sorted(out.split()) == sorted(f"v{i}" for i in range(20))
+    again = run(*args, "--count", "1", "--timeout", "3", servers=mock_cluster.bootstrap)
+    assert again.returncode == 5 and again.stdout == b""  # everything was committed as printed
 
 
 def test_line_without_key_separator_fails_and_reports(
