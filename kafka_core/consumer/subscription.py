@@ -3,11 +3,16 @@ validation need, high watermark."""
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.policies import OffsetReset
+
+# Position versions, unique across all partition states: a partition revoked and assigned again
+# gets a new state whose version no answer sent for the old one (a Fetch, a validation) carries.
+_versions = itertools.count(1)
 
 
 @dataclass
@@ -16,7 +21,8 @@ class PartitionState:
     paused: bool = False
     reset: OffsetReset | None = None  # set when the position must be looked up (or is unknowable)
     high_watermark: int = -1  # of the last Fetch answer: lag in metrics() and lag()
-    epoch: int = 0  # bumped by seeks and resets: fetches sent before are stale
+    # A new version at each seek and reset: fetches and validations sent before are stale.
+    epoch: int = field(default_factory=lambda: next(_versions))
     # KIP-320: the leader epoch of the batch holding the record before the position (None:
     # unknown), and the partition leader's epoch the position was last known good under (sent in
     # Fetch as current_leader_epoch; -1: unknown).
@@ -74,7 +80,7 @@ class SubscriptionState:
         st = self.state(tp)
         st.position = offset
         st.reset = None
-        st.epoch += 1
+        st.epoch = next(_versions)
         st.offset_epoch = offset_epoch if offset_epoch is not None and offset_epoch >= 0 else None
         st.awaiting_validation = st.offset_epoch is not None
 
@@ -87,7 +93,7 @@ class SubscriptionState:
     def request_reset(self, tp: TopicPartition, policy: OffsetReset) -> None:
         st = self.state(tp)
         st.reset = policy
-        st.epoch += 1
+        st.epoch = next(_versions)
         st.awaiting_validation = False
 
     def fetchable(self) -> list[TopicPartition]:

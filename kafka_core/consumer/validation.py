@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kafka_core.client.metadata import EpochEndOffset, TopicMeta, TopicPartition
@@ -110,7 +110,7 @@ class PositionValidator:
         """Validate the positions waiting for it, on a task of its own (one at a time)."""
         if self._task is not None or time.monotonic() < self._next_try:
             return
-        todo = self._subs.awaiting_validation()
+        todo = {tp: self._subs.state(tp).epoch for tp in self._subs.awaiting_validation()}
         if todo:
             self._task = asyncio.get_running_loop().create_task(
                 self._validate(todo), name="kafka-core-validate-positions"
@@ -129,7 +129,8 @@ class PositionValidator:
             task.cancel()
             await asyncio.gather(task, return_exceptions=True)
 
-    async def _validate(self, tps: list[TopicPartition]) -> None:
+    async def _validate(self, tps: dict[TopicPartition, int]) -> None:
+        """``tps``: the partitions to validate, with their position versions (``epoch``)."""
         try:
             await self._validate_round(tps)
         except asyncio.CancelledError:
@@ -138,17 +139,19 @@ class PositionValidator:
             pass
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             log.debug("position validation failed, will retry: %r", exc)
-            self._outage.failed_all(tps, exc)
+            self._outage.failed_all([tp for tp in tps if tp in self._subs], exc)
             self._next_try = time.monotonic() + self._backoff.next_s()
         except KafkaError as exc:  # not retriable (authorization...): poll raises it per partition
             log.debug("position validation failed: %r", exc)
-            for tp in tps:
-                self._fail(tp, exc)
+            for tp, version in tps.items():
+                # Not a partition revoked meanwhile, nor one assigned again (a new version).
+                if tp in self._subs and self._subs.state(tp).epoch == version:
+                    self._fail(tp, exc)
         finally:
             self._task = None
             self._wake()
 
-    async def _validate_round(self, tps: list[TopicPartition]) -> None:
+    async def _validate_round(self, tps: Iterable[TopicPartition]) -> None:
         asked: dict[TopicPartition, tuple[int, int, int]] = {}  # tp -> (seek count, position, epoch)
         for tp in tps:
             st = self._subs.state(tp) if tp in self._subs else None

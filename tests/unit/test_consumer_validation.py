@@ -23,8 +23,13 @@ from kafka_core.client.metadata import (
 )
 from kafka_core.client.metadata_cache import MetadataCache
 from kafka_core.consumer.consumer import KafkaConsumer
+from kafka_core.consumer.outage import OutageTracker
+from kafka_core.consumer.policies import OffsetReset
+from kafka_core.consumer.subscription import SubscriptionState
+from kafka_core.consumer.validation import PositionValidator
 from kafka_core.errors import KafkaLogTruncationError, KafkaProtocolError, KafkaUnsupportedVersionError
 from kafka_core.protocol import ApiKey
+from kafka_core.protocol.errors import ErrorCode, error_for
 from kafka_core.protocol.messages import FetchResponse
 
 
@@ -39,6 +44,7 @@ class EpochClient(FakeClient):
         self.supports_ofle = True
         self.gate: asyncio.Event | None = None  # holds OffsetForLeaderEpoch answers while unset
         self.diverging: dict[TopicPartition, tuple[int, int]] = {}  # one Fetch answer each
+        self.fail_validation: BaseException | None = None  # raised by OffsetForLeaderEpoch
 
     def cached_metadata(self) -> ClusterMeta:
         meta = super().cached_metadata()
@@ -71,6 +77,8 @@ class EpochClient(FakeClient):
         self.asked.append(dict(epochs))
         if self.gate is not None:
             await self.gate.wait()
+        if self.fail_validation is not None:
+            raise self.fail_validation
         out = {}
         for tp, epoch in epochs.items():
             default = (epoch, self.logs[tp].end)  # nothing diverged
@@ -372,3 +380,75 @@ def test_a_plain_seek_keeps_its_offset_and_drops_the_epoch() -> None:
 
     run(main())
     assert client.asked == []
+
+
+# -- a partition revoked (and assigned again) while its validation is in flight ------------------
+
+
+def _validator(client: EpochClient, subs: SubscriptionState, errors: dict) -> PositionValidator:
+    return PositionValidator(
+        client,
+        subs,
+        auto_offset_reset=OffsetReset.EARLIEST,
+        errors=errors,
+        drop=lambda tp: None,
+        wake=lambda: None,
+        outage=OutageTracker(30.0),
+    )
+
+
+def test_an_answer_for_a_revoked_partition_is_not_applied_to_its_new_assignment() -> None:
+    client = EpochClient()
+    fill_epochs(client, 0, [(0, 5)])
+    client.epoch_ends[(TP0, 0)] = (0, 30)  # epoch 0 ends at 30: position 45 of epoch 0 diverged
+    client.epoch_ends[(TP0, 1)] = (1, 50)  # epoch 1 holds 45
+
+    async def main() -> None:
+        subs = SubscriptionState()
+        subs.assign([TP0])
+        subs.seek(TP0, 45, 0)
+        validator = _validator(client, subs, {})
+        client.gate = asyncio.Event()
+        validator.start()
+        await until(lambda: client.asked)
+        subs.remove([TP0])  # revoked while the answer is on its way, then assigned again
+        subs.add([TP0])
+        subs.seek(TP0, 45, 1)  # its new committed offset, of epoch 1
+        client.gate.set()
+        await until(lambda: len(client.asked) == 1 and validator.retry_in is not None)
+        assert subs.state(TP0).position == 45  # the stale answer (about epoch 0) not applied
+        assert subs.state(TP0).awaiting_validation
+        validator.start()
+        await until(lambda: not subs.state(TP0).awaiting_validation)
+        assert subs.state(TP0).position == 45
+        assert client.asked[-1] == {TP0: 1}
+        await validator.close()
+
+    run(main())
+
+
+def test_a_failed_validation_of_a_revoked_partition_leaves_its_new_assignment_alone() -> None:
+    client = EpochClient()
+    fill_epochs(client, 0, [(0, 5)])
+    refused = error_for(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "OffsetForLeaderEpoch")
+
+    async def main() -> None:
+        subs = SubscriptionState()
+        subs.assign([TP0])
+        subs.seek(TP0, 45, 0)
+        errors: dict = {}
+        validator = _validator(client, subs, errors)
+        client.gate = asyncio.Event()
+        validator.start()
+        await until(lambda: client.asked)
+        subs.remove([TP0])
+        subs.add([TP0])
+        subs.seek(TP0, 45, 0)
+        client.fail_validation = refused
+        client.gate.set()
+        await until(lambda: validator.retry_in is not None)
+        assert errors == {}  # the refusal was about the old assignment's request
+        assert subs.state(TP0).awaiting_validation
+        await validator.close()
+
+    run(main())
