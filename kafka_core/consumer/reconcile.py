@@ -100,7 +100,13 @@ class Reconciler:
                 # Into the subscription first: positions (committed offsets) are looked up for
                 # assigned partitions only, and fetching starts once they are known.
                 self._subs.add(added)
-                await self._listener.on_partitions_assigned(set(added))
+                try:
+                    await self._listener.on_partitions_assigned(set(added))
+                except BaseException:
+                    # Not positioned (e.g. committed offsets unreadable): not ours yet, so not
+                    # fetched either; the next attempt adds them again if they are still wanted.
+                    self._subs.remove(added)
+                    raise
                 self.owned |= added
                 self._changed()
             if revoked or added:

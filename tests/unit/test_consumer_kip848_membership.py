@@ -511,3 +511,27 @@ def test_an_assignment_whose_offsets_cannot_be_read_yet_is_retried() -> None:
 
     assert [m.offset for m in run(main())] == [0, 1, 2]
     assert client.fails == 0
+
+
+def test_partitions_that_could_not_be_positioned_are_not_kept_once_the_target_drops_them() -> None:
+    class Unreadable(FakeCoordinator):
+        async def fetch_committed_offsets(self, group_id: str, partitions: Any = None, **kw: Any) -> dict:
+            if TP1 in set(partitions or ()):  # TP1's offsets cannot be read
+                raise KafkaConnectionError("coordinator unreachable")
+            return await super().fetch_committed_offsets(group_id, partitions, **kw)
+
+    client = Unreadable({T: 2})
+    events: list = []
+
+    async def main() -> None:
+        c = member(client, events, coordinator_ready_timeout_ms=50)
+        await until(c, lambda: len([r for r in client.requests if r.member_epoch > 0]) >= 3)
+        client.target = {TP0}  # TP1 goes to another member meanwhile
+        await until(c, lambda: bool(events))
+        for _ in range(10):
+            await c.poll(10)
+        assert c.assignment() == {TP0}  # TP1 never positioned, never ours: not kept
+        await c.close()
+
+    run(main())
+    assert events[:2] == [("assign", [TP0]), ("revoke", [TP0])]
