@@ -30,7 +30,7 @@ from kafka_core.client.requests import (
 )
 from kafka_core.errors import KafkaProtocolError
 from kafka_core.protocol import ApiKey
-from kafka_core.protocol.errors import COORDINATOR_MOVED_CODES, ErrorCode, error_for
+from kafka_core.protocol.errors import COORDINATOR_MOVED_CODES, STALE_METADATA_CODES, ErrorCode, error_for
 from kafka_core.protocol.messages import (
     DeleteTopicsRequest,
     FindCoordinatorRequest,
@@ -288,18 +288,43 @@ class ClientOperations:
             group_instance_id=group_instance_id,
         )
 
+        stale: set[str] = set()  # topics whose metadata (leader epochs) the answer says is stale
+        fenced: set[tuple[str, int]] = set()  # partitions answered FENCED_LEADER_EPOCH once
+
         async def attempt() -> None:
+            if stale:
+                # Retriable metadata errors (e.g. FENCED/UNKNOWN_LEADER_EPOCH about the
+                # committed_leader_epoch, KIP-320), as in Java: refresh, then commit again.
+                await self.metadata(sorted(stale))
+                stale.clear()
             coord = await self.find_coordinator(group_id, 0, timeout_ms=timeout_ms)
             resp = await self.send(coord.node_id, body, max_version=OFFSETS_MAX_VERSION)
+            failure: KafkaProtocolError | None = None
             for t in resp.topics:
                 for p in t.partitions:
-                    if p.error_code:
-                        raise self._coordinator_failed(
-                            0,
-                            group_id,
-                            p.error_code,
-                            f"OffsetCommit {group_id!r} {t.name}-{p.partition_index}",
+                    code, where = p.error_code, f"OffsetCommit {group_id!r} {t.name}-{p.partition_index}"
+                    if not code:
+                        continue
+                    if code == ErrorCode.FENCED_LEADER_EPOCH and (t.name, p.partition_index) in fenced:
+                        # Refused again after the refresh: the epoch sent is the committed
+                        # record's, which no refresh changes, so no retry can store it (Apache
+                        # Kafka stores it as given; a broker that fences it never will).
+                        raise KafkaProtocolError(
+                            code,
+                            ErrorCode(code).name,
+                            False,
+                            f"{where}: committed_leader_epoch older than the partition leader's, "
+                            "refused again after a metadata refresh; not committed",
                         )
+                    if code == ErrorCode.FENCED_LEADER_EPOCH:
+                        fenced.add((t.name, p.partition_index))
+                    if code in STALE_METADATA_CODES:
+                        stale.add(t.name)
+                        self.note_error(code, t.name)
+                    if failure is None:
+                        failure = self._coordinator_failed(0, group_id, code, where)
+            if failure is not None:
+                raise failure
 
         await self._retry(f"committing offsets for group {group_id!r}", attempt, timeout_ms)
 

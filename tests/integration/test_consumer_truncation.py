@@ -10,16 +10,18 @@ Tansu offers no OffsetForLeaderEpoch: the consumer must work unchanged there.
 
 from __future__ import annotations
 
+import itertools
 import time
 import uuid
 from typing import Any
 
 import pytest
+from fakes.delivery import assert_exact, drain
 
 from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
 from kafka_core.consumer.sync import KafkaConsumer
-from kafka_core.errors import KafkaLogTruncationError
+from kafka_core.errors import KafkaLogTruncationError, KafkaProtocolError
 from kafka_core.network.connection import BrokerConnection
 from kafka_core.producer import KafkaProducer
 from kafka_core.protocol import ApiKey
@@ -62,26 +64,6 @@ def consumer(bootstrap: str, topic: str, partitions: int, **kw: Any) -> KafkaCon
     kw.setdefault("reconnect_backoff_max_ms", 200)
     kw.setdefault("retry_backoff_max_ms", 200)
     return KafkaConsumer(bootstrap_servers=bootstrap, partitions={topic: range(partitions)}, **kw)
-
-
-def drain(c: KafkaConsumer, expected: int, timeout: float = 45.0) -> list[Any]:
-    got: list[Any] = []
-    deadline = time.monotonic() + timeout
-    while len(got) < expected and time.monotonic() < deadline:
-        got.extend(c.poll(200))
-    got.extend(c.poll(300))  # anything beyond the expected count is a duplicate: catch it
-    return got
-
-
-def assert_exact(acked: dict[tuple[int, int], bytes], got: list[Any]) -> None:
-    seen: dict[tuple[int, int], bytes] = {}
-    for m in got:
-        key = (m.partition, m.offset)
-        assert key not in seen, f"record at partition {m.partition} offset {m.offset} delivered twice"
-        seen[key] = bytes(m.value)
-    missing = sorted(set(acked) - set(seen))
-    assert not missing, f"{len(missing)} records never delivered, first {missing[:5]}"
-    assert seen == acked
 
 
 def leader_epochs(bootstrap: str, topic: str) -> dict[int, tuple[int, int]]:
@@ -260,6 +242,46 @@ def test_a_committed_epoch_is_validated(mock_cluster: MockCluster) -> None:
         assert client.fetch_committed_offsets(group, [tp])[tp] == OffsetAndMetadata(45, "", 0)
     with consumer(mock_cluster.bootstrap, topic, 1, group_id=group, enable_auto_commit=False) as c:
         assert [m.offset for m in drain(c, 20)][:1] == [30]
+
+
+def test_a_commit_told_its_leader_epoch_is_stale_refreshes_metadata_and_retries(
+    mock_cluster: MockCluster,
+) -> None:
+    topic = mock_cluster.create_topic(f"kip320-{uuid.uuid4().hex[:10]}", 1, 3)
+    tp = TopicPartition(topic, 0)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    produce(mock_cluster.bootstrap, topic, 0, 10, 1)
+    with KafkaClient(mock_cluster.bootstrap) as client:
+        client.metadata([topic])
+        mock_cluster.start_request_tracking()
+        mock_cluster.push_request_errors(ApiKey.OFFSET_COMMIT, FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH)
+        client.commit_offsets(group, {tp: OffsetAndMetadata(10, "", 0)}, timeout_ms=10_000)
+        apis = [r.api_key for r in mock_cluster.get_requests()]
+        assert client.fetch_committed_offsets(group, [tp])[tp].offset == 10
+    commits = [i for i, api in enumerate(apis) if api == ApiKey.OFFSET_COMMIT]
+    assert len(commits) == 3  # two answered with a leader epoch error, the third stored
+    for before, after in itertools.pairwise(commits):
+        assert ApiKey.METADATA in apis[before:after], apis  # each retry after a metadata refresh
+
+
+def test_a_commit_fenced_again_after_the_refresh_raises_the_typed_error(mock_cluster: MockCluster) -> None:
+    # A broker that fences committed_leader_epoch (the mock; Apache Kafka stores it as given)
+    # refuses the same epoch whatever the metadata says: one refresh and retry, then the error,
+    # not retries until the timeout while the application's commit() hangs.
+    topic = mock_cluster.create_topic(f"kip320-{uuid.uuid4().hex[:10]}", 1, 3)
+    tp = TopicPartition(topic, 0)
+    produce(mock_cluster.bootstrap, topic, 0, 10, 1)
+    leader, _ = leader_epochs(mock_cluster.bootstrap, topic)[0]
+    mock_cluster.set_leader(topic, 0, leader % 3 + 1)  # epoch 1; the records are of epoch 0
+    with KafkaClient(mock_cluster.bootstrap) as client:
+        mock_cluster.start_request_tracking()
+        with pytest.raises(KafkaProtocolError, match=r"FENCED_LEADER_EPOCH.*not committed") as err:
+            client.commit_offsets(
+                f"g-{uuid.uuid4().hex[:8]}", {tp: OffsetAndMetadata(10, "", 0)}, timeout_ms=30_000
+            )
+        apis = [r.api_key for r in mock_cluster.get_requests()]
+    assert err.value.code == FENCED_LEADER_EPOCH
+    assert apis.count(ApiKey.OFFSET_COMMIT) == 2  # the first, and one after the metadata refresh
 
 
 @pytest.mark.xfail(strict=True, reason=MOCK_COMMIT_FENCES_EPOCH)

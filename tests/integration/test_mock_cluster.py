@@ -14,6 +14,7 @@ import uuid
 from typing import Any
 
 import pytest
+from fakes.delivery import assert_exact, drain
 
 from kafka_core.chaos.mockcluster import MockCluster, MockClusterError
 from kafka_core.consumer.sync import KafkaConsumer
@@ -114,34 +115,6 @@ class Acked:
             assert (meta.partition, meta.offset) not in where, f"two records acknowledged at {meta}"
             where[(meta.partition, meta.offset)] = value
         return where
-
-
-def drain(c: KafkaConsumer, expected: int, timeout: float = 45.0) -> list[Any]:
-    got: list[Any] = []
-    deadline = time.monotonic() + timeout
-    while len(got) < expected and time.monotonic() < deadline:
-        got.extend(c.poll(200))
-    got.extend(c.poll(300))  # anything beyond the expected count is a duplicate: catch it
-    return got
-
-
-def assert_exact(acked: dict[tuple[int, int], bytes], got: list[Any]) -> None:
-    """Each acknowledged record read once, at its offset, in send order per partition."""
-    seen: dict[tuple[int, int], bytes] = {}
-    for m in got:
-        key = (m.partition, m.offset)
-        assert key not in seen, f"record at partition {m.partition} offset {m.offset} delivered twice"
-        seen[key] = bytes(m.value)
-    missing = sorted(set(acked) - set(seen))
-    assert not missing, f"{len(missing)} acknowledged records never delivered, first {missing[:5]}"
-    assert seen == acked, "delivered records differ from the acknowledged ones"
-    for p in range(PARTITIONS):
-        offsets = sorted(o for (q, o) in acked if q == p)
-        assert offsets == list(range(len(offsets))), f"partition {p}: holes or gaps {offsets[:10]}"
-        values = [acked[(p, o)] for o in offsets]
-        assert values == sorted(values), f"partition {p}: send order not kept"
-        order = [m.offset for m in got if m.partition == p]
-        assert order == sorted(order), f"partition {p}: delivered out of order"
 
 
 def leaders(bootstrap: str, topic: str) -> dict[int, int]:
@@ -258,7 +231,7 @@ def test_versions_stay_within_narrowed_ranges(
     cluster.start_request_tracking()
     acked = produce_all(cluster.bootstrap, topic, 600)
     with consumer(cluster.bootstrap, topic) as c:
-        assert_exact(acked, drain(c, len(acked)))
+        assert_exact(acked, drain(c, len(acked)), PARTITIONS)
     for key, (low, high) in NARROWED.items():
         used = {v for k, v in sent_versions if k == key}
         assert used == {high}, f"{key.name}: sent {sorted(used)}, the brokers advertise {low}-{high}"
@@ -279,7 +252,7 @@ def test_every_leader_moves_mid_stream(cluster: MockCluster, topic: str) -> None
     after = leaders(cluster.bootstrap, topic)
     assert all(after[p] != before[p] for p in before)
     acked = stream.finish()
-    assert_exact(acked, stream.received)
+    assert_exact(acked, stream.received, PARTITIONS)
 
 
 def test_a_broker_down_for_seconds_while_the_others_serve(cluster: MockCluster, topic: str) -> None:
@@ -290,14 +263,14 @@ def test_a_broker_down_for_seconds_while_the_others_serve(cluster: MockCluster, 
     time.sleep(3)
     cluster.broker_up(down)
     acked = stream.finish()
-    assert_exact(acked, stream.received)
+    assert_exact(acked, stream.received, PARTITIONS)
 
 
 def test_a_slow_leader_still_gets_everything_delivered(cluster: MockCluster, topic: str) -> None:
     cluster.set_rtt(leaders(cluster.bootstrap, topic)[0], 1000)
     acked = produce_all(cluster.bootstrap, topic, 900)
     with consumer(cluster.bootstrap, topic) as c:
-        assert_exact(acked, drain(c, len(acked)))
+        assert_exact(acked, drain(c, len(acked)), PARTITIONS)
 
 
 # -- injected retriable errors: the operation succeeds ---------------------------------------
@@ -310,7 +283,7 @@ def test_produce_retries_through_retriable_errors(cluster: MockCluster, topic: s
     cluster.push_request_errors(ApiKey.PRODUCE, *RETRIABLE_PRODUCE)
     acked = produce_all(cluster.bootstrap, topic, 600)
     with consumer(cluster.bootstrap, topic) as c:
-        assert_exact(acked, drain(c, len(acked)))
+        assert_exact(acked, drain(c, len(acked)), PARTITIONS)
 
 
 def test_init_producer_id_retries_through_coordinator_errors(cluster: MockCluster, topic: str) -> None:
@@ -320,7 +293,7 @@ def test_init_producer_id_retries_through_coordinator_errors(cluster: MockCluste
     inits = [r for r in cluster.get_requests() if r.api_key == ApiKey.INIT_PRODUCER_ID]
     assert len(inits) >= 3, "both injected errors were answered and retried"
     with consumer(cluster.bootstrap, topic) as c:
-        assert_exact(acked, drain(c, len(acked)))
+        assert_exact(acked, drain(c, len(acked)), PARTITIONS)
 
 
 def test_fetch_retries_through_retriable_errors(cluster: MockCluster, topic: str) -> None:
@@ -329,7 +302,7 @@ def test_fetch_retries_through_retriable_errors(cluster: MockCluster, topic: str
         ApiKey.FETCH, NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER
     )
     with consumer(cluster.bootstrap, topic) as c:
-        assert_exact(acked, drain(c, len(acked)))
+        assert_exact(acked, drain(c, len(acked)), PARTITIONS)
 
 
 @pytest.mark.parametrize(
@@ -351,14 +324,14 @@ def test_group_join_retries_through_coordinator_errors(
     acked = produce_all(cluster.bootstrap, topic, 300)
     cluster.push_request_errors(api, *codes)
     with consumer(cluster.bootstrap, topic, group=f"g-{uuid.uuid4().hex[:8]}") as c:
-        assert_exact(acked, drain(c, len(acked)))
+        assert_exact(acked, drain(c, len(acked)), PARTITIONS)
 
 
 def test_commit_retries_through_coordinator_errors(cluster: MockCluster, topic: str) -> None:
     acked = produce_all(cluster.bootstrap, topic, 300)
     group = f"g-{uuid.uuid4().hex[:8]}"
     with consumer(cluster.bootstrap, topic, group=group) as c:
-        assert_exact(acked, drain(c, len(acked)))
+        assert_exact(acked, drain(c, len(acked)), PARTITIONS)
         cluster.push_request_errors(
             ApiKey.OFFSET_COMMIT, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS
         )
@@ -374,7 +347,7 @@ def test_commit_during_a_rebalance_raises_it_and_the_next_commit_works(
     # Kafka's consumer: commitSync raises RebalanceInProgressException; the next poll rejoins.
     acked = produce_all(cluster.bootstrap, topic, 300)
     with consumer(cluster.bootstrap, topic, group=f"g-{uuid.uuid4().hex[:8]}") as c:
-        assert_exact(acked, drain(c, len(acked)))
+        assert_exact(acked, drain(c, len(acked)), PARTITIONS)
         cluster.push_request_errors(ApiKey.OFFSET_COMMIT, REBALANCE_IN_PROGRESS)
         start = time.monotonic()
         with pytest.raises(KafkaProtocolError) as info:
@@ -396,7 +369,7 @@ def test_per_broker_errors_with_delays_are_retried(cluster: MockCluster, topic: 
     acked = produce_all(cluster.bootstrap, topic, 300)
     assert cluster.broker_error_stack_count(leader, ApiKey.PRODUCE) == 0
     with consumer(cluster.bootstrap, topic) as c:
-        assert_exact(acked, drain(c, len(acked)))
+        assert_exact(acked, drain(c, len(acked)), PARTITIONS)
 
 
 def test_wrapper_commands_steer_the_cluster(cluster: MockCluster, topic: str) -> None:
@@ -457,7 +430,7 @@ def test_fatal_fetch_error_is_raised_by_poll_and_the_consumer_goes_on(
                 got.extend(c.poll(200))
         assert_fatal(info.value, TOPIC_AUTHORIZATION_FAILED, "TOPIC_AUTHORIZATION_FAILED")
         got.extend(drain(c, len(acked) - len(got)))
-        assert_exact(acked, got)
+        assert_exact(acked, got, PARTITIONS)
 
 
 @pytest.mark.xfail(strict=True, reason=MOCK_NULL_STRINGS)
@@ -475,13 +448,13 @@ def test_fatal_group_error_is_raised_by_poll_and_the_consumer_goes_on(
             while time.monotonic() - start < FATAL_BOUND_S:
                 assert not c.poll(200), "records delivered although the group could not be joined"
         assert_fatal(info.value, GROUP_AUTHORIZATION_FAILED, "GROUP_AUTHORIZATION_FAILED")
-        assert_exact(acked, drain(c, len(acked)))
+        assert_exact(acked, drain(c, len(acked)), PARTITIONS)
 
 
 def test_fatal_commit_error_is_raised_and_the_next_commit_works(cluster: MockCluster, topic: str) -> None:
     acked = produce_all(cluster.bootstrap, topic, 300)
     with consumer(cluster.bootstrap, topic, group=f"g-{uuid.uuid4().hex[:8]}") as c:
-        assert_exact(acked, drain(c, len(acked)))
+        assert_exact(acked, drain(c, len(acked)), PARTITIONS)
         cluster.push_request_errors(ApiKey.OFFSET_COMMIT, GROUP_AUTHORIZATION_FAILED)
         start = time.monotonic()
         with pytest.raises(KafkaProtocolError) as info:
