@@ -16,7 +16,14 @@ from typing import Any
 from kafka_core.config import client_keywords, translate
 from kafka_core.errors import KafkaConfigError
 
-__all__ = ["OffsetSpec", "SinkOptions", "SourceOptions", "parse_sink", "parse_source"]
+__all__ = [
+    "DEFAULT_TRANSACTION_TIMEOUT_MS",
+    "OffsetSpec",
+    "SinkOptions",
+    "SourceOptions",
+    "parse_sink",
+    "parse_source",
+]
 
 EARLIEST = -2
 LATEST = -1
@@ -328,22 +335,70 @@ def parse_source(options: Mapping[str, Any], *, streaming: bool) -> SourceOption
     )
 
 
+# Kafka's default transaction.max.timeout.ms: the longest a broker lets a transaction stay open.
+DEFAULT_TRANSACTION_TIMEOUT_MS = 900_000
+
+
 @dataclass(frozen=True)
 class SinkOptions:
-    """What a write needs: the producer's keyword arguments and the default topic."""
+    """What a write needs: the producer's keyword arguments and the default topic.
+
+    With ``transactional_id_prefix`` each task writes in a transaction of its own (id
+    ``{prefix}-{task partition}``) and prepares it; the driver commits them all."""
 
     producer: dict[str, Any]
     topic: str | None = None
+    transactional_id_prefix: str | None = None
+    transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
 
     @property
     def cache_key(self) -> str:
         return json.dumps(self.producer, sort_keys=True, default=str)
 
+    def transactional_id(self, task_partition: int) -> str:
+        """Stable across a task's attempts and across micro-batches: a newer attempt fences the
+        older one, whose open transaction the broker then aborts."""
+        return f"{self.transactional_id_prefix}-{task_partition}"
+
+
+_SINK_TXN_REFUSED = {
+    "transactional.id": "set the sink option 'transactionalIdPrefix': every task needs an id of its own",
+    "transaction.timeout.ms": "set the sink option 'transactionTimeoutMs'",
+}
+
 
 def parse_sink(options: Mapping[str, Any]) -> SinkOptions:
     opts = _lower_keys(options)
-    producer = _kafka_params(opts, "producer", _SINK_REFUSED, set())
+    producer = _kafka_params(opts, "producer", {**_SINK_REFUSED, **_SINK_TXN_REFUSED}, set())
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise KafkaConfigError("option 'topic' is empty")
-    return SinkOptions(producer=producer, topic=topic.strip() if topic else None)
+    prefix = opts.get("transactionalidprefix")
+    timeout_ms = _int(opts, "transactionTimeoutMs")
+    if prefix is None:
+        if timeout_ms is not None:
+            raise KafkaConfigError("option 'transactionTimeoutMs' needs 'transactionalIdPrefix'")
+        return SinkOptions(producer=producer, topic=topic.strip() if topic else None)
+    prefix = prefix.strip()
+    if not prefix:
+        raise KafkaConfigError("option 'transactionalIdPrefix' is empty")
+    from kafka_core.producer.options import check_transactional, parse_acks
+
+    timeout_ms = DEFAULT_TRANSACTION_TIMEOUT_MS if timeout_ms is None else timeout_ms
+    try:  # the executors would refuse it per task: refuse it once, here
+        check_transactional(
+            f"{prefix}-0",
+            timeout_ms,
+            acks=parse_acks(producer.get("acks", -1)),
+            idempotent=producer.get("idempotent"),
+        )
+    except KafkaConfigError as exc:
+        raise KafkaConfigError(
+            f"option 'transactionalIdPrefix' cannot be used with these kafka.* options: {exc}"
+        ) from None
+    return SinkOptions(
+        producer=producer,
+        topic=topic.strip() if topic else None,
+        transactional_id_prefix=prefix,
+        transaction_timeout_ms=timeout_ms,
+    )

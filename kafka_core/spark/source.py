@@ -31,10 +31,13 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from kafka_core.errors import KafkaTransactionError
 from kafka_core.spark.options import SinkOptions, SourceOptions, parse_sink, parse_source
 
 if TYPE_CHECKING:
+    from kafka_core.producer import PreparedTransaction
     from kafka_core.spark.planning import OffsetRange
+    from kafka_core.spark.write import TaskResult
 
 if TYPE_CHECKING:  # the checker sees the 4.1+ base; at run time 4.0 falls back
     from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamWriterBase
@@ -77,11 +80,25 @@ class RangePartition(InputPartition):
 
 @dataclass
 class KafkaCommitMessage(WriterCommitMessage):
-    """A write task's counts, logged by the driver when the write commits."""
+    """A write task's counts, logged by the driver when the write commits; in a transactional
+    write also the task's partition and the transaction it prepared, which the driver ends."""
 
     rows: int = 0
     bytes: int = 0
     batches: int = 0
+    task_partition: int = -1
+    prepared: PreparedTransaction | None = None
+
+
+def _message(result: TaskResult) -> KafkaCommitMessage:
+    c = result.counts
+    return KafkaCommitMessage(
+        rows=c.rows,
+        bytes=c.bytes,
+        batches=c.batches,
+        task_partition=result.task_partition,
+        prepared=result.prepared,
+    )
 
 
 def read_partition(partition: InputPartition) -> Iterator[Any]:
@@ -126,17 +143,13 @@ class KafkaArrowWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[Any]) -> KafkaCommitMessage:
         from kafka_core.spark.write import write_arrow
 
-        counts = write_arrow(self.options, iterator)
-        return KafkaCommitMessage(rows=counts.rows, bytes=counts.bytes, batches=counts.batches)
+        return _message(write_arrow(self.options, iterator))
 
     def commit(self, messages: list[Any]) -> None:
-        _log_commit(messages, None)
+        _commit(self.options, messages, None)
 
     def abort(self, messages: list[Any]) -> None:
-        written = sum(m.rows for m in messages if isinstance(m, KafkaCommitMessage))
-        log.warning(
-            "Kafka write aborted; %d rows had already been delivered by tasks that succeeded", written
-        )
+        _abort(self.options, messages, None)
 
 
 class KafkaStreamWriter(_StreamWriterBase):
@@ -146,21 +159,144 @@ class KafkaStreamWriter(_StreamWriterBase):
     def write(self, iterator: Iterator[Any]) -> KafkaCommitMessage:
         from kafka_core.spark.write import write_any
 
-        counts = write_any(self.options, iterator)
-        return KafkaCommitMessage(rows=counts.rows, bytes=counts.bytes, batches=counts.batches)
+        return _message(write_any(self.options, iterator))
 
     def commit(self, messages: list[Any], batchId: int) -> None:
-        _log_commit(messages, batchId)
+        _commit(self.options, messages, batchId)
 
     def abort(self, messages: list[Any], batchId: int) -> None:
-        log.warning("Kafka stream write of micro-batch %s aborted", batchId)
+        _abort(self.options, messages, batchId)
 
 
-def _log_commit(messages: list[Any], batch_id: int | None) -> None:
-    rows = sum(m.rows for m in messages if isinstance(m, KafkaCommitMessage))
-    size = sum(m.bytes for m in messages if isinstance(m, KafkaCommitMessage))
-    where = "" if batch_id is None else f" (micro-batch {batch_id})"
-    log.info("Kafka write committed%s: %d rows, %d bytes from %d tasks", where, rows, size, len(messages))
+def _where(batch_id: int | None) -> str:
+    return "" if batch_id is None else f" (micro-batch {batch_id})"
+
+
+def _commit(options: SinkOptions, messages: list[Any], batch_id: int | None) -> None:
+    ours = [m for m in messages if isinstance(m, KafkaCommitMessage)]
+    if options.transactional_id_prefix is not None:
+        _complete_prepared(options, ours, _where(batch_id))
+    rows = sum(m.rows for m in ours)
+    size = sum(m.bytes for m in ours)
+    log.info(
+        "Kafka write committed%s: %d rows, %d bytes from %d tasks",
+        _where(batch_id),
+        rows,
+        size,
+        len(messages),
+    )
+
+
+def _abort(options: SinkOptions, messages: list[Any], batch_id: int | None) -> None:
+    ours = [m for m in messages if isinstance(m, KafkaCommitMessage)]
+    if options.transactional_id_prefix is not None:
+        _abort_prepared(options, ours, _where(batch_id))
+        return
+    log.warning(
+        "Kafka write%s aborted; %d rows had already been delivered by tasks that succeeded",
+        _where(batch_id),
+        sum(m.rows for m in ours),
+    )
+
+
+def _end_all(
+    options: SinkOptions, tasks: list[KafkaCommitMessage], commit: bool
+) -> list[tuple[KafkaCommitMessage, BaseException | None]]:
+    """EndTxn for every prepared transaction at once, over one client, within
+    ``transactionTimeoutMs`` (the broker aborts a transaction open longer anyway)."""
+    import asyncio
+    import concurrent.futures
+
+    from kafka_core.aio import complete_transaction
+    from kafka_core.client import KafkaClient
+    from kafka_core.config import client_keywords
+
+    client_options, _ = client_keywords(options.producer)
+    timeout = options.transaction_timeout_ms / 1000.0
+
+    async def run() -> list[BaseException | None]:
+        client = KafkaClient(**client_options)
+        try:
+            results = await asyncio.gather(
+                *(
+                    complete_transaction(m.prepared, commit=commit, client=client, timeout=timeout)
+                    for m in tasks
+                    if m.prepared is not None
+                ),
+                return_exceptions=True,
+            )
+        finally:
+            await client.close()
+        return [r if isinstance(r, BaseException) else None for r in results]
+
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        outcomes = asyncio.run(run())
+    else:  # called from inside a loop: run ours on a thread of its own
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            outcomes = pool.submit(asyncio.run, run()).result()
+    return list(zip([m for m in tasks if m.prepared is not None], outcomes, strict=True))
+
+
+def _txn_name(m: KafkaCommitMessage) -> str:
+    assert m.prepared is not None
+    p = m.prepared
+    return f"task partition {m.task_partition} ({p.transactional_id!r}, producer id {p.producer_id}, epoch {p.producer_epoch})"
+
+
+def _complete_prepared(options: SinkOptions, tasks: list[KafkaCommitMessage], where: str) -> None:
+    """Commit every task's prepared transaction; raise naming those that did and did not commit.
+
+    Not atomic across tasks: when some commits fail the others stay committed, and a fenced or
+    timed-out transaction's records were aborted, so the write must fail, never pass silently."""
+    missing = sorted(m.task_partition for m in tasks if m.prepared is None)
+    if missing:
+        raise KafkaTransactionError(
+            f"Kafka transactional write{where}: task partitions {missing} returned no prepared transaction"
+        )
+    outcomes = _end_all(options, tasks, commit=True)
+    failed = [(m, exc) for m, exc in outcomes if exc is not None]
+    if not failed:
+        return
+    committed = sorted(m.task_partition for m, exc in outcomes if exc is None)
+    details = "; ".join(
+        f"{_txn_name(m)}: {exc}" for m, exc in sorted(failed, key=lambda f: f[0].task_partition)
+    )
+    first = failed[0][1]
+    raise KafkaTransactionError(
+        f"Kafka transactional write{where} failed: {len(failed)} of {len(outcomes)} task transactions did not "
+        f"commit ({details}); committed task partitions: {committed or 'none'} (their records are "
+        "visible to read_committed readers: the commit is not atomic across tasks)",
+        code=getattr(first, "code", None),
+    ) from first
+
+
+def _abort_prepared(options: SinkOptions, tasks: list[KafkaCommitMessage], where: str) -> None:
+    """Abort the prepared transactions of the tasks that finished. The others were aborted by
+    their task, or are aborted when a new attempt initialises the same transactional id, or by
+    the broker after ``transactionTimeoutMs``. Never raises: Spark is failing the write already."""
+    prepared = [m for m in tasks if m.prepared is not None]
+    try:
+        outcomes = _end_all(options, prepared, commit=False)
+    except Exception as exc:
+        log.warning(
+            "Kafka transactional write%s aborted, but its %d prepared transactions could not be aborted "
+            "(%s): the broker aborts them after transactionTimeoutMs",
+            where,
+            len(prepared),
+            exc,
+        )
+        return
+    for m, error in outcomes:
+        if error is not None:
+            log.warning("Kafka transactional write%s: aborting %s: %s", where, _txn_name(m), error)
+    log.warning(
+        "Kafka transactional write%s aborted: %d prepared task transactions aborted, %d could not be",
+        where,
+        sum(1 for _, error in outcomes if error is None),
+        sum(1 for _, error in outcomes if error is not None),
+    )
 
 
 class KafkaDataSource(DataSource):

@@ -9,16 +9,22 @@ cached per Python worker, keyed by its options, and thrown away after any failur
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_core.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
 from kafka_core.spark.cache import WorkerCache
 from kafka_core.spark.options import SinkOptions
 
-__all__ = ["WriteCounts", "check_sink_schema", "produce_partition", "write_arrow"]
+if TYPE_CHECKING:
+    from kafka_core.producer import PreparedTransaction
+
+__all__ = ["TaskResult", "WriteCounts", "check_sink_schema", "produce_partition", "write_any", "write_arrow"]
+
+log = logging.getLogger("kafka_core.spark")
 
 _COLUMNS = ("topic", "key", "value", "headers", "partition")
 
@@ -30,6 +36,16 @@ class WriteCounts:
     rows: int = 0
     bytes: int = 0
     batches: int = 0
+
+
+@dataclass
+class TaskResult:
+    """A task's counts and, in a transactional write, its task partition and the transaction it
+    prepared (the driver commits it)."""
+
+    counts: WriteCounts
+    task_partition: int = -1
+    prepared: PreparedTransaction | None = None
 
 
 def check_sink_schema(fields: dict[str, str], topic_option: str | None) -> None:
@@ -184,6 +200,10 @@ class _Sender:
                 self.producer.send_batch(topic, take[0], keys=take[1], partition=p, headers=take[2])
             )
 
+    def flush_pending(self) -> None:
+        """Hand the batches still grouped here to the producer."""
+        self._send_pending()
+
     def finish(self, timeout_s: float) -> WriteCounts:
         """Flush, then check every delivery: the first failure fails the task."""
         self._send_pending()
@@ -194,6 +214,13 @@ class _Sender:
             if exc is not None:
                 raise exc
         return self.counts
+
+    def check_delivered(self) -> None:
+        """After a flush or prepare: every future is done; the first failure fails the task."""
+        for future in self.futures:
+            exc = future.exception(0)
+            if exc is not None:
+                raise exc
 
 
 def _run(options: SinkOptions, feed: Any) -> WriteCounts:
@@ -214,14 +241,91 @@ def _run(options: SinkOptions, feed: Any) -> WriteCounts:
     return counts
 
 
-def write_arrow(options: SinkOptions, batches: Iterator[Any]) -> WriteCounts:
-    """A task's Arrow batches to Kafka; returns its counts once every record is delivered."""
+# States in which this producer still holds a transaction it can abort itself.
+_ABORTABLE_STATES = ("in_transaction", "preparing", "prepared", "abortable_error", "committing")
+
+
+def _run_transactional(options: SinkOptions, feed: Any, task_partition: int) -> TaskResult:
+    """One task's rows in one transaction, delivered and prepared, never committed here.
+
+    The producer is built for this task and closed at its end (close() leaves a prepared
+    transaction open for the driver). It is not cached: the executor never learns when the
+    driver completed the transaction, and initialising the id again in the next task would fence
+    (abort) it if the driver had not yet. A failure aborts the transaction before raising."""
+    from kafka_core.producer.sync import KafkaProducer
+
+    txn_id = options.transactional_id(task_partition)
+    producer = KafkaProducer(
+        **options.producer, transactional_id=txn_id, transaction_timeout_ms=options.transaction_timeout_ms
+    )
+    try:
+        try:
+            producer.init_transactions()  # fences an earlier attempt of this task: its transaction aborts
+            producer.begin_transaction()
+            sender = _Sender(producer, options.topic)
+            feed(sender)
+            sender.flush_pending()
+            prepared = producer.prepare_transaction()
+            sender.check_delivered()
+        except BaseException as exc:
+            _abort_quietly(producer, txn_id, exc)
+            raise
+    finally:
+        try:
+            producer.close(timeout=5.0)  # a prepared transaction stays open
+        except Exception as exc:
+            log.warning("closing the producer of transaction %r: %s", txn_id, exc)
+    log.info(
+        "task partition %d prepared transaction %r (producer id %d, epoch %d): %d rows",
+        task_partition,
+        txn_id,
+        prepared.producer_id,
+        prepared.producer_epoch,
+        sender.counts.rows,
+    )
+    return TaskResult(sender.counts, task_partition, prepared)
+
+
+def _abort_quietly(producer: Any, txn_id: str, cause: BaseException) -> None:
+    state = str(producer.transaction_state)
+    if state not in _ABORTABLE_STATES:
+        return  # none begun, or fenced/fatal: the newer producer or the broker ends it
+    try:
+        producer.abort_transaction()
+    except Exception as exc:  # the task fails with its own cause; the broker ends it at the latest
+        log.warning(
+            "could not abort transaction %r after %r: %s; the next attempt of this task fences it, or the "
+            "broker aborts it after transactionTimeoutMs",
+            txn_id,
+            cause,
+            exc,
+        )
+
+
+def _task_partition() -> int:
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    if ctx is None:
+        raise KafkaConfigError("a transactional write must run in a Spark task (no TaskContext here)")
+    return int(ctx.partitionId())
+
+
+def _write(options: SinkOptions, feed: Any) -> TaskResult:
+    if options.transactional_id_prefix is None:
+        return TaskResult(_run(options, feed))
+    return _run_transactional(options, feed, _task_partition())
+
+
+def write_arrow(options: SinkOptions, batches: Iterator[Any]) -> TaskResult:
+    """A task's Arrow batches to Kafka; returns its counts once every record is delivered (and
+    its prepared transaction, with ``transactionalIdPrefix``)."""
 
     def feed(sender: _Sender) -> None:
         for batch in batches:
             sender.send(batch)
 
-    return _run(options, feed)
+    return _write(options, feed)
 
 
 def _rows_to_batch(rows: list[Any]) -> Any:
@@ -287,19 +391,23 @@ def _feed_rows(rows: Iterable[Any], chunk_rows: int) -> Any:
     return feed
 
 
-def write_any(options: SinkOptions, items: Iterator[Any]) -> WriteCounts:
+def write_any(options: SinkOptions, items: Iterator[Any]) -> TaskResult:
     """Arrow batches (Spark 4.1+ stream writers) or Rows (4.0), whichever the iterator holds."""
     import itertools
 
     import pyarrow as pa
 
     first = next(items, None)
+    if first is None and options.transactional_id_prefix is None:
+        return TaskResult(WriteCounts())
     if first is None:
-        return WriteCounts()
+        # Still through _write: a transactional task prepares an empty transaction (producer id
+        # -1, nothing to complete), and its init fences what an earlier micro-batch left open.
+        return _write(options, lambda sender: None)
     chained = itertools.chain([first], items)
     if isinstance(first, pa.RecordBatch):
         return write_arrow(options, chained)
-    return _run(options, _feed_rows(chained, 10_000))
+    return _write(options, _feed_rows(chained, 10_000))
 
 
 def produce_partition(

@@ -1,0 +1,322 @@
+"""The transactional sink (``transactionalIdPrefix``) on a real local Spark against the real broker.
+
+Each task writes in a transaction of its own and prepares it; the driver commits them all. The
+log is read batch by batch (isolation READ_UNCOMMITTED, control batches included) so the tests
+assert the COMMIT and ABORT markers of each transaction, not only which records are visible.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any, NamedTuple
+
+import pytest
+
+pyspark = pytest.importorskip("pyspark")
+
+from pyspark.sql import SparkSession  # noqa: E402
+from pyspark.sql import functions as F  # noqa: E402
+
+from kafka_core import KafkaClient, KafkaProducer  # noqa: E402
+from kafka_core.codec import decode_record_batches_columns  # noqa: E402
+from kafka_core.protocol.messages import FetchRequest  # noqa: E402
+
+FMT = "kafka_core"
+ABORT, COMMIT = 0, 1
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[SparkSession]:
+    """local[2, 2]: two attempts per task, so a task that fails once is retried (local[N] has one)."""
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master("local[2,2]")
+        .appName("kafka_core-transactional-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    yield session
+    session.stop()
+
+
+class Txn(NamedTuple):
+    """The data batches one producer id and epoch wrote to one partition, and how they ended."""
+
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    values: list[bytes]
+    outcome: int | None  # the first marker of this producer id after the data: COMMIT, ABORT, None (open)
+
+
+def _fetch(client: Any, topic: str, partition: int, offset: int) -> Any:
+    request = FetchRequest(
+        replica_id=-1,
+        max_wait_ms=200,  # Tansu answers a Fetch with max_wait_ms=0 with no partitions at all
+        min_bytes=1,
+        max_bytes=8 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=[
+            FetchRequest.FetchTopic(
+                topic=topic,
+                partitions=[
+                    FetchRequest.FetchPartition(
+                        partition=partition, fetch_offset=offset, partition_max_bytes=8 << 20
+                    )
+                ],
+            )
+        ],
+    )
+    response = client.send_to_leader(topic, partition, request, max_version=12)
+    for t in response.responses:
+        for p in t.partitions:
+            if p.partition_index == partition:
+                assert p.error_code == 0, f"fetch {topic}-{partition}@{offset}: error {p.error_code}"
+                return p
+    return None
+
+
+def transactions(bootstrap: str, topic: str, partitions: int) -> list[Txn]:
+    """Every transaction in the topic's log, with the marker that ended it (READ_UNCOMMITTED)."""
+    found: list[Txn] = []
+    with KafkaClient(bootstrap) as client:
+        for partition in range(partitions):
+            open_: dict[int, Txn] = {}  # producer id -> its data not yet ended by a marker
+            offset = 0
+            for _ in range(10_000):
+                part = _fetch(client, topic, partition, offset)
+                if part is None or offset >= part.high_watermark:
+                    break
+                if not part.records:
+                    continue
+                columns = decode_record_batches_columns(part.records)
+                values = columns.values.to_pylist()
+                at = 0
+                for b in columns.batches:
+                    data, at = values[at : at + b.record_count], at + b.record_count
+                    if b.last_offset < offset:
+                        continue
+                    offset = b.last_offset + 1
+                    if b.is_control:
+                        txn = open_.pop(b.producer_id, None)
+                        if txn is not None:
+                            found.append(txn._replace(outcome=b.control_type))
+                        continue
+                    assert b.is_transactional, f"a non-transactional batch in {topic}-{partition}"
+                    txn = open_.get(b.producer_id)
+                    if txn is None or txn.producer_epoch != b.producer_epoch:
+                        if txn is not None:
+                            found.append(txn)  # an epoch that never saw its marker
+                        txn = Txn(partition, b.producer_id, b.producer_epoch, [], None)
+                    open_[b.producer_id] = txn._replace(values=txn.values + data)
+            found.extend(open_.values())
+    return found
+
+
+def _values(txns: list[Txn], outcome: int | None) -> Counter[bytes]:
+    return Counter(v for t in txns if t.outcome == outcome for v in t.values)
+
+
+def _read_committed(spark: SparkSession, bootstrap: str, topic: str) -> Counter[bytes]:
+    rows = (
+        spark.read.format(FMT)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("kafka.isolation.level", "read_committed")
+        .option("subscribe", topic)
+        .load()
+        .select("value")
+        .collect()
+    )
+    return Counter(bytes(r.value) for r in rows)
+
+
+def _writer(df: Any, bootstrap: str, topic: str, prefix: str) -> Any:
+    return (
+        df.write.format(FMT)
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", topic)
+        .option("transactionalIdPrefix", prefix)
+        .option("transactionTimeoutMs", "60000")
+        .mode("append")
+    )
+
+
+def _expected(n: int) -> Counter[bytes]:
+    return Counter(f"v{i}".encode() for i in range(n))
+
+
+def test_batch_write_commits_each_task_transaction(
+    spark: SparkSession, bootstrap_servers: str, new_topic: Any
+) -> None:
+    topic, prefix = new_topic(partitions=2), f"job-{uuid.uuid4().hex[:8]}"
+    n = 3_000
+    df = spark.range(0, n, numPartitions=3).select(F.format_string("v%d", "id").alias("value"))
+    _writer(df, bootstrap_servers, topic, prefix).save()
+
+    txns = transactions(bootstrap_servers, topic, 2)
+    assert _values(txns, COMMIT) == _expected(n)  # every row once, all committed
+    assert all(t.outcome == COMMIT for t in txns), txns
+    # one transactional id per task: three producer ids, each with its COMMIT markers
+    assert len({t.producer_id for t in txns}) == 3
+    assert _read_committed(spark, bootstrap_servers, topic) == _expected(n)
+
+
+def test_streaming_write_commits_per_micro_batch(
+    spark: SparkSession, bootstrap_servers: str, new_topic: Any
+) -> None:
+    """Three micro-batches: one task each (one source partition), its transactional id the same
+    in every micro-batch, so each micro-batch's task fences what an earlier one left open."""
+    source, sink, prefix = new_topic(partitions=1), new_topic(partitions=2), f"stream-{uuid.uuid4().hex[:8]}"
+    with KafkaProducer(bootstrap_servers=bootstrap_servers, linger_ms=2) as p:
+        for i in range(300):
+            p.send(source, f"v{i}".encode(), partition=0)
+    with tempfile.TemporaryDirectory() as checkpoint:
+        q = (
+            spark.readStream.format(FMT)
+            .option("kafka.bootstrap.servers", bootstrap_servers)
+            .option("subscribe", source)
+            .option("startingOffsets", "earliest")
+            .option("maxOffsetsPerTrigger", "100")
+            .load()
+            .select("value")
+            .writeStream.format(FMT)
+            .option("kafka.bootstrap.servers", bootstrap_servers)
+            .option("topic", sink)
+            .option("transactionalIdPrefix", prefix)
+            .option("transactionTimeoutMs", "60000")
+            .option("checkpointLocation", checkpoint)
+            .trigger(availableNow=True)
+            .start()
+        )
+        q.awaitTermination(180)
+        assert q.exception() is None
+        batches = [b for b in q.recentProgress if b["numInputRows"]]
+    assert len(batches) == 3
+    txns = transactions(bootstrap_servers, sink, 2)
+    assert _values(txns, COMMIT) == _expected(300)
+    assert all(t.outcome == COMMIT for t in txns), txns
+    assert len({t.producer_id for t in txns}) == 1  # one id, "{prefix}-0", across micro-batches
+    assert len({t.producer_epoch for t in txns}) == 3  # a new epoch per micro-batch's task
+
+
+def test_a_dead_attempt_left_open_is_fenced_and_aborted(
+    spark: SparkSession, bootstrap_servers: str, new_topic: Any
+) -> None:
+    """An earlier attempt of task 0 wrote and prepared, then died (its transaction stays open):
+    the job's task 0 initialises the same transactional id, which aborts it."""
+    topic, prefix = new_topic(partitions=2), f"job-{uuid.uuid4().hex[:8]}"
+    with KafkaProducer(bootstrap_servers, transactional_id=f"{prefix}-0") as zombie:
+        zombie.init_transactions()
+        zombie.begin_transaction()
+        for i in range(10):
+            zombie.send(topic, f"zombie-{i}".encode(), partition=i % 2)
+        left_open = zombie.prepare_transaction()
+    n = 1_000
+    df = spark.range(0, n, numPartitions=2).select(F.format_string("v%d", "id").alias("value"))
+    _writer(df, bootstrap_servers, topic, prefix).save()
+
+    txns = transactions(bootstrap_servers, topic, 2)
+    zombie_txns = [t for t in txns if (t.producer_id, t.producer_epoch) == left_open[1:]]
+    assert sum(len(t.values) for t in zombie_txns) == 10
+    assert all(t.outcome == ABORT for t in zombie_txns), zombie_txns
+    assert _values(txns, COMMIT) == _expected(n)
+    assert sum(_values(txns, ABORT).values()) == 10
+
+
+BIG = 80_000  # task 0's rows: more than the writer groups (65,536), so it sends before the end
+SMALL = 1_000  # task 1's rows
+
+
+def _gated_partition(bootstrap: str, topic: str, always: bool) -> Any:
+    """For mapPartitions: each id's row (value, Kafka partition id % 2). Task 0 (its first
+    attempt only unless ``always``) fails at its last id, once the topic holds more records than
+    task 1 writes: the failed attempt's records are in the log for certain."""
+
+    def rows(ids: Iterator[int]) -> Iterator[tuple[bytes, int]]:
+        import time
+
+        from pyspark import TaskContext
+
+        from kafka_core import KafkaConsumer, TopicPartition
+
+        ctx = TaskContext.get()
+        fail = ctx is not None and ctx.partitionId() == 0 and (always or ctx.attemptNumber() == 0)
+        for i in ids:
+            if fail and i == BIG - 1:
+                both = [TopicPartition(topic, 0), TopicPartition(topic, 1)]
+                with KafkaConsumer(bootstrap_servers=bootstrap, partitions=both) as c:
+                    deadline = time.monotonic() + 60
+                    while time.monotonic() < deadline:
+                        ends = c.end_offsets(both)
+                        if sum(ends.values()) > SMALL:
+                            break
+                        time.sleep(0.1)
+                raise RuntimeError(f"injected failure of attempt {ctx.attemptNumber()} of task 0")
+            yield f"v{i}".encode(), i % 2
+
+    return rows
+
+
+def _two_tasks(spark: SparkSession, rows: Any) -> Any:
+    """Task 0: ids 0..BIG-1, task 1: the next SMALL ids (a union keeps its inputs' partitions).
+    RDD functions, not mapInArrow: that one needs pandas on the driver."""
+    sc = spark.sparkContext
+    ids = sc.range(0, BIG, numSlices=1).union(sc.range(BIG, BIG + SMALL, numSlices=1))
+    return spark.createDataFrame(ids.mapPartitions(rows), "value binary, partition int")
+
+
+def test_a_failed_first_attempt_is_aborted_and_the_retry_commits(
+    spark: SparkSession, bootstrap_servers: str, new_topic: Any
+) -> None:
+    topic, prefix = new_topic(partitions=2), f"job-{uuid.uuid4().hex[:8]}"
+    df = _two_tasks(spark, _gated_partition(bootstrap_servers, topic, always=False))
+    _writer(df, bootstrap_servers, topic, prefix).save()
+
+    txns = transactions(bootstrap_servers, topic, 2)
+    assert _values(txns, COMMIT) == _expected(BIG + SMALL)  # each row committed once
+    aborted = [t for t in txns if t.outcome == ABORT]
+    assert sum(len(t.values) for t in aborted) > SMALL, "the failed attempt's records should be aborted"
+    assert all(t.outcome is not None for t in txns), "a transaction was left open"
+    committed_epochs = {t.producer_id: t.producer_epoch for t in txns if t.outcome == COMMIT}
+    for t in aborted:  # the failed attempt: task 0's id, an older epoch than its retry's
+        assert t.producer_epoch < committed_epochs[t.producer_id]
+
+
+@pytest.mark.tansu_deviation(
+    "after a task's first attempt was aborted, Tansu answers ListOffsets READ_COMMITTED with 0 on "
+    "every partition (a last stable offset that never advances past the aborted transaction), so a "
+    "read_committed batch read plans nothing; it also delivers aborted records to read_committed"
+)
+def test_read_committed_never_sees_a_failed_attempt(
+    spark: SparkSession, bootstrap_servers: str, new_topic: Any
+) -> None:
+    topic, prefix = new_topic(partitions=2), f"job-{uuid.uuid4().hex[:8]}"
+    df = _two_tasks(spark, _gated_partition(bootstrap_servers, topic, always=False))
+    _writer(df, bootstrap_servers, topic, prefix).save()
+    assert any(t.outcome == ABORT for t in transactions(bootstrap_servers, topic, 2))
+    assert _read_committed(spark, bootstrap_servers, topic) == _expected(BIG + SMALL)
+
+
+def test_a_failed_job_commits_nothing(spark: SparkSession, bootstrap_servers: str, new_topic: Any) -> None:
+    """Task 0 fails on every attempt once its records are in the log: the job fails, no
+    transaction commits, and the failed attempts' are aborted (by the task itself or by the
+    next attempt's fencing); task 1's prepared one is aborted by the driver, or by the broker
+    after transactionTimeoutMs when Spark cancelled it first."""
+    topic, prefix = new_topic(partitions=2), f"job-{uuid.uuid4().hex[:8]}"
+    df = _two_tasks(spark, _gated_partition(bootstrap_servers, topic, always=True))
+    with pytest.raises(Exception, match="injected failure"):
+        _writer(df, bootstrap_servers, topic, prefix).save()
+
+    txns = transactions(bootstrap_servers, topic, 2)
+    assert not [t for t in txns if t.outcome == COMMIT], txns
+    assert sum(len(t.values) for t in txns if t.outcome == ABORT) > SMALL, txns
