@@ -26,7 +26,7 @@ from kafka_core.consumer.groupmeta import (
 from kafka_core.consumer.leader import leader_plan
 from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.rebalance import ConsumerGroupMetadata, RebalanceListener
-from kafka_core.consumer.subscription import SubscriptionState
+from kafka_core.consumer.subscription import SubscriptionState, topics_matching
 from kafka_core.errors import (
     KafkaClosedError,
     KafkaConfigError,
@@ -272,7 +272,7 @@ class GroupMembership:
         if self._pattern is None:
             return sorted(set(self._topics))
         meta = await self._client.metadata(None)
-        return sorted(t.name for t in meta.topics if not t.is_internal and self._pattern.fullmatch(t.name))
+        return topics_matching(self._pattern, meta.topics)
 
     def _fail(self, code: int, what: str) -> Exception:
         """Turn a group error code into a retry (with the right state reset) or a raise."""

@@ -25,7 +25,7 @@ from typing import Any
 from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.rebalance import ConsumerGroupMetadata, RebalanceListener
 from kafka_core.consumer.reconcile import Reconciler, Target
-from kafka_core.consumer.subscription import SubscriptionState
+from kafka_core.consumer.subscription import SubscriptionState, topics_matching
 from kafka_core.errors import (
     KafkaClosedError,
     KafkaError,
@@ -53,7 +53,6 @@ UNSUPPORTED = (
 )
 LEAVE_EPOCH = -1  # a dynamic member leaves
 LEAVE_STATIC_EPOCH = -2  # a static member leaves for now; the broker keeps its assignment
-# The member's epoch is over: its partitions are lost and it joins again at epoch 0.
 LEAVE_TIMEOUT_MS = 5_000
 DEFAULT_INTERVAL_S = 3.0  # until an answer says (Kafka's group.consumer.heartbeat.interval.ms)
 
@@ -330,9 +329,7 @@ class ConsumerGroupMembership:
         loop = asyncio.get_running_loop()
         if loop.time() >= self._next_match:
             meta = await self._client.metadata(None)
-            self._matched = sorted(
-                t.name for t in meta.topics if not t.is_internal and self._pattern.fullmatch(t.name)
-            )
+            self._matched = topics_matching(self._pattern, meta.topics)
             self._next_match = loop.time() + self._metadata_check
         return self._matched, None
 

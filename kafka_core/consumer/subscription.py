@@ -4,15 +4,22 @@ validation need, high watermark."""
 from __future__ import annotations
 
 import itertools
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from kafka_core.client.metadata import TopicPartition
+from kafka_core.client.metadata import TopicMeta, TopicPartition
 from kafka_core.consumer.policies import OffsetReset
 
 # Position versions, unique across all partition states: a partition revoked and assigned again
 # gets a new state whose version no answer sent for the old one (a Fetch, a validation) carries.
 _versions = itertools.count(1)
+
+
+def topics_matching(pattern: re.Pattern[str], topics: Iterable[TopicMeta]) -> list[str]:
+    """The topics a pattern subscription takes from a metadata answer: whole names that match,
+    internal topics never (both group protocols, where the client resolves the pattern)."""
+    return sorted(t.name for t in topics if not t.is_internal and pattern.fullmatch(t.name))
 
 
 @dataclass

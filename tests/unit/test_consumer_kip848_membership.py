@@ -535,3 +535,58 @@ def test_partitions_that_could_not_be_positioned_are_not_kept_once_the_target_dr
 
     run(main())
     assert events[:2] == [("assign", [TP0]), ("revoke", [TP0])]
+
+
+def test_raising_rebalance_callbacks_are_reported_by_the_next_poll_and_membership_goes_on() -> None:
+    client = FakeCoordinator({T: 3})
+    client.target = {TP0, TP1}
+    fill(client, 2, 3)
+    calls: list = []
+
+    def on_assign(tps: set) -> None:
+        calls.append(("assign", sorted(tps)))
+        raise ValueError(f"on_assign {sorted(tps)}")
+
+    def on_revoke(tps: set) -> None:
+        calls.append(("revoke", sorted(tps)))
+        raise RuntimeError(f"on_revoke {sorted(tps)}")
+
+    async def poll_until_raised(c: KafkaConsumer, kind: type) -> BaseException:
+        for _ in range(200):
+            try:
+                await c.poll(10)
+            except kind as exc:
+                return exc
+        raise AssertionError(f"no {kind.__name__} raised")
+
+    async def main() -> list:
+        c = KafkaConsumer(
+            T,
+            group_id="g",
+            client=client,
+            group_protocol="consumer",
+            auto_offset_reset="earliest",
+            fetch_max_wait_ms=20,
+            on_assign=on_assign,
+            on_revoke=on_revoke,
+        )
+        assert "on_assign" in str(await poll_until_raised(c, ValueError))
+        assert c.assignment() == {TP0, TP1}  # assigned all the same
+        client.target = {TP1, TP2}
+        assert "on_revoke [TopicPartition(topic='t', partition=0)]" in str(
+            await poll_until_raised(c, RuntimeError)
+        )
+        assert "on_assign" in str(await poll_until_raised(c, ValueError))
+        got: list = []
+        for _ in range(200):  # the new partition is consumed: the member went on
+            got.extend(await c.poll(10))
+            if len(got) >= 3:
+                break
+        assert c.assignment() == {TP1, TP2}
+        assert client.owned == {TP1, TP2}  # acknowledged to the coordinator
+        await c.close()
+        return got
+
+    got = run(main())
+    assert [(m.partition, m.offset) for m in got] == [(2, 0), (2, 1), (2, 2)]
+    assert calls[:3] == [("assign", [TP0, TP1]), ("revoke", [TP0]), ("assign", [TP2])]
