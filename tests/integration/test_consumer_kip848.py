@@ -20,7 +20,7 @@ from test_consumer_group import Poller, wait_until
 from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.sync import KafkaConsumer
-from kafka_core.errors import KafkaProtocolError, KafkaUnsupportedVersionError
+from kafka_core.errors import KafkaProtocolError, KafkaTimeoutError, KafkaUnsupportedVersionError
 from kafka_core.protocol import ApiKey
 from kafka_core.sync_client import KafkaClient
 
@@ -334,3 +334,50 @@ def test_coordinator_move_keeps_the_membership(cluster: MockCluster, closing: li
         )
     assert c.group_metadata().generation_id == epoch  # the same member throughout
     assert of(events, "c", "assign") == [frozenset(tps(topic, range(3)))] and not of(events, "c", "lost")
+
+
+def test_close_with_the_coordinator_down_ends_in_its_timeout_naming_the_cause(cluster: MockCluster) -> None:
+    topic = mock_topic(cluster, 2)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    cluster.coordinator_set("group", group, 1)
+    produce(cluster.bootstrap, topic, 20, partitions=2)
+    c = member(cluster.bootstrap, group, [], "a", topics=[topic], reconnect_backoff_max_ms=200)
+    assert len(drain(c, 20)) == 20
+    cluster.broker_down(1)
+    try:
+        with pytest.raises(
+            KafkaTimeoutError, match="close did not finish within 2s: the final commit was cut short"
+        ):
+            c.close(2)
+    finally:
+        cluster.broker_up(1)
+    assert c.closed
+
+
+def test_close_whose_leave_cannot_reach_the_coordinator_still_revokes_and_returns(
+    cluster: MockCluster,
+) -> None:
+    # As Java's consumer: a leave that fails is logged, not raised (the broker drops the member
+    # after its session timeout); the partitions are revoked (on_revoke) all the same.
+    topic = mock_topic(cluster, 2)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    cluster.coordinator_set("group", group, 1)
+    produce(cluster.bootstrap, topic, 20, partitions=2)
+    events: list = []
+    c = member(
+        cluster.bootstrap,
+        group,
+        events,
+        "a",
+        topics=[topic],
+        enable_auto_commit=False,
+        reconnect_backoff_max_ms=200,
+    )
+    assert len(drain(c, 20)) == 20
+    cluster.broker_down(1)
+    try:
+        c.close()
+    finally:
+        cluster.broker_up(1)
+    assert c.closed
+    assert of(events, "a", "revoke") == [frozenset(tps(topic, range(2)))]
