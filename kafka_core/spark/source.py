@@ -199,34 +199,37 @@ def _abort(options: SinkOptions, messages: list[Any], batch_id: int | None) -> N
     )
 
 
+# How many EndTxn the driver has in flight at once, each over a client of its own: a broker that
+# answers one bad EndTxn by dropping the connection (Tansu does, for a fenced epoch) must not
+# take the other tasks' commits down with it.
+_END_TXN_CONCURRENCY = 16
+
+
 def _end_all(
     options: SinkOptions, tasks: list[KafkaCommitMessage], commit: bool
 ) -> list[tuple[KafkaCommitMessage, BaseException | None]]:
-    """EndTxn for every prepared transaction at once, over one client, within
-    ``transactionTimeoutMs`` (the broker aborts a transaction open longer anyway)."""
+    """EndTxn for every prepared transaction, concurrently, each within ``transactionTimeoutMs``
+    (the broker aborts a transaction open longer anyway)."""
     import asyncio
     import concurrent.futures
 
     from kafka_core.aio import complete_transaction
-    from kafka_core.client import KafkaClient
     from kafka_core.config import client_keywords
 
     client_options, _ = client_keywords(options.producer)
     timeout = options.transaction_timeout_ms / 1000.0
+    prepared = [m for m in tasks if m.prepared is not None]
 
     async def run() -> list[BaseException | None]:
-        client = KafkaClient(**client_options)
-        try:
-            results = await asyncio.gather(
-                *(
-                    complete_transaction(m.prepared, commit=commit, client=client, timeout=timeout)
-                    for m in tasks
-                    if m.prepared is not None
-                ),
-                return_exceptions=True,
-            )
-        finally:
-            await client.close()
+        gate = asyncio.Semaphore(_END_TXN_CONCURRENCY)
+
+        async def end(txn: PreparedTransaction) -> None:
+            async with gate:
+                await complete_transaction(txn, commit=commit, timeout=timeout, **client_options)
+
+        results = await asyncio.gather(
+            *(end(m.prepared) for m in prepared if m.prepared), return_exceptions=True
+        )
         return [r if isinstance(r, BaseException) else None for r in results]
 
     try:
@@ -236,7 +239,7 @@ def _end_all(
     else:  # called from inside a loop: run ours on a thread of its own
         with concurrent.futures.ThreadPoolExecutor(1) as pool:
             outcomes = pool.submit(asyncio.run, run()).result()
-    return list(zip([m for m in tasks if m.prepared is not None], outcomes, strict=True))
+    return list(zip(prepared, outcomes, strict=True))
 
 
 def _txn_name(m: KafkaCommitMessage) -> str:

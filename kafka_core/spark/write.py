@@ -242,7 +242,7 @@ def _run(options: SinkOptions, feed: Any) -> WriteCounts:
 
 
 # States in which this producer still holds a transaction it can abort itself.
-_ABORTABLE_STATES = ("in_transaction", "preparing", "prepared", "abortable_error", "committing")
+_ABORTABLE_STATES = ("in_transaction", "preparing", "prepared", "abortable_error")
 
 
 def _run_transactional(options: SinkOptions, feed: Any, task_partition: int) -> TaskResult:
@@ -255,6 +255,7 @@ def _run_transactional(options: SinkOptions, feed: Any, task_partition: int) -> 
     from kafka_core.producer.sync import KafkaProducer
 
     txn_id = options.transactional_id(task_partition)
+    delivery_s = float(options.producer.get("delivery_timeout_ms", 120_000)) / 1000.0
     producer = KafkaProducer(
         **options.producer, transactional_id=txn_id, transaction_timeout_ms=options.transaction_timeout_ms
     )
@@ -265,7 +266,7 @@ def _run_transactional(options: SinkOptions, feed: Any, task_partition: int) -> 
             sender = _Sender(producer, options.topic)
             feed(sender)
             sender.flush_pending()
-            prepared = producer.prepare_transaction()
+            prepared = producer.prepare_transaction(delivery_s + 5.0)  # as long as a delivery may take
             sender.check_delivered()
         except BaseException as exc:
             _abort_quietly(producer, txn_id, exc)

@@ -320,3 +320,60 @@ def test_a_failed_job_commits_nothing(spark: SparkSession, bootstrap_servers: st
     txns = transactions(bootstrap_servers, topic, 2)
     assert not [t for t in txns if t.outcome == COMMIT], txns
     assert sum(len(t.values) for t in txns if t.outcome == ABORT) > SMALL, txns
+
+
+def _driver_commit_with_one_fenced(bootstrap: str, topic: str) -> tuple[Any, list[Txn]]:
+    """Three tasks' prepared transactions; a newer producer takes task 1's id before the driver
+    commits (as a zombie attempt would): the driver's commit must fail naming who committed."""
+    from kafka_core.errors import KafkaTransactionError
+    from kafka_core.spark.options import parse_sink
+    from kafka_core.spark.source import KafkaArrowWriter, KafkaCommitMessage
+
+    prefix = f"job-{uuid.uuid4().hex[:8]}"
+    messages = []
+    for task in range(3):
+        with KafkaProducer(bootstrap, transactional_id=f"{prefix}-{task}") as p:
+            p.init_transactions()
+            p.begin_transaction()
+            for i in range(5):
+                p.send(topic, f"t{task}-{i}".encode(), partition=task % 2)
+            messages.append(KafkaCommitMessage(rows=5, task_partition=task, prepared=p.prepare_transaction()))
+    with KafkaProducer(bootstrap, transactional_id=f"{prefix}-1") as newer:
+        newer.init_transactions()
+    writer = KafkaArrowWriter(
+        parse_sink(
+            {
+                "kafka.bootstrap.servers": bootstrap,
+                "topic": topic,
+                "transactionalIdPrefix": prefix,
+                "transactionTimeoutMs": "5000",  # the driver's time to commit
+            }
+        )
+    )
+    with pytest.raises(KafkaTransactionError) as failed:
+        writer.commit(messages)
+    return failed.value, transactions(bootstrap, topic, 2)
+
+
+def test_the_driver_commit_fails_naming_the_task_that_did_not_commit(
+    bootstrap_servers: str, new_topic: Any
+) -> None:
+    error, txns = _driver_commit_with_one_fenced(bootstrap_servers, new_topic(partitions=2))
+    assert "1 of 3 task transactions did not commit" in str(error)
+    assert "task partition 1 (" in str(error)
+    assert "committed task partitions: [0, 2]" in str(error)
+    committed = _values(txns, COMMIT)
+    assert set(committed) == {f"t{t}-{i}".encode() for t in (0, 2) for i in range(5)}
+    assert _values(txns, ABORT) == Counter(f"t1-{i}".encode() for i in range(5))
+
+
+@pytest.mark.tansu_deviation(
+    "EndTxn with a fenced producer epoch: Tansu closes the connection instead of answering "
+    "PRODUCER_FENCED, so the commit runs into its timeout"
+)
+def test_the_driver_commit_reports_the_fenced_task_as_fenced(bootstrap_servers: str, new_topic: Any) -> None:
+    from kafka_core.errors import KafkaProducerFencedError
+
+    error, _ = _driver_commit_with_one_fenced(bootstrap_servers, new_topic(partitions=2))
+    assert isinstance(error.__cause__, KafkaProducerFencedError)
+    assert "the prepared records were aborted" in str(error)
