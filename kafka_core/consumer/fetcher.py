@@ -297,6 +297,12 @@ class Fetcher:
         """Send a Fetch to each leader that has partitions to fetch; True if some have no leader."""
         wanted: dict[TopicPartition, tuple[int, int]] = {}
         now = time.monotonic()
+        # Leader changes of every partition with a position, paused ones too: a paused
+        # partition's buffered records are not handed over past a leader change unvalidated.
+        meta = {t.name: t for t in self._client.cached_metadata().topics}
+        for tp, st in self._subs.items():
+            if st.position is not None:
+                self.validator.check_leader(tp, meta)
         for tp in self._subs.fetchable():
             if tp in self._inflight_tps or tp in self.partition_errors:
                 continue

@@ -95,14 +95,20 @@ class PositionValidator:
         st.leader_epoch = epoch
         if known and st.offset_epoch is not None and st.position is not None:
             log.debug("leader epoch of %s is now %d: validating position %s", tp, epoch, st.position)
-            st.awaiting_validation = True
+            self._await(tp, st)
 
     def fenced(self, tp: TopicPartition) -> None:
         """FENCED_LEADER_EPOCH on a fetch: the leader is newer than our metadata; validate once
         the refreshed metadata names it (check_leader), or now if the position has an epoch."""
         st = self._subs.state(tp)
         if st.offset_epoch is not None and st.position is not None and st.reset is None:
-            st.awaiting_validation = True
+            self._await(tp, st)
+
+    def _await(self, tp: TopicPartition, st: PartitionState) -> None:
+        """Hold the position for validation. Records fetched past it from the old leader are
+        dropped (as Java's consumer does): the new leader's log may not have them."""
+        st.awaiting_validation = True
+        self._drop(tp)
 
     # -- validating ------------------------------------------------------------------------
 

@@ -452,3 +452,33 @@ def test_a_failed_validation_of_a_revoked_partition_leaves_its_new_assignment_al
         await validator.close()
 
     run(main())
+
+
+def test_a_paused_partition_whose_leader_changed_hands_nothing_over_until_validated() -> None:
+    client = EpochClient()
+    fill_epochs(client, 0, [(0, 5)])
+    fill_epochs(client, 1, [(0, 1)])
+
+    async def main() -> None:
+        async with consumer(client, max_poll_records=10) as c:
+            got = [m for m in await consume(c, 20)]
+            assert {(m.partition, m.offset) for m in got} >= {(0, o) for o in range(5)}
+            c.pause([TP0])  # records fetched from the old leader stay buffered meanwhile
+            client.gate = asyncio.Event()
+            client.leader_epochs[TP0] = 1
+            client.invalidate_metadata()
+            fill_epochs(client, 1, [(1, 1)])  # TP1 goes on: fetch rounds see the new metadata
+            more = await consume(c, 10)
+            assert {m.partition for m in more} == {1}
+            await until(lambda: client.asked, c=c)  # validated although paused
+            c.resume([TP0])
+            for _ in range(20):  # awaiting validation: nothing of the old leader's handed over
+                assert not [m for m in await c.poll(10) if m.partition == 0]
+            client.gate.set()
+            rest = [m for m in await consume(c, 50 - len([m for m in got if m.partition == 0]))]
+            assert [m.offset for m in rest if m.partition == 0][:1] == [
+                max(m.offset for m in got if m.partition == 0) + 1
+            ]
+
+    run(main())
+    assert client.asked[0] == {TP0: 0}
