@@ -258,6 +258,12 @@ def _complete_prepared(options: SinkOptions, tasks: list[KafkaCommitMessage], wh
         raise KafkaTransactionError(
             f"Kafka transactional write{where}: task partitions {missing} returned no prepared transaction"
         )
+    log.info(  # what an operator needs to finish the job by hand should this driver die now
+        "Kafka transactional write%s: committing %s",
+        where,
+        ", ".join(f"{_txn_name(m)}" for m in tasks if m.prepared is not None and m.prepared.producer_id >= 0)
+        or "no transaction (nothing written)",
+    )
     outcomes = _end_all(options, tasks, commit=True)
     failed = [(m, exc) for m, exc in outcomes if exc is not None]
     if not failed:
