@@ -439,7 +439,13 @@ class ConsumerGroupMembership:
         self._settled.clear()
         self._target = None
         self.epoch = 0
+        self._epoch_over()
         await self._rec.lose_all()
+
+    def _epoch_over(self) -> None:
+        """The member has no epoch any more: a commit waiting in next_epoch stops waiting now.
+        (Losing the partitions waits for the step in progress, which may be that commit.)"""
+        self._answered.set()
 
     async def _poll_timeout(self) -> None:
         """No poll for max_poll_interval_ms: leave (the partitions go to others, as Java's
@@ -454,6 +460,7 @@ class ConsumerGroupMembership:
         await self._leave("max_poll_interval_ms exceeded")
         self._stale = True
         self._full = True
+        self._epoch_over()
         await self._rec.lose_all()
 
     async def _fail(self, err: BaseException) -> None:
@@ -463,6 +470,7 @@ class ConsumerGroupMembership:
         self._target = None
         self.epoch = 0
         self._settle()  # a waiting poll returns and raises
+        self._epoch_over()
         await self._rec.lose_all()
 
     async def _leave(self, reason: str) -> None:

@@ -590,3 +590,36 @@ def test_raising_rebalance_callbacks_are_reported_by_the_next_poll_and_membershi
     got = run(main())
     assert [(m.partition, m.offset) for m in got] == [(2, 0), (2, 1), (2, 2)]
     assert calls[:3] == [("assign", [TP0, TP1]), ("revoke", [TP0]), ("assign", [TP2])]
+
+
+def test_fenced_while_a_revocation_commit_waits_for_the_next_epoch_rejoins_without_a_hang() -> None:
+    class StaleThenFenced(FakeCoordinator):
+        request_timeout_ms = 120_000.0  # what next_epoch would wait for an answer at most
+
+        async def commit_offsets(self, group_id: str, offsets: dict, **kw: Any) -> None:
+            if self.target == {TP1} and not self.errors and not getattr(self, "fenced_once", False):
+                self.fenced_once = True
+                self.errors = [110]  # the heartbeat next_epoch asks for: FENCED_MEMBER_EPOCH
+                raise KafkaProtocolError(113, "STALE_MEMBER_EPOCH", False, "scripted")
+            await super().commit_offsets(group_id, offsets, **kw)
+
+    client = StaleThenFenced({T: 2})
+    events: list = []
+    raised: list = []
+
+    async def main() -> None:
+        c = member(client, events)
+        await until(c, lambda: c.assignment() == {TP0, TP1})
+        client.target = {TP1}
+        for _ in range(300):
+            try:
+                await c.poll(10)
+            except KafkaProtocolError as exc:
+                raised.append(exc.name)
+            if len([e for e in events if e[0] == "assign"]) == 2:
+                break
+        await c.close()
+
+    run(main())
+    assert events[:4] == [("assign", [TP0, TP1]), ("revoke", [TP0]), ("lost", [TP1]), ("assign", [TP1])]
+    assert raised == ["STALE_MEMBER_EPOCH"]  # the revocation's commit failure, reported by poll
