@@ -235,6 +235,16 @@ class ConsumerGroupMembership:
     # -- the heartbeat loop -------------------------------------------------------------------
 
     async def _run(self) -> None:
+        """The loop, and what ends it unexpectedly (a bug, never silent: every poll raises it)."""
+        try:
+            await self._beat()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.exception("group %s: the heartbeat loop failed", self.group_id)
+            await self._fail(exc)
+
+    async def _beat(self) -> None:
         loop = asyncio.get_running_loop()
         backoff = Backoff(100, 2_000)
         while not self._closed:

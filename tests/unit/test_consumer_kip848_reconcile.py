@@ -6,11 +6,13 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
 from fakes.consumer_helpers import TP0, TP1, T, fill, run
 from fakes.kip848_coordinator import TP2, FakeCoordinator, member, until
 
 from kafka_core.consumer.consumer import KafkaConsumer
 from kafka_core.errors import KafkaConnectionError, KafkaProtocolError
+from kafka_core.protocol import messages as m
 
 
 def test_an_assignment_whose_offsets_cannot_be_read_yet_is_retried() -> None:
@@ -150,3 +152,24 @@ def test_fenced_while_a_revocation_commit_waits_for_the_next_epoch_rejoins_witho
     run(main())
     assert events[:4] == [("assign", [TP0, TP1]), ("revoke", [TP0]), ("lost", [TP1]), ("assign", [TP1])]
     assert raised == ["STALE_MEMBER_EPOCH"]  # the revocation's commit failure, reported by poll
+
+
+def test_a_heartbeat_loop_that_breaks_unexpectedly_is_raised_by_poll_not_a_silent_stall() -> None:
+    class Broken(FakeCoordinator):
+        async def send(self, node: int, body: Any, version: int | None = None, **kw: Any) -> Any:
+            if isinstance(body, m.ConsumerGroupHeartbeatRequest) and len(self.requests) >= 2:
+                raise RuntimeError("a bug in the heartbeat path")
+            return await super().send(node, body, version, **kw)
+
+    client = Broken({T: 1})
+
+    async def main() -> None:
+        c = member(client, [])
+        with pytest.raises(RuntimeError, match="a bug in the heartbeat path"):
+            for _ in range(200):
+                await c.poll(10)
+        with pytest.raises(RuntimeError, match="a bug in the heartbeat path"):  # every poll
+            await c.poll(10)
+        await c.close()
+
+    run(main())
