@@ -437,6 +437,11 @@ class ConsumerGroupMembership:
             log.warning("group %s: reconciling the assignment failed: %r; retrying", self.group_id, exc)
             self.metrics.rebalance_end(False)
             self._outage.failed(self._assign_key, exc)
+        except Exception as exc:  # a bug: never a silent stall, every poll raises it
+            log.exception("group %s: reconciling the assignment failed", self.group_id)
+            self.metrics.rebalance_end(False)
+            await self._fail(exc)
+            return
         if self.epoch > 0 and not self._closed:
             self._settle()
 

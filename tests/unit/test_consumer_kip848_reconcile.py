@@ -173,3 +173,20 @@ def test_a_heartbeat_loop_that_breaks_unexpectedly_is_raised_by_poll_not_a_silen
         await c.close()
 
     run(main())
+
+
+def test_a_reconciliation_that_breaks_unexpectedly_is_raised_by_poll_not_a_silent_stall() -> None:
+    class Broken(FakeCoordinator):
+        async def fetch_committed_offsets(self, group_id: str, partitions: Any = None, **kw: Any) -> dict:
+            raise RuntimeError("a bug in positioning")
+
+    client = Broken({T: 1})
+
+    async def main() -> None:
+        c = member(client, [])
+        with pytest.raises(RuntimeError, match="a bug in positioning"):
+            for _ in range(200):
+                await c.poll(10)
+        await c.close()
+
+    run(main())
