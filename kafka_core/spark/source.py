@@ -31,7 +31,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kafka_core.errors import KafkaTransactionError
+from kafka_core.errors import KafkaTimeoutError, KafkaTransactionError
 from kafka_core.spark.options import SinkOptions, SourceOptions, parse_sink, parse_source
 
 if TYPE_CHECKING:
@@ -208,7 +208,7 @@ _END_TXN_CONCURRENCY = 16
 def _end_all(
     options: SinkOptions, tasks: list[KafkaCommitMessage], commit: bool
 ) -> list[tuple[KafkaCommitMessage, BaseException | None]]:
-    """EndTxn for every prepared transaction, concurrently, each within ``transactionTimeoutMs``
+    """EndTxn for every prepared transaction, concurrently, all within ``transactionTimeoutMs``
     (the broker aborts a transaction open longer anyway)."""
     import asyncio
     import concurrent.futures
@@ -222,10 +222,18 @@ def _end_all(
 
     async def run() -> list[BaseException | None]:
         gate = asyncio.Semaphore(_END_TXN_CONCURRENCY)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout  # for all of them: the broker's clock runs for all at once
 
         async def end(txn: PreparedTransaction) -> None:
             async with gate:
-                await complete_transaction(txn, commit=commit, timeout=timeout, **client_options)
+                left = deadline - loop.time()
+                if left <= 0:
+                    raise KafkaTimeoutError(
+                        f"not ended: transactionTimeoutMs ({options.transaction_timeout_ms} ms) ran out "
+                        "while the other transactions were being ended"
+                    )
+                await complete_transaction(txn, commit=commit, timeout=left, **client_options)
 
         results = await asyncio.gather(
             *(end(m.prepared) for m in prepared if m.prepared), return_exceptions=True

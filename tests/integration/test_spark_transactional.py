@@ -8,6 +8,7 @@ assert the COMMIT and ABORT markers of each transaction, not only which records 
 from __future__ import annotations
 
 import os
+import re
 import sys
 import tempfile
 import uuid
@@ -377,3 +378,31 @@ def test_the_driver_commit_reports_the_fenced_task_as_fenced(bootstrap_servers: 
     error, _ = _driver_commit_with_one_fenced(bootstrap_servers, new_topic(partitions=2))
     assert isinstance(error.__cause__, KafkaProducerFencedError)
     assert "the prepared records were aborted" in str(error)
+
+
+@pytest.mark.parametrize(
+    ("options", "complaint"),
+    [
+        ({"transactionTimeoutMs": "5000"}, "'transactionTimeoutMs' needs 'transactionalIdPrefix'"),
+        ({"transactionalIdPrefix": " "}, "'transactionalIdPrefix' is empty"),
+        ({"transactionalIdPrefix": "p", "kafka.acks": "1"}, "needs acks='all'"),
+        ({"transactionalIdPrefix": "p", "kafka.enable.idempotence": "false"}, "needs idempotence"),
+        ({"transactionalIdPrefix": "p", "transactionTimeoutMs": "soon"}, "must be an integer"),
+        ({"kafka.transactional.id": "x"}, "set the sink option 'transactionalIdPrefix'"),
+        ({"transactionalIdPrefix": "p", "kafka.transaction.timeout.ms": "1"}, "'transactionTimeoutMs'"),
+    ],
+)
+def test_transactional_options_are_checked_on_the_driver(options: dict[str, str], complaint: str) -> None:
+    from kafka_core.errors import KafkaConfigError
+    from kafka_core.spark.options import parse_sink
+
+    with pytest.raises(KafkaConfigError, match=re.escape(complaint)):
+        parse_sink({"kafka.bootstrap.servers": "localhost:9092", **options})
+
+
+def test_transactional_options_defaults() -> None:
+    from kafka_core.spark.options import parse_sink
+
+    sink = parse_sink({"kafka.bootstrap.servers": "localhost:9092", "transactionalIdPrefix": " job "})
+    assert (sink.transactional_id(7), sink.transaction_timeout_ms) == ("job-7", 900_000)
+    assert parse_sink({"kafka.bootstrap.servers": "localhost:9092"}).transactional_id_prefix is None
