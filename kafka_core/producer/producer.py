@@ -216,11 +216,11 @@ class KafkaProducer(TransactionalProducer):
         txn = self._txn
         if txn is not None:  # a transactional producer checks its state first (one frame)
             inner = append
-            check = txn.check_send
+            sending = txn.sending
 
             def append(*args: Any, **kwargs: Any) -> RecordFuture:
-                check()
-                return inner(*args, **kwargs)
+                with sending():
+                    return inner(*args, **kwargs)
 
         if not self._serializing:
             return append
@@ -385,7 +385,19 @@ class KafkaProducer(TransactionalProducer):
     ) -> RecordFuture:
         """Queue one record; returns its future (await it, or ``.result()`` from another thread)."""
         if self._txn is not None:
-            self._txn.check_send()
+            with self._txn.sending():
+                return await self._send(topic, value, key, partition, headers, timestamp_ms)
+        return await self._send(topic, value, key, partition, headers, timestamp_ms)
+
+    async def _send(
+        self,
+        topic: str,
+        value: Any,
+        key: Any,
+        partition: int | None,
+        headers: Sequence[tuple[str, Any]] | None,
+        timestamp_ms: int | None,
+    ) -> RecordFuture:
         if self._serializing:
             key, value = self._serialize(key, value)
         if self._task is None:
@@ -426,7 +438,13 @@ class KafkaProducer(TransactionalProducer):
     ) -> SendBatchFuture:
         """Queue many records (lists or pyarrow binary arrays) straight for the columnar encoder."""
         if self._txn is not None:
-            self._txn.check_send()
+            with self._txn.sending():
+                return await self._send_batch(topic, values, keys, partition, headers, timestamps)
+        return await self._send_batch(topic, values, keys, partition, headers, timestamps)
+
+    async def _send_batch(
+        self, topic: str, values: Any, keys: Any, partition: int | None, headers: Any, timestamps: Any
+    ) -> SendBatchFuture:
         if self._task is None:
             self._begin(asyncio.get_running_loop())
         await self.wait_topic(topic)
@@ -453,7 +471,13 @@ class KafkaProducer(TransactionalProducer):
         without awaiting: for callers the accumulator may block (the blocking face, see
         :meth:`bind_blocking`); here it raises BufferFull when memory is full."""
         if self._txn is not None:
-            self._txn.check_send()
+            with self._txn.sending():
+                return self._queue_batch(topic, values, keys, partition, headers, timestamps)
+        return self._queue_batch(topic, values, keys, partition, headers, timestamps)
+
+    def _queue_batch(
+        self, topic: str, values: Any, keys: Any, partition: int | None, headers: Any, timestamps: Any
+    ) -> SendBatchFuture:
         chunks = self._acc.plan_batch(topic, values, keys, partition, headers, timestamps)
         parts: list[tuple[BatchResult, Any]] = []
         self._queue_chunks(topic, chunks, parts)

@@ -20,8 +20,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 import time
-from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
+from contextlib import contextmanager
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
@@ -102,6 +104,11 @@ class TransactionManager:
         self._op: tuple[str, asyncio.Task[Any]] | None = None
         self._phase = ""  # what the pending operation is doing (named when it runs out of time)
         self.counters = {"commits": 0, "aborts": 0, "commit_time_ms": 0.0, "abort_time_ms": 0.0}
+        # Sends between their state check and their append (any thread), so that a transaction
+        # ends only after they appended: a record joins the transaction it was sent in or fails.
+        self._gate = threading.Lock()
+        self._sending = 0
+        self._sends_done: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
 
     @classmethod
     def for_sender(
@@ -245,6 +252,39 @@ class TransactionManager:
             if err is not None:
                 raise err
 
+    @contextmanager
+    def sending(self) -> Iterator[None]:
+        """Around one send (any thread): check the state, and hold the transaction's end (commit,
+        abort, prepare) until the record is appended, so it is delivered or failed with the
+        transaction it was sent in, never held over to the next one."""
+        with self._gate:
+            self.check_send()
+            self._sending += 1
+        try:
+            yield
+        finally:
+            with self._gate:
+                self._sending -= 1
+                done = self._sends_done if self._sending == 0 else None
+            if done is not None:
+                done[0].call_soon_threadsafe(done[1].set)
+
+    def _end(self, state: TransactionState) -> None:
+        """Leave IN_TRANSACTION (under the gate: a send checked after this is refused)."""
+        with self._gate:
+            self.state = state
+
+    async def _sends_appended(self) -> None:
+        """Wait for the sends that passed their check before the transaction's end to append."""
+        while True:
+            with self._gate:
+                if self._sending == 0:
+                    self._sends_done = None
+                    return
+                event = asyncio.Event()
+                self._sends_done = (asyncio.get_running_loop(), event)
+            await event.wait()
+
     # -- the application's calls -------------------------------------------------------------------
 
     async def init(self, timeout: float) -> None:
@@ -277,7 +317,7 @@ class TransactionManager:
         transaction with nothing in it answers producer id -1: there is nothing to end."""
         if not self._resuming("prepare_transaction"):
             self._require("prepare_transaction", S.IN_TRANSACTION)
-            self.state = S.PREPARING
+            self._end(S.PREPARING)
         await self._run("prepare_transaction", self._prepare, timeout)
         if not self.started:
             return (self.transactional_id, -1, -1)
@@ -286,13 +326,13 @@ class TransactionManager:
     async def commit(self, timeout: float) -> None:
         if not self._resuming("commit_transaction"):
             self._require("commit_transaction", S.IN_TRANSACTION, S.PREPARED)
-            self.state = S.COMMITTING
+            self._end(S.COMMITTING)
         await self._run("commit_transaction", self._commit, timeout)
 
     async def abort(self, timeout: float) -> None:
         if not self._resuming("abort_transaction"):
             self._require("abort_transaction", S.IN_TRANSACTION, S.ABORTABLE_ERROR, S.PREPARED)
-            self.state = S.ABORTING
+            self._end(S.ABORTING)
             self._wake()  # the sender fails what is not sent yet
         await self._run("abort_transaction", self._abort, timeout)
 
@@ -365,6 +405,7 @@ class TransactionManager:
         t0 = time.monotonic()
         try:
             self._phase = "delivering the transaction's records"
+            await self._sends_appended()
             await self._drain()
             self._phase = "ending the transaction (EndTxn)"
             if self.state is not S.COMMITTING:  # a record failed meanwhile
@@ -381,6 +422,7 @@ class TransactionManager:
     async def _prepare(self) -> None:
         try:
             self._phase = "delivering the transaction's records"
+            await self._sends_appended()
             await self._drain()
             if self.state is not S.PREPARING:  # a record failed meanwhile
                 raise self.error or KafkaTransactionError("prepare failed", abortable=True)
@@ -395,6 +437,7 @@ class TransactionManager:
         t0 = time.monotonic()
         try:
             self._phase = "waiting for the requests in flight"
+            await self._sends_appended()
             await self._drain()  # what is in flight settles; the rest fails (unsent_error)
             if self._adder is not None:  # its request in flight may add partitions: EndTxn after it
                 await asyncio.wait({self._adder})

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
+import threading
 from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
@@ -82,6 +83,8 @@ class ProduceBroker:
         self.ended: list[tuple[bool, list[tuple[str, int]]]] = []  # (committed, partitions)
         self.completed: dict[str, bool] = {}  # transactional id -> how its last transaction ended
         self.unadded: list[tuple[str, int]] = []
+        self.metadata_asked: list[str] = []  # topics in metadata requests, in order
+        self.metadata_hold: dict[str, threading.Event] = {}  # topic -> answer once it is set
 
     # -- the KafkaClient surface the producer uses ----------------------------------------------
 
@@ -108,6 +111,11 @@ class ProduceBroker:
         return BrokerMeta(0, "fake", 0)
 
     async def metadata(self, topics: list[str]) -> ClusterMeta:
+        self.metadata_asked.extend(topics)
+        for t in topics:
+            hold = self.metadata_hold.get(t)
+            while hold is not None and not hold.is_set():
+                await asyncio.sleep(0.005)
         parts = [PartitionMeta(partition=p, leader=0) for p in range(self.partitions)]
         return ClusterMeta(brokers=[], topics=[TopicMeta(name=t, partitions=parts) for t in topics])
 

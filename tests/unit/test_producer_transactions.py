@@ -601,3 +601,59 @@ def test_the_blocking_face_runs_transactions_and_checks_send_synchronously() -> 
         p.close()
     assert broker.ended == [(True, [("t", 0)]), (False, [("t", 0)])]
     assert broker.logs[0][0] == b"v"
+
+
+# -- a send racing with the end of its transaction -------------------------------------------------
+
+
+@pytest.mark.parametrize("end", ["commit", "abort", "prepare"])
+def test_a_blocking_send_checked_before_the_end_joins_its_transaction(end: str) -> None:
+    """The send passes its state check, then waits in the accumulator (the first record of a
+    topic waits for its metadata, held here); meanwhile the transaction ends. The record is
+    delivered in (commit, prepare) or failed with (abort) that transaction, never held over."""
+    import threading
+
+    from kafka_core import KafkaProducer
+
+    broker = ProduceBroker()
+    hold = broker.metadata_hold["slow"] = threading.Event()
+    p = KafkaProducer(client=broker, transactional_id="tx-race", linger_ms=0, retry_backoff_ms=1)
+    try:
+        p.init_transactions(5)
+        p.begin_transaction()
+        futures: list[Any] = []
+        sender = threading.Thread(target=lambda: futures.append(p.send("slow", b"raced")))
+        sender.start()
+        _wait_for(lambda: "slow" in broker.metadata_asked)  # past its check, waiting for metadata
+        ending = threading.Thread(target=getattr(p, f"{end}_transaction"), args=(5,))
+        ending.start()
+        _wait_for(lambda: p.transaction_state != "in_transaction")
+        hold.set()
+        sender.join(5)
+        ending.join(5)
+        (f,) = futures
+        if end == "abort":
+            with pytest.raises(KafkaTransactionError, match="aborted"):
+                f.result(1)
+            assert broker.ended == []  # nothing reached the coordinator's transaction
+        else:
+            assert f.result(1).offset == 0
+            if end == "prepare":
+                assert p.transaction_state == "prepared"
+                p.commit_transaction(5)
+            assert broker.ended == [(True, [("slow", 0)])]
+        p.begin_transaction()
+        p.send("slow", b"next")
+        p.commit_transaction(5)
+    finally:
+        p.close(5)
+    assert broker.logs[0] == ([b"next"] if end == "abort" else [b"raced", b"next"])
+
+
+def _wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    import time
+
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the condition never came true"
+        time.sleep(0.005)
