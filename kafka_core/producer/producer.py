@@ -30,6 +30,7 @@ from kafka_core.producer.idempotence import INIT_PRODUCER_ID_MIN_VERSION, Idempo
 from kafka_core.producer.options import check_options, check_transactional, parse_acks
 from kafka_core.producer.partitioner import Partitioner, make_partitioner
 from kafka_core.producer.sender import Sender
+from kafka_core.producer.topics import TopicWaits, with_cause
 from kafka_core.producer.transactions import TransactionalProducer, TransactionManager
 from kafka_core.protocol import ApiKey
 
@@ -38,7 +39,7 @@ log = logging.getLogger("kafka_core.producer")
 __all__ = ["KafkaProducer"]
 
 
-class KafkaProducer(TransactionalProducer):
+class KafkaProducer(TopicWaits, TransactionalProducer):
     """Asyncio Kafka producer. ``await send(...)`` returns a future of RecordMetadata at once
     (it only waits while ``buffer_memory`` is full). Use ``async with`` or ``await close()``.
 
@@ -264,7 +265,7 @@ class KafkaProducer(TransactionalProducer):
         if not await self.wait_ready(self._max_block):
             raise KafkaTimeoutError(
                 f"no broker reachable within max_block_ms ({self._max_block * 1000:.0f} ms)"
-                + _cause(self._start_cause())
+                + with_cause(self._start_cause())
             )
 
     def _start_cause(self) -> BaseException | None:
@@ -483,80 +484,11 @@ class KafkaProducer(TransactionalProducer):
         self._queue_chunks(topic, chunks, parts)
         return SendBatchFuture(parts, len(values))
 
-    def known_partitions(self, topic: str) -> int:
-        """Partition count of ``topic`` if its metadata is already known, else 0 (no lookup)."""
-        return self._acc.partition_count(topic)
-
     def _queue_chunks(self, topic: str, chunks: list[Chunk], parts: list[tuple[BatchResult, Any]]) -> None:
         """Append the chunks not in ``parts`` yet; on BufferFull ``parts`` says how far it got."""
         while len(parts) < len(chunks):  # one at a time: a BufferFull keeps what was appended
             chunk = chunks[len(parts)]
             parts.append((self._acc.append_chunk(topic, chunk), chunk.rows))
-
-    async def wait_topic(self, topic: str) -> int:
-        """Partition count of ``topic``, fetching metadata if unknown; raises KafkaTimeoutError,
-        with the last cause, once ``max_block_ms`` has passed (however long a lookup would take)."""
-        known = self._acc.partition_count(topic)
-        if known:
-            return known
-        deadline = time.monotonic() + self._max_block
-        cause: BaseException | None = None
-        while True:
-            if self._closed:
-                raise KafkaClosedError("the producer is closed")
-            left = deadline - time.monotonic()
-            try:
-                await asyncio.wait_for(self._ready.wait(), max(left, 0.0))  # type: ignore[union-attr]
-            except TimeoutError:
-                raise KafkaTimeoutError(
-                    f"topic {topic!r}: no broker reachable within max_block_ms "
-                    f"({self._max_block * 1000:.0f} ms){_cause(cause or self._start_cause())}"
-                ) from None
-            if self._start_error is not None:
-                raise self._start_error
-            try:
-                meta = await asyncio.wait_for(self.client.metadata([topic]), max(left, 0.001))
-                self._sender.leaders.apply(meta, [topic])
-            except KafkaError as exc:
-                cause = self._sender.leaders.last_error[topic] = exc
-            except TimeoutError:
-                pass
-            known = self._acc.partition_count(topic)
-            if known:
-                self._wake()
-                return known
-            if time.monotonic() >= deadline:
-                cause = cause or self._sender.leaders.last_error.get(topic)
-                raise KafkaTimeoutError(
-                    f"topic {topic!r} not available within max_block_ms ({self._max_block * 1000:.0f} ms)"
-                    + _cause(cause)
-                )
-            await asyncio.sleep(min(self._sender.backoff, max(deadline - time.monotonic(), 0.0)))
-
-    async def _lookup(self, topic: str) -> None:
-        """First record for ``topic``: one metadata lookup (``max_block_ms`` in all, waiting for a
-        broker included) so that records go straight into partition batches; if it does not
-        succeed they wait parked instead, until their delivery deadline."""
-        if topic in self._acc.topics:
-            return
-        if self._task is None:
-            self._begin(asyncio.get_running_loop())
-        deadline = time.monotonic() + self._max_block
-        try:
-            await asyncio.wait_for(self._ready.wait(), self._max_block)  # type: ignore[union-attr]
-            if self._start_error is not None or topic in self._acc.topics:
-                return
-            left = max(deadline - time.monotonic(), 0.0)
-            meta = await asyncio.wait_for(self.client.metadata([topic]), left)
-            self._sender.leaders.apply(meta, [topic])
-        except KafkaError as exc:
-            self._sender.leaders.last_error[topic] = exc
-        except TimeoutError:
-            pass  # the cause is the client's (cause_for_topic)
-
-    async def partitions_for(self, topic: str) -> list[int]:
-        """Partition ids of ``topic`` (waiting up to ``max_block_ms`` for its metadata)."""
-        return list(range(await self.wait_topic(topic)))
 
     # -- flush and close -----------------------------------------------------------------------------
 
@@ -596,7 +528,7 @@ class KafkaProducer(TransactionalProducer):
         where = f"{result.topic}[{result.partition}]" if result.partition >= 0 else repr(result.topic)
         return KafkaTimeoutError(
             f"flush did not finish within {timeout}s: records of {where} still waiting"
-            + _cause(cause or self._sender.cause_for_topic(result.topic))
+            + with_cause(cause or self._sender.cause_for_topic(result.topic))
         )
 
     async def close(self, timeout: float | None = None) -> int:
@@ -658,7 +590,3 @@ def _fatal(exc: KafkaError) -> bool:
     if isinstance(exc, KafkaConfigError | KafkaUnsupportedVersionError | KafkaClosedError):
         return True
     return isinstance(exc, KafkaProtocolError) and not exc.retriable
-
-
-def _cause(exc: BaseException | None) -> str:
-    return f"; last error: {exc}" if exc is not None else ""
