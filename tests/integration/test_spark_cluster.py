@@ -175,9 +175,10 @@ def _write(spark: SparkSession, bootstrap: str, topic: str, start: int, stop: in
 
 
 def _consume_all(
-    bootstrap: str, topic: str, expected: int, timeout: float = 60.0
+    bootstrap: str, topic: str, expected: int, timeout: float = 60.0, isolation: str = "read_committed"
 ) -> list[tuple[int, int, bytes, bytes]]:
-    """(partition, offset, key, value) of every record, read by confluent-kafka (an independent client)."""
+    """(partition, offset, key, value) of every record, read by confluent-kafka (an independent
+    client; read_committed is librdkafka's default isolation level)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer(
@@ -187,6 +188,7 @@ def _consume_all(
             "enable.auto.commit": False,
             "auto.offset.reset": "earliest",
             "fetch.wait.max.ms": 100,
+            "isolation.level": isolation,
         }
     )
     out: list[tuple[int, int, bytes, bytes]] = []
@@ -421,6 +423,26 @@ def test_batch_write_then_read_back_every_row_exactly_once(
     for p, n in per_partition.items():
         assert sorted(o for q, o, _, _ in read if q == p) == list(range(n)), f"offsets of partition {p}"
     print(f"\n{ROWS} rows: write {wrote:.1f} s, read back {took:.1f} s on {EXECUTORS} executors")
+
+
+def test_transactional_write_commits_what_the_executors_prepared(
+    spark: SparkSession, bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
+    """Tasks in two executor JVMs each prepare a transaction; the driver, another process,
+    commits them: read_committed and read_uncommitted readers both see every row once."""
+    topic = new_topic(partitions=PARTITIONS, prefix="spark-cluster-txn")
+    (
+        _rows_frame(spark, 0, ROWS)
+        .write.format("kafka_core")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("topic", topic)
+        .option("transactionalIdPrefix", f"cluster-{uuid.uuid4().hex[:8]}")
+        .option("transactionTimeoutMs", "60000")
+        .mode("append")
+        .save()
+    )
+    _check_exactly(_consume_all(bootstrap_servers, topic, ROWS), range(ROWS))  # librdkafka: read_committed
+    _check_exactly(_consume_all(bootstrap_servers, topic, ROWS, isolation="read_uncommitted"), range(ROWS))
 
 
 def test_streaming_available_now_resumes_from_its_checkpoint(
