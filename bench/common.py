@@ -461,3 +461,102 @@ def e2e_table(results: Sequence[RunResult], anchor: str, unit: str = "msg/s") ->
         )
     headers = ["client", unit, f"vs {anchor}", "CPU s / M records", "peak RSS MB", "notes"]
     return markdown_table(headers, rows)
+
+
+# -- the produce benchmarks' shared driver (e2e_producer, bench_transactions) ---------------------
+
+
+def describe_run(result: RunResult) -> str:
+    """One line of a run for the progress log."""
+    if result.status != OK:
+        return f"{result.status} {result.detail}"
+    return f"{result.rate:,.0f} msg/s, {result.cpu_per_million:.2f} CPU s/M, {result.rss_mb:.0f} MB"
+
+
+def produce_rounds(
+    bootstrap: str,
+    *,
+    module: str,
+    kind: str,
+    label: str,
+    records: int,
+    partitions: int,
+    repeat: int,
+    clients: Sequence[str],
+    child_args: Sequence[str],
+    timeout: float,
+    log: Any = print,
+    note: str = "",
+) -> list[RunResult]:
+    """Every client ``repeat`` times, round-robin (so drifting load hits all alike), each run in
+    a child process of ``module`` on a fresh topic whose records are counted back; median each."""
+    runs: dict[str, list[RunResult]] = {c: [] for c in clients}
+    for round_no in range(repeat):
+        for client in clients:
+            if runs[client] and runs[client][-1].status != OK:
+                continue  # not implemented / broken: once is enough
+            topic = unique_topic(kind, client)
+            create_topic(bootstrap, topic, partitions)
+            args = ["--bootstrap", bootstrap, "--topic", topic, "--records", str(records), *child_args]
+            result = run_child(module, client, args, timeout)
+            if result.status == OK:
+                landed = count_topic(bootstrap, topic, partitions, records)
+                if landed != records:
+                    result.status = ERROR
+                    result.detail = f"{landed} of {records} records on the topic after the run"
+                if note:
+                    result.extra["note"] = note
+            delete_topic(bootstrap, topic)
+            runs[client].append(result)
+            log(f"  {label} {client} round {round_no + 1}: {describe_run(result)}")
+    return [median_result(runs[c]) for c in clients]
+
+
+def produce_main(
+    argv: Sequence[str] | None,
+    *,
+    doc: str,
+    records: int,
+    clients: Sequence[str],
+    anchor: str,
+    runners: dict[str, Callable[..., RunResult]],
+    bench: Callable[..., list[RunResult]],
+    options: Sequence[tuple[str, int]] = (),
+) -> int:
+    """The command line of a produce benchmark: ``--child`` runs one client's runner (given
+    bootstrap, topic, values and each of ``options`` by name), otherwise ``bench`` runs them all
+    (on ``--bootstrap`` or an embedded broker) and prints the table."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    parser.add_argument("--bootstrap", help="broker; default: KAFKA_BOOTSTRAP_SERVERS or embedded Tansu")
+    parser.add_argument("--topic", help=argparse.SUPPRESS)
+    parser.add_argument("--records", type=int, default=records)
+    parser.add_argument("--value-size", type=int, default=100)
+    for flag, default in options:
+        parser.add_argument(flag, type=int, default=default)
+    parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--clients", default=",".join(clients))
+    args = parser.parse_args(argv)
+    extra = {
+        flag.lstrip("-").replace("-", "_"): getattr(args, flag.lstrip("-").replace("-", "_"))
+        for flag, _ in options
+    }
+
+    if args.child:
+        values = make_values(args.records, args.value_size)
+        runner = runners.get(args.child)
+        bound = {args.child: (lambda: runner(args.bootstrap, args.topic, values, **extra))} if runner else {}
+        return child_main(args.child, bound)
+
+    chosen = [c for c in args.clients.split(",") if c]
+    kwargs = {"records": args.records, "value_size": args.value_size, "partitions": args.partitions, **extra}
+    if args.bootstrap:
+        results = bench(args.bootstrap, repeat=args.repeat, clients=chosen, **kwargs)
+    else:
+        with bench_broker() as bootstrap:
+            results = bench(bootstrap, repeat=args.repeat, clients=chosen, **kwargs)
+    print(e2e_table(results, anchor))
+    return 0

@@ -8,29 +8,18 @@ measured from the first send to the end of flush (every record acknowledged).
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import sys
 from collections.abc import Sequence
 from typing import Any
 
 from bench.common import (
-    ERROR,
-    OK,
     NotImplementedYet,
     RunResult,
     Span,
-    bench_broker,
-    child_main,
-    count_topic,
-    create_topic,
-    delete_topic,
-    e2e_table,
-    make_values,
-    median_result,
     our_export,
-    run_child,
-    unique_topic,
+    produce_main,
+    produce_rounds,
 )
 
 CLIENTS = ("confluent-kafka", "aiokafka", "kafka-python", "kafka_core", "kafka_core-send_batch")
@@ -222,60 +211,31 @@ def run_producer_bench(
     log: Any = print,
 ) -> list[RunResult]:
     """Every client ``repeat`` times, round-robin (so drifting load hits all alike); median each."""
-    runs: dict[str, list[RunResult]] = {c: [] for c in clients}
-    for round_no in range(repeat):
-        for client in clients:
-            if runs[client] and runs[client][-1].status != OK:
-                continue  # not implemented / broken: once is enough
-            topic = unique_topic("produce", client)
-            create_topic(bootstrap, topic, partitions)
-            args = ["--bootstrap", bootstrap, "--topic", topic, "--records", str(records)]
-            args += ["--value-size", str(value_size)]
-            result = run_child("bench.e2e_producer", client, args, timeout)
-            if result.status == OK:
-                landed = count_topic(bootstrap, topic, partitions, records)
-                if landed != records:
-                    result.status = ERROR
-                    result.detail = f"{landed} of {records} records on the topic after the run"
-            delete_topic(bootstrap, topic)
-            runs[client].append(result)
-            log(f"  produce {client} round {round_no + 1}: {_describe(result)}")
-    return [median_result(runs[c]) for c in clients]
-
-
-def _describe(result: RunResult) -> str:
-    if result.status != OK:
-        return f"{result.status} {result.detail}"
-    return f"{result.rate:,.0f} msg/s, {result.cpu_per_million:.2f} CPU s/M, {result.rss_mb:.0f} MB"
+    return produce_rounds(
+        bootstrap,
+        module="bench.e2e_producer",
+        kind="produce",
+        label="produce",
+        records=records,
+        partitions=partitions,
+        repeat=repeat,
+        clients=clients,
+        child_args=["--value-size", str(value_size)],
+        timeout=timeout,
+        log=log,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--bootstrap", help="broker; default: KAFKA_BOOTSTRAP_SERVERS or embedded Tansu")
-    parser.add_argument("--topic", help=argparse.SUPPRESS)
-    parser.add_argument("--records", type=int, default=300_000)
-    parser.add_argument("--value-size", type=int, default=100)
-    parser.add_argument("--partitions", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--clients", default=",".join(CLIENTS))
-    args = parser.parse_args(argv)
-
-    if args.child:
-        values = make_values(args.records, args.value_size)
-        runner = RUNNERS.get(args.child)
-        bound = {args.child: (lambda: runner(args.bootstrap, args.topic, values))} if runner else {}
-        return child_main(args.child, bound)
-
-    clients = [c for c in args.clients.split(",") if c]
-    kwargs = {"records": args.records, "value_size": args.value_size, "partitions": args.partitions}
-    if args.bootstrap:
-        results = run_producer_bench(args.bootstrap, repeat=args.repeat, clients=clients, **kwargs)
-    else:
-        with bench_broker() as bootstrap:
-            results = run_producer_bench(bootstrap, repeat=args.repeat, clients=clients, **kwargs)
-    print(e2e_table(results, ANCHOR))
-    return 0
+    return produce_main(
+        argv,
+        doc=__doc__ or "",
+        records=300_000,
+        clients=CLIENTS,
+        anchor=ANCHOR,
+        runners=RUNNERS,
+        bench=run_producer_bench,
+    )
 
 
 if __name__ == "__main__":
