@@ -203,13 +203,15 @@ def _abort(options: SinkOptions, messages: list[Any], batch_id: int | None) -> N
 # answers one bad EndTxn by dropping the connection (Tansu does, for a fenced epoch) must not
 # take the other tasks' commits down with it.
 _END_TXN_CONCURRENCY = 16
+# The driver's abort waits no longer than this (Spark is failing the write already).
+_ABORT_TIMEOUT_S = 60.0
 
 
 def _end_all(
     options: SinkOptions, tasks: list[KafkaCommitMessage], commit: bool
 ) -> list[tuple[KafkaCommitMessage, BaseException | None]]:
     """EndTxn for every prepared transaction, concurrently, all within ``transactionTimeoutMs``
-    (the broker aborts a transaction open longer anyway)."""
+    (the broker aborts a transaction open longer anyway); aborts within a minute at most."""
     import asyncio
     import concurrent.futures
 
@@ -218,6 +220,8 @@ def _end_all(
 
     client_options, _ = client_keywords(options.producer)
     timeout = options.transaction_timeout_ms / 1000.0
+    if not commit:  # best effort: the broker aborts them after transactionTimeoutMs anyway
+        timeout = min(timeout, _ABORT_TIMEOUT_S)
     prepared = [m for m in tasks if m.prepared is not None]
 
     async def run() -> list[BaseException | None]:
@@ -230,8 +234,8 @@ def _end_all(
                 left = deadline - loop.time()
                 if left <= 0:
                     raise KafkaTimeoutError(
-                        f"not ended: transactionTimeoutMs ({options.transaction_timeout_ms} ms) ran out "
-                        "while the other transactions were being ended"
+                        f"not ended: the driver's {timeout:g} s ran out while the other transactions "
+                        "were being ended"
                     )
                 await complete_transaction(txn, commit=commit, timeout=left, **client_options)
 
