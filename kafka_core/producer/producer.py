@@ -217,11 +217,14 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         txn = self._txn
         if txn is not None:  # a transactional producer checks its state first (one frame)
             inner = append
-            sending = txn.sending
+            enter, leave = txn.enter_send, txn.exit_send
 
             def append(*args: Any, **kwargs: Any) -> RecordFuture:
-                with sending():
+                enter()
+                try:
                     return inner(*args, **kwargs)
+                finally:
+                    leave()
 
         if not self._serializing:
             return append

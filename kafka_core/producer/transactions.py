@@ -252,22 +252,30 @@ class TransactionManager:
             if err is not None:
                 raise err
 
-    @contextmanager
-    def sending(self) -> Iterator[None]:
-        """Around one send (any thread): check the state, and hold the transaction's end (commit,
-        abort, prepare) until the record is appended, so it is delivered or failed with the
-        transaction it was sent in, never held over to the next one."""
+    def enter_send(self) -> None:
+        """Before one send's append (any thread): check the state, and hold the transaction's
+        end (commit, abort, prepare) until :meth:`exit_send`, so the record is delivered or failed
+        with the transaction it was sent in, never held over to the next one."""
         with self._gate:
             self.check_send()
             self._sending += 1
+
+    def exit_send(self) -> None:
+        """After the append of a send that :meth:`enter_send` let in (appended or failed)."""
+        with self._gate:
+            self._sending -= 1
+            done = self._sends_done if self._sending == 0 else None
+        if done is not None:
+            done[0].call_soon_threadsafe(done[1].set)
+
+    @contextmanager
+    def sending(self) -> Iterator[None]:
+        """:meth:`enter_send` ... :meth:`exit_send` around a block."""
+        self.enter_send()
         try:
             yield
         finally:
-            with self._gate:
-                self._sending -= 1
-                done = self._sends_done if self._sending == 0 else None
-            if done is not None:
-                done[0].call_soon_threadsafe(done[1].set)
+            self.exit_send()
 
     def _end(self, state: TransactionState) -> None:
         """Leave IN_TRANSACTION (under the gate: a send checked after this is refused)."""

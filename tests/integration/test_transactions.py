@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import pytest
+from fakes.delivery import drain
 
 from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
 from kafka_core.consumer.sync import KafkaConsumer
@@ -76,12 +77,7 @@ def read_topic(
         isolation_level="read_committed" if committed else "read_uncommitted",
         **kw,
     ) as c:
-        got: list[Any] = []
-        deadline = time.monotonic() + timeout
-        while len(got) < expected and time.monotonic() < deadline:
-            got.extend(c.poll(200))
-        got.extend(c.poll(500))
-    return got
+        return drain(c, expected, timeout)
 
 
 def by_partition(messages: Iterable[Any]) -> dict[int, list[bytes]]:

@@ -16,12 +16,11 @@ xfail(strict=True) with the reason.
 from __future__ import annotations
 
 import asyncio
-import time
 import uuid
 from typing import Any
 
 import pytest
-from test_transactions import by_partition, expected_values, send_tagged, txn_id, txn_producer
+from test_transactions import by_partition, expected_values, read_topic, send_tagged, txn_id, txn_producer
 
 from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.client.metadata import TopicPartition
@@ -74,25 +73,9 @@ def tid(cluster: MockCluster) -> str:
     return name
 
 
-def read_back(
-    bootstrap: str, topic: str, *, committed: bool, expected: int, timeout: float = 30.0
-) -> list[Any]:
+def read_back(bootstrap: str, topic: str, *, committed: bool, expected: int) -> list[Any]:
     """The topic's records from the start (see the module docstring for check_crcs)."""
-    with KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        partitions={topic: range(PARTITIONS)},
-        auto_offset_reset="earliest",
-        isolation_level="read_committed" if committed else "read_uncommitted",
-        check_crcs=False,
-        fetch_max_wait_ms=100,
-        reconnect_backoff_max_ms=200,
-    ) as c:
-        got: list[Any] = []
-        deadline = time.monotonic() + timeout
-        while len(got) < expected and time.monotonic() < deadline:
-            got.extend(c.poll(200))
-        got.extend(c.poll(500))
-    return got
+    return read_topic(bootstrap, topic, PARTITIONS, committed=committed, expected=expected, check_crcs=False)
 
 
 def one_transaction(p: KafkaProducer, topic: str, tag: str, n: int = 9, *, group: str | None = None) -> None:

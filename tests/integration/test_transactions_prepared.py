@@ -25,7 +25,7 @@ from test_transactions import TANSU_FENCED_END_TXN, read_topic, txn_id, txn_prod
 from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.client.cluster import KafkaClient as AsyncKafkaClient
 from kafka_core.codec import decode_record_batches_columns
-from kafka_core.errors import KafkaProducerFencedError, KafkaTimeoutError
+from kafka_core.errors import KafkaProducerFencedError, KafkaTimeoutError, KafkaTransactionError
 from kafka_core.producer import PreparedTransaction, complete_transaction
 from kafka_core.producer.prepared import complete_transaction as complete_async
 from kafka_core.protocol import ApiKey
@@ -284,3 +284,35 @@ def test_complete_retries_a_busy_or_moved_coordinator_and_gives_up_at_its_timeou
     assert markers(mock_cluster.bootstrap, topic, prepared.producer_id) == {
         p: [COMMIT] for p in range(PARTITIONS)
     }
+
+
+MOCK_END_TXN_ANY_WAY = (
+    "librdkafka mock: an EndTxn with no transaction ongoing is answered NONE whichever way it "
+    "asks (rdkafka_mock_handlers.c, handle_EndTxn: 'No active transaction' goes straight to the "
+    "response), where Kafka answers INVALID_TXN_STATE to the way it did not end"
+)
+
+
+def _the_other_way(broker: Broker) -> None:
+    topic, tid = broker.make_topic(), txn_id("prep")
+    prepared = prepare_here(broker.bootstrap, topic, tid, 3)
+    complete_transaction(prepared, commit=True, bootstrap_servers=broker.bootstrap, timeout=60)
+    with pytest.raises(KafkaTransactionError, match="INVALID_TXN_STATE") as info:
+        complete_transaction(prepared, commit=False, bootstrap_servers=broker.bootstrap, timeout=10)
+    assert info.value.code == E.INVALID_TXN_STATE
+    assert markers(broker.bootstrap, topic, prepared.producer_id) == {p: [COMMIT] for p in range(PARTITIONS)}
+
+
+@pytest.mark.tansu_deviation(
+    "an EndTxn(abort) after the transaction committed is answered NONE, where Kafka answers "
+    "INVALID_TXN_STATE to the way it did not end (the COMMIT markers stay)"
+)
+def test_completing_the_other_way_is_refused_on_tansu(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
+    _the_other_way(Broker("tansu", bootstrap_servers, lambda: new_topic(PARTITIONS)))
+
+
+@pytest.mark.xfail(strict=True, reason=MOCK_END_TXN_ANY_WAY)
+def test_completing_the_other_way_is_refused_on_the_mock(mock_cluster: MockCluster) -> None:
+    _the_other_way(_mock(mock_cluster))
