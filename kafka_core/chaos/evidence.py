@@ -25,7 +25,7 @@ def batch_at(client: Any, topic: str, partition: int, offset: int) -> BatchInfo 
     """The header of the batch holding ``offset``, fetched from the partition's leader."""
     request = FetchRequest(
         replica_id=-1,
-        max_wait_ms=0,
+        max_wait_ms=100,  # Tansu answers max_wait_ms=0 with no partitions at all; data returns at once
         min_bytes=1,
         max_bytes=_MAX_BYTES,
         isolation_level=0,

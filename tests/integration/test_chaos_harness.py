@@ -279,6 +279,22 @@ def test_a_retry_appended_twice_is_the_brokers_duplicate_and_new_data_the_client
     assert copies[0]["batch"]["base_sequence"] == copies[1]["batch"]["base_sequence"] == 0
 
 
+def test_batch_headers_are_read_back_from_tansu(bootstrap_servers: str, new_topic: Any) -> None:
+    """The evidence reader gets the batch holding an offset on the test broker too (it asked
+    with max_wait_ms=0, which Tansu answers with no partitions at all, so it found nothing)."""
+    from kafka_core import KafkaClient, KafkaProducer
+
+    topic = new_topic(1)
+    with KafkaProducer(bootstrap_servers=bootstrap_servers, idempotent=True, acks="all") as producer:
+        for i in range(3):
+            producer.send(topic, record_value(i), partition=0)
+        producer.flush(30)
+    with KafkaClient(bootstrap_servers) as client:
+        batch = batch_at(client, topic, 0, 1)
+    assert batch is not None and batch.base_offset <= 1 <= batch.last_offset
+    assert batch.producer_id >= 0 and batch.base_sequence == batch.base_offset
+
+
 def test_recovery_is_timed_to_the_first_acknowledgement_not_the_last() -> None:
     # A producer that resumed at once while the consumer never did was booked as resuming at
     # the end of the wait (the latest acknowledgement): "the producer resumed only after ~60 s".
