@@ -154,6 +154,11 @@ class SyncFace:
     def loop(self) -> asyncio.AbstractEventLoop:
         return self._loop_thread.loop
 
+    @property
+    def loop_thread(self) -> LoopThread:
+        """The private loop's thread (a face built on another face's client shares it)."""
+        return self._loop_thread
+
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
         return self._loop_thread.run(coro)
 

@@ -96,7 +96,7 @@ class KafkaConsumer(SyncFace):
             self._finalizer.detach()
             owns_loop = True
         else:
-            loop_thread = getattr(client, "_loop_thread", None)
+            loop_thread = client.loop_thread if isinstance(client, SyncFace) else None
             if loop_thread is None:
                 from kafka_core.errors import KafkaConfigError
 

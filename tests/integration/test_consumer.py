@@ -380,3 +380,21 @@ def test_from_config_with_deserializers_against_the_broker(
         assert error is not None and (error.topic, error.partition, error.offset) == (topic, 0, 3)
         c.seek(TopicPartition(topic, 0), 4)
         assert [(m.key, m.value) for m in drain(c, 1)] == [("k4", 4)]
+
+
+def test_a_sync_consumer_shares_a_sync_clients_loop(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
+    """client=: the consumer runs on the client's loop thread; closing it leaves the client open."""
+    from kafka_core import KafkaClient
+    from kafka_core.errors import KafkaConfigError
+
+    topic = new_topic(1)
+    produce(bootstrap_servers, topic, 5, partitions=1)
+    with KafkaClient(bootstrap_servers) as client:
+        with KafkaConsumer(topics=[topic], auto_offset_reset="earliest", client=client) as c:
+            assert c.loop_thread is client.loop_thread
+            assert [m.offset for m in drain(c, 5)] == list(range(5))
+        assert client.metadata([topic]).topic(topic) is not None  # still usable
+        with pytest.raises(KafkaConfigError, match=r"sync kafka_core\.KafkaClient"):
+            KafkaConsumer(topics=[topic], client=client.async_object)
