@@ -12,16 +12,13 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Sequence
-from typing import Any
 
 from bench.common import (
     NotImplementedYet,
+    ProduceBench,
     RunResult,
     Span,
     our_export,
-    produce_main,
-    produce_rounds,
 )
 
 CLIENTS = ("confluent-kafka", "kafka_core")
@@ -94,46 +91,21 @@ def _run_ours(bootstrap: str, topic: str, values: list[bytes], per_transaction: 
 RUNNERS = {"confluent-kafka": _run_confluent, "kafka_core": _run_ours}
 
 
-def run_transactions_bench(
-    bootstrap: str,
-    *,
-    records: int = 100_000,
-    value_size: int = 100,
-    per_transaction: int = 1_000,
-    partitions: int = 3,
-    repeat: int = 3,
-    clients: Sequence[str] = CLIENTS,
-    timeout: float = 300.0,
-    log: Any = print,
-) -> list[RunResult]:
-    """Every client ``repeat`` times, round-robin (so drifting load hits all alike); median each."""
-    return produce_rounds(
-        bootstrap,
-        module="bench.bench_transactions",
-        kind="txn",
-        label="transactional produce",
-        records=records,
-        partitions=partitions,
-        repeat=repeat,
-        clients=clients,
-        child_args=["--value-size", str(value_size), "--per-transaction", str(per_transaction)],
-        timeout=timeout,
-        log=log,
-        note=f"{per_transaction} records per transaction",
-    )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return produce_main(
-        argv,
-        doc=__doc__ or "",
-        records=100_000,
-        clients=CLIENTS,
-        anchor=ANCHOR,
-        runners=RUNNERS,
-        bench=run_transactions_bench,
-        options=[("--per-transaction", 1_000)],
-    )
+BENCH = ProduceBench(
+    module="bench.bench_transactions",
+    kind="txn",
+    label="transactional produce",
+    records=100_000,
+    timeout=300.0,
+    clients=CLIENTS,
+    anchor=ANCHOR,
+    runners=RUNNERS,
+    doc=__doc__ or "",
+    options={"per_transaction": 1_000},
+    note="{per_transaction} records per transaction",
+)
+run_transactions_bench = BENCH.run
+main = BENCH.main
 
 
 if __name__ == "__main__":

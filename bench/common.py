@@ -512,51 +512,99 @@ def produce_rounds(
     return [median_result(runs[c]) for c in clients]
 
 
-def produce_main(
-    argv: Sequence[str] | None,
-    *,
-    doc: str,
-    records: int,
-    clients: Sequence[str],
-    anchor: str,
-    runners: dict[str, Callable[..., RunResult]],
-    bench: Callable[..., list[RunResult]],
-    options: Sequence[tuple[str, int]] = (),
-) -> int:
-    """The command line of a produce benchmark: ``--child`` runs one client's runner (given
-    bootstrap, topic, values and each of ``options`` by name), otherwise ``bench`` runs them all
-    (on ``--bootstrap`` or an embedded broker) and prints the table."""
-    import argparse
+@dataclass(frozen=True)
+class ProduceBench:
+    """A produce benchmark: the module its children run, its topics' kind, the progress label,
+    defaults, and a runner per client (given bootstrap, topic, values and each option by name).
+    ``options``: further integer options with their defaults (``per_transaction``: the command
+    line's ``--per-transaction``); ``note``: a format string over them for the table."""
 
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawTextHelpFormatter)
-    parser.add_argument("--child", help=argparse.SUPPRESS)
-    parser.add_argument("--bootstrap", help="broker; default: KAFKA_BOOTSTRAP_SERVERS or embedded Tansu")
-    parser.add_argument("--topic", help=argparse.SUPPRESS)
-    parser.add_argument("--records", type=int, default=records)
-    parser.add_argument("--value-size", type=int, default=100)
-    for flag, default in options:
-        parser.add_argument(flag, type=int, default=default)
-    parser.add_argument("--partitions", type=int, default=3)
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--clients", default=",".join(clients))
-    args = parser.parse_args(argv)
-    extra = {
-        flag.lstrip("-").replace("-", "_"): getattr(args, flag.lstrip("-").replace("-", "_"))
-        for flag, _ in options
-    }
+    module: str
+    kind: str
+    label: str
+    records: int
+    timeout: float
+    clients: Sequence[str]
+    anchor: str
+    runners: dict[str, Callable[..., RunResult]]
+    options: dict[str, int] = field(default_factory=dict)
+    note: str = ""
+    doc: str = ""  # the command line's description
 
-    if args.child:
-        values = make_values(args.records, args.value_size)
-        runner = runners.get(args.child)
-        bound = {args.child: (lambda: runner(args.bootstrap, args.topic, values, **extra))} if runner else {}
-        return child_main(args.child, bound)
+    def run(
+        self,
+        bootstrap: str,
+        *,
+        records: int | None = None,
+        value_size: int = 100,
+        partitions: int = 3,
+        repeat: int = 3,
+        clients: Sequence[str] | None = None,
+        timeout: float | None = None,
+        log: Any = print,
+        **options: int,
+    ) -> list[RunResult]:
+        """Every client ``repeat`` times, round-robin (so drifting load hits all alike); median each."""
+        unknown = set(options) - set(self.options)
+        if unknown:
+            raise TypeError(f"{self.module}: unknown options {sorted(unknown)}")
+        chosen = {**self.options, **options}
+        child_args = ["--value-size", str(value_size)]
+        for name, value in chosen.items():
+            child_args += [f"--{name.replace('_', '-')}", str(value)]
+        return produce_rounds(
+            bootstrap,
+            module=self.module,
+            kind=self.kind,
+            label=self.label,
+            records=self.records if records is None else records,
+            partitions=partitions,
+            repeat=repeat,
+            clients=self.clients if clients is None else clients,
+            child_args=child_args,
+            timeout=self.timeout if timeout is None else timeout,
+            log=log,
+            note=self.note.format(**chosen),
+        )
 
-    chosen = [c for c in args.clients.split(",") if c]
-    kwargs = {"records": args.records, "value_size": args.value_size, "partitions": args.partitions, **extra}
-    if args.bootstrap:
-        results = bench(args.bootstrap, repeat=args.repeat, clients=chosen, **kwargs)
-    else:
-        with bench_broker() as bootstrap:
-            results = bench(bootstrap, repeat=args.repeat, clients=chosen, **kwargs)
-    print(e2e_table(results, anchor))
-    return 0
+    def main(self, argv: Sequence[str] | None = None) -> int:
+        """The command line: ``--child`` runs one client's runner, otherwise :meth:`run` runs
+        them all (on ``--bootstrap`` or an embedded broker) and prints the table."""
+        import argparse
+
+        parser = argparse.ArgumentParser(description=self.doc, formatter_class=argparse.RawTextHelpFormatter)
+        parser.add_argument("--child", help=argparse.SUPPRESS)
+        parser.add_argument("--bootstrap", help="broker; default: KAFKA_BOOTSTRAP_SERVERS or embedded Tansu")
+        parser.add_argument("--topic", help=argparse.SUPPRESS)
+        parser.add_argument("--records", type=int, default=self.records)
+        parser.add_argument("--value-size", type=int, default=100)
+        for name, default in self.options.items():
+            parser.add_argument(f"--{name.replace('_', '-')}", type=int, default=default)
+        parser.add_argument("--partitions", type=int, default=3)
+        parser.add_argument("--repeat", type=int, default=3)
+        parser.add_argument("--clients", default=",".join(self.clients))
+        args = parser.parse_args(argv)
+        extra = {name: getattr(args, name) for name in self.options}
+
+        if args.child:
+            values = make_values(args.records, args.value_size)
+            runner = self.runners.get(args.child)
+            bound = (
+                {args.child: (lambda: runner(args.bootstrap, args.topic, values, **extra))} if runner else {}
+            )
+            return child_main(args.child, bound)
+
+        clients = [c for c in args.clients.split(",") if c]
+        kwargs = {
+            "records": args.records,
+            "value_size": args.value_size,
+            "partitions": args.partitions,
+            **extra,
+        }
+        if args.bootstrap:
+            results = self.run(args.bootstrap, repeat=args.repeat, clients=clients, **kwargs)
+        else:
+            with bench_broker() as bootstrap:
+                results = self.run(bootstrap, repeat=args.repeat, clients=clients, **kwargs)
+        print(e2e_table(results, self.anchor))
+        return 0

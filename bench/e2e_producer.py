@@ -15,11 +15,10 @@ from typing import Any
 
 from bench.common import (
     NotImplementedYet,
+    ProduceBench,
     RunResult,
     Span,
     our_export,
-    produce_main,
-    produce_rounds,
 )
 
 CLIENTS = ("confluent-kafka", "aiokafka", "kafka-python", "kafka_core", "kafka_core-send_batch")
@@ -199,43 +198,19 @@ RUNNERS = {
 }
 
 
-def run_producer_bench(
-    bootstrap: str,
-    *,
-    records: int = 300_000,
-    value_size: int = 100,
-    partitions: int = 3,
-    repeat: int = 3,
-    clients: Sequence[str] = CLIENTS,
-    timeout: float = 180.0,
-    log: Any = print,
-) -> list[RunResult]:
-    """Every client ``repeat`` times, round-robin (so drifting load hits all alike); median each."""
-    return produce_rounds(
-        bootstrap,
-        module="bench.e2e_producer",
-        kind="produce",
-        label="produce",
-        records=records,
-        partitions=partitions,
-        repeat=repeat,
-        clients=clients,
-        child_args=["--value-size", str(value_size)],
-        timeout=timeout,
-        log=log,
-    )
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    return produce_main(
-        argv,
-        doc=__doc__ or "",
-        records=300_000,
-        clients=CLIENTS,
-        anchor=ANCHOR,
-        runners=RUNNERS,
-        bench=run_producer_bench,
-    )
+BENCH = ProduceBench(
+    module="bench.e2e_producer",
+    kind="produce",
+    label="produce",
+    records=300_000,
+    timeout=180.0,
+    clients=CLIENTS,
+    anchor=ANCHOR,
+    runners=RUNNERS,
+    doc=__doc__ or "",
+)
+run_producer_bench = BENCH.run
+main = BENCH.main
 
 
 if __name__ == "__main__":
