@@ -316,3 +316,34 @@ def test_completing_the_other_way_is_refused_on_tansu(
 @pytest.mark.xfail(strict=True, reason=MOCK_END_TXN_ANY_WAY)
 def test_completing_the_other_way_is_refused_on_the_mock(mock_cluster: MockCluster) -> None:
     _the_other_way(_mock(mock_cluster))
+
+
+MOCK_OPEN_VISIBLE = (
+    "librdkafka mock: read_committed reads records of an open transaction: its Fetch answers give "
+    "a last stable offset equal to the end offset (rdkafka_mock_handlers.c, handle_Fetch)"
+)
+
+
+def _invisible_until_completed(broker: Broker) -> None:
+    topic, tid = broker.make_topic(), txn_id("prep")
+    prepared = prepare_elsewhere(broker.bootstrap, topic, tid, 6)
+    # Given the time to arrive, none does: the transaction is open (the last stable offset stays).
+    hidden = read_topic(
+        broker.bootstrap, topic, PARTITIONS, committed=True, expected=6, timeout=5, check_crcs=False
+    )
+    assert hidden == []
+    complete_transaction(prepared, commit=True, bootstrap_servers=broker.bootstrap, timeout=60)
+    assert len(values(broker.bootstrap, topic, committed=True, expected=6)) == 6
+
+
+def test_a_prepared_transaction_is_invisible_to_read_committed_until_completed_on_tansu(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
+    _invisible_until_completed(Broker("tansu", bootstrap_servers, lambda: new_topic(PARTITIONS)))
+
+
+@pytest.mark.xfail(strict=True, reason=MOCK_OPEN_VISIBLE)
+def test_a_prepared_transaction_is_invisible_to_read_committed_until_completed_on_the_mock(
+    mock_cluster: MockCluster,
+) -> None:
+    _invisible_until_completed(_mock(mock_cluster))
