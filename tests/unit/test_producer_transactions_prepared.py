@@ -269,3 +269,25 @@ def test_the_blocking_face_prepares_and_the_blocking_complete_refuses_an_asyncio
     assert broker.in_txn == {"tx-sync": {("t", 0)}}
     with pytest.raises(KafkaConfigError, match="blocking"):
         complete_blocking(prepared, commit=True, client=broker)
+
+
+@pytest.mark.parametrize(
+    ("code", "words"),
+    [
+        (ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "TRANSACTIONAL_ID_AUTHORIZATION_FAILED"),
+        (ErrorCode.INVALID_PRODUCER_ID_MAPPING, "no longer maps the transactional id"),
+    ],
+)
+def test_other_end_txn_errors_are_raised_typed_with_code_and_name(code: int, words: str) -> None:
+    broker = ProduceBroker()
+
+    async def main() -> None:
+        prepared = await _prepared(broker, b"a")
+        broker.txn_errors[ApiKey.END_TXN] = [code]
+        with pytest.raises(KafkaTransactionError, match=rf"\[Error {int(code)}\]") as info:
+            await complete_transaction(prepared, commit=True, client=broker, timeout=5)
+        assert words in str(info.value)
+        assert info.value.code == code and not isinstance(info.value, KafkaProducerFencedError)
+
+    asyncio.run(main())
+    assert broker.in_txn == {"tx-p": {("t", 0)}}  # not ended
