@@ -150,6 +150,30 @@ def test_confluent_read_committed_hides_our_aborted_transaction(
     assert confluent_read(bootstrap, topic, committed=True, expected=24) == want
 
 
+def test_confluent_reads_a_transaction_we_prepared_and_completed_from_another_client(
+    where: tuple[str, Callable[[], str], bool],
+) -> None:
+    """Two-phase commit: a closed producer's prepared transaction, committed by
+    complete_transaction, then another producer's transaction after it: librdkafka reads both,
+    once, at both isolation levels (the COMMIT markers complete_transaction had written)."""
+    from kafka_core.producer import complete_transaction
+
+    bootstrap, make_topic, _ = where
+    topic = make_topic()
+    tid = f"ours-{uuid.uuid4().hex[:8]}"
+    with KafkaProducer(bootstrap, transactional_id=tid, linger_ms=2) as p:
+        p.init_transactions(30)
+        p.begin_transaction()
+        for part, value in tagged("A", 12):
+            p.send(topic, value, key=b"k-" + value, partition=part)
+        prepared = p.prepare_transaction(30)
+    complete_transaction(prepared, commit=True, bootstrap_servers=bootstrap, timeout=30)
+    write_ours(bootstrap, topic, [("B", True)])
+    want = per_partition(tagged("A", 12) + tagged("B", 12))
+    assert confluent_read(bootstrap, topic, committed=True, expected=24) == want
+    assert confluent_read(bootstrap, topic, committed=False, expected=24) == want
+
+
 # -- confluent-kafka writes (two producers, interleaved), ours reads --------------------------
 
 
