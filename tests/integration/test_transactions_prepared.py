@@ -109,9 +109,9 @@ def prepare_here(bootstrap: str, topic: str, tid: str, n: int) -> PreparedTransa
 
 
 def _fetch(client: KafkaClient, topic: str, partition: int, offset: int) -> list[Any]:
-    """Batch headers from ``offset`` on (read_uncommitted). Not evidence.batch_at: it asks with
-    max_wait_ms=0, which Tansu answers with no partitions at all (Kafka: what is there now).
-    No CRC check: the mock's control batches carry CRC 0 (rdkafka_mock.c, write_control_batch)."""
+    """Batch headers from ``offset`` on (read_uncommitted), unchecked: the mock's control
+    batches carry CRC 0 (rdkafka_mock.c, write_control_batch), which evidence.batch_at rejects.
+    max_wait_ms > 0: Tansu answers max_wait_ms=0 with no partitions at all."""
     request = FetchRequest(
         replica_id=-1,
         max_wait_ms=100,
