@@ -18,7 +18,8 @@ if TYPE_CHECKING:
     from kafka_core.consumer.policies import GroupProtocol, IsolationLevel, OffsetReset
     from kafka_core.consumer.rebalance import ConsumerGroupMetadata
     from kafka_core.consumer.sync import KafkaConsumer
-    from kafka_core.producer.sync import KafkaProducer
+    from kafka_core.producer.prepared import PreparedTransaction
+    from kafka_core.producer.sync import KafkaProducer, complete_transaction
     from kafka_core.protocol.error_codes import ErrorCode
     from kafka_core.sync_client import KafkaClient
     from kafka_core.transport.sync import KafkaStreamTransport
@@ -38,6 +39,8 @@ _LAZY = {
     "IsolationLevel": "kafka_core.consumer.policies",
     "GroupProtocol": "kafka_core.consumer.policies",
     "ConsumerGroupMetadata": "kafka_core.consumer.rebalance",
+    "PreparedTransaction": "kafka_core.producer.prepared",
+    "complete_transaction": "kafka_core.producer.sync",
 }
 
 
@@ -70,6 +73,8 @@ __all__ = [
     "NewTopic",
     "OffsetAndMetadata",
     "OffsetReset",
+    "PreparedTransaction",
     "TopicPartition",
     "__version__",
+    "complete_transaction",
 ]

@@ -13,21 +13,27 @@ from __future__ import annotations
 from typing import Any
 
 from kafka_core.codec import BatchInfo, decode_record_batches_columns
+from kafka_core.errors import KafkaProtocolError
+from kafka_core.protocol.errors import error_for
 from kafka_core.protocol.messages import FetchRequest
 
-__all__ = ["batch_at", "judge_duplicates"]
+__all__ = ["batch_at", "judge_duplicates", "read_log"]
 
 _FETCH_BY_NAME_MAX_VERSION = 12  # the request names the topic (v13+ would want its id)
 _MAX_BYTES = 1 << 20
 
 
-def batch_at(client: Any, topic: str, partition: int, offset: int) -> BatchInfo | None:
-    """The header of the batch holding ``offset``, fetched from the partition's leader."""
+def read_log(
+    client: Any, topic: str, partition: int, offset: int, *, max_bytes: int = _MAX_BYTES
+) -> tuple[Any | None, int]:
+    """The partition's log from ``offset`` as the broker stores it: read_uncommitted, control
+    batches included, no CRC check (the mock cluster writes its COMMIT/ABORT markers with CRC 0).
+    Returns the decoded columns (None when nothing came) and the high watermark."""
     request = FetchRequest(
         replica_id=-1,
         max_wait_ms=100,  # Tansu answers max_wait_ms=0 with no partitions at all; data returns at once
         min_bytes=1,
-        max_bytes=_MAX_BYTES,
+        max_bytes=max_bytes,
         isolation_level=0,
         session_id=0,
         session_epoch=-1,
@@ -36,7 +42,7 @@ def batch_at(client: Any, topic: str, partition: int, offset: int) -> BatchInfo 
                 topic=topic,
                 partitions=[
                     FetchRequest.FetchPartition(
-                        partition=partition, fetch_offset=offset, partition_max_bytes=_MAX_BYTES
+                        partition=partition, fetch_offset=offset, partition_max_bytes=max_bytes
                     )
                 ],
             )
@@ -45,11 +51,24 @@ def batch_at(client: Any, topic: str, partition: int, offset: int) -> BatchInfo 
     response = client.send_to_leader(topic, partition, request, max_version=_FETCH_BY_NAME_MAX_VERSION)
     for t in response.responses:
         for p in t.partitions:
-            if p.partition_index != partition or p.error_code or not p.records:
+            if p.partition_index != partition:
                 continue
-            for batch in decode_record_batches_columns(p.records).batches:
-                if batch.base_offset <= offset <= batch.last_offset:
-                    return batch
+            if p.error_code:
+                raise error_for(p.error_code, f"Fetch {topic}-{partition} at offset {offset}")
+            columns = decode_record_batches_columns(p.records, check_crc=False) if p.records else None
+            return columns, p.high_watermark
+    return None, -1
+
+
+def batch_at(client: Any, topic: str, partition: int, offset: int) -> BatchInfo | None:
+    """The header of the batch holding ``offset``, fetched from the partition's leader."""
+    try:
+        columns, _ = read_log(client, topic, partition, offset)
+    except KafkaProtocolError:
+        return None
+    for batch in columns.batches if columns is not None else ():
+        if batch.base_offset <= offset <= batch.last_offset:
+            return batch
     return None
 
 

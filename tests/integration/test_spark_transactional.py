@@ -24,9 +24,8 @@ from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 
 from kafka_core import KafkaClient, KafkaProducer  # noqa: E402
+from kafka_core.chaos.evidence import read_log  # noqa: E402
 from kafka_core.chaos.mockcluster import MockCluster  # noqa: E402
-from kafka_core.codec import decode_record_batches_columns  # noqa: E402
-from kafka_core.protocol.messages import FetchRequest  # noqa: E402
 
 FMT = "kafka_core"
 ABORT, COMMIT = 0, 1
@@ -59,35 +58,6 @@ class Txn(NamedTuple):
     outcome: int | None  # the first marker of this producer id after the data: COMMIT, ABORT, None (open)
 
 
-def _fetch(client: Any, topic: str, partition: int, offset: int) -> Any:
-    request = FetchRequest(
-        replica_id=-1,
-        max_wait_ms=200,  # Tansu answers a Fetch with max_wait_ms=0 with no partitions at all
-        min_bytes=1,
-        max_bytes=8 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchRequest.FetchTopic(
-                topic=topic,
-                partitions=[
-                    FetchRequest.FetchPartition(
-                        partition=partition, fetch_offset=offset, partition_max_bytes=8 << 20
-                    )
-                ],
-            )
-        ],
-    )
-    response = client.send_to_leader(topic, partition, request, max_version=12)
-    for t in response.responses:
-        for p in t.partitions:
-            if p.partition_index == partition:
-                assert p.error_code == 0, f"fetch {topic}-{partition}@{offset}: error {p.error_code}"
-                return p
-    return None
-
-
 def transactions(bootstrap: str, topic: str, partitions: int) -> list[Txn]:
     """Every transaction in the topic's log, with the marker that ended it (READ_UNCOMMITTED)."""
     found: list[Txn] = []
@@ -96,13 +66,11 @@ def transactions(bootstrap: str, topic: str, partitions: int) -> list[Txn]:
             open_: dict[int, Txn] = {}  # producer id -> its data not yet ended by a marker
             offset = 0
             for _ in range(10_000):
-                part = _fetch(client, topic, partition, offset)
-                if part is None or offset >= part.high_watermark:
+                columns, high_watermark = read_log(client, topic, partition, offset, max_bytes=8 << 20)
+                if offset >= high_watermark:
                     break
-                if not part.records:
+                if columns is None:
                     continue
-                # no CRC check: librdkafka's mock cluster stores some batches with CRC 0
-                columns = decode_record_batches_columns(part.records, check_crc=False)
                 values = columns.values.to_pylist()
                 at = 0
                 for b in columns.batches:

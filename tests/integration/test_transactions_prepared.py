@@ -22,22 +22,20 @@ from typing import Any
 import pytest
 from test_transactions import TANSU_FENCED_END_TXN, read_topic, txn_id, txn_producer
 
+from kafka_core.chaos.evidence import read_log
 from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.client.cluster import KafkaClient as AsyncKafkaClient
-from kafka_core.codec import decode_record_batches_columns
 from kafka_core.errors import KafkaProducerFencedError, KafkaTimeoutError, KafkaTransactionError
 from kafka_core.producer import PreparedTransaction, complete_transaction
 from kafka_core.producer.prepared import complete_transaction as complete_async
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.error_codes import ErrorCode as E
-from kafka_core.protocol.messages import FetchRequest
 from kafka_core.sync_client import KafkaClient
 
 pytestmark = pytest.mark.timeout(180)
 
 PARTITIONS = 3
 COMMIT, ABORT = 1, 0  # control_type of the markers
-FETCH_BY_NAME_MAX_VERSION = 12  # the request names the topic (v13+ would want its id)
 REPO = Path(__file__).resolve().parents[2]
 
 MOCK_NO_FENCING = (
@@ -109,37 +107,9 @@ def prepare_here(bootstrap: str, topic: str, tid: str, n: int) -> PreparedTransa
 
 
 def _fetch(client: KafkaClient, topic: str, partition: int, offset: int) -> list[Any]:
-    """Batch headers from ``offset`` on (read_uncommitted), unchecked: the mock's control
-    batches carry CRC 0 (rdkafka_mock.c, write_control_batch), which evidence.batch_at rejects.
-    max_wait_ms > 0: Tansu answers max_wait_ms=0 with no partitions at all."""
-    request = FetchRequest(
-        replica_id=-1,
-        max_wait_ms=100,
-        min_bytes=1,
-        max_bytes=1 << 20,
-        isolation_level=0,
-        session_id=0,
-        session_epoch=-1,
-        topics=[
-            FetchRequest.FetchTopic(
-                topic=topic,
-                partitions=[
-                    FetchRequest.FetchPartition(
-                        partition=partition, fetch_offset=offset, partition_max_bytes=1 << 20
-                    )
-                ],
-            )
-        ],
-    )
-    response = client.send_to_leader(topic, partition, request, max_version=FETCH_BY_NAME_MAX_VERSION)
-    return [
-        b
-        for t in response.responses
-        for p in t.partitions
-        if p.partition_index == partition and not p.error_code and p.records
-        for b in decode_record_batches_columns(p.records, check_crc=False).batches
-        if b.last_offset >= offset
-    ]
+    """Batch headers from ``offset`` on, control batches included."""
+    columns, _ = read_log(client, topic, partition, offset)
+    return [b for b in columns.batches if b.last_offset >= offset] if columns is not None else []
 
 
 def batches(bootstrap: str, topic: str) -> list[tuple[int, Any]]:
