@@ -30,9 +30,38 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-__all__ = ["SparkClusterError", "SparkStandaloneCluster", "free_port", "log_tail", "spark_home"]
+__all__ = [
+    "SparkClusterError",
+    "SparkStandaloneCluster",
+    "free_port",
+    "local_session",
+    "log_tail",
+    "spark_home",
+]
 
 HOST = "127.0.0.1"
+
+
+@contextlib.contextmanager
+def local_session(master: str, app_name: str) -> Any:
+    """A local Spark session for a test module (quiet: no UI, no progress bar, errors only),
+    its Python workers on this interpreter; stopped on exit."""
+    from pyspark.sql import SparkSession
+
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    session = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", "2")
+        .getOrCreate()
+    )
+    session.sparkContext.setLogLevel("ERROR")
+    try:
+        yield session
+    finally:
+        session.stop()
 
 
 class SparkClusterError(RuntimeError):

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import os
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -17,6 +15,7 @@ pyspark = pytest.importorskip("pyspark")
 from pyspark.errors import PySparkException  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
+from spark_cluster import local_session  # noqa: E402
 
 from kafka_core import KafkaProducer  # noqa: E402
 from kafka_core.devbroker import TansuBroker  # noqa: E402
@@ -26,18 +25,8 @@ FMT = "kafka_core"
 
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2]")
-        .appName("kafka_core-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    with local_session("local[2]", "kafka_core-tests") as session:
+        yield session
 
 
 def _reader(spark: SparkSession, bootstrap: str, **options: str) -> Any:

@@ -7,9 +7,7 @@ assert the COMMIT and ABORT markers of each transaction, not only which records 
 
 from __future__ import annotations
 
-import os
 import re
-import sys
 import tempfile
 import uuid
 from collections import Counter
@@ -22,6 +20,7 @@ pyspark = pytest.importorskip("pyspark")
 
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
+from spark_cluster import local_session  # noqa: E402
 
 from kafka_core import KafkaClient, KafkaProducer  # noqa: E402
 from kafka_core.chaos.evidence import read_log  # noqa: E402
@@ -34,18 +33,8 @@ ABORT, COMMIT = 0, 1
 @pytest.fixture(scope="module")
 def spark() -> Iterator[SparkSession]:
     """local[2, 2]: two attempts per task, so a task that fails once is retried (local[N] has one)."""
-    os.environ["PYSPARK_PYTHON"] = sys.executable
-    session = (
-        SparkSession.builder.master("local[2,2]")
-        .appName("kafka_core-transactional-tests")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.shuffle.partitions", "2")
-        .getOrCreate()
-    )
-    session.sparkContext.setLogLevel("ERROR")
-    yield session
-    session.stop()
+    with local_session("local[2,2]", "kafka_core-transactional-tests") as session:
+        yield session
 
 
 class Txn(NamedTuple):
