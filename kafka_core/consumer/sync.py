@@ -96,7 +96,7 @@ class KafkaConsumer(SyncFace):
             self._finalizer.detach()
             owns_loop = True
         else:
-            loop_thread = client.loop_thread if isinstance(client, SyncFace) else None
+            loop_thread = getattr(client, "loop_thread", None)  # a blocking face: SyncFace.loop_thread
             if loop_thread is None:
                 from kafka_core.errors import KafkaConfigError
 

@@ -42,7 +42,7 @@ def test_poll_returns_at_its_timeout_while_the_join_goes_on() -> None:
 
 
 def _sync_consumer(client: FakeGroupClient, loop_thread: LoopThread, **kw: Any) -> KafkaConsumer:
-    sync_client = SimpleNamespace(_loop_thread=loop_thread, async_object=client)
+    sync_client = SimpleNamespace(loop_thread=loop_thread, async_object=client)
     return KafkaConsumer(topics=[T], client=sync_client, auto_offset_reset="earliest", **GROUP, **kw)
 
 
