@@ -381,3 +381,52 @@ def test_close_whose_leave_cannot_reach_the_coordinator_still_revokes_and_return
         cluster.broker_up(1)
     assert c.closed
     assert of(events, "a", "revoke") == [frozenset(tps(topic, range(2)))]
+
+
+MOCK_REGEX_ANYWHERE = (
+    "librdkafka mock: a subscribed regex matches anywhere in a topic name (rdkafka_mock_cgrp.c uses "
+    "a search), where Kafka matches the whole name (RE2/J matches()), so 'T' also takes 'T-more'"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=MOCK_REGEX_ANYWHERE)
+def test_a_regex_must_match_the_whole_topic_name(cluster: MockCluster, closing: list[KafkaConsumer]) -> None:
+    exact = f"kip848whole{uuid.uuid4().hex[:6]}"
+    cluster.create_topic(exact, 1, 3)
+    longer = mock_topic(cluster, 1, exact)  # f"{exact}-<hex>": the pattern matches only a part of it
+    events: list = []
+    a = member(cluster.bootstrap, f"g-{uuid.uuid4().hex[:8]}", events, "a", pattern=re.compile(exact))
+    closing.append(a)
+    pa = Poller(a)
+    assert wait_until(lambda: bool(a.assignment()), timeout=30)
+    wait_until(lambda: longer in {tp.topic for tp in a.assignment()}, timeout=3)  # give it the chance
+    pa.stop()
+    assert a.assignment() == tps(exact, [0])
+
+
+MOCK_HELD_INSTANCE = (
+    "librdkafka mock: a member joining with a group_instance_id another live member holds gets "
+    "UNKNOWN_MEMBER_ID (it then rejoins again and again), where Kafka answers UNRELEASED_INSTANCE_ID"
+)
+
+
+@pytest.mark.xfail(strict=True, reason=MOCK_HELD_INSTANCE)
+def test_a_held_instance_id_is_refused_as_unreleased(
+    cluster: MockCluster, closing: list[KafkaConsumer]
+) -> None:
+    topic = mock_topic(cluster, 2)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    events: list = []
+    a = member(cluster.bootstrap, group, events, "a", topics=[topic], group_instance_id="held")
+    closing.append(a)
+    pa = Poller(a)
+    assert wait_until(lambda: a.assignment() == tps(topic, [0, 1]))
+    b = member(cluster.bootstrap, group, events, "b", topics=[topic], group_instance_id="held")
+    closing.append(b)
+    try:
+        with pytest.raises(KafkaProtocolError) as err:
+            for _ in range(50):  # about 10 s of polls
+                b.poll(200)
+        assert err.value.code == 111  # UNRELEASED_INSTANCE_ID
+    finally:
+        pa.stop()
