@@ -15,7 +15,18 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-__all__ = ["aio", "atimed", "black_hole", "closed_port", "outcomes", "timed"]
+__all__ = ["aio", "atimed", "black_hole", "closed_port", "outcomes", "timed", "wait_until"]
+
+
+def wait_until(cond: Callable[[], bool], timeout: float = 60.0) -> bool:
+    """Whether ``cond()`` became true within ``timeout`` seconds (checked every 0.1 s, and once
+    more at the end)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if cond():
+            return True
+        time.sleep(0.1)
+    return cond()
 
 
 def timed(fn: Callable[[], Any]) -> tuple[Any, float]:

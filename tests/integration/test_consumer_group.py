@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fakes.timing import wait_until
 from test_consumer import drain, produce
 
 from kafka_core.client.metadata import TopicPartition
@@ -58,15 +59,6 @@ class Poller:
         self._thread.join(30)
         if self.error is not None:
             raise self.error
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.1)
-    return cond()
 
 
 @pytest.mark.parametrize("assignor", ["range", "roundrobin", "cooperative-sticky"])

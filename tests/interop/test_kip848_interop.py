@@ -5,12 +5,12 @@ record is consumed once across the two."""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fakes.timing import wait_until
 
 from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.client.metadata import TopicPartition
@@ -28,15 +28,6 @@ def produce(bootstrap: str, topic: str, start: int, n: int) -> None:
     for i in range(start, start + n):
         p.produce(topic, value=b"v%d" % i, partition=i % PARTITIONS)
     assert p.flush(30) == 0
-
-
-def wait_until(cond: Callable[[], bool], timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.1)
-    return cond()
 
 
 class Loop:
