@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+from report_guard import with_line_numbers
 
 import kafka_core.codec
 from kafka_core._env import env_flag
@@ -49,6 +50,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if marker is not None and ON_TANSU:
             reason = marker.args[0] if marker.args else marker.kwargs.get("reason", "Tansu deviates")
             item.add_marker(pytest.mark.xfail(reason=f"Tansu deviation: {reason}", strict=True))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> None:
+    """Before pytest renders a failure: mend tracebacks it cannot render (see report_guard)."""
+    if call.excinfo is not None and with_line_numbers(call.excinfo.value):
+        exc = call.excinfo.value
+        call.excinfo = pytest.ExceptionInfo.from_exc_info((type(exc), exc, exc.__traceback__))  # type: ignore[arg-type]
 
 
 @pytest.fixture(scope="session")

@@ -10,14 +10,16 @@ producers (its ``rd_kafka_mock_validate_records`` returns early without a transa
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
+from kafka_core.client.metadata import TopicPartition
 from kafka_core.codec import BatchInfo, decode_record_batches_columns
-from kafka_core.errors import KafkaProtocolError
+from kafka_core.errors import KafkaProtocolError, KafkaTimeoutError
 from kafka_core.protocol.errors import error_for
 from kafka_core.protocol.messages import FetchRequest
 
-__all__ = ["batch_at", "judge_duplicates", "read_log"]
+__all__ = ["batch_at", "judge_duplicates", "read_log", "whole_log"]
 
 _FETCH_BY_NAME_MAX_VERSION = 12  # the request names the topic (v13+ would want its id)
 _MAX_BYTES = 1 << 20
@@ -58,6 +60,46 @@ def read_log(
             columns = decode_record_batches_columns(p.records, check_crc=False) if p.records else None
             return columns, p.high_watermark
     return None, -1
+
+
+def whole_log(
+    client: Any,
+    topic: str,
+    partition: int,
+    *,
+    until: int | None = None,
+    max_bytes: int = _MAX_BYTES,
+    patience: int = 50,
+) -> Iterator[tuple[BatchInfo, list[bytes | None]]]:
+    """Every batch of the partition below ``until`` (default: the end offset ListOffsets gives
+    now), control batches included, each with its records' values. The end comes from ListOffsets,
+    not from Fetch's high watermark, which on Tansu can lag it. An answer without the partition or
+    without a batch before the end is asked again (Tansu leaves a busy partition out of a Fetch
+    answer): ``patience`` such answers in a row raise KafkaTimeoutError naming the offset, never a
+    short log."""
+    if until is None:
+        until = client.list_offsets({(topic, partition): -1})[TopicPartition(topic, partition)].offset
+    offset, empty = 0, 0
+    while True:
+        if offset >= until:
+            return
+        columns, high_watermark = read_log(client, topic, partition, offset, max_bytes=max_bytes)
+        if columns is None:
+            empty += 1
+            if empty >= patience:
+                raise KafkaTimeoutError(
+                    f"{topic}-{partition}: no batch at offset {offset} in {patience} Fetch answers "
+                    f"(high watermark {high_watermark}, reading until {until})"
+                )
+            continue
+        empty = 0
+        values = columns.values.to_pylist()
+        at = 0
+        for batch in columns.batches:
+            data, at = values[at : at + batch.record_count], at + batch.record_count
+            if batch.last_offset >= offset:
+                yield batch, data
+                offset = batch.last_offset + 1
 
 
 def batch_at(client: Any, topic: str, partition: int, offset: int) -> BatchInfo | None:

@@ -23,7 +23,7 @@ from pyspark.sql import functions as F  # noqa: E402
 from spark_cluster import local_session  # noqa: E402
 
 from kafka_core import KafkaClient, KafkaProducer  # noqa: E402
-from kafka_core.chaos.evidence import read_log  # noqa: E402
+from kafka_core.chaos.evidence import whole_log  # noqa: E402
 from kafka_core.chaos.mockcluster import MockCluster  # noqa: E402
 
 FMT = "kafka_core"
@@ -53,32 +53,19 @@ def transactions(bootstrap: str, topic: str, partitions: int) -> list[Txn]:
     with KafkaClient(bootstrap) as client:
         for partition in range(partitions):
             open_: dict[int, Txn] = {}  # producer id -> its data not yet ended by a marker
-            offset = 0
-            for _ in range(10_000):
-                columns, high_watermark = read_log(client, topic, partition, offset, max_bytes=8 << 20)
-                if offset >= high_watermark:
-                    break
-                if columns is None:
+            for b, data in whole_log(client, topic, partition, max_bytes=8 << 20):
+                if b.is_control:
+                    txn = open_.pop(b.producer_id, None)
+                    if txn is not None:
+                        found.append(txn._replace(outcome=b.control_type))
                     continue
-                values = columns.values.to_pylist()
-                at = 0
-                for b in columns.batches:
-                    data, at = values[at : at + b.record_count], at + b.record_count
-                    if b.last_offset < offset:
-                        continue
-                    offset = b.last_offset + 1
-                    if b.is_control:
-                        txn = open_.pop(b.producer_id, None)
-                        if txn is not None:
-                            found.append(txn._replace(outcome=b.control_type))
-                        continue
-                    assert b.is_transactional, f"a non-transactional batch in {topic}-{partition}"
-                    txn = open_.get(b.producer_id)
-                    if txn is None or txn.producer_epoch != b.producer_epoch:
-                        if txn is not None:
-                            found.append(txn)  # an epoch that never saw its marker
-                        txn = Txn(partition, b.producer_id, b.producer_epoch, [], None)
-                    open_[b.producer_id] = txn._replace(values=txn.values + data)
+                assert b.is_transactional, f"a non-transactional batch in {topic}-{partition}"
+                txn = open_.get(b.producer_id)
+                if txn is None or txn.producer_epoch != b.producer_epoch:
+                    if txn is not None:
+                        found.append(txn)  # an epoch that never saw its marker
+                    txn = Txn(partition, b.producer_id, b.producer_epoch, [], None)
+                open_[b.producer_id] = txn._replace(values=txn.values + data)
             found.extend(open_.values())
     return found
 
@@ -92,6 +79,7 @@ def _read_committed(spark: SparkSession, bootstrap: str, topic: str) -> Counter[
         spark.read.format(FMT)
         .option("kafka.bootstrap.servers", bootstrap)
         .option("kafka.isolation.level", "read_committed")
+        .option("kafkaConsumer.pollTimeoutMs", "20000")  # a stalled read fails well within the test timeout
         .option("subscribe", topic)
         .load()
         .select("value")

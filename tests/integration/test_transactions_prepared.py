@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from test_transactions import TANSU_FENCED_END_TXN, read_topic, txn_id, txn_producer
 
-from kafka_core.chaos.evidence import read_log
+from kafka_core.chaos.evidence import whole_log
 from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.client.cluster import KafkaClient as AsyncKafkaClient
 from kafka_core.errors import KafkaProducerFencedError, KafkaTimeoutError, KafkaTransactionError
@@ -106,22 +106,10 @@ def prepare_here(bootstrap: str, topic: str, tid: str, n: int) -> PreparedTransa
     return prepared
 
 
-def _fetch(client: KafkaClient, topic: str, partition: int, offset: int) -> list[Any]:
-    """Batch headers from ``offset`` on, control batches included."""
-    columns, _ = read_log(client, topic, partition, offset)
-    return [b for b in columns.batches if b.last_offset >= offset] if columns is not None else []
-
-
 def batches(bootstrap: str, topic: str) -> list[tuple[int, Any]]:
     """(partition, batch header) of every batch in the topic, control batches included."""
-    out: list[tuple[int, Any]] = []
     with KafkaClient(bootstrap) as client:
-        for partition in range(PARTITIONS):
-            offset = 0
-            while got := _fetch(client, topic, partition, offset):
-                out.extend((partition, b) for b in got)
-                offset = got[-1].last_offset + 1
-    return out
+        return [(p, b) for p in range(PARTITIONS) for b, _ in whole_log(client, topic, p)]
 
 
 def markers(bootstrap: str, topic: str, producer_id: int) -> dict[int, list[int]]:
