@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from kafka_core.consumer.rebalance import ConsumerGroupMetadata
     from kafka_core.consumer.sync import KafkaConsumer
     from kafka_core.producer.prepared import PreparedTransaction
-    from kafka_core.producer.sync import KafkaProducer, complete_transaction
+    from kafka_core.producer.sync import KafkaProducer, complete_transaction, fence_transactional_id
     from kafka_core.protocol.error_codes import ErrorCode
     from kafka_core.sync_client import KafkaClient
     from kafka_core.transport.sync import KafkaStreamTransport
@@ -41,6 +41,7 @@ _LAZY = {
     "ConsumerGroupMetadata": "kafka_core.consumer.rebalance",
     "PreparedTransaction": "kafka_core.producer.prepared",
     "complete_transaction": "kafka_core.producer.sync",
+    "fence_transactional_id": "kafka_core.producer.sync",
 }
 
 
@@ -77,4 +78,5 @@ __all__ = [
     "TopicPartition",
     "__version__",
     "complete_transaction",
+    "fence_transactional_id",
 ]

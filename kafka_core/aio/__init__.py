@@ -22,7 +22,7 @@ from kafka_core.client.metadata import (
 if TYPE_CHECKING:
     from kafka_core.admin.admin import KafkaAdmin
     from kafka_core.consumer.consumer import KafkaConsumer
-    from kafka_core.producer.prepared import PreparedTransaction, complete_transaction
+    from kafka_core.producer.prepared import PreparedTransaction, complete_transaction, fence_transactional_id
     from kafka_core.producer.producer import KafkaProducer
     from kafka_core.transport.transport import KafkaStreamTransport
 
@@ -34,6 +34,7 @@ _LAZY = {
     "KafkaStreamTransport": "kafka_core.transport.transport",
     "PreparedTransaction": "kafka_core.producer.prepared",
     "complete_transaction": "kafka_core.producer.prepared",
+    "fence_transactional_id": "kafka_core.producer.prepared",
 }
 
 
@@ -67,4 +68,5 @@ __all__ = [
     "TopicMeta",
     "TopicPartition",
     "complete_transaction",
+    "fence_transactional_id",
 ]

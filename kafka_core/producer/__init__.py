@@ -17,7 +17,7 @@ from kafka_core.producer.partitioner import (
 )
 from kafka_core.producer.prepared import PreparedTransaction
 from kafka_core.producer.producer import KafkaProducer as AsyncKafkaProducer
-from kafka_core.producer.sync import KafkaProducer, complete_transaction
+from kafka_core.producer.sync import KafkaProducer, complete_transaction, fence_transactional_id
 from kafka_core.producer.transactions import TransactionState
 
 __all__ = [
@@ -33,6 +33,7 @@ __all__ = [
     "SendBatchResult",
     "TransactionState",
     "complete_transaction",
+    "fence_transactional_id",
     "murmur2",
     "murmur2_partition",
 ]

@@ -27,7 +27,12 @@ from kafka_core.producer.idempotence import IdempotenceState
 from kafka_core.producer.txn_requests import TxnCoordinator, code_name
 from kafka_core.protocol.errors import ErrorCode
 
-__all__ = ["DEFAULT_COMPLETE_TIMEOUT", "PreparedTransaction", "complete_transaction"]
+__all__ = [
+    "DEFAULT_COMPLETE_TIMEOUT",
+    "PreparedTransaction",
+    "complete_transaction",
+    "fence_transactional_id",
+]
 
 DEFAULT_COMPLETE_TIMEOUT = 60.0
 _REQUEST_TIMEOUT_MS = 30_000.0
@@ -111,7 +116,30 @@ async def complete_transaction(
         f"{'committing' if commit else 'aborting'} prepared transaction {txn.transactional_id!r} "
         f"(producer id {txn.producer_id}, epoch {txn.producer_epoch})"
     )
-    task = asyncio.get_running_loop().create_task(coord.end_txn(commit))
+    try:
+        await _within(
+            coord.end_txn(commit), limit, coord, what, "; it is safe to call complete_transaction again"
+        )
+    except KafkaProducerFencedError as exc:
+        raise KafkaProducerFencedError(
+            f"{what} failed: [Error {exc.code}] {code_name(exc.code or 0)}: a newer producer took "
+            "the transactional id: the prepared records were aborted",
+            code=exc.code,
+        ) from exc
+    except KafkaTransactionError as exc:
+        name = f"[Error {exc.code}] {code_name(exc.code)}" if exc.code is not None else str(exc)
+        hint = _HINTS.get(exc.code) if exc.code is not None else None
+        raise KafkaTransactionError(
+            f"{what} failed: {name}" + (f": {hint}" if hint else ""), code=exc.code
+        ) from exc
+    finally:
+        if own:
+            await kafka.close()
+
+
+async def _within(coro: Any, limit: float, coord: TxnCoordinator, what: str, advice: str = "") -> Any:
+    """``coro``'s result, or KafkaTimeoutError after ``limit`` s naming the last retried cause."""
+    task = asyncio.get_running_loop().create_task(coro)
     try:
         done, _ = await asyncio.wait({task}, timeout=limit)
         if not done:
@@ -119,26 +147,52 @@ async def complete_transaction(
             raise KafkaTimeoutError(
                 f"{what} did not finish within {limit:g}s"
                 + (f"; last error: {last}" if last is not None else "")
-                + "; it is safe to call complete_transaction again"
+                + advice
             )
-        try:
-            task.result()
-        except KafkaProducerFencedError as exc:
-            raise KafkaProducerFencedError(
-                f"{what} failed: [Error {exc.code}] {code_name(exc.code or 0)}: a newer producer took "
-                "the transactional id: the prepared records were aborted",
-                code=exc.code,
-            ) from exc
-        except KafkaTransactionError as exc:
-            name = f"[Error {exc.code}] {code_name(exc.code)}" if exc.code is not None else str(exc)
-            hint = _HINTS.get(exc.code) if exc.code is not None else None
-            raise KafkaTransactionError(
-                f"{what} failed: {name}" + (f": {hint}" if hint else ""), code=exc.code
-            ) from exc
+        return task.result()
     finally:
         if not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+async def fence_transactional_id(
+    transactional_id: str,
+    *,
+    transaction_timeout_ms: int = 60_000,
+    bootstrap_servers: str | Sequence[str] = "localhost:9092",
+    client: KafkaClient | None = None,
+    timeout: float | None = None,
+    **client_options: Any,
+) -> tuple[int, int]:
+    """End whatever transaction ``transactional_id`` has open, from any process, as a new
+    producer with that id would: InitProducerId, after which the coordinator has aborted the open
+    transaction (read_committed readers move past it at once instead of after its timeout) and
+    bumped the epoch, so a producer still holding the id is fenced. For work whose producers died
+    without a word (a killed task). Returns the producer id and epoch the id now has.
+    ``timeout`` (default 60 s) and ``client`` as in ``complete_transaction``."""
+    if not isinstance(transactional_id, str) or not transactional_id:
+        raise KafkaConfigError(f"transactional_id must be a non-empty str, not {transactional_id!r}")
+    limit = DEFAULT_COMPLETE_TIMEOUT if timeout is None else timeout
+    request_timeout_ms = float(client_options.get("request_timeout_ms", _REQUEST_TIMEOUT_MS))
+    own = client is None
+    kafka = client if client is not None else KafkaClient(bootstrap_servers, **client_options)
+    coord = TxnCoordinator(
+        kafka,
+        transactional_id,
+        IdempotenceState(),
+        transaction_timeout_ms=transaction_timeout_ms,
+        request_timeout_ms=min(request_timeout_ms, max(limit, 0.001) * 1000.0),
+        retry_backoff_ms=_RETRY_BACKOFF_MS,
+    )
+    try:
+        return await _within(
+            coord.init_producer_id(bump=False, cause=None),
+            limit,
+            coord,
+            f"fencing transactional id {transactional_id!r}",
+        )
+    finally:
         if own:
             await kafka.close()

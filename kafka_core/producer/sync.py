@@ -7,7 +7,7 @@ loop per record); flush, close and metadata waits run on the private loop thread
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 from kafka_core._sync import LoopThread, SyncFace, sync_face
@@ -17,7 +17,7 @@ from kafka_core.producer.futures import RecordFuture, SendBatchFuture
 from kafka_core.producer.prepared import PreparedTransaction
 from kafka_core.producer.producer import KafkaProducer as AsyncKafkaProducer
 
-__all__ = ["KafkaProducer", "complete_transaction"]
+__all__ = ["KafkaProducer", "complete_transaction", "fence_transactional_id"]
 
 
 def complete_transaction(
@@ -31,28 +31,57 @@ def complete_transaction(
 ) -> None:
     """Blocking ``kafka_core.aio.complete_transaction``: commit or abort a prepared transaction
     from any process. ``client``: a blocking ``kafka_core.KafkaClient`` to use (left open)."""
+    _blocking(
+        "complete_transaction",
+        lambda **kw: _prepared.complete_transaction(prepared, commit=commit, timeout=timeout, **kw),
+        bootstrap_servers,
+        client,
+        client_options,
+    )
+
+
+def fence_transactional_id(
+    transactional_id: str,
+    *,
+    transaction_timeout_ms: int = 60_000,
+    bootstrap_servers: str | Sequence[str] = "localhost:9092",
+    client: Any = None,
+    timeout: float | None = None,
+    **client_options: Any,
+) -> tuple[int, int]:
+    """Blocking ``kafka_core.aio.fence_transactional_id``: abort whatever transaction the id has
+    open and fence any producer still holding it. ``client`` as in ``complete_transaction``."""
+    result: tuple[int, int] = _blocking(
+        "fence_transactional_id",
+        lambda **kw: _prepared.fence_transactional_id(
+            transactional_id, transaction_timeout_ms=transaction_timeout_ms, timeout=timeout, **kw
+        ),
+        bootstrap_servers,
+        client,
+        client_options,
+    )
+    return result
+
+
+def _blocking(
+    name: str,
+    make: Callable[..., Coroutine[Any, Any, Any]],
+    bootstrap_servers: str | Sequence[str],
+    client: Any,
+    client_options: dict[str, Any],
+) -> Any:
+    """Run ``make(...)``'s coroutine on ``client``'s loop, else on a loop thread of its own."""
     if client is not None:
         if not isinstance(client, SyncFace):
             raise KafkaConfigError(
-                "client= takes a blocking kafka_core.KafkaClient here (kafka_core.aio.complete_transaction "
+                f"client= takes a blocking kafka_core.KafkaClient here (kafka_core.aio.{name} "
                 "takes the asyncio one)"
             )
-        coro = _prepared.complete_transaction(
-            prepared, commit=commit, client=client.async_object, timeout=timeout, **client_options
-        )
-        asyncio.run_coroutine_threadsafe(coro, client.loop).result()
-        return
-    loop_thread = LoopThread(name="kafka-core-complete-transaction")
+        coro = make(client=client.async_object, **client_options)
+        return asyncio.run_coroutine_threadsafe(coro, client.loop).result()
+    loop_thread = LoopThread(name=f"kafka-core-{name.replace('_', '-')}")
     try:
-        loop_thread.run(
-            _prepared.complete_transaction(
-                prepared,
-                commit=commit,
-                bootstrap_servers=bootstrap_servers,
-                timeout=timeout,
-                **client_options,
-            )
-        )
+        return loop_thread.run(make(bootstrap_servers=bootstrap_servers, **client_options))
     finally:
         loop_thread.stop()
 

@@ -31,7 +31,6 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from kafka_core.errors import KafkaTimeoutError, KafkaTransactionError
 from kafka_core.spark.options import SinkOptions, SourceOptions, parse_sink, parse_source
 
 if TYPE_CHECKING:
@@ -175,7 +174,9 @@ def _where(batch_id: int | None) -> str:
 def _commit(options: SinkOptions, messages: list[Any], batch_id: int | None) -> None:
     ours = [m for m in messages if isinstance(m, KafkaCommitMessage)]
     if options.transactional_id_prefix is not None:
-        _complete_prepared(options, ours, _where(batch_id))
+        from kafka_core.spark.txn_driver import complete_prepared
+
+        complete_prepared(options, ours, _where(batch_id))
     rows = sum(m.rows for m in ours)
     size = sum(m.bytes for m in ours)
     log.info(
@@ -190,133 +191,16 @@ def _commit(options: SinkOptions, messages: list[Any], batch_id: int | None) -> 
 def _abort(options: SinkOptions, messages: list[Any], batch_id: int | None) -> None:
     ours = [m for m in messages if isinstance(m, KafkaCommitMessage)]
     if options.transactional_id_prefix is not None:
-        _abort_prepared(options, ours, _where(batch_id))
+        from kafka_core.spark.txn_driver import abort_all
+
+        # Spark's list has a place per task partition: None where the task failed or never ended.
+        unfinished = [i for i, m in enumerate(messages) if not isinstance(m, KafkaCommitMessage)]
+        abort_all(options, ours, unfinished, _where(batch_id))
         return
     log.warning(
         "Kafka write%s aborted; %d rows had already been delivered by tasks that succeeded",
         _where(batch_id),
         sum(m.rows for m in ours),
-    )
-
-
-# How many EndTxn the driver has in flight at once, each over a client of its own: a broker that
-# answers one bad EndTxn by dropping the connection (Tansu does, for a fenced epoch) must not
-# take the other tasks' commits down with it.
-_END_TXN_CONCURRENCY = 16
-# The driver's abort waits no longer than this (Spark is failing the write already).
-_ABORT_TIMEOUT_S = 60.0
-
-
-def _end_all(
-    options: SinkOptions, tasks: list[KafkaCommitMessage], commit: bool
-) -> list[tuple[KafkaCommitMessage, BaseException | None]]:
-    """EndTxn for every prepared transaction, concurrently, all within ``transactionTimeoutMs``
-    (the broker aborts a transaction open longer anyway); aborts within a minute at most."""
-    import asyncio
-    import concurrent.futures
-
-    from kafka_core.aio import complete_transaction
-    from kafka_core.config import client_keywords
-
-    client_options, _ = client_keywords(options.producer)
-    timeout = options.transaction_timeout_ms / 1000.0
-    if not commit:  # best effort: the broker aborts them after transactionTimeoutMs anyway
-        timeout = min(timeout, _ABORT_TIMEOUT_S)
-    prepared = [m for m in tasks if m.prepared is not None]
-
-    async def run() -> list[BaseException | None]:
-        gate = asyncio.Semaphore(_END_TXN_CONCURRENCY)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout  # for all of them: the broker's clock runs for all at once
-
-        async def end(txn: PreparedTransaction) -> None:
-            async with gate:
-                left = deadline - loop.time()
-                if left <= 0:
-                    raise KafkaTimeoutError(
-                        f"not ended: the driver's {timeout:g} s ran out while the other transactions "
-                        "were being ended"
-                    )
-                await complete_transaction(txn, commit=commit, timeout=left, **client_options)
-
-        results = await asyncio.gather(
-            *(end(m.prepared) for m in prepared if m.prepared), return_exceptions=True
-        )
-        return [r if isinstance(r, BaseException) else None for r in results]
-
-    try:
-        asyncio.get_running_loop()
-    except RuntimeError:
-        outcomes = asyncio.run(run())
-    else:  # called from inside a loop: run ours on a thread of its own
-        with concurrent.futures.ThreadPoolExecutor(1) as pool:
-            outcomes = pool.submit(asyncio.run, run()).result()
-    return list(zip(prepared, outcomes, strict=True))
-
-
-def _txn_name(m: KafkaCommitMessage) -> str:
-    assert m.prepared is not None
-    p = m.prepared
-    return f"task partition {m.task_partition} ({p.transactional_id!r}, producer id {p.producer_id}, epoch {p.producer_epoch})"
-
-
-def _complete_prepared(options: SinkOptions, tasks: list[KafkaCommitMessage], where: str) -> None:
-    """Commit every task's prepared transaction; raise naming those that did and did not commit.
-
-    Not atomic across tasks: when some commits fail the others stay committed, and a fenced or
-    timed-out transaction's records were aborted, so the write must fail, never pass silently."""
-    missing = sorted(m.task_partition for m in tasks if m.prepared is None)
-    if missing:
-        raise KafkaTransactionError(
-            f"Kafka transactional write{where}: task partitions {missing} returned no prepared transaction"
-        )
-    log.info(  # what an operator needs to finish the job by hand should this driver die now
-        "Kafka transactional write%s: committing %s",
-        where,
-        ", ".join(f"{_txn_name(m)}" for m in tasks if m.prepared is not None and m.prepared.producer_id >= 0)
-        or "no transaction (nothing written)",
-    )
-    outcomes = _end_all(options, tasks, commit=True)
-    failed = [(m, exc) for m, exc in outcomes if exc is not None]
-    if not failed:
-        return
-    committed = sorted(m.task_partition for m, exc in outcomes if exc is None)
-    details = "; ".join(
-        f"{_txn_name(m)}: {exc}" for m, exc in sorted(failed, key=lambda f: f[0].task_partition)
-    )
-    first = failed[0][1]
-    raise KafkaTransactionError(
-        f"Kafka transactional write{where} failed: {len(failed)} of {len(outcomes)} task transactions did not "
-        f"commit ({details}); committed task partitions: {committed or 'none'} (their records are "
-        "visible to read_committed readers: the commit is not atomic across tasks)",
-        code=getattr(first, "code", None),
-    ) from first
-
-
-def _abort_prepared(options: SinkOptions, tasks: list[KafkaCommitMessage], where: str) -> None:
-    """Abort the prepared transactions of the tasks that finished. The others were aborted by
-    their task, or are aborted when a new attempt initialises the same transactional id, or by
-    the broker after ``transactionTimeoutMs``. Never raises: Spark is failing the write already."""
-    prepared = [m for m in tasks if m.prepared is not None]
-    try:
-        outcomes = _end_all(options, prepared, commit=False)
-    except Exception as exc:
-        log.warning(
-            "Kafka transactional write%s aborted, but its %d prepared transactions could not be aborted "
-            "(%s): the broker aborts them after transactionTimeoutMs",
-            where,
-            len(prepared),
-            exc,
-        )
-        return
-    for m, error in outcomes:
-        if error is not None:
-            log.warning("Kafka transactional write%s: aborting %s: %s", where, _txn_name(m), error)
-    log.warning(
-        "Kafka transactional write%s aborted: %d prepared task transactions aborted, %d could not be",
-        where,
-        sum(1 for _, error in outcomes if error is None),
-        sum(1 for _, error in outcomes if error is not None),
     )
 
 

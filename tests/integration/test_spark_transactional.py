@@ -258,9 +258,11 @@ def test_read_committed_never_sees_a_failed_attempt(
 
 def test_a_failed_job_commits_nothing(spark: SparkSession, bootstrap_servers: str, new_topic: Any) -> None:
     """Task 0 fails on every attempt once its records are in the log: the job fails, no
-    transaction commits, and the failed attempts' are aborted (by the task itself or by the
-    next attempt's fencing); task 1's prepared one is aborted by the driver, or by the broker
-    after transactionTimeoutMs when Spark cancelled it first."""
+    transaction commits, and none is left open: each failed attempt's is aborted by the task
+    itself, by the next attempt's fencing, or (the last attempt, whose writer Spark kills) by the
+    driver fencing the ids of the tasks that returned nothing; task 1's prepared one is aborted
+    by the driver, its id fenced if Spark cancelled it first. Left open, a transaction would hold
+    read_committed readers back for transactionTimeoutMs."""
     topic, prefix = new_topic(partitions=2), f"job-{uuid.uuid4().hex[:8]}"
     df = _two_tasks(spark, _gated_partition(bootstrap_servers, topic, always=True))
     with pytest.raises(Exception, match="injected failure"):
@@ -269,6 +271,7 @@ def test_a_failed_job_commits_nothing(spark: SparkSession, bootstrap_servers: st
     txns = transactions(bootstrap_servers, topic, 2)
     assert not [t for t in txns if t.outcome == COMMIT], txns
     assert sum(len(t.values) for t in txns if t.outcome == ABORT) > SMALL, txns
+    assert all(t.outcome == ABORT for t in txns), [t._replace(values=len(t.values)) for t in txns]
 
 
 def _driver_commit_with_one_fenced(bootstrap: str, topic: str) -> tuple[Any, list[Txn]]:

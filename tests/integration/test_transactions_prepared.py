@@ -25,9 +25,15 @@ from test_transactions import TANSU_FENCED_END_TXN, read_topic, txn_id, txn_prod
 from kafka_core.chaos.evidence import whole_log
 from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.client.cluster import KafkaClient as AsyncKafkaClient
-from kafka_core.errors import KafkaProducerFencedError, KafkaTimeoutError, KafkaTransactionError
-from kafka_core.producer import PreparedTransaction, complete_transaction
+from kafka_core.errors import (
+    KafkaConfigError,
+    KafkaProducerFencedError,
+    KafkaTimeoutError,
+    KafkaTransactionError,
+)
+from kafka_core.producer import PreparedTransaction, complete_transaction, fence_transactional_id
 from kafka_core.producer.prepared import complete_transaction as complete_async
+from kafka_core.producer.prepared import fence_transactional_id as fence_async
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.error_codes import ErrorCode as E
 from kafka_core.sync_client import KafkaClient
@@ -217,6 +223,56 @@ def test_a_newer_producer_fences_a_prepared_transaction_on_tansu(
 @pytest.mark.xfail(strict=True, reason=MOCK_NO_FENCING)
 def test_a_newer_producer_fences_a_prepared_transaction_on_the_mock(mock_cluster: MockCluster) -> None:
     _fenced(_mock(mock_cluster))
+
+
+def _fence_what_a_dead_producer_left(broker: Broker) -> None:
+    """A producer in another process wrote and prepared, then exited without a word (as a killed
+    Spark task does): fencing its transactional id from here aborts the open transaction at once,
+    and the id goes on."""
+    topic, tid = broker.make_topic(), txn_id("fence")
+    left_open = prepare_elsewhere(broker.bootstrap, topic, tid, 6)
+    assert markers(broker.bootstrap, topic, left_open.producer_id) == {}  # open
+    producer_id, epoch = fence_transactional_id(tid, bootstrap_servers=broker.bootstrap, timeout=60)
+    assert (producer_id, epoch) > (left_open.producer_id, left_open.producer_epoch)
+    assert markers(broker.bootstrap, topic, left_open.producer_id) == {p: [ABORT] for p in range(PARTITIONS)}
+    with txn_producer(broker.bootstrap, tid) as p:  # the id's next producer commits
+        p.init_transactions(60)
+        p.begin_transaction()
+        p.send(topic, b"next", partition=0)
+        p.commit_transaction(60)
+    assert markers(broker.bootstrap, topic, left_open.producer_id)[0][-1] == COMMIT
+
+
+def test_fence_transactional_id_aborts_what_a_dead_producer_left_open_on_tansu(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
+    _fence_what_a_dead_producer_left(Broker("tansu", bootstrap_servers, lambda: new_topic(PARTITIONS)))
+
+
+@pytest.mark.xfail(strict=True, reason=MOCK_NO_FENCING)
+def test_fence_transactional_id_aborts_what_a_dead_producer_left_open_on_the_mock(
+    mock_cluster: MockCluster,
+) -> None:
+    _fence_what_a_dead_producer_left(_mock(mock_cluster))
+
+
+def test_fencing_an_id_with_nothing_open_and_the_asyncio_face(broker: Broker) -> None:
+    """An id no producer used yet, then the same id again over a caller's asyncio client: each
+    answer is the id's producer id and a usable epoch, nothing to abort."""
+    tid = txn_id("fence")
+    first = fence_transactional_id(tid, bootstrap_servers=broker.bootstrap, timeout=60)
+
+    async def again() -> tuple[int, int]:
+        client = AsyncKafkaClient(broker.bootstrap)
+        try:
+            return await fence_async(tid, client=client, timeout=60)
+        finally:
+            await client.close()
+
+    second = asyncio.run(again())
+    assert first[0] >= 0 and first[1] >= 0 and second[0] >= 0 and second[1] >= 0
+    with pytest.raises(KafkaConfigError, match="transactional_id must be a non-empty str"):
+        fence_transactional_id("", bootstrap_servers=broker.bootstrap)
 
 
 def test_complete_retries_a_busy_or_moved_coordinator_and_gives_up_at_its_timeout(
