@@ -188,6 +188,9 @@ cdef class FastAppend:
     cdef Budget mem
     cdef Py_ssize_t batch_size
     cdef Py_ssize_t overhead
+    # Set (under the accumulator's lock) while a transactional producer may not take records:
+    # every send goes to the Python path, which raises why.
+    cdef public bint gated
 
     def __init__(self, acc, Py_ssize_t overhead, bint murmur2_keys):
         self.topics = acc.topics
@@ -209,7 +212,7 @@ cdef class FastAppend:
             size = PyBytes_GET_SIZE(value) + self.overhead
             self.acquire()
             try:
-                bp = PyDict_GetItem(self.fast, topic)
+                bp = PyDict_GetItem(self.fast, topic) if not self.gated else NULL
                 if bp != NULL:
                     b = <BatchBase>bp
                     if b.size + size <= self.batch_size and self.mem.used + size <= self.mem.limit:
@@ -241,6 +244,8 @@ cdef class FastAppend:
         size = PyBytes_GET_SIZE(value) + PyBytes_GET_SIZE(key) + self.overhead
         self.acquire()
         try:
+            if self.gated:
+                return None
             tp = PyDict_GetItem(self.topics, topic)
             if tp == NULL:
                 return None

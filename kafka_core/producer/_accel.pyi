@@ -48,6 +48,7 @@ class RecordFuture:
     def __await__(self) -> Generator[Any, None, Any]: ...
 
 class FastAppend:
+    gated: bool
     def __init__(self, acc: Any, overhead: int, murmur2_keys: bool) -> None: ...
     def __call__(
         self,

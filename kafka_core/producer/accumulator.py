@@ -91,6 +91,9 @@ class Accumulator:
         # partition for null keys is chosen among those, as KIP-794 skips partitions without a
         # working leader. Set by the sender; called with the lock held.
         self.available: Callable[[PartitionQueue], bool] | None = None
+        # Why records may not be added now (a transactional producer outside a transaction):
+        # the error to raise, made per send. Set under the lock by :meth:`gate_sends`.
+        self.send_refusal: Callable[[], BaseException] | None = None
         if _accel is not None:
             self.append = _accel.FastAppend(  # type: ignore[method-assign]
                 self, RECORD_OVERHEAD, type(partitioner) is DefaultPartitioner
@@ -107,6 +110,16 @@ class Accumulator:
         self.lookup = lookup
         self._wakeup = wakeup
         self.loop_thread = loop_thread_id
+
+    def gate_sends(self, decide: Callable[[], Callable[[], BaseException] | None]) -> None:
+        """Open or close ``append`` as ``decide()`` says, under the lock: a record being appended
+        now is in before this returns, and once closed every record is refused with the error
+        ``decide()`` gave the maker of (a transaction's end waits for nothing else). ``decide``
+        runs with the lock held: it must not take it. Batches (``append_columns``) are not gated."""
+        with self.lock:
+            refusal = self.send_refusal = decide()
+            if _accel is not None:
+                self.append.gated = refusal is not None  # type: ignore[attr-defined]
 
     def partition_count(self, topic: str) -> int:
         """Partitions of ``topic`` records can go to now; 0 while its metadata is not known."""
@@ -139,7 +152,7 @@ class Accumulator:
             # The common case, kept to a handful of bytecodes: null key, sticky partition.
             size = len(value) + RECORD_OVERHEAD
             with self.lock:
-                b = self.fast.get(topic)
+                b = self.fast.get(topic) if self.send_refusal is None else None
                 if b is not None:
                     mem = self.mem
                     used = mem.used + size
@@ -178,6 +191,8 @@ class Accumulator:
                 self._wait_for_space(size)
             if self.closed:
                 raise self.closed_by or KafkaClosedError("the producer is closed")
+            if self.send_refusal is not None:
+                raise self.send_refusal()
             t = self.topics.get(topic)
             if t is None or t.queues is None:
                 return self._park(topic, t, key, value, partition, headers, timestamp_ms, size)

@@ -213,19 +213,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         self._acc.bind_blocking(
             lookup=lambda topic: run(self._lookup(topic)), wakeup=wakeup, loop_thread_id=loop_thread_id
         )
-        append = self._acc.append
-        txn = self._txn
-        if txn is not None:  # a transactional producer checks its state first (one frame)
-            inner = append
-            enter, leave = txn.enter_send, txn.exit_send
-
-            def append(*args: Any, **kwargs: Any) -> RecordFuture:
-                enter()
-                try:
-                    return inner(*args, **kwargs)
-                finally:
-                    leave()
-
+        append = self._acc.append  # a transactional producer's state gates it (gate_sends)
         if not self._serializing:
             return append
         serialize = self._serialize
@@ -388,9 +376,6 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         timestamp_ms: int | None = None,
     ) -> RecordFuture:
         """Queue one record; returns its future (await it, or ``.result()`` from another thread)."""
-        if self._txn is not None:
-            with self._txn.sending():
-                return await self._send(topic, value, key, partition, headers, timestamp_ms)
         return await self._send(topic, value, key, partition, headers, timestamp_ms)
 
     async def _send(

@@ -80,7 +80,11 @@ class TransactionManager:
         wake: Callable[[], None],
         drain: Callable[[], Awaitable[None]],
         reset_sequences: Callable[[], None],
+        gate_sends: Callable[[Callable[[], Callable[[], BaseException] | None]], None] | None = None,
     ) -> None:
+        self._gate_sends = gate_sends
+        self._state = S.UNINITIALIZED
+        self._pending_op: tuple[str, asyncio.Task[Any]] | None = None
         self.idem = idem
         self.transactional_id = transactional_id
         self.coord = TxnCoordinator(
@@ -94,21 +98,22 @@ class TransactionManager:
         self._wake = wake
         self._drain = drain
         self._reset_sequences = reset_sequences
-        self.state = S.UNINITIALIZED
         self.error: KafkaTransactionError | None = None  # the first cause (abortable) or the fatal one
         self.bump_required = False
         self.added: set[tuple[str, int]] = set()
         self.pending: set[tuple[str, int]] = set()
         self.started = False  # something was added to the coordinator's transaction (EndTxn needed)
         self._adder: asyncio.Task[None] | None = None
-        self._op: tuple[str, asyncio.Task[Any]] | None = None
         self._phase = ""  # what the pending operation is doing (named when it runs out of time)
         self.counters = {"commits": 0, "aborts": 0, "commit_time_ms": 0.0, "abort_time_ms": 0.0}
-        # Sends between their state check and their append (any thread), so that a transaction
-        # ends only after they appended: a record joins the transaction it was sent in or fails.
+        # Record sends are gated by the accumulator (``gate_sends``, under its lock): a record is
+        # appended in the transaction it was sent in, or refused. ``send_batch`` calls, which
+        # append chunk by chunk, are counted between their state check and their last append, so
+        # that a transaction ends only after they appended.
         self._gate = threading.Lock()
         self._sending = 0
         self._sends_done: tuple[asyncio.AbstractEventLoop, asyncio.Event] | None = None
+        self._sync_gate()
 
     @classmethod
     def for_sender(
@@ -133,6 +138,7 @@ class TransactionManager:
             wake=sender.wake,
             drain=drain,
             reset_sequences=sender.reset_sequences,
+            gate_sends=sender.acc.gate_sends,
         )
 
     # -- the sender's side (loop thread, accumulator lock held: no I/O, no waiting) ---------------
@@ -191,6 +197,46 @@ class TransactionManager:
             )
 
     # -- state ---------------------------------------------------------------------------------------
+
+    @property
+    def state(self) -> TransactionState:
+        return self._state
+
+    @state.setter
+    def state(self, state: TransactionState) -> None:
+        self._state = state
+        self._sync_gate()
+
+    @property
+    def _op(self) -> tuple[str, asyncio.Task[Any]] | None:
+        """The coordinator operation running (or finished and not yet collected): name, task."""
+        return self._pending_op
+
+    @_op.setter
+    def _op(self, op: tuple[str, asyncio.Task[Any]] | None) -> None:
+        self._pending_op = op
+        if op is not None and not op[1].done():
+            op[1].add_done_callback(lambda _task: self._sync_gate())
+        self._sync_gate()
+
+    def _sync_gate(self) -> None:
+        """Open or close the accumulator to records as the state now says. Never called with the
+        accumulator's lock held (the state never changes under it)."""
+        if self._gate_sends is not None:
+            self._gate_sends(self._send_gate)
+
+    def _send_gate(self) -> Callable[[], BaseException] | None:
+        """None while a record may be added (in a transaction, no operation running); else what
+        makes the error a send raises."""
+        op = self._pending_op
+        if self._state is S.IN_TRANSACTION and (op is None or op[1].done()):
+            return None
+        return self._send_refused
+
+    def _send_refused(self) -> BaseException:
+        return self._state_error("send", S.IN_TRANSACTION) or KafkaTransactionError(
+            f"send() is not allowed now (state {self._state.value})"
+        )
 
     def _enter_error(self, err: KafkaTransactionError) -> None:
         if self.state is S.FATAL_ERROR:
@@ -253,9 +299,9 @@ class TransactionManager:
                 raise err
 
     def enter_send(self) -> None:
-        """Before one send's append (any thread): check the state, and hold the transaction's
-        end (commit, abort, prepare) until :meth:`exit_send`, so the record is delivered or failed
-        with the transaction it was sent in, never held over to the next one."""
+        """Before a ``send_batch``'s appends (any thread): check the state, and hold the
+        transaction's end (commit, abort, prepare) until :meth:`exit_send`, so its records are
+        delivered or failed with the transaction they were sent in, never held over to the next."""
         with self._gate:
             self.check_send()
             self._sending += 1

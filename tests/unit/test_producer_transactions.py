@@ -607,10 +607,11 @@ def test_the_blocking_face_runs_transactions_and_checks_send_synchronously() -> 
 
 
 @pytest.mark.parametrize("end", ["commit", "abort", "prepare"])
-def test_a_blocking_send_checked_before_the_end_joins_its_transaction(end: str) -> None:
-    """The send passes its state check, then waits in the accumulator (the first record of a
-    topic waits for its metadata, held here); meanwhile the transaction ends. The record is
-    delivered in (commit, prepare) or failed with (abort) that transaction, never held over."""
+def test_a_send_still_waiting_when_its_transaction_ends_is_refused_never_held_over(end: str) -> None:
+    """The send waits before its append (the first record of a topic waits for its metadata,
+    held here); meanwhile the transaction ends. As with the Java client, whose send checks the
+    state after its metadata wait, the record is refused with the reason, never appended to the
+    ended transaction nor held over to the next one."""
     import threading
 
     from kafka_core import KafkaProducer
@@ -621,33 +622,78 @@ def test_a_blocking_send_checked_before_the_end_joins_its_transaction(end: str) 
     try:
         p.init_transactions(5)
         p.begin_transaction()
-        futures: list[Any] = []
-        sender = threading.Thread(target=lambda: futures.append(p.send("slow", b"raced")))
+        outcome: list[Any] = []
+
+        def send() -> None:
+            try:
+                outcome.append(p.send("slow", b"raced"))
+            except KafkaTransactionError as exc:
+                outcome.append(exc)
+
+        sender = threading.Thread(target=send)
         sender.start()
-        _wait_for(lambda: "slow" in broker.metadata_asked)  # past its check, waiting for metadata
+        _wait_for(lambda: "slow" in broker.metadata_asked)  # waiting for metadata, not appended
         ending = threading.Thread(target=getattr(p, f"{end}_transaction"), args=(5,))
         ending.start()
         _wait_for(lambda: p.transaction_state != "in_transaction")
         hold.set()
         sender.join(5)
         ending.join(5)
-        (f,) = futures
-        if end == "abort":
-            with pytest.raises(KafkaTransactionError, match="aborted"):
-                f.result(1)
-            assert broker.ended == []  # nothing reached the coordinator's transaction
-        else:
-            assert f.result(1).offset == 0
-            if end == "prepare":
-                assert p.transaction_state == "prepared"
-                p.commit_transaction(5)
-            assert broker.ended == [(True, [("slow", 0)])]
+        (refused,) = outcome
+        assert isinstance(refused, KafkaTransactionError), refused
+        assert "send() is not allowed now" in str(refused)
+        if end == "prepare":
+            assert p.transaction_state == "prepared"
+            p.commit_transaction(5)
+        assert broker.ended == []  # nothing was in the transaction: no EndTxn
         p.begin_transaction()
         p.send("slow", b"next")
         p.commit_transaction(5)
     finally:
         p.close(5)
-    assert broker.logs[0] == ([b"next"] if end == "abort" else [b"raced", b"next"])
+    assert broker.logs[0] == [b"next"]
+    assert broker.ended == [(True, [("slow", 0)])]
+
+
+def test_records_appended_before_the_end_are_in_the_transaction_and_later_ones_refused() -> None:
+    """Records from another thread right up to commit_transaction: each one either is in the
+    committed transaction (delivered) or was refused with the reason; none lands after it."""
+    import threading
+
+    from kafka_core import KafkaProducer
+
+    broker = ProduceBroker()
+    p = KafkaProducer(client=broker, transactional_id="tx-stream", linger_ms=1, retry_backoff_ms=1)
+    try:
+        p.init_transactions(5)
+        p.partitions_for("t")
+        p.begin_transaction()
+        sent: list[Any] = []
+        refused: list[KafkaTransactionError] = []
+        stop = threading.Event()
+
+        def stream() -> None:
+            i = 0
+            while not stop.is_set():
+                try:
+                    sent.append(p.send("t", b"r%d" % i))
+                except KafkaTransactionError as exc:
+                    refused.append(exc)
+                    return
+                i += 1
+
+        sender = threading.Thread(target=stream)
+        sender.start()
+        _wait_for(lambda: len(sent) > 200)
+        p.commit_transaction(5)
+        sender.join(5)
+        stop.set()
+        assert refused and "send() is not allowed now" in str(refused[0])
+        assert [f.result(1).offset for f in sent] == list(range(len(sent)))
+    finally:
+        p.close(5)
+    assert broker.logs[0] == [b"r%d" % i for i in range(len(sent))]
+    assert broker.ended == [(True, [("t", 0)])]
 
 
 def _wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
