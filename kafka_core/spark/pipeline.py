@@ -423,7 +423,7 @@ def summary(run: Run, src: Fingerprint, agg: Aggregates, batches: int, limit: in
     )
     out.line("  net revenue by category (placed minus refunded):")
     for cat, r in sorted(agg.revenue.items(), key=lambda kv: -kv[1].revenue)[:5]:
-        out.line(f"    {cat:<12} {r.revenue:>16,.2f}  ({r.placed:,} orders placed)")
+        out.line(f"    {cat:<12} {r.revenue:>16,.2f}  ({r.placed:,} order{'s' * (r.placed != 1)} placed)")
     if len(agg.revenue) > 5:
         out.line(f"    … and {len(agg.revenue) - 5} more categories")
     share = agg.top_customers[0][1] / rows if agg.top_customers else 0.0

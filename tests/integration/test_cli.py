@@ -19,46 +19,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.cli import KAFKA_CORE, ok, one_error_line, run
 
 from kafka_core import KafkaAdmin, TopicPartition
 from kafka_core.devbroker import free_port
-
-
-def _script() -> str:
-    beside = Path(sys.prefix) / "bin" / "kafka-core"
-    found = str(beside) if beside.exists() else shutil.which("kafka-core")
-    if found is None:
-        pytest.fail("the kafka-core console script is not installed (pip install -e .)", pytrace=False)
-    return found
-
-
-KAFKA_CORE = _script()
-
-
-def run(
-    *args: str, servers: str | None, stdin: bytes | None = None, timeout: float = 120
-) -> subprocess.CompletedProcess[bytes]:
-    env = {k: v for k, v in os.environ.items() if k != "KAFKA_BOOTSTRAP_SERVERS"}
-    if servers is not None:
-        env["KAFKA_BOOTSTRAP_SERVERS"] = servers
-    return subprocess.run(
-        [KAFKA_CORE, *args], input=stdin, capture_output=True, env=env, timeout=timeout, check=False
-    )
-
-
-def ok(proc: subprocess.CompletedProcess[bytes]) -> str:
-    assert proc.returncode == 0, (proc.returncode, proc.stderr.decode())
-    return proc.stdout.decode()
-
-
-def one_error_line(proc: subprocess.CompletedProcess[bytes]) -> str:
-    """A failure's stderr: exactly one line, no traceback; returns it."""
-    err = proc.stderr.decode()
-    assert "Traceback" not in err, err
-    lines = err.strip().splitlines()
-    assert len(lines) == 1, err
-    assert lines[0].startswith("kafka-core"), lines[0]
-    return lines[0]
 
 
 def unused_address() -> str:
