@@ -1,7 +1,8 @@
 """The driver's view of Kafka: which partitions a query reads and their offsets.
 
 One blocking client per reader object (the planning of a batch read, or a streaming query's
-whole life), closed when the reader is done with it. The end of a partition is its true log end
+whole life), closed when the reader is done with it; before it is opened, bootstrap addresses
+that all refuse connections fail the query within seconds (:mod:`kafka_core.spark.reach`). The end of a partition is its true log end
 (or last stable offset under read_committed), checked against the last batch: some brokers answer
 ListOffsets latest with the last batch's base offset + 1.
 """
@@ -32,9 +33,13 @@ class OffsetReader:
     def _open(self) -> tuple[Any, Any]:
         with self._lock:
             if self._client is None:
+                from kafka_core.client.nodes import parse_bootstrap
                 from kafka_core.consumer.sync import KafkaConsumer
+                from kafka_core.spark.reach import check_bootstrap
                 from kafka_core.sync_client import KafkaClient
 
+                # A wrong host or port fails here within seconds, not after the client's 60 s.
+                check_bootstrap(parse_bootstrap(self.options.client["bootstrap_servers"]))
                 client = KafkaClient(**self.options.client)
                 try:
                     self._consumer = KafkaConsumer(
