@@ -3,7 +3,8 @@
 ``spark.read.format("kafka_core")`` takes the options of Spark's own Kafka connector, so a job
 switches by changing only the format name, with no JVM connector jar to match to Spark and
 Scala. The data source registers itself through the top-level ``pyspark_kafka_core`` module
-(Spark 4.0+ looks such modules up); :func:`register` does it explicitly.
+(Spark 4.0+ looks such modules up, in its Python workers); :func:`register` does it explicitly,
+from the driver, and checks that the workers' Python can import kafka_core.
 """
 
 from __future__ import annotations
@@ -17,9 +18,17 @@ __all__ = ["KafkaDataSource", "produce_partition", "read_schema", "register"]
 
 
 def register(spark: Any) -> None:
-    """Register the ``kafka_core`` format with a SparkSession."""
-    from kafka_core.spark.source import KafkaDataSource
+    """Register the ``kafka_core`` format with a SparkSession.
 
+    Spark runs the data source in Python workers started with ``PYSPARK_PYTHON`` (else
+    ``python3`` from PATH), not with the driver's interpreter: when that interpreter cannot
+    import kafka_core, a local session's workers are switched to the driver's interpreter, and
+    otherwise a warning names both and the fix (see :mod:`kafka_core.spark.workers`).
+    """
+    from kafka_core.spark.source import KafkaDataSource
+    from kafka_core.spark.workers import check_worker_python
+
+    check_worker_python(spark)
     spark.dataSource.register(KafkaDataSource)
 
 
