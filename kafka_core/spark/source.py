@@ -121,6 +121,7 @@ class KafkaBatchReader(DataSourceReader):
         reader = OffsetReader(opts)
         try:
             tps = reader.partitions()
+            _warn_unmatched(opts, tps)
             lookups = reader.lookups()
             start = resolve(opts.starting, tps, lookups, starting=True, strategy=opts.starting_strategy)
             assert opts.ending is not None
@@ -133,6 +134,25 @@ class KafkaBatchReader(DataSourceReader):
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_partition(partition)
+
+
+def _warn_unmatched(opts: SourceOptions, tps: Sequence[Any]) -> None:
+    """A batch read of a topic that does not exist is empty, as with Spark's own connector (its
+    default, consumer-based offset reader finds no partition to assign): say so on the driver."""
+    found = {tp.topic for tp in tps}
+    missing = [t for t in opts.subscribe if t not in found]
+    if missing:
+        log.warning(
+            "Kafka batch read: subscribed topic%s %s do%s not exist (or has no partitions); read as "
+            "empty, as Spark's Kafka source does. Check the name, or create the topic before reading.",
+            "s" if len(missing) > 1 else "",
+            ", ".join(repr(t) for t in missing),
+            "" if len(missing) > 1 else "es",
+        )
+    elif opts.pattern is not None and not tps:
+        log.warning(
+            "Kafka batch read: subscribePattern %r matches no topic; the read is empty.", opts.pattern
+        )
 
 
 class KafkaArrowWriter(DataSourceArrowWriter):

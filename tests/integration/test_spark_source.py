@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
+import socket
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -19,6 +22,7 @@ from spark_cluster import local_session  # noqa: E402
 
 from kafka_core import KafkaProducer  # noqa: E402
 from kafka_core.devbroker import TansuBroker  # noqa: E402
+from kafka_core.spark import KafkaDataSource, read_schema  # noqa: E402
 
 FMT = "kafka_core"
 
@@ -236,6 +240,38 @@ def test_bad_read_options_fail_before_any_task(
     with pytest.raises(PySparkException) as info:
         _reader(spark, bootstrap_servers, **options).load().count()
     assert message in str(info.value)
+
+
+@pytest.mark.timeout(45)  # a hang guard: before the bootstrap check, planning waited 60 s
+def test_no_broker_at_the_address_fails_the_read_within_seconds(spark: SparkSession) -> None:
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(PySparkException) as info:
+        _reader(spark, f"127.0.0.1:{port}", subscribe="orders").load().count()
+    assert f"no Kafka broker at kafka.bootstrap.servers 127.0.0.1:{port}" in str(info.value)
+
+
+def test_missing_topic_reads_empty_with_a_warning_on_the_driver(
+    spark: SparkSession, bootstrap_servers: str, new_topic: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Spark's connector reads a subscribed topic that does not exist as empty; so does this
+    source, and its planning (which runs on the driver) says so."""
+    topic = new_topic(partitions=1)
+    _produce(bootstrap_servers, topic, 3)
+    missing = f"no-such-topic-{uuid.uuid4().hex[:8]}"
+    options = {"kafka.bootstrap.servers": bootstrap_servers, "subscribe": f"{topic},{missing}"}
+    with caplog.at_level(logging.WARNING, "kafka_core.spark"):
+        tasks = KafkaDataSource(options).reader(read_schema()).partitions()
+    assert {t.range.topic for t in tasks} == {topic}
+    warnings = [r.getMessage() for r in caplog.records if r.name == "kafka_core.spark"]
+    assert len(warnings) == 1 and repr(missing) in warnings[0] and repr(topic) not in warnings[0]
+    assert _reader(spark, bootstrap_servers, subscribe=missing).load().count() == 0
+    caplog.clear()
+    pattern = {"kafka.bootstrap.servers": bootstrap_servers, "subscribePattern": f"{missing}.*"}
+    with caplog.at_level(logging.WARNING, "kafka_core.spark"):
+        assert KafkaDataSource(pattern).reader(read_schema()).partitions() == []
+    assert any(f"subscribePattern '{missing}.*' matches no topic" in r.getMessage() for r in caplog.records)
 
 
 @pytest.mark.parametrize(
