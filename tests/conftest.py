@@ -1,16 +1,21 @@
 """Test set-up: the codec implementation check and the real broker the integration tests use.
 
 ``mock_cluster`` is librdkafka's 3-broker mock cluster (kafka_core/chaos/mockcluster.py), fresh per test.
-The broker is ``KAFKA_BOOTSTRAP_SERVERS`` when set (e.g. Apache Kafka from
-docker-compose.kafka.yml), else an embedded Tansu started once per session. Under ``CI=true`` a
-broker that cannot be had fails the run; it is never skipped there.
+The broker is ``KAFKA_BOOTSTRAP_SERVERS`` when set (any cluster; Apache Kafka unless
+``KAFKA_BROKER_FLAVOR`` says otherwise), else the one ``KAFKA_CORE_TEST_BROKER`` names, started
+once per session: ``tansu`` (the default) or ``kafka`` (Apache Kafka from its Maven Central jars,
+``KAFKA_CORE_KAFKA_VERSION`` or the newest supported). ``kafka_three`` is a three-node Apache
+Kafka cluster, started on demand for the replication tests. Under ``CI=true`` a broker that
+cannot be had fails the run; it is never skipped there.
 """
 
 from __future__ import annotations
 
 import os
+import time
 import uuid
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 from report_guard import with_line_numbers
@@ -18,18 +23,33 @@ from report_guard import with_line_numbers
 import kafka_core.codec
 from kafka_core._env import env_flag
 from kafka_core.chaos.mockcluster import MockCluster, MockClusterError
-from kafka_core.devbroker import BrokerStartError, TansuBroker
+from kafka_core.devbroker import KAFKA_VERSION, BrokerStartError, KafkaCluster, TansuBroker
 
 IN_CI = env_flag("CI")
 EXTERNAL_BROKER = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
-# The embedded broker is Tansu; an external one is Apache Kafka unless said otherwise.
-BROKER_FLAVOR = os.environ.get("KAFKA_BROKER_FLAVOR", "kafka" if EXTERNAL_BROKER else "tansu")
+EMBEDDED = os.environ.get("KAFKA_CORE_TEST_BROKER", "tansu").strip().lower()
+if EMBEDDED not in ("tansu", "kafka"):
+    raise pytest.UsageError(f"KAFKA_CORE_TEST_BROKER must be tansu or kafka, not {EMBEDDED!r}")
+KAFKA_TEST_VERSION = os.environ.get("KAFKA_CORE_KAFKA_VERSION", "").strip() or KAFKA_VERSION
+# An external broker is Apache Kafka unless said otherwise.
+BROKER_FLAVOR = os.environ.get("KAFKA_BROKER_FLAVOR", "kafka" if EXTERNAL_BROKER else EMBEDDED)
 ON_TANSU = BROKER_FLAVOR == "tansu"
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    broker = EXTERNAL_BROKER or "embedded tansu (started on demand)"
+    if EXTERNAL_BROKER:
+        broker = EXTERNAL_BROKER
+    elif EMBEDDED == "kafka":
+        broker = f"embedded Apache Kafka {KAFKA_TEST_VERSION} (started on demand)"
+    else:
+        broker = "embedded tansu (started on demand)"
     return [f"kafka_core codec: {kafka_core.codec.IMPLEMENTATION}; broker: {broker} ({BROKER_FLAVOR})"]
+
+
+def _broker_unavailable(what: str, exc: Exception) -> None:
+    if IN_CI:
+        pytest.fail(f"CI needs {what} and it could not be started: {exc}", pytrace=False)
+    pytest.skip(f"no {what}: {exc}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -61,17 +81,49 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 @pytest.fixture(scope="session")
-def tansu() -> Iterator[TansuBroker | None]:
-    """The embedded broker object, or None when the broker comes from the environment."""
-    if EXTERNAL_BROKER:
+def kafka_cluster() -> Iterator[KafkaCluster | None]:
+    """The embedded one-node Apache Kafka when ``KAFKA_CORE_TEST_BROKER=kafka``, else None."""
+    if EXTERNAL_BROKER or EMBEDDED != "kafka":
+        yield None
+        return
+    cluster = KafkaCluster(1, version=KAFKA_TEST_VERSION)
+    try:
+        cluster.start()
+    except BrokerStartError as exc:
+        cluster.close()
+        _broker_unavailable(f"Apache Kafka {KAFKA_TEST_VERSION}", exc)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture(scope="session")
+def kafka_three() -> Iterator[KafkaCluster]:
+    """A three-node Apache Kafka cluster (replication factor 3, min.insync.replicas 2), started
+    on demand whatever the session's broker, for the replication and failover tests."""
+    cluster = KafkaCluster(3, version=KAFKA_TEST_VERSION)
+    try:
+        cluster.start()
+    except BrokerStartError as exc:
+        cluster.close()
+        _broker_unavailable("a three-node Apache Kafka cluster", exc)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture(scope="session")
+def tansu(kafka_cluster: KafkaCluster | None) -> Iterator[TansuBroker | None]:
+    """The embedded Tansu, or None when the session's broker is another (external or Kafka)."""
+    if EXTERNAL_BROKER or kafka_cluster is not None:
         yield None
         return
     try:
         broker = TansuBroker().start()
     except BrokerStartError as exc:
-        if IN_CI:
-            pytest.fail(f"CI needs a broker and none could be started: {exc}", pytrace=False)
-        pytest.skip(f"no broker: {exc}")
+        _broker_unavailable("a broker", exc)
     try:
         yield broker
     finally:
@@ -79,12 +131,27 @@ def tansu() -> Iterator[TansuBroker | None]:
 
 
 @pytest.fixture(scope="module")
-def persistent_tansu(tansu: TansuBroker | None) -> Iterator[TansuBroker]:
-    """A persistent Tansu of the test module's own (S3 on moto_server), stopped and restarted at
-    will while the session broker is left alone."""
+def persistent_tansu(
+    tansu: TansuBroker | None, kafka_cluster: KafkaCluster | None
+) -> Iterator[TansuBroker | KafkaCluster]:
+    """A restartable broker of the test module's own, stopped and restarted at will while the
+    session broker is left alone: a persistent Tansu (S3 on moto_server), or on Apache Kafka a
+    one-node cluster of its own (Kafka keeps its log on disk across restarts)."""
+    if kafka_cluster is not None:
+        cluster = KafkaCluster(1, version=KAFKA_TEST_VERSION)
+        try:
+            cluster.start()
+        except BrokerStartError as exc:
+            cluster.close()
+            pytest.fail(f"a restartable Apache Kafka did not start: {exc}", pytrace=False)
+        try:
+            yield cluster
+        finally:
+            cluster.close()
+        return
     if tansu is None:
         pytest.skip(
-            "these tests stop the broker: they need the embedded Tansu, and an external "
+            "these tests stop the broker: they need an embedded broker, and an external "
             "KAFKA_BOOTSTRAP_SERVERS cluster cannot be stopped from here"
         )
     broker: TansuBroker | None = None
@@ -102,8 +169,12 @@ def persistent_tansu(tansu: TansuBroker | None) -> Iterator[TansuBroker]:
 
 
 @pytest.fixture(scope="session")
-def bootstrap_servers(tansu: TansuBroker | None) -> str:
-    return EXTERNAL_BROKER or tansu.bootstrap  # type: ignore[union-attr]
+def bootstrap_servers(tansu: TansuBroker | None, kafka_cluster: KafkaCluster | None) -> str:
+    if EXTERNAL_BROKER:
+        return EXTERNAL_BROKER
+    if kafka_cluster is not None:
+        return kafka_cluster.bootstrap
+    return tansu.bootstrap  # type: ignore[union-attr]
 
 
 @pytest.fixture(scope="session")
@@ -123,11 +194,28 @@ def new_topic(bootstrap_servers: str, tansu: TansuBroker | None) -> Callable[...
             from confluent_kafka.admin import AdminClient, NewTopic
 
             admin = AdminClient({"bootstrap.servers": bootstrap_servers})
-            futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+            # -1: the cluster's default.replication.factor (1 on the embedded Kafka)
+            futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=-1)])
             futures[name].result(30)
+            _wait_for_leaders(admin, name, partitions)
         return name
 
     return create
+
+
+def _wait_for_leaders(admin: Any, topic: str, partitions: int, timeout: float = 30.0) -> None:
+    """Apache Kafka answers CreateTopics once the controller has the topic; the brokers learn of
+    it a moment later. Until every partition has a leader, an acks=0 record sent there is
+    dropped without a word, so a test topic is handed out only once each partition has one."""
+    deadline = time.monotonic() + timeout
+    while True:
+        meta = admin.list_topics(topic, timeout=10).topics.get(topic)
+        ready = meta is not None and meta.error is None and len(meta.partitions) == partitions
+        if ready and all(p.leader >= 0 and p.error is None for p in meta.partitions.values()):
+            return
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"topic {topic!r} has no leader for every partition after {timeout} s")
+        time.sleep(0.05)
 
 
 @pytest.fixture
