@@ -142,12 +142,12 @@ def _warn_unmatched(opts: SourceOptions, tps: Sequence[Any]) -> None:
     found = {tp.topic for tp in tps}
     missing = [t for t in opts.subscribe if t not in found]
     if missing:
+        names = ", ".join(repr(t) for t in missing)
+        what = f"topic {names} does" if len(missing) == 1 else f"topics {names} do"
         log.warning(
-            "Kafka batch read: subscribed topic%s %s do%s not exist (or has no partitions); read as "
-            "empty, as Spark's Kafka source does. Check the name, or create the topic before reading.",
-            "s" if len(missing) > 1 else "",
-            ", ".join(repr(t) for t in missing),
-            "" if len(missing) > 1 else "es",
+            "Kafka batch read: subscribed %s not exist (no partition found); read as empty, as Spark's "
+            "Kafka source does. Check the name, or create the topic before reading.",
+            what,
         )
     elif opts.pattern is not None and not tps:
         log.warning(
