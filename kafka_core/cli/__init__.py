@@ -37,7 +37,8 @@ EXIT_TERMINATED = 143  # SIGTERM (128 + 15), after the same clean stop as Ctrl-C
 
 EPILOG = (
     "exit codes: 0 ok, 1 operation failed, 2 bad arguments, 3 broker unreachable, "
-    "4 topic or group not found, 5 consume --count not reached in --timeout, 130 interrupted"
+    "4 topic or group not found, 5 consume ran out of time (--count not reached in --timeout, or the "
+    "group assigned no partition), 130 interrupted"
 )
 
 

@@ -36,7 +36,7 @@ EXIT_FAILED = 1  # the operation failed: a Kafka error, records not delivered, a
 EXIT_USAGE = 2  # bad arguments or options (argparse's own code)
 EXIT_UNREACHABLE = 3  # no broker answered within --connect-timeout
 EXIT_NOT_FOUND = 4  # the topic or group named does not exist
-EXIT_TIMEOUT = 5  # consume --count: fewer records than asked for arrived within --timeout
+EXIT_TIMEOUT = 5  # consume ran out of time: --count not reached in --timeout, or never assigned a partition
 EXIT_INTERRUPTED = 130  # Ctrl-C (128 + SIGINT), after a clean stop
 
 

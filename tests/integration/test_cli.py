@@ -117,11 +117,18 @@ def test_produce_from_file_to_one_partition(
 def test_consume_count_not_reached_in_timeout(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
     topic = new_topic(1)
     ok(run("produce", "-t", topic, servers=bootstrap_servers, stdin=b"a\nb\n"))
-    started = time.monotonic()
-    proc = run(
-        "consume", "-t", topic, "--from-beginning", "-c", "5", "--timeout", "3", servers=bootstrap_servers
+    proc = run(  # the subprocess timeout is a hang guard: --timeout ends it
+        "consume",
+        "-t",
+        topic,
+        "--from-beginning",
+        "-c",
+        "5",
+        "--timeout",
+        "3",
+        servers=bootstrap_servers,
+        timeout=60,
     )
-    assert time.monotonic() - started < 30  # bounded by --timeout (generous slack for start-up)
     assert proc.returncode == 5
     assert proc.stdout.decode().splitlines() == ["a", "b"]
     assert "only 2 of 5 records" in one_error_line(proc)
@@ -218,9 +225,16 @@ def test_groups_list_describe_lag_after_a_group_consume(
     records = [json.loads(line) for line in ok(got).splitlines()]
     assert sorted(r["value"] for r in records) == sorted(f"r{i}" for i in range(40))
 
-    listed = json.loads(ok(run("groups", "list", "--json", servers=bootstrap_servers)))
-    assert group in [g["group_id"] for g in listed]
-    assert group in ok(run("groups", "list", servers=bootstrap_servers))
+    listed = {
+        g["group_id"]: g for g in json.loads(ok(run("groups", "list", "--json", servers=bootstrap_servers)))
+    }
+    # its real state (Tansu's ListGroups says "Unknown" for every group: DescribeGroups knows)
+    assert listed[group]["state"] == "Empty" and listed[group]["members"] == 0
+    assert listed[group]["protocol_type"] == "consumer"
+    [row] = [
+        line for line in ok(run("groups", "list", servers=bootstrap_servers)).splitlines() if group in line
+    ]
+    assert "Empty" in row and "Unknown" not in row
 
     [described] = json.loads(ok(run("groups", "describe", group, "--json", servers=bootstrap_servers)))
     assert described["group_id"] == group
@@ -236,8 +250,10 @@ def test_groups_list_describe_lag_after_a_group_consume(
     assert sorted(committed) == [0, 1]  # every partition of the topic, committed or not
     # the group committed exactly what was printed (None: nothing printed from that partition)
     assert {p: c for p, c in committed.items() if c is not None} == printed_end
-    assert lag["total"] == 0
-    assert "total lag 0" in ok(run("groups", "lag", group, servers=bootstrap_servers))
+    assert lag["total"] == 0 and lag["state"] == "Empty" and lag["members"] == 0
+    assert f"{group}: Empty, 0 members; total lag 0" in ok(
+        run("groups", "lag", group, servers=bootstrap_servers)
+    )
 
 
 @pytest.mark.tansu_deviation("DescribeGroups of an unknown group answers Empty instead of Dead")
@@ -262,9 +278,8 @@ def test_unknown_group_is_not_found(bootstrap_servers: str) -> None:
     ids=lambda c: " ".join(c[:2]),
 )
 def test_bad_address_is_one_line(command: list[str]) -> None:
-    started = time.monotonic()
+    # the subprocess timeout is a hang guard: --connect-timeout ends it
     proc = run("--connect-timeout", "3", *command, servers=unused_address(), stdin=b"x\n", timeout=60)
-    assert time.monotonic() - started < 30  # --connect-timeout bounds it (slack for start-up)
     assert proc.returncode == 3
     assert "cannot reach a Kafka broker" in one_error_line(proc)
 
@@ -410,15 +425,12 @@ def test_ctrl_c_stops_a_group_consumer_and_commits_what_it_printed(
             )
             printed.append(json.loads(line))
         proc.send_signal(signal.SIGINT)
-        sent = time.monotonic()
-        rest, err = proc.communicate(timeout=30)
-        stopped_in = time.monotonic() - sent
+        rest, err = proc.communicate(timeout=30)  # a hang guard: Ctrl-C stops it at once
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     assert proc.returncode == 130, err.decode()
-    assert stopped_in < 15  # promptly (generous slack for a loaded machine)
     assert b"Traceback" not in err
     assert "interrupted after 300 records" in err.decode()
     printed += [json.loads(line) for line in rest.splitlines()]
