@@ -27,9 +27,11 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "==> installing kafka_core and its dev dependencies"
   python -m pip install -q --disable-pip-version-check -U pip
   python -m pip install -q --disable-pip-version-check "Cython>=3.0.10" "setuptools>=77" wheel build
-  # compat mode: the repository itself goes on sys.path, so Spark finds the top-level
-  # pyspark_kafka_core module (its data source lookup cannot see editable-install finders).
-  python -m pip install -q --disable-pip-version-check -e ".[test,bench,spark,cli]" --config-settings editable_mode=compat
+  python -m pip install -q --disable-pip-version-check -e ".[test,bench,spark,cli,broker]"
+  # Spark finds data sources by listing top-level pyspark_* modules on sys.path, which an
+  # editable install's import hook does not show: put the checkout itself on sys.path.
+  site=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  echo "$PWD" > "$site/kafka_core_checkout.pth"
   echo "$want" > "$stamp"
 fi
 

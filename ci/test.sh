@@ -1,28 +1,59 @@
 #!/usr/bin/env bash
 # The whole test suite: lint, mypy (configured in pyproject.toml), the unit suite twice (Cython
-# codec, then the pure-Python twin), and the integration and interop suites against a real broker
-# (embedded Tansu unless KAFKA_BOOTSTRAP_SERVERS names another cluster). Extra arguments go to
-# every pytest run.
+# codec, then the pure-Python twin), the integration and interop suites against Apache Kafka (the
+# reference broker, from its Maven Central jars; the replication tests on three nodes of it), the
+# compatibility subset against the other servers we support, and the bench self-check.
+# With KAFKA_BOOTSTRAP_SERVERS set, the broker suites run against that cluster only. Extra
+# arguments go to every pytest run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/bootstrap.sh
 export PATH="$PWD/.venv/bin:$PATH"
+export KAFKA_CORE_REQUIRE_EXTENSION=1
+KAFKA_NEWEST=$(python -c 'from kafka_core.devbroker import KAFKA_VERSION; print(KAFKA_VERSION)')
+KAFKA_OLDEST=$(python -c 'from kafka_core.devbroker import OLDEST_KAFKA_VERSION; print(OLDEST_KAFKA_VERSION)')
+stage() { echo "==> $* ($(date -u +%H:%M:%S))"; }
 
-echo "==> ruff"
+stage "ruff"
 ruff check .
 ruff format --check .
 
-echo "==> mypy"
+stage "mypy"
 mypy
 
-echo "==> unit suite, Cython codec"
-KAFKA_CORE_REQUIRE_EXTENSION=1 python -m pytest tests/unit -p no:cacheprovider "$@"
+stage "unit suite, Cython codec"
+python -m pytest tests/unit -p no:cacheprovider "$@"
 
-echo "==> unit suite, pure-Python codec"
-KAFKA_CORE_PURE_PYTHON=1 python -m pytest tests/unit -p no:cacheprovider "$@"
+stage "unit suite, pure-Python codec"
+KAFKA_CORE_REQUIRE_EXTENSION= KAFKA_CORE_PURE_PYTHON=1 python -m pytest tests/unit -p no:cacheprovider "$@"
 
-echo "==> integration and interop suites against a real broker"
-KAFKA_CORE_REQUIRE_EXTENSION=1 python -m pytest tests/integration tests/interop -p no:cacheprovider "$@"
+if [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
+  stage "integration and interop suites against $KAFKA_BOOTSTRAP_SERVERS"
+  python -m pytest tests/integration tests/interop -p no:cacheprovider "$@"
+else
+  stage "Apache Kafka $KAFKA_NEWEST and $KAFKA_OLDEST from Maven Central"
+  python - "$KAFKA_NEWEST" "$KAFKA_OLDEST" <<'PY'
+import sys, time
+from kafka_core.devbroker import kafka_classpath
+for version in sys.argv[1:]:
+    began = time.monotonic()
+    print(f"    {version}: {kafka_classpath(version)} ({time.monotonic() - began:.1f} s)")
+PY
 
-echo "==> benchmark harness self-check (correctness only, no timings)"
-KAFKA_CORE_REQUIRE_EXTENSION=1 python -m pytest bench/test_harness.py bench/test_codec_bench.py --benchmark-disable -p no:cacheprovider "$@"
+  stage "integration and interop suites against Apache Kafka $KAFKA_NEWEST"
+  mkdir -p build/compat
+  KAFKA_CORE_TEST_BROKER=kafka KAFKA_CORE_COMPAT_REPORT=build/compat/kafka-newest.json \
+    python -m pytest tests/integration tests/interop -p no:cacheprovider "$@"
+
+  stage "compatibility subset against Tansu"
+  KAFKA_CORE_TEST_BROKER=tansu KAFKA_CORE_COMPAT_REPORT=build/compat/tansu.json \
+    python -m pytest tests/integration -m compat -p no:cacheprovider "$@"
+
+  stage "compatibility subset against Apache Kafka $KAFKA_OLDEST"
+  KAFKA_CORE_TEST_BROKER=kafka KAFKA_CORE_KAFKA_VERSION="$KAFKA_OLDEST" KAFKA_CORE_COMPAT_REPORT=build/compat/kafka-oldest.json \
+    python -m pytest tests/integration -m compat -p no:cacheprovider "$@"
+fi
+
+stage "benchmark harness self-check (correctness only, no timings)"
+python -m pytest bench/test_harness.py bench/test_codec_bench.py --benchmark-disable -p no:cacheprovider "$@"
+stage "done"

@@ -62,14 +62,69 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError("KAFKA_CORE_PURE_PYTHON is set but the codec is not the Python twin")
 
 
+# The compatibility subset each server is measured by (docs/compatibility.md): the core of what a
+# client needs of a broker. Module name -> the capability the table calls it.
+COMPAT_MODULES = {
+    "test_producer": "produce",
+    "test_consumer": "consume",
+    "test_consumer_group": "classic groups",
+    "test_consumer_kip848": "KIP-848 groups",
+    "test_admin": "admin",
+    "test_transactions": "transactions",
+    "test_consumer_transactions": "read_committed",
+}
+
+
+def _version_tuple(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split(".")[:3] if part.isdigit())
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "bootstrap_servers" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.broker)
+        module = getattr(item, "module", None)
+        if module is not None and module.__name__.rsplit(".", 1)[-1] in COMPAT_MODULES:
+            item.add_marker(pytest.mark.compat)
         marker = item.get_closest_marker("tansu_deviation")
         if marker is not None and ON_TANSU:
             reason = marker.args[0] if marker.args else marker.kwargs.get("reason", "Tansu deviates")
             item.add_marker(pytest.mark.xfail(reason=f"Tansu deviation: {reason}", strict=True))
+        needs = item.get_closest_marker("needs_kafka")
+        if needs is not None and BROKER_FLAVOR == "kafka" and not EXTERNAL_BROKER:
+            wanted, reason = needs.args[0], needs.args[1] if len(needs.args) > 1 else "a newer Kafka"
+            if _version_tuple(KAFKA_TEST_VERSION) < _version_tuple(wanted):
+                item.add_marker(
+                    pytest.mark.xfail(
+                        reason=f"Kafka {KAFKA_TEST_VERSION} lacks {reason} (since {wanted})", strict=True
+                    )
+                )
+
+
+_COMPAT_RESULTS: dict[str, str] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """With ``KAFKA_CORE_COMPAT_REPORT`` set, note each test's outcome for tools/compat_table.py."""
+    if not os.environ.get("KAFKA_CORE_COMPAT_REPORT"):
+        return
+    if report.when == "call" or (report.when == "setup" and report.outcome != "passed"):
+        outcome = "xfailed" if hasattr(report, "wasxfail") and report.outcome == "skipped" else report.outcome
+        _COMPAT_RESULTS[report.nodeid] = outcome
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    path = os.environ.get("KAFKA_CORE_COMPAT_REPORT")
+    if path and _COMPAT_RESULTS:
+        import json
+
+        broker = EXTERNAL_BROKER or (f"Apache Kafka {KAFKA_TEST_VERSION}" if EMBEDDED == "kafka" else "Tansu")
+        modules = {
+            nodeid: COMPAT_MODULES.get(nodeid.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py"), "other")
+            for nodeid in _COMPAT_RESULTS
+        }
+        with open(path, "w") as out:
+            json.dump({"broker": broker, "results": _COMPAT_RESULTS, "capabilities": modules}, out, indent=1)
 
 
 @pytest.hookimpl(tryfirst=True)

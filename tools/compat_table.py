@@ -1,0 +1,57 @@
+"""Render the measured server table of docs/compatibility.md from the compatibility runs.
+
+Each run of the compatibility subset with ``KAFKA_CORE_COMPAT_REPORT=FILE`` (ci/test.sh writes
+build/compat/*.json) records every test's outcome; this prints, per capability and server, how
+many of its tests passed, and how many assert Kafka's behaviour that the server lacks (strict
+expected failures). ``python tools/compat_table.py build/compat/*.json``.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections import Counter, defaultdict
+from pathlib import Path
+
+
+def table(paths: list[Path]) -> str:
+    runs = [json.loads(path.read_text()) for path in paths]
+    brokers = [run["broker"] for run in runs]
+    counts: dict[str, dict[str, Counter[str]]] = defaultdict(lambda: defaultdict(Counter))
+    for run in runs:
+        for nodeid, outcome in run["results"].items():
+            counts[run["capabilities"][nodeid]][run["broker"]][outcome] += 1
+    lines = [
+        "| capability | " + " | ".join(brokers) + " |",
+        "|---|" + "---|" * len(brokers),
+    ]
+    for capability in sorted(counts):
+        cells = []
+        for broker in brokers:
+            c = counts[capability][broker]
+            total = sum(c.values())
+            if not total:
+                cells.append("not run")
+                continue
+            cell = f"{c['passed']}/{total} pass"
+            if c["xfailed"]:
+                cell += f", {c['xfailed']} lacking"
+            if c["failed"]:
+                cell += f", **{c['failed']} failed**"
+            if c["skipped"]:
+                cell += f", {c['skipped']} skipped"
+            cells.append(cell)
+        lines.append(f"| {capability} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__, file=sys.stderr)
+        return 2
+    sys.stdout.write(table([Path(arg) for arg in argv]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
