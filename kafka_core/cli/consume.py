@@ -323,6 +323,11 @@ class _Assignment:
             self.joined = time.monotonic()
         self.partitions.update(partitions)
 
+    def got(self, batch: list[Any]) -> None:
+        """Records came, so partitions were assigned (whether or not on_assign said so)."""
+        if batch:
+            self.on_assign({msg.topic_partition for msg in batch})
+
     def wait_ms(self, args: argparse.Namespace, last_record: float) -> float | None:
         """How long the next poll may wait; None: --timeout (or --join-timeout) has run out."""
         if args.timeout is None:
@@ -381,6 +386,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
                     continue
                 if batch:
                     last_record = time.monotonic()
+                    assignment.got(batch)
                 for msg in batch:
                     printer.add(msg)
                     if args.count is not None and printer.printed + printer.queued >= args.count:
