@@ -61,7 +61,7 @@ class WorkerPython:
 
     def problem(self) -> str:
         if self.path is None:
-            return "is not found on PATH"
+            return "is not found (on PATH, or from the driver's working directory)"
         if self.error is not None:
             return f"could not be asked what it imports ({self.error})"
         if self.version != DRIVER_VERSION:

@@ -93,7 +93,7 @@ def test_a_worker_python_on_no_path_is_reported(
     spark = FakeSession("no-such-python-for-kafka-core", master="yarn")
     with caplog.at_level(logging.WARNING, "kafka_core.spark"):
         register(spark)
-    assert any("is not found on PATH" in r.getMessage() for r in caplog.records)
+    assert any("is not found (on PATH" in r.getMessage() for r in caplog.records)
 
 
 @pytest.mark.parametrize("same", [True, False])
