@@ -1,0 +1,266 @@
+"""The SeaweedFS Kafka gateway (SeaweedFS Message Queue), a Kafka-compatible server in Go, for the
+compatibility subset of the tests.
+
+SeaweedFS is not on PyPI: a small Go program of ours (``tools/seaweedfs-gateway`` in the repository)
+runs a one-node SeaweedFS (master, volume server, filer, MQ broker) and the gateway in one process,
+with no schema registry. It is built with ``go`` on first use into a cache outside the repository
+(``~/.cache/kafka_core/seaweedfs/``, keyed by the program's sources); the first build downloads
+SeaweedFS's modules and compiles them, which takes many minutes on two cores. Records live on disk
+in a data directory of the broker's own, so they survive :meth:`SeaweedGateway.restart`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from kafka_core.devbroker.common import BrokerStartError, die_with_parent, free_port, port_open, stop_process
+from kafka_core.devbroker.kafka_jars import cache_root
+
+__all__ = ["SeaweedGateway", "seaweedfs_gateway_binary"]
+
+_READY = b"seaweedfs-gateway ready "  # the Go program's one line on stdout (main.go: ReadyPrefix)
+_SOURCES = ("go.mod", "go.sum", "main.go")
+_NAME = "seaweedfs-gateway"
+
+
+def _source_dir() -> Path:
+    """``$SEAWEEDFS_GATEWAY_SRC``, else ``tools/seaweedfs-gateway`` of the checkout this runs from."""
+    explicit = os.environ.get("SEAWEEDFS_GATEWAY_SRC")
+    if explicit:
+        return Path(explicit)
+    return Path(__file__).resolve().parents[2] / "tools" / _NAME
+
+
+def seaweedfs_gateway_binary(*, timeout: float = 3600.0) -> str:
+    """Path of the gateway program: ``$SEAWEEDFS_GATEWAY_BIN``, else built from the sources.
+
+    The build is keyed by the sources' hash, so an edit (a new SeaweedFS version) builds anew;
+    concurrent callers wait for one build (a file lock). Raises :class:`BrokerStartError` naming
+    what to install when ``go`` is missing, and go's own complaint when the build fails.
+    """
+    explicit = os.environ.get("SEAWEEDFS_GATEWAY_BIN")
+    if explicit:
+        return explicit
+    source = _source_dir()
+    if not all((source / name).is_file() for name in _SOURCES):
+        raise BrokerStartError(
+            f"the SeaweedFS gateway's Go sources are not at {source} (they ship with the repository, "
+            "not the wheel): run from a checkout, or set SEAWEEDFS_GATEWAY_SRC or SEAWEEDFS_GATEWAY_BIN"
+        )
+    digest = hashlib.sha256()
+    for name in _SOURCES:
+        digest.update((source / name).read_bytes())
+    target_dir = cache_root() / "seaweedfs" / digest.hexdigest()[:16]
+    target = target_dir / _NAME
+    if target.is_file():
+        return str(target)
+    go = shutil.which("go")
+    if go is None:
+        raise BrokerStartError(
+            f"the SeaweedFS gateway is built from {source} with Go, and `go` is not on PATH: install "
+            "Go 1.26 or newer (https://go.dev/doc/install; Debian's golang-go may be too old), "
+            "or set KAFKA_BOOTSTRAP_SERVERS to a running gateway"
+        )
+    target_dir.mkdir(parents=True, exist_ok=True)
+    with (target_dir / ".lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building the same sources
+        if target.is_file():
+            return str(target)
+        staging = target_dir / f".{_NAME}.{os.getpid()}"
+        env = dict(os.environ)
+        env["GOFLAGS"] = "-mod=readonly"  # go.sum is committed: never rewrite it
+        command = [go, "build", "-trimpath", "-o", str(staging), "."]
+        if shutil.which("nice"):
+            command = ["nice", *command]
+        try:
+            result = subprocess.run(
+                command, cwd=source, env=env, capture_output=True, timeout=timeout, check=False
+            )
+        except subprocess.TimeoutExpired as exc:
+            staging.unlink(missing_ok=True)
+            raise BrokerStartError(
+                f"building the SeaweedFS gateway ({source}) took over {timeout:.0f} s"
+            ) from exc
+        if result.returncode != 0 or not staging.is_file():
+            staging.unlink(missing_ok=True)
+            output = (result.stdout + result.stderr).decode(errors="replace")
+            raise BrokerStartError(
+                f"`go build` of the SeaweedFS gateway in {source} failed ({result.returncode}); "
+                f"is the Go module proxy reachable? {output[-2000:]}"
+            )
+        staging.rename(target)
+    return str(target)
+
+
+class SeaweedGateway:
+    """One SeaweedFS node and its Kafka gateway, in one process on loopback.
+
+    Every port is chosen once, so :meth:`restart` comes back on the same address with the same
+    data directory (records, topics and committed offsets survive; ``crash=True`` too, up to what
+    SeaweedFS had flushed).
+    """
+
+    def __init__(
+        self,
+        port: int | None = None,
+        *,
+        host: str = "127.0.0.1",
+        default_partitions: int = 1,
+        workdir: str | Path | None = None,
+        startup_timeout: float = 120.0,
+        build_timeout: float = 3600.0,
+    ) -> None:
+        self.host = host
+        self.port = port or free_port(host)
+        self.default_partitions = default_partitions
+        self.startup_timeout = startup_timeout
+        self.build_timeout = build_timeout
+        self._owns_workdir = workdir is None
+        self.workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="seaweedfs-"))
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.workdir / "gateway.log"
+        self.internal_ports = {
+            name: free_port(host)
+            for name in (
+                "master.port",
+                "master.port.grpc",
+                "volume.port",
+                "volume.port.grpc",
+                "filer.port",
+                "filer.port.grpc",
+                "broker.port",
+            )
+        }
+        self._proc: subprocess.Popen[bytes] | None = None
+        self.start_seconds: float | None = None  # the last start, from spawn to the ready line
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self.running and self._proc is not None else None
+
+    def _command(self, binary: str) -> list[str]:
+        return [
+            binary,
+            f"-host={self.host}",
+            f"-port={self.port}",
+            f"-dir={self.workdir / 'data'}",
+            f"-default-partitions={self.default_partitions}",
+            *(f"-{name}={port}" for name, port in self.internal_ports.items()),
+        ]
+
+    def start(self) -> SeaweedGateway:
+        """Build the program if needed, start it, return once the gateway says it is ready."""
+        if self.running:
+            return self
+        binary = seaweedfs_gateway_binary(timeout=self.build_timeout)
+        env = dict(os.environ)
+        env.pop("KAFKA_ADVERTISED_HOST", None)
+        began = time.monotonic()
+        with self.log_path.open("ab") as log:
+            log.write(b"--- kafka_core devbroker: starting the SeaweedFS gateway ---\n")
+            log.flush()
+            ready_from = log.tell()
+            self._proc = subprocess.Popen(
+                self._command(binary),
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                env=env,
+                cwd=self.workdir,
+                preexec_fn=die_with_parent if sys.platform == "linux" else None,
+            )
+        deadline = began + self.startup_timeout
+        while True:
+            if self._proc.poll() is not None:
+                code = self._proc.returncode
+                self._proc = None
+                raise BrokerStartError(
+                    f"the SeaweedFS gateway exited with {code} while starting: {self.log_tail()}"
+                )
+            if self._ready_line_since(ready_from) and port_open(self.host, self.port):
+                self.start_seconds = time.monotonic() - began
+                return self
+            if time.monotonic() > deadline:
+                self.kill()
+                raise BrokerStartError(
+                    f"the SeaweedFS gateway was not ready on {self.bootstrap} within "
+                    f"{self.startup_timeout:.0f} s: {self.log_tail()}"
+                )
+            time.sleep(0.1)
+
+    def _ready_line_since(self, offset: int) -> bool:
+        with self.log_path.open("rb") as log:
+            log.seek(offset)
+            return _READY in log.read()
+
+    def stop(self, timeout: float = 20.0) -> None:
+        """A clean shutdown (SIGTERM: the gateway closes, then the servers under it)."""
+        proc, self._proc = self._proc, None
+        stop_process(proc, timeout)
+
+    def kill(self) -> None:
+        """Crash it (SIGKILL): no graceful shutdown, responses in flight are lost."""
+        proc, self._proc = self._proc, None
+        if proc is not None and proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+    def restart(self, pause: float = 0.0, *, crash: bool = False) -> None:
+        """Stop (or :meth:`kill`) and start on the same ports and data directory."""
+        if crash:
+            self.kill()
+        else:
+            self.stop()
+        if pause > 0:
+            time.sleep(pause)
+        self.start()
+
+    def create_topic(self, name: str, partitions: int = 3, timeout: float = 60.0) -> None:
+        """Create a topic through kafka_core's admin (a topic that already exists is fine)."""
+        from kafka_core import KafkaAdmin
+        from kafka_core.client.metadata import NewTopic
+        from kafka_core.protocol import ErrorCode
+
+        with KafkaAdmin(bootstrap_servers=self.bootstrap) as admin:
+            results = admin.create_topics([NewTopic(name, partitions, 1, {})], timeout_ms=timeout * 1000)
+        error = results[name].error
+        if error is not None and getattr(error, "code", None) != ErrorCode.TOPIC_ALREADY_EXISTS:
+            raise error
+
+    def log_tail(self, limit: int = 4000) -> str:
+        try:
+            return self.log_path.read_bytes()[-limit:].decode(errors="replace")
+        except OSError:
+            return ""
+
+    def close(self) -> None:
+        try:
+            self.stop()
+        finally:
+            if self._owns_workdir:
+                shutil.rmtree(self.workdir, ignore_errors=True)
+
+    def __enter__(self) -> SeaweedGateway:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"SeaweedGateway(bootstrap={self.bootstrap!r}, workdir={str(self.workdir)!r})"
