@@ -28,7 +28,7 @@ from kafka_core.errors import (
     KafkaUnsupportedVersionError,
 )
 from kafka_core.metrics.registry import NetworkMetrics
-from kafka_core.network.framing import FrameProtocol, FrameSink, open_frames
+from kafka_core.network.framing import FrameProtocol, FrameSink, foreign_protocol, open_frames
 from kafka_core.network.sasl import SaslMechanism, make_mechanism
 from kafka_core.protocol import (
     REQUEST_CLASSES,
@@ -394,11 +394,31 @@ class BrokerConnection:
     # -- reading ---------------------------------------------------------------------------
 
     def _bad_frame_size(self, size: int) -> None:
-        self._fail(
-            KafkaConnectionError(
-                f"{self.host}:{self.port} sent a response frame of {size} bytes "
-                f"(limit max_response_size={self.max_response_size}); connection dropped"
+        self._fail(KafkaConnectionError(self._bad_frame_message(size)))
+
+    def _bad_frame_message(self, size: int) -> str:
+        head = size.to_bytes(4, "big", signed=True)
+        where = f"{self.host}:{self.port}"
+        peer = foreign_protocol(head)
+        if peer is not None and peer.startswith("TLS"):
+            hint = (
+                "it expects TLS: set security_protocol='SSL' (or 'SASL_SSL')"
+                if self.ssl_context is None
+                else "a TLS layer inside the TLS connection: check the port"
             )
+            return f"{where} speaks {peer}, not Kafka: {hint}; connection dropped"
+        if peer is not None:
+            return (
+                f"{where} speaks {peer}, not Kafka (an HTTP server or proxy, not a broker's "
+                f"listener: check the host and port); connection dropped"
+            )
+        text = head.decode("ascii", "replace")
+        seen = (
+            f" (its first bytes, {text!r}, look like text)" if text.isprintable() and text.isascii() else ""
+        )
+        return (
+            f"{where} sent a response frame of {size} bytes (limit max_response_size="
+            f"{self.max_response_size}){seen}; is it a Kafka broker? connection dropped"
         )
 
     def _stream_ended(self, exc: BaseException | None, mid_frame: bool) -> None:

@@ -7,6 +7,10 @@ gets a buffer of its own that the socket (or the TLS layer) fills directly.
 
 That buffer is sized from the frame's length only up to ``PREALLOC``; past it, it doubles as bytes
 arrive, so a forged length (up to ``max_frame``) costs what the peer sends, not what it claims.
+
+A peer that is not a Kafka broker (an HTTP server, a TLS listener reached in plaintext) answers
+with bytes whose first four read as an absurd frame size; :func:`foreign_protocol` names what
+they are, so the error can say so instead of quoting a size such as 1213486160 ("HTTP").
 """
 
 from __future__ import annotations
@@ -21,6 +25,23 @@ from kafka_core.codec import new_buffer
 SCRATCH = 64 * 1024  # what one read asks for between frames
 PREALLOC = 16 << 20  # a large frame's buffer starts at most this big and grows with what arrives
 _HEAD = 4
+_TLS_RECORDS = {0x15: "alert", 0x16: "handshake"}
+
+
+def foreign_protocol(head: bytes) -> str | None:
+    """What a peer speaks, judged from the first bytes it sent where a Kafka frame size belongs,
+    when that is recognisably not Kafka; None when nothing is recognised."""
+    if head[:4] == b"HTTP":
+        return "HTTP"
+    if len(head) >= 2 and head[0] in _TLS_RECORDS and head[1] == 0x03:
+        return f"TLS (a TLS {_TLS_RECORDS[head[0]]} record)"
+    return None
+
+
+def _foreign_size(size: int) -> bool:
+    # Checked on the first frame only (a large max_frame could let "HTTP" or a TLS record pass
+    # as a size, and the connection would wait for that many bytes); later frames pay nothing.
+    return foreign_protocol(size.to_bytes(4, "big", signed=True)) is not None
 
 
 class FrameSink:
@@ -48,6 +69,7 @@ class FrameProtocol(asyncio.BufferedProtocol):
         self._frame_size = 0  # its length; _frame may still be shorter (it grows as bytes arrive)
         self._got = 0
         self._stopped = False
+        self._first = True  # no frame seen yet: the one place another protocol's greeting shows
         self.transport: asyncio.Transport | None = None
         self._paused = False
         self._drain_waiters: deque[asyncio.Future[None]] = deque()
@@ -90,10 +112,11 @@ class FrameProtocol(asyncio.BufferedProtocol):
         end = self._filled
         while not self._stopped and end - pos >= _HEAD:
             size = int.from_bytes(memoryview(buf)[pos : pos + _HEAD], "big", signed=True)
-            if size < _HEAD or size > self._max_frame:
+            if size < _HEAD or size > self._max_frame or (self._first and _foreign_size(size)):
                 self._stopped = True
                 self._sink.bad_frame_size(size)
                 return
+            self._first = False
             start = pos + _HEAD
             if end - start >= size:
                 self._deliver(bytes(memoryview(buf)[start : start + size]))
