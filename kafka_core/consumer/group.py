@@ -5,6 +5,12 @@ membership until ``max_poll_interval_ms``; past that the member leaves, as Java'
 rejoins at the next poll. Rebalance errors (REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION,
 UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) lead to a rejoin. With only cooperative assignors the
 incremental protocol of KIP-429 is used: only partitions that move are revoked.
+
+JoinGroup and SyncGroup travel on a connection of their own (``JOIN_LANE``): a broker holds a
+JoinGroup until the rebalance completes and serves a connection's requests one at a time, so
+on the shared connection a LeaveGroup (and heartbeats, commits) would wait behind it. A member
+closed mid-join leaves with the member id the broker gave it, as a zombie member would otherwise
+hold the next rebalance (leader of it, on some brokers) until its session times out.
 """
 
 from __future__ import annotations
@@ -48,6 +54,11 @@ from kafka_core.protocol.messages import (
 log = logging.getLogger(__name__)
 
 METADATA_CHECK_S = 5.0
+# A further connection to the coordinator for JoinGroup/SyncGroup (far above any fetch lane).
+JOIN_LANE = 1 << 16
+# Join rounds in a row that end without an assignment before the join counts as failing (a
+# WARNING, and poll raises once it has lasted request_timeout_ms): one or two are ordinary.
+STUCK_ROUNDS = 3
 
 
 class GroupMembership:
@@ -115,6 +126,7 @@ class GroupMembership:
         self._joined_once = False
         self._assigned_counts: dict[str, int] = {}  # what the leader assigned from
         self._gate_timeout_ms = coordinator_ready_timeout_ms
+        self._failed_rounds = 0  # join rounds in a row that got no assignment
         self._join_key = f"joining group {group_id!r}"  # what the outage report names
         self._heartbeat_key = f"heartbeats of group {group_id!r}"
 
@@ -160,8 +172,10 @@ class GroupMembership:
         if self._owned:
             await self._listener.on_partitions_revoked(set(self._owned))
         # Static members do not leave on close (KIP-345): a restart within the session timeout
-        # gets the same assignment back without a rebalance.
-        if self.group_instance_id is None and self.member_id and self.generation >= 0:
+        # gets the same assignment back without a rebalance. A member closed mid-join leaves
+        # too (generation -1, but the broker knows its member id): else it stays in the group,
+        # awaited by the next rebalance until its session times out.
+        if self.group_instance_id is None and self.member_id:
             await self._leave("consumer closed")
 
     async def _leave(self, reason: str) -> None:
@@ -262,11 +276,30 @@ class GroupMembership:
                 except KafkaClosedError:
                     raise
                 except _Retry as exc:
-                    log.info("joining group %s: %s; retrying", self.group_id, exc)
-                    await asyncio.sleep(backoff.next_s() if exc.backoff else 0)
+                    self._note_failed_round(exc)
+                    await asyncio.sleep(backoff.next_s() if exc.backoff or exc.round_failed else 0)
             if not self.needs_rejoin:
+                self._failed_rounds = 0
                 self._outage.ok_all((self._join_key, self._heartbeat_key))
             self.metrics.rebalance_end(None if self._closed else not self.needs_rejoin)
+
+    def _note_failed_round(self, exc: _Retry) -> None:
+        """Log a retry; a run of join rounds without an assignment is reported as failing."""
+        if not exc.round_failed:
+            log.info("joining group %s: %s; retrying", self.group_id, exc)
+            return
+        self._failed_rounds += 1
+        if self._failed_rounds < STUCK_ROUNDS:
+            log.info("joining group %s: %s; rejoining (JoinGroup)", self.group_id, exc)
+            return
+        cause = error_for(
+            ErrorCode.REBALANCE_IN_PROGRESS,
+            f"group {self.group_id!r}: {self._failed_rounds} join rounds in a row ended without an "
+            f"assignment (last: {exc}); a member that joined but never syncs (a closed consumer "
+            "that did not leave) holds the group until its session times out",
+        )
+        log.warning("%s; rejoining (JoinGroup)", cause)
+        self._outage.failed(self._join_key, cause)
 
     async def _subscription_topics(self) -> list[str]:
         if self._pattern is None:
@@ -293,7 +326,7 @@ class GroupMembership:
             self._partitions_lost = True
             return _Retry(f"{what}: illegal generation")
         if code == ErrorCode.REBALANCE_IN_PROGRESS:
-            return _Retry(f"{what}: rebalance in progress")
+            return _Retry(f"{what}: rebalance in progress", round_failed=what == "SyncGroup")
         if code == ErrorCode.INVALID_SESSION_TIMEOUT:
             return error_for(
                 code,
@@ -326,7 +359,9 @@ class GroupMembership:
             protocol_type="consumer",
             protocols=protocols,
         )
-        resp = await self._client.send(coord.node_id, body, timeout_ms=self._max_poll_interval + 10_000)
+        resp = await self._client.send(
+            coord.node_id, body, timeout_ms=self._max_poll_interval + 10_000, lane=JOIN_LANE
+        )
         if resp.error_code == ErrorCode.MEMBER_ID_REQUIRED:
             self.member_id = resp.member_id
             raise _Retry("member id assigned")
@@ -353,9 +388,14 @@ class GroupMembership:
             protocol_name=self.protocol_name,
             assignments=assignments,
         )
-        sresp = await self._client.send(coord.node_id, sync, timeout_ms=self._max_poll_interval + 10_000)
+        sresp = await self._client.send(
+            coord.node_id, sync, timeout_ms=self._max_poll_interval + 10_000, lane=JOIN_LANE
+        )
         if sresp.error_code:
-            raise self._fail(sresp.error_code, "SyncGroup")
+            retry = self._fail(sresp.error_code, "SyncGroup")
+            if isinstance(retry, _Retry) and resp.leader != self.member_id:
+                retry.args = (f"{retry} (leader {resp.leader!r} did not send the assignment)",)
+            raise retry
         self._joined_once = True
         assignment = decode_assignment(sresp.assignment)
         new = {TopicPartition(t, p) for t, ps in assignment.partitions.items() for p in ps}
@@ -454,6 +494,10 @@ class GroupMembership:
 
 
 class _Retry(Exception):
-    def __init__(self, what: str, *, backoff: bool = False) -> None:
+    """Join again; ``round_failed``: a whole JoinGroup/SyncGroup round ended without an
+    assignment (counted towards STUCK_ROUNDS, and backed off)."""
+
+    def __init__(self, what: str, *, backoff: bool = False, round_failed: bool = False) -> None:
         super().__init__(what)
         self.backoff = backoff
+        self.round_failed = round_failed

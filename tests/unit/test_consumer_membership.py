@@ -166,3 +166,55 @@ def test_coordinator_never_ready_gives_up_on_cold_start():
 
     run(main())
     assert client.fetch_requests == [] and client.committed["g"] == {}
+
+
+class _ParkedJoin(FakeGroupClient):
+    """A coordinator that holds a JoinGroup with a member id (a rebalance that never ends)."""
+
+    async def send(self, node: int, body: Any, version: int | None = None, **kw: Any) -> Any:
+        from kafka_core.protocol import messages as m
+
+        if isinstance(body, m.JoinGroupRequest) and body.member_id:
+            self.joins.append(body)
+            await asyncio.sleep(3600)
+        return await super().send(node, body, version, **kw)
+
+
+def test_closed_mid_join_leaves_with_its_member_id():
+    """Issue 22: the broker knows the member id from MEMBER_ID_REQUIRED; a close before the join
+    completed must leave with it, or the member stays in the group as a zombie."""
+    client = _ParkedJoin({T: 1})
+
+    async def main():
+        c = member(client, [])
+        for _ in range(100):
+            await c.poll(20)
+            if client.joins and client.joins[-1].member_id:
+                break
+        assert c.group_metadata().member_id == "member-1"
+        assert c.group_metadata().generation_id == -1
+        await asyncio.wait_for(c.close(), 30)
+
+    run(main())
+    assert [m.member_id for leave in client.leaves for m in leave.members] == ["member-1"]
+
+
+def test_sync_rounds_that_keep_failing_are_reported(caplog: pytest.LogCaptureFixture):
+    """SyncGroup REBALANCE_IN_PROGRESS, round after round: each is a rejoin via JoinGroup, and a
+    run of them is logged at WARNING (naming the code) instead of retried silently."""
+    client = FakeGroupClient({T: 1})
+    fill(client, 0, 3)
+    client.sync_errors.extend([27] * 4)
+
+    async def main():
+        c = member(client, [])
+        got = await poll_until(c, lambda g: len(g) >= 3, rounds=500)
+        await c.close()
+        return got
+
+    with caplog.at_level("INFO", logger="kafka_core.consumer"):
+        assert len(run(main())) == 3
+    with_id = [j for j in client.joins if j.member_id]
+    assert len(with_id) == 5  # one JoinGroup per failed SyncGroup, then the one that synced
+    warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert any("REBALANCE_IN_PROGRESS" in w and "join rounds in a row" in w for w in warnings), warnings
