@@ -106,6 +106,7 @@ class KafkaCluster:
         overrides: dict[str, str] | None = None,
         workdir: Path | None = None,
         startup_timeout: float = 120.0,
+        advertised_ports: dict[int, int] | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
@@ -113,6 +114,8 @@ class KafkaCluster:
         self.host = host
         self.heap_mb = heap_mb or (768 if nodes == 1 else 448)
         self.overrides = dict(overrides or {})
+        # node id -> the PLAINTEXT port that node advertises instead of its own (a fault proxy's)
+        self.advertised_ports = dict(advertised_ports or {})
         self.startup_timeout = startup_timeout
         self._owns_workdir = workdir is None
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix=f"kafka-{version}-"))
@@ -172,7 +175,9 @@ class KafkaCluster:
             "node.id": str(node.node_id),
             "controller.quorum.voters": voters,
             "listeners": listeners,
-            "advertised.listeners": ",".join(f"{name}://{host}:{node.ports[name]}" for name in LISTENERS),
+            "advertised.listeners": ",".join(
+                f"{name}://{host}:{self._advertised_port(node, name)}" for name in LISTENERS
+            ),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
             "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL",
@@ -205,6 +210,56 @@ class KafkaCluster:
                 )
         props.update(self.overrides)
         return "".join(f"{key}={value}\n" for key, value in props.items())
+
+    def _advertised_port(self, node: KafkaNode, listener: str) -> int:
+        if listener == "PLAINTEXT":
+            return self.advertised_ports.get(node.node_id, node.ports[listener])
+        return node.ports[listener]
+
+    def advertise_port(self, node_id: int, port: int | None) -> None:
+        """Have ``node_id`` advertise ``port`` on PLAINTEXT (None: its own again), from its next
+        start on. Clients and the other nodes' replica fetchers then reach it there (PLAINTEXT is
+        the inter-broker listener), e.g. through a fault proxy; controller traffic is unchanged."""
+        node = self.node(node_id)
+        if port is None:
+            self.advertised_ports.pop(node_id, None)
+        else:
+            self.advertised_ports[node_id] = port
+        if node.properties_file.is_file():
+            node.properties_file.write_text(self._properties(node))
+
+    def active_controller(self, timeout: float = 30.0) -> int:
+        """The node id of the KRaft quorum's leader (the active controller), asked with a
+        DescribeQuorum request through a running node (brokers forward it to the controller)."""
+        from kafka_core.protocol.messages import DescribeQuorumRequest
+        from kafka_core.sync_client import KafkaClient
+
+        running = ",".join(f"{self.host}:{n.port}" for n in self.nodes if n.running)
+        if not running:
+            raise BrokerStartError("no node of the cluster is running")
+        request = DescribeQuorumRequest(
+            topics=[
+                DescribeQuorumRequest.TopicData(
+                    topic_name="__cluster_metadata",
+                    partitions=[DescribeQuorumRequest.PartitionData(partition_index=0)],
+                )
+            ]
+        )
+        deadline = time.monotonic() + timeout
+        last = "no answer"
+        with KafkaClient(running) as client:
+            while True:
+                try:
+                    response = client.send(client.any_node(), request, max_version=1)
+                    part = response.topics[0].partitions[0]
+                    if response.error_code == 0 and part.error_code == 0 and part.leader_id >= 0:
+                        return int(part.leader_id)
+                    last = f"error {response.error_code or part.error_code}, leader {part.leader_id}"
+                except Exception as exc:  # a node going down meanwhile: ask again
+                    last = f"{type(exc).__name__}: {exc}"
+                if time.monotonic() > deadline:
+                    raise BrokerStartError(f"no active controller within {timeout:.0f} s ({last})")
+                time.sleep(0.2)
 
     # -- lifecycle ------------------------------------------------------------------------------
 
