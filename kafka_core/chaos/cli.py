@@ -1,4 +1,5 @@
-"""``kafka-core-chaos run --mode short --out artifacts/ [--scenario X]``: run, write, summarise.
+"""``kafka-core-chaos run --mode short --out artifacts/ [--scenario X] [--broker kafka]``: run,
+write, summarise. ``--broker kafka`` runs the three-node Apache Kafka set instead of Tansu's.
 
 Exit status 0 when every capability run is PASS, 1 when one FAILs, 2 when one is BLOCKED (and
 none failed): CI can tell a broken client from a machine that lacks a prerequisite.
@@ -11,11 +12,12 @@ import sys
 from pathlib import Path
 
 from kafka_core.chaos.artifacts import BLOCKED, FAIL, Outcome, write_artifact
-from kafka_core.chaos.scenarios import CAPABILITIES, SCALES, Settings, run_capability
+from kafka_core.chaos.scenarios import CAPABILITIES, KAFKA_CAPABILITIES, SCALES, Settings, run_capability
 
 __all__ = ["main", "summary_rows"]
 
 ALIASES = {"broker-restart": ["broker-restart-sigterm", "broker-restart-sigkill"]}
+SETS = {"tansu": list(CAPABILITIES), "kafka": list(KAFKA_CAPABILITIES)}
 COLUMNS = (
     "capability",
     "verdict",
@@ -82,11 +84,18 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument(
         "--scenario",
         action="append",
-        choices=[*CAPABILITIES, *ALIASES],
-        help="a capability to run (repeatable); all of them when omitted",
+        choices=[*CAPABILITIES, *KAFKA_CAPABILITIES, *ALIASES],
+        help="a capability to run (repeatable); all of --broker's set when omitted",
+    )
+    run.add_argument(
+        "--broker",
+        choices=sorted(SETS),
+        default="tansu",
+        help="the set run without --scenario: tansu (Tansu and the mock cluster) or kafka "
+        "(a three-node Apache Kafka cluster, replication factor 3)",
     )
     args = parser.parse_args(argv)
-    chosen = [c for name in (args.scenario or list(CAPABILITIES)) for c in ALIASES.get(name, [name])]
+    chosen = [c for name in (args.scenario or SETS[args.broker]) for c in ALIASES.get(name, [name])]
     settings = Settings(args.mode, args.seed)
     outcomes = []
     for capability in dict.fromkeys(chosen):

@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kafka_core.chaos import mock_scenarios
+from kafka_core.chaos import kafka_scenarios, mock_scenarios
 from kafka_core.chaos.accounting import unread_by_both
 from kafka_core.chaos.artifacts import BLOCKED, FAIL, Outcome, tansu_version
 from kafka_core.chaos.capture import ProduceCapture
@@ -26,7 +26,7 @@ from kafka_core.chaos.proxy import FaultProxy
 from kafka_core.chaos.workload import Workload, read_log_report
 from kafka_core.devbroker import BrokerStartError, TansuBroker, free_port, tansu_binary
 
-__all__ = ["CAPABILITIES", "SCALES", "Settings", "faulted_run", "run_capability"]
+__all__ = ["CAPABILITIES", "KAFKA_CAPABILITIES", "SCALES", "Settings", "faulted_run", "run_capability"]
 
 SCALES: dict[str, dict[str, Any]] = {
     "short": {
@@ -432,6 +432,8 @@ def _parameters(capability: str, settings: Settings) -> dict[str, Any]:
     }
     if capability in mock_scenarios.CAPABILITIES:
         return mock_scenarios.parameters(capability, settings.mode, settings.seed, common)
+    if capability in KAFKA_CAPABILITIES:
+        return kafka_scenarios.parameters(capability, settings.mode, settings.seed, common)
     if capability == "cold-start":
         return {"cycles": s["cold_starts"], "records": s["cold_records"], "partitions": PARTITIONS}
     if capability.startswith("broker-restart"):
@@ -466,12 +468,16 @@ CAPABILITIES: dict[str, Callable[[Outcome], None]] = {
     "corrupt-data": corrupt_data,
     **mock_scenarios.CAPABILITIES,  # librdkafka's 3-broker mock cluster: no Tansu needed
 }
+# A set of its own (``--broker kafka``): a three-node Apache Kafka cluster, no Tansu.
+KAFKA_CAPABILITIES = kafka_scenarios.CAPABILITIES
 
 
 def missing_prerequisite(capability: str) -> str | None:
     """What this machine lacks for ``capability`` (exactly), or None."""
     if capability in mock_scenarios.CAPABILITIES:
         return mock_scenarios.missing_prerequisite()
+    if capability in KAFKA_CAPABILITIES:
+        return kafka_scenarios.missing_prerequisite()
     try:
         binary = tansu_binary()
     except BrokerStartError as exc:
@@ -492,7 +498,7 @@ def run_capability(capability: str, settings: Settings) -> Outcome:
         missing = missing_prerequisite(capability)
         if missing:
             raise BrokerStartError(missing)
-        CAPABILITIES[capability](outcome)
+        (CAPABILITIES.get(capability) or KAFKA_CAPABILITIES[capability])(outcome)
     except BrokerStartError as exc:
         outcome.verdict, outcome.reason = BLOCKED, f"prerequisite missing: {exc}"
     except Exception as exc:
