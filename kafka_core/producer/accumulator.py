@@ -86,7 +86,12 @@ class Accumulator:
         self.block = True  # False for the async face: it waits for memory itself
         self.space_event: Any = None  # asyncio.Event of the async face, set when memory frees up
         self.loop_thread: int | None = None  # the I/O thread of the sync face (must never block)
-        self.lookup: Callable[[str], None] | None = None  # sync face: fetch a new topic's metadata
+        # Sync face: wait for a topic's partitions (``max_block_ms``); returns why they could not
+        # be had, and the record then fails with it at once (see :meth:`refuse`).
+        self.lookup: Callable[[str], BaseException | None] | None = None
+        # Told of each record :meth:`refuse` fails (metrics; a transaction cannot commit now).
+        # Called in the sender's thread; the sync face makes it hop to the loop.
+        self.on_refused: Callable[[str, BaseException], None] | None = None
         # Whether a partition can take records now (its leader known and not failing); the sticky
         # partition for null keys is chosen among those, as KIP-794 skips partitions without a
         # working leader. Set by the sender; called with the lock held.
@@ -100,14 +105,20 @@ class Accumulator:
             )
 
     def bind_blocking(
-        self, lookup: Callable[[str], None], wakeup: Callable[[], None], loop_thread_id: int | None
+        self,
+        lookup: Callable[[str], BaseException | None],
+        wakeup: Callable[[], None],
+        loop_thread_id: int | None,
+        on_refused: Callable[[str, BaseException], None] | None = None,
     ) -> None:
         """Serve callers in other threads than the I/O loop's (the blocking face): ``append``
-        then waits for memory itself (up to ``max_block_ms``), looks a new topic up through
-        ``lookup`` before parking its records, and wakes the loop through ``wakeup`` (thread-safe).
-        A send from ``loop_thread_id`` (a delivery callback) never blocks."""
+        then waits for memory itself (up to ``max_block_ms``), waits for a topic's partitions
+        through ``lookup`` (failing the record with what it returns), and wakes the loop through
+        ``wakeup`` (thread-safe). A send from ``loop_thread_id`` (a delivery callback) never
+        blocks: its record waits parked for the topic's metadata."""
         self.block = True
         self.lookup = lookup
+        self.on_refused = on_refused
         self._wakeup = wakeup
         self.loop_thread = loop_thread_id
 
@@ -176,8 +187,13 @@ class Accumulator:
     ) -> RecordFuture:
         if type(topic) is not str or not topic:
             raise KafkaConfigError(f"topic must be a non-empty str, not {topic!r}")
-        if self.lookup is not None and topic not in self.topics and threading.get_ident() != self.loop_thread:
-            self.lookup(topic)  # first record for this topic: learn its partitions before parking
+        failure: BaseException | None = None
+        if (
+            self.lookup is not None
+            and not self.partition_count(topic)
+            and threading.get_ident() != self.loop_thread
+        ):
+            failure = self.lookup(topic)  # partitions unknown: wait for them (max_block_ms)
         if type(value) is bytes:
             size = RECORD_OVERHEAD + len(value)
         else:
@@ -187,22 +203,25 @@ class Accumulator:
         if headers:
             size += headers_size(headers)
         with self.lock:
-            if self.mem.used + size > self.mem.limit and self.mem.used:
+            if failure is None and self.mem.used + size > self.mem.limit and self.mem.used:
                 self._wait_for_space(size)
             if self.closed:
                 raise self.closed_by or KafkaClosedError("the producer is closed")
             if self.send_refusal is not None:
                 raise self.send_refusal()
             t = self.topics.get(topic)
-            if t is None or t.queues is None:
+            if t is not None and t.queues is not None:
+                if partition is not None and not 0 <= partition < t.num_partitions:
+                    raise KafkaConfigError(
+                        f"partition {partition} out of range: {topic!r} has {t.num_partitions}"
+                    )
+                result, index = self._place(t, key, value, partition, headers, timestamp_ms, size)
+                self.mem.used += size
+                return RecordFuture((result, index))
+            if failure is None:
                 return self._park(topic, t, key, value, partition, headers, timestamp_ms, size)
-            if partition is not None and not 0 <= partition < t.num_partitions:
-                raise KafkaConfigError(
-                    f"partition {partition} out of range: {topic!r} has {t.num_partitions}"
-                )
-            result, index = self._place(t, key, value, partition, headers, timestamp_ms, size)
-            self.mem.used += size
-            return RecordFuture((result, index))
+        assert failure is not None
+        return self._refused(topic, failure)  # outside the lock: its hook may take it
 
     @staticmethod
     def _add_header(b: ProducerBatch, index: int, headers: Sequence[tuple[str, Any]] | None) -> None:
@@ -278,6 +297,33 @@ class Accumulator:
                 self._space.wait(left)
         finally:
             self._space_waiters -= 1
+
+    def refuse(self, topic: str, value: Any, key: Any, error: BaseException) -> RecordFuture:
+        """The asyncio face's record whose topic's partitions could not be had: checked as
+        ``append`` checks it (closed, outside a transaction, not bytes), then failed with
+        ``error`` (see :meth:`TopicWaits._lookup`)."""
+        if type(topic) is not str or not topic:
+            raise KafkaConfigError(f"topic must be a non-empty str, not {topic!r}")
+        if type(value) is not bytes:
+            check_bytes(value, "value")
+        if key is not None and type(key) is not bytes:
+            check_bytes(key, "key")
+        with self.lock:
+            if self.closed:
+                raise self.closed_by or KafkaClosedError("the producer is closed")
+            if self.send_refusal is not None:
+                raise self.send_refusal()
+        return self._refused(topic, error)
+
+    def _refused(self, topic: str, error: BaseException) -> RecordFuture:
+        """A future failed with ``error`` for a record that was never queued (as the Java
+        client's send returns a failed future for an error in ``waitOnMetadata``). Called
+        without the lock held: ``on_refused`` may take it (a transaction failing)."""
+        failed = BatchResult(topic, -1, now_ms())
+        failed.set_error(error)
+        if self.on_refused is not None:
+            self.on_refused(topic, error)
+        return RecordFuture((failed, 0))
 
     def _park(
         self,

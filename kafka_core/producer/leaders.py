@@ -29,12 +29,19 @@ class Leaders:
     """See the module docstring."""
 
     def __init__(
-        self, client: Any, acc: Accumulator, *, backoff: float, on_change: Callable[[], None]
+        self,
+        client: Any,
+        acc: Accumulator,
+        *,
+        backoff: float,
+        on_change: Callable[[], None],
+        on_failed: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.client = client
         self.acc = acc
         self.backoff = backoff
         self._on_change = on_change  # wakes the sender: an answer (or a failure) may unblock it
+        self._on_failed = on_failed  # records failed here (a transaction cannot commit now)
         self._leaders: dict[str, list[int]] = {}
         self.stale: set[str] = set()  # topics to ask about again
         self.last_error: dict[str, BaseException] = {}  # per topic: why its lookup failed last
@@ -85,7 +92,9 @@ class Leaders:
                 code = (
                     t.error_code if t is not None and t.error_code else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 )
-                self.last_error[name] = error_for(code, name)
+                error = self.last_error[name] = error_for(code, name)
+                if not error.retriable:
+                    self._fail_parked(name, error)
                 retry_soon = True
                 continue
             leaders = [-1] * (max(p.partition for p in t.partitions) + 1)
@@ -102,3 +111,12 @@ class Leaders:
                 result.forward(targets)
         if retry_soon:
             self._backoff_until = time.monotonic() + self.backoff
+
+    def _fail_parked(self, topic: str, error: BaseException) -> None:
+        """An answer asking again cannot mend (TOPIC_AUTHORIZATION_FAILED...): the records parked
+        for ``topic`` (sent from a delivery callback, which never waits) fail with it now."""
+        taken = self.acc.expire_parked(topic)
+        if taken is not None and not taken[0].done:
+            taken[0].set_error(error)
+            if self._on_failed is not None:
+                self._on_failed(error)

@@ -16,6 +16,7 @@ from typing import Any, Self
 from kafka_core.client import KafkaClient
 from kafka_core.config import keywords_from_config
 from kafka_core.errors import (
+    KafkaAuthenticationError,
     KafkaClosedError,
     KafkaConfigError,
     KafkaError,
@@ -163,6 +164,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         servers = bootstrap_servers if isinstance(bootstrap_servers, str) else ",".join(bootstrap_servers)
         where = f" (bootstrap {servers})" if client is None else ""
         self._sender.waiting_for = f"no broker has answered yet{where}"
+        self._acc.on_refused = self._sender.refused  # the blocking face makes it hop to the loop
         self._txn: TransactionManager | None = None
         if transactional_id is not None:
             self._txn = self._sender.txn = TransactionManager.for_sender(
@@ -171,6 +173,9 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         self._task: asyncio.Task[None] | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._ready: asyncio.Event | None = None
+        # Set once the client has bootstrapped (before idempotence is set up), or the start failed
+        # for good: a topic's metadata can be asked for from then on.
+        self._connected: asyncio.Event | None = None
         self._closed = False
         self._start_error: BaseException | None = None
         self._start_retry_error: BaseException | None = None  # why the start is still retrying
@@ -190,6 +195,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         if self._task is None:
             self._loop = loop
             self._ready = asyncio.Event()
+            self._connected = asyncio.Event()
             self._task = loop.create_task(self._main())
 
     def _wake(self) -> None:
@@ -210,8 +216,16 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         def wakeup() -> None:
             loop.call_soon_threadsafe(wake)
 
+        refused = self._sender.refused
+
+        def on_refused(topic: str, error: BaseException) -> None:
+            loop.call_soon_threadsafe(refused, topic, error)
+
         self._acc.bind_blocking(
-            lookup=lambda topic: run(self._lookup(topic)), wakeup=wakeup, loop_thread_id=loop_thread_id
+            lookup=lambda topic: run(self._lookup(topic)),
+            wakeup=wakeup,
+            loop_thread_id=loop_thread_id,
+            on_refused=on_refused,
         )
         append = self._acc.append  # a transactional producer's state gates it (gate_sends)
         if not self._serializing:
@@ -297,6 +311,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
             while True:
                 try:
                     await self.client.start()
+                    self._connected.set()  # type: ignore[union-attr]
                     if self._txn is None:  # a transactional id is set up by init_transactions()
                         await self._setup_idempotence()
                     break
@@ -319,6 +334,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         self._start_error = exc
         self._acc.closed_by = exc
         self._ready.set()  # type: ignore[union-attr]
+        self._connected.set()  # type: ignore[union-attr]
         self._fail_everything(exc)
 
     async def _setup_idempotence(self) -> None:
@@ -391,8 +407,10 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
             key, value = self._serialize(key, value)
         if self._task is None:
             self._begin(asyncio.get_running_loop())
-        if topic not in self._acc.topics and type(topic) is str:
-            await self._lookup(topic)
+        if type(topic) is str and not self._acc.partition_count(topic):
+            failure = await self._lookup(topic)
+            if failure is not None and not self._acc.partition_count(topic):
+                return self._acc.refuse(topic, value, key, failure)
         try:
             return self._acc.append(topic, value, key, partition, headers, timestamp_ms)
         except BufferFull:
@@ -574,7 +592,11 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
 
 
 def _fatal(exc: KafkaError) -> bool:
-    """Retrying the start will not help (bad options, no common version, not authorised...)."""
+    """Retrying the start will not help (bad options, no common version, a refused login...)."""
     if isinstance(exc, KafkaConfigError | KafkaUnsupportedVersionError | KafkaClosedError):
+        return True
+    if isinstance(exc, KafkaAuthenticationError):
+        # A refused login (or TLS handshake) is not retried: trying again every retry_backoff_ms
+        # would hammer the broker with logins that fail the same way. Every record fails with it.
         return True
     return isinstance(exc, KafkaProtocolError) and not exc.retriable

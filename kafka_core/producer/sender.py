@@ -87,7 +87,9 @@ class Sender:
         self.txn: Any = None
         self._event = asyncio.Event()
         self._node_in_flight: dict[int, int] = defaultdict(int)
-        self.leaders = Leaders(client, acc, backoff=self.backoff, on_change=self.wake)
+        self.leaders = Leaders(
+            client, acc, backoff=self.backoff, on_change=self.wake, on_failed=self.record_failed
+        )
         self._requests: set[asyncio.Task[None]] = set()
         self._closing = False
         self._bump_task: asyncio.Task[None] | None = None
@@ -496,6 +498,12 @@ class Sender:
         self.acc.release(b)
         if not b.result.done:
             b.result.set_error(exc)
+        self.record_failed(exc)
+
+    def refused(self, topic: str, exc: BaseException) -> None:
+        """A record failed in ``send`` (its topic's partitions could not be had): counted as a
+        failed one-record batch, and a transaction in progress can no longer commit."""
+        self.metrics.batch_failed(topic, 1)
         self.record_failed(exc)
 
     def record_failed(self, exc: BaseException) -> None:

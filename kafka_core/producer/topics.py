@@ -1,6 +1,9 @@
-"""The producer's waits for topic metadata (a base class of the asyncio producer): the first
-record of a topic looks its partitions up once, ``send_batch`` and ``partitions_for`` wait for
-them, each within ``max_block_ms`` and naming the last cause when it runs out."""
+"""The producer's waits for topic metadata (a base class of the asyncio producer): a record for a
+topic whose partitions are not known yet, ``send_batch`` and ``partitions_for`` wait for them,
+each within ``max_block_ms``. As the Java client's ``waitOnMetadata``: an answer that cannot
+change by asking again (TOPIC_AUTHORIZATION_FAILED, an invalid name, a refused login) ends the
+wait at once, and running out of time ends it naming the last cause (unknown topic, no broker
+reachable); either way that record fails then, not ``delivery_timeout_ms`` later."""
 
 from __future__ import annotations
 
@@ -8,18 +11,32 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from kafka_core.errors import KafkaClosedError, KafkaError, KafkaTimeoutError
+from kafka_core.errors import (
+    KafkaAuthenticationError,
+    KafkaClosedError,
+    KafkaError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+)
 
 if TYPE_CHECKING:
     from kafka_core.producer.accumulator import Accumulator
     from kafka_core.producer.sender import Sender
 
-__all__ = ["TopicWaits", "with_cause"]
+__all__ = ["TopicWaits", "final", "with_cause"]
 
 
 def with_cause(exc: BaseException | None) -> str:
     """``"; last error: <exc>"`` to end a message with, or nothing without a cause."""
     return f"; last error: {exc}" if exc is not None else ""
+
+
+def final(exc: BaseException | None) -> bool:
+    """Whether asking again cannot help: a refused login or TLS handshake, or a non-retriable
+    broker error such as TOPIC_AUTHORIZATION_FAILED."""
+    if isinstance(exc, KafkaAuthenticationError):
+        return True
+    return isinstance(exc, KafkaProtocolError) and not exc.retriable
 
 
 class TopicWaits:
@@ -31,6 +48,7 @@ class TopicWaits:
     _max_block: float
     _closed: bool
     _ready: asyncio.Event | None
+    _connected: asyncio.Event | None
     _start_error: BaseException | None
     _task: asyncio.Task[None] | None
 
@@ -48,8 +66,9 @@ class TopicWaits:
         return self._acc.partition_count(topic)
 
     async def wait_topic(self, topic: str) -> int:
-        """Partition count of ``topic``, fetching metadata if unknown; raises KafkaTimeoutError,
-        with the last cause, once ``max_block_ms`` has passed (however long a lookup would take)."""
+        """Partition count of ``topic``, fetching metadata if unknown. Raises an error that asking
+        again cannot mend (see :func:`final`) as soon as it is seen, else KafkaTimeoutError with
+        the last cause once ``max_block_ms`` has passed (however long a lookup would take)."""
         known = self._acc.partition_count(topic)
         if known:
             return known
@@ -59,8 +78,11 @@ class TopicWaits:
             if self._closed:
                 raise KafkaClosedError("the producer is closed")
             left = deadline - time.monotonic()
+            connected = self._connected
+            assert connected is not None
             try:
-                await asyncio.wait_for(self._ready.wait(), max(left, 0.0))  # type: ignore[union-attr]
+                if not connected.is_set():  # wait_for(..., 0) times out even on a set event
+                    await asyncio.wait_for(connected.wait(), max(left, 0.0))
             except TimeoutError:
                 raise KafkaTimeoutError(
                     f"topic {topic!r}: no broker reachable within max_block_ms "
@@ -68,17 +90,23 @@ class TopicWaits:
                 ) from None
             if self._start_error is not None:
                 raise self._start_error
+            answer: BaseException | None = None  # this round's reason, if any
             try:
                 meta = await asyncio.wait_for(self.client.metadata([topic]), max(left, 0.001))
-                self._sender.leaders.apply(meta, [topic])
+                self._sender.leaders.apply(meta, [topic])  # notes the topic's error, if any
+                answer = self._sender.leaders.last_error.get(topic)
+            except KafkaClosedError:
+                raise
             except KafkaError as exc:
-                cause = self._sender.leaders.last_error[topic] = exc
+                answer = cause = self._sender.leaders.last_error[topic] = exc
             except TimeoutError:
                 pass
             known = self._acc.partition_count(topic)
             if known:
                 self._wake()
                 return known
+            if answer is not None and final(answer):
+                raise answer
             if time.monotonic() >= deadline:
                 cause = cause or self._sender.leaders.last_error.get(topic)
                 raise KafkaTimeoutError(
@@ -87,26 +115,23 @@ class TopicWaits:
                 )
             await asyncio.sleep(min(self._sender.backoff, max(deadline - time.monotonic(), 0.0)))
 
-    async def _lookup(self, topic: str) -> None:
-        """First record for ``topic``: one metadata lookup (``max_block_ms`` in all, waiting for a
-        broker included) so that records go straight into partition batches; if it does not
-        succeed they wait parked instead, until their delivery deadline."""
-        if topic in self._acc.topics:
-            return
+    async def _lookup(self, topic: str) -> BaseException | None:
+        """A record for ``topic`` whose partitions are not known: wait for them as
+        :meth:`wait_topic` does. Returns why they could not be had (the record then fails with
+        it), or None when they are known (or the producer failed to start: the caller raises)."""
+        if self._acc.partition_count(topic):
+            return None
         if self._task is None:
             self._begin(asyncio.get_running_loop())
-        deadline = time.monotonic() + self._max_block
         try:
-            await asyncio.wait_for(self._ready.wait(), self._max_block)  # type: ignore[union-attr]
-            if self._start_error is not None or topic in self._acc.topics:
-                return
-            left = max(deadline - time.monotonic(), 0.0)
-            meta = await asyncio.wait_for(self.client.metadata([topic]), left)
-            self._sender.leaders.apply(meta, [topic])
+            await self.wait_topic(topic)
+        except KafkaClosedError:
+            return None  # the caller raises why the producer is closed
         except KafkaError as exc:
-            self._sender.leaders.last_error[topic] = exc
-        except TimeoutError:
-            pass  # the cause is the client's (cause_for_topic)
+            if exc is self._start_error:
+                return None
+            return exc
+        return None
 
     async def partitions_for(self, topic: str) -> list[int]:
         """Partition ids of ``topic`` (waiting up to ``max_block_ms`` for its metadata)."""
