@@ -17,7 +17,9 @@ import argparse
 import contextlib
 import json
 import os
+import select
 import signal
+import stat
 import sys
 import threading
 import time
@@ -157,6 +159,7 @@ class _Printer:
             sys.stdout.flush()
         except (AttributeError, OSError, ValueError):  # not a real file (main() inside a test)
             self.fd = None
+        self._watch = self._pipe_watch()
         self.printed = 0
         self.next_offsets: dict[Any, int] = {}
         self.committed: dict[Any, int] = {}
@@ -164,6 +167,26 @@ class _Printer:
         self._ends: list[tuple[Any, int, int]] = []  # (partition, next offset, end of its line in _buf)
         self._writing = False
         self._pending: list[tuple[Callable[[int, Any], Any], int, Any]] = []
+
+    def _pipe_watch(self) -> Any:
+        """A poll object on stdout when it is a pipe: it reports the reader leaving (POLLERR)."""
+        if self.fd is None or not hasattr(select, "poll"):
+            return None
+        try:
+            if not stat.S_ISFIFO(os.fstat(self.fd).st_mode):
+                return None
+        except OSError:
+            return None
+        watch = select.poll()
+        watch.register(self.fd, 0)  # no events asked: POLLERR and POLLHUP come anyway
+        return watch
+
+    def reader_gone(self) -> bool:
+        """Whether the reader of the stdout pipe went away (``| head`` had its lines), checked
+        between polls so an idle consume ends too, not only at its next write."""
+        if self._watch is None:
+            return False
+        return any(events & (select.POLLERR | select.POLLNVAL) for _, events in self._watch.poll(0))
 
     @property
     def queued(self) -> int:
@@ -374,6 +397,8 @@ def run(args: argparse.Namespace, out: Output) -> int:
             last_record = assignment.started
             next_commit = last_record + COMMIT_INTERVAL
             while args.count is None or printer.printed < args.count:
+                if printer.reader_gone():
+                    raise BrokenPipeError("stdout: the reader went away")
                 wait_ms = assignment.wait_ms(args, last_record)
                 if wait_ms is None:
                     break

@@ -73,6 +73,36 @@ def test_a_reader_that_leaves_ends_a_verbose_group_consume_and_only_printed_reco
     assert committed == {0: 3}
 
 
+def test_an_idle_consume_ends_when_its_reader_leaves(
+    bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
+    """``consume -g G | head -3`` with just 3 records: no further write would fail, yet it ends."""
+    topic = new_topic(1)
+    group = f"cli-idle-{uuid.uuid4().hex[:8]}"
+    ok(run("produce", "-t", topic, servers=bootstrap_servers, stdin=b"a\nb\nc\n"))
+    proc = subprocess.Popen(
+        [KAFKA_CORE, "consume", "-t", topic, "-g", group, "--from-beginning"],  # no --timeout
+        env={**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap_servers},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None and proc.stderr is not None
+        head = [proc.stdout.readline() for _ in range(3)]
+        proc.stdout.close()
+        code = proc.wait(timeout=90)  # a hang guard only
+        err = proc.stderr.read()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert head == [b"a\n", b"b\n", b"c\n"]
+    assert code == 0 and err == b""
+    with KafkaAdmin(bootstrap_servers=bootstrap_servers) as admin:
+        committed = {tp.partition: om.offset for tp, om in admin.list_group_offsets(group).items()}
+    assert committed == {0: 3}
+
+
 def test_group_timeout_counts_from_the_assignment(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
