@@ -29,7 +29,7 @@ from kafka_core.errors import (
 from kafka_core.metrics.registry import NetworkMetrics
 from kafka_core.network.backoff import Backoff
 from kafka_core.network.connection import DEFAULT_MAX_RESPONSE_SIZE, BrokerConnection
-from kafka_core.network.sasl import SUPPORTED_MECHANISMS
+from kafka_core.network.sasl import SUPPORTED_MECHANISMS, secret
 from kafka_core.network.tls import build_ssl_context
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import COORDINATOR_CODES, STALE_METADATA_CODES, ErrorCode, error_for
@@ -128,7 +128,7 @@ class KafkaClient(ClientOperations):
             self._sasl = sasl_mechanism.upper()
         self.client_id = client_id
         self._sasl_username = sasl_username
-        self._sasl_password = sasl_password
+        self._sasl_password = secret(sasl_password)  # masked in repr/str (vars() dumps, logs)
         self._connect_timeout_ms = connect_timeout_ms
         self._request_timeout_ms = request_timeout_ms
         self.api_timeout_ms = api_timeout_ms

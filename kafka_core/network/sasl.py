@@ -21,6 +21,28 @@ SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 MAX_SCRAM_ITERATIONS = 1_000_000
 
 
+class Secret(str):
+    """A password that stays itself for the code that uses it (``encode``, SASLprep) but shows as
+    ``'******'`` in ``repr``, ``str`` and f-strings: a ``vars(client)`` dump, a log line or an
+    error message that names the options does not carry it (as the Java client's ``Password``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "'******'"
+
+    def __str__(self) -> str:
+        return "******"
+
+    def __format__(self, spec: str) -> str:
+        return format("******", spec)
+
+
+def secret(value: str | None) -> str | None:
+    """``value`` as a :class:`Secret` (None stays None)."""
+    return None if value is None else Secret(value)
+
+
 def saslprep(text: str) -> str:
     """RFC 4013 SASLprep (stored strings): map, normalise NFKC, reject prohibited and bidi-broken input."""
     mapped = "".join(
