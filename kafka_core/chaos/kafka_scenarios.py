@@ -26,6 +26,7 @@ import shutil
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 from kafka_core.chaos.artifacts import Outcome
@@ -40,6 +41,10 @@ PARTITIONS = 3
 RESUME_TIMEOUT_S = 45.0  # a cycle fails when a touched partition has not resumed by then
 ISR_TIMEOUT_S = 90.0  # a restarted node must be back in every ISR before the next fault
 CUT_S = 30.0
+# Every node SIGTERMed at once sometimes finishes in seconds and sometimes is still in its
+# controlled shutdown a minute later (the quorum it would hand over to is going too): a node still
+# running after this is SIGKILLed, and the cycle says how long the stop took.
+STOP_TIMEOUT_S = 20.0
 SCALES: dict[str, dict[str, Any]] = {
     "short": {
         "leader_kills": 3,
@@ -96,18 +101,49 @@ def parameters(capability: str, mode: str, seed: int, common: dict[str, Any]) ->
         rng = random.Random(f"{seed}:{capability}")
         return {**base, "cuts": s["cuts"], "cut_s": CUT_S, "node_pick": rng.randrange(NODES)}
     if capability == "kafka-cluster-restart":
-        return {**base, "cycles": s["cluster_restarts"], "shutdown": "SIGTERM, every node at once"}
+        return {
+            **base,
+            "cycles": s["cluster_restarts"],
+            "shutdown": f"SIGTERM, every node at once; SIGKILL for any still running after {STOP_TIMEOUT_S:.0f}s",
+        }
     raise KeyError(capability)
 
 
+@dataclass
+class _Setup:
+    """The cluster of a run and, on a cluster of the run's own, a capture proxy per node."""
+
+    cluster: KafkaCluster
+    proxies: dict[int, FaultProxy] = field(default_factory=dict)  # node id -> its proxy
+
+    @property
+    def bootstrap(self) -> str:
+        if self.proxies:
+            return ",".join(proxy.address for proxy in self.proxies.values())
+        return self.cluster.bootstrap
+
+
 @contextlib.contextmanager
-def _cluster() -> Iterator[KafkaCluster]:
+def _cluster(seed: int) -> Iterator[_Setup]:
+    """The caller's cluster (:func:`run_on`), else a fresh one whose every node advertises a
+    fault proxy of its own from the start: each records the Produce traffic to its node (the
+    wire evidence a lost record is explained with) and can cut the node off."""
     given = _CLUSTER.get()
     if given is not None:
-        yield given
+        yield _Setup(given)
         return
-    with KafkaCluster(NODES) as cluster:
-        yield cluster
+    cluster = KafkaCluster(NODES)
+    proxies = {n.node_id: FaultProxy(cluster.host, n.port, seed=seed, capture=True) for n in cluster.nodes}
+    try:
+        for node_id, proxy in proxies.items():
+            proxy.start()
+            cluster.advertise_port(node_id, proxy.port)
+        cluster.start()
+        yield _Setup(cluster, proxies)
+    finally:
+        cluster.close()
+        for proxy in proxies.values():
+            proxy.close()
 
 
 def run_on(cluster: KafkaCluster, capability: str, mode: str = "short", seed: int = 13) -> Outcome:
@@ -251,23 +287,50 @@ Fault = Callable[[Workload], dict[str, Any]]
 
 
 def _run(
-    outcome: Outcome, cluster: KafkaCluster, bootstrap: str, faults: Sequence[tuple[str, Fault]]
+    outcome: Outcome, setup: _Setup, faults: Sequence[tuple[str, Fault]], bootstrap: str | None = None
 ) -> None:
     from kafka_core.chaos.scenarios import faulted_run
 
     failures: list[str] = []
-    _wait_full_isr(cluster, ["__consumer_offsets"])  # a healthy cluster to begin with
+    _wait_full_isr(setup.cluster, ["__consumer_offsets"])  # a healthy cluster to begin with
     faulted_run(
         outcome,
-        cluster,  # type: ignore[arg-type]  # create_topic(name, partitions), as TansuBroker's
-        bootstrap,
+        setup.cluster,  # type: ignore[arg-type]  # create_topic(name, partitions), as TansuBroker's
+        bootstrap or setup.bootstrap,
         faults,
         failures,
         producer_options=PRODUCER_OPTIONS,
     )
     if outcome.tally.failed:  # the producer gave up on records: it did not ride the fault out
         failures.append(f"{outcome.tally.failed} records failed (the producer gave up on them)")
+    _wire(outcome, setup)
     outcome.judge(failures)
+
+
+def _wire(outcome: Outcome, setup: _Setup) -> None:
+    """What the capture proxies saw: Produce answers per node and, for each lost record in the
+    artifact's ``lost_detail``, every Produce request that carried it (producer id, epoch,
+    sequence, the answer or none): a loss on Kafka is ours to explain from these."""
+    captured = [
+        (node, w) for node, proxy in setup.proxies.items() if proxy.capture for w in proxy.capture.writes
+    ]
+    outcome.details["wire_capture"] = bool(setup.proxies)
+    if not setup.proxies:
+        return
+    answers: dict[int, dict[str, int]] = {}
+    for node, w in captured:
+        key = "unanswered" if w.error is None else str(w.error)
+        answers.setdefault(node, {}).setdefault(key, 0)
+        answers[node][key] += 1
+    outcome.details["produce_capture"] = {"batches": len(captured), "answers_per_node": answers}
+    captured.sort(key=lambda nw: nw[1].sent_at)
+    for detail in outcome.tally.lost_detail:
+        record = detail.get("record")
+        detail["wire"] = [
+            {"node": node, **w.summary(), "sequence": w.sequence_of(record)}
+            for node, w in captured
+            if isinstance(record, int) and record in w.numbers
+        ][:10]
 
 
 def _kill_and_heal(
@@ -314,7 +377,8 @@ def _kill_and_heal(
 
 
 def kafka_leader_kill(outcome: Outcome) -> None:
-    with _cluster() as cluster:
+    with _cluster(outcome.seed) as setup:
+        cluster = setup.cluster
         outcome.broker = _broker_info(cluster)
 
         def kill(wl: Workload, k: int) -> dict[str, Any]:
@@ -326,13 +390,14 @@ def kafka_leader_kill(outcome: Outcome) -> None:
             ("SIGKILL the leader", functools.partial(kill, k=k)) for k in range(outcome.parameters["cycles"])
         ]
         try:
-            _run(outcome, cluster, cluster.bootstrap, faults)
+            _run(outcome, setup, faults)
         finally:
             _heal_cluster(cluster)
 
 
 def kafka_controller_kill(outcome: Outcome) -> None:
-    with _cluster() as cluster:
+    with _cluster(outcome.seed) as setup:
+        cluster = setup.cluster
         outcome.broker = _broker_info(cluster)
 
         def elected(killed: float) -> dict[str, Any]:  # the quorum's new leader, timed from the SIGKILL
@@ -345,13 +410,14 @@ def kafka_controller_kill(outcome: Outcome) -> None:
 
         faults = [("SIGKILL the active controller", kill)] * outcome.parameters["cycles"]
         try:
-            _run(outcome, cluster, cluster.bootstrap, faults)
+            _run(outcome, setup, faults)
         finally:
             _heal_cluster(cluster)
 
 
 def kafka_rolling_restart(outcome: Outcome) -> None:
-    with _cluster() as cluster:
+    with _cluster(outcome.seed) as setup:
+        cluster = setup.cluster
         outcome.broker = _broker_info(cluster)
 
         def restart(wl: Workload, node_id: int) -> dict[str, Any]:
@@ -389,7 +455,7 @@ def kafka_rolling_restart(outcome: Outcome) -> None:
             for n in cluster.nodes
         ]
         try:
-            _run(outcome, cluster, cluster.bootstrap, faults)
+            _run(outcome, setup, faults)
         finally:
             _heal_cluster(cluster)
 
@@ -398,12 +464,19 @@ def kafka_node_cutoff(outcome: Outcome) -> None:
     """One node behind the fault proxy (it advertises the proxy's port, so clients and the other
     nodes' replica fetchers reach it only through it) cut off: every connection reset and new
     ones refused for ``cut_s``. The node keeps its controller link, so it stays leader of its
-    partitions: they wait for the heal. The topic is made after the node's restart, so the node
-    leads a partition again."""
+    partitions: they wait for the heal. On the caller's cluster the node is restarted to advertise
+    the proxy (and again after, to advertise itself): the topic is made after that restart, so
+    the node leads a partition again."""
     seconds = outcome.parameters["cut_s"]
-    with _cluster() as cluster:
+    with _cluster(outcome.seed) as setup:
+        cluster = setup.cluster
         victim = cluster.nodes[outcome.parameters["node_pick"]].node_id
-        proxy = FaultProxy(cluster.host, cluster.node(victim).port, seed=outcome.seed).start()
+        own = victim not in setup.proxies  # the caller's cluster: a proxy and a restart of our own
+        proxy = (
+            FaultProxy(cluster.host, cluster.node(victim).port, seed=outcome.seed).start()
+            if own
+            else setup.proxies[victim]
+        )
         outcome.broker = _broker_info(cluster, victim)
 
         def cut(wl: Workload) -> dict[str, Any]:
@@ -432,35 +505,41 @@ def kafka_node_cutoff(outcome: Outcome) -> None:
             }
 
         try:
-            cluster.advertise_port(victim, proxy.port)
-            cluster.restart_node(victim)
-            bootstrap = ",".join(
-                proxy.address if n.node_id == victim else f"{cluster.host}:{n.port}" for n in cluster.nodes
-            )
+            bootstrap = setup.bootstrap
+            if own:
+                cluster.advertise_port(victim, proxy.port)
+                cluster.restart_node(victim)
+                bootstrap = ",".join(
+                    proxy.address if n.node_id == victim else f"{cluster.host}:{n.port}"
+                    for n in cluster.nodes
+                )
             faults = [(f"node {victim} cut off {seconds:.0f}s", cut)] * outcome.parameters["cuts"]
-            _run(outcome, cluster, bootstrap, faults)
+            _run(outcome, setup, faults, bootstrap)
             outcome.details["proxy"] = {"connections": proxy.connections, "resets": proxy.resets}
         finally:
             proxy.heal()
-            cluster.advertise_port(victim, None)
-            cluster.restart_node(victim)
-            proxy.close()
+            if own:
+                cluster.advertise_port(victim, None)
+                cluster.restart_node(victim)
+                proxy.close()
             _heal_cluster(cluster)
 
 
 def kafka_cluster_restart(outcome: Outcome) -> None:
-    with _cluster() as cluster:
+    with _cluster(outcome.seed) as setup:
+        cluster = setup.cluster
         outcome.broker = _broker_info(cluster)
 
         def restart(wl: Workload) -> dict[str, Any]:
             began = time.monotonic()
-            cluster.stop()
+            cluster.stop(STOP_TIMEOUT_S)
             stopped = time.monotonic()
             base = _marks(wl)  # every node down: nothing more can be acknowledged before the start
             cluster.start()
             up = time.monotonic()
             return {
                 "stop_s": round(stopped - began, 3),
+                "stop_timed_out": stopped - began >= STOP_TIMEOUT_S,  # then the rest were SIGKILLed
                 "start_s": round(up - stopped, 3),
                 "measured_from": "every node ready",
                 **_resume(wl, list(range(wl.partitions)), up, base),
@@ -469,7 +548,7 @@ def kafka_cluster_restart(outcome: Outcome) -> None:
 
         faults = [("every node stopped, then started", restart)] * outcome.parameters["cycles"]
         try:
-            _run(outcome, cluster, cluster.bootstrap, faults)
+            _run(outcome, setup, faults)
         finally:
             _heal_cluster(cluster)
 
