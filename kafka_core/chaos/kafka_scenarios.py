@@ -37,7 +37,6 @@ from kafka_core.devbroker import BrokerStartError, KafkaCluster
 __all__ = ["CAPABILITIES", "missing_prerequisite", "parameters", "run_on"]
 
 NODES = 3
-PARTITIONS = 3
 RESUME_TIMEOUT_S = 45.0  # a cycle fails when a touched partition has not resumed by then
 ISR_TIMEOUT_S = 90.0  # a restarted node must be back in every ISR before the next fault
 CUT_S = 30.0
