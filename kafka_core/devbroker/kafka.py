@@ -436,13 +436,19 @@ class KafkaCluster:
                 proc.kill()
                 proc.wait(30)
 
-    def restart(self, *, crash: bool = False) -> None:
+    def kill(self) -> None:
+        """Crash every node (SIGKILL)."""
+        for node in self.nodes:
+            self.kill_node(node.node_id)
+
+    def restart(self, pause: float = 0.0, *, crash: bool = False) -> None:
         """The whole cluster down and up again; data and ports are kept."""
         if crash:
-            for node in self.nodes:
-                self.kill_node(node.node_id)
+            self.kill()
         else:
             self.stop()
+        if pause > 0:
+            time.sleep(pause)
         self.start()
 
     def log_tail(self, limit: int = 4000) -> str:
@@ -495,7 +501,10 @@ def _cluster_id() -> str:
     """A random 22-character base64url cluster id, as ``kafka-storage random-uuid`` prints."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:  # as Kafka's Uuid.randomUuid: never an id the tools would read as an option
+        cluster_id = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cluster_id.startswith("-"):
+            return cluster_id
 
 
 def _redact(text: str, users: list[TestUser]) -> str:
