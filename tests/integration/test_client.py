@@ -196,10 +196,8 @@ def test_sync_face_without_event_loop(bootstrap_servers: str, new_topic: Callabl
     assert results[1][TopicPartition(topic, 1)].offset == 3
 
 
-def test_cold_start_bootstrap_waits_for_the_broker(tansu: Any) -> None:
+def test_cold_start_bootstrap_waits_for_the_broker() -> None:
     """A client started before its broker connects once the broker comes up."""
-    if tansu is None:
-        pytest.skip("needs the embedded broker binary")
     from kafka_core._sync import LoopThread
     from kafka_core.devbroker import TansuBroker
 

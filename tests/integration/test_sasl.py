@@ -218,9 +218,7 @@ class SaslSetup:
 
 
 @pytest.fixture(scope="module")
-def sasl(tansu: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslSetup]:
-    if tansu is None:
-        pytest.skip("the SASL endpoint needs the embedded broker (it must advertise the endpoint)")
+def sasl(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SaslSetup]:
     from test_tls import make_certs, server_context  # the certificate helpers of the TLS tests
 
     from kafka_core.devbroker import TansuBroker
@@ -340,10 +338,8 @@ async def test_sasl_ssl(sasl: SaslSetup) -> None:
 
 
 @pytest.fixture(scope="module")
-def sasl_ssl_bootstrap(tansu: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
+def sasl_ssl_bootstrap(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str]]:
     """A second broker whose advertised listener is a SASL_SSL endpoint: (bootstrap, cafile)."""
-    if tansu is None:
-        pytest.skip("the SASL endpoint needs the embedded broker")
     from test_tls import make_certs, server_context
 
     from kafka_core.devbroker import TansuBroker

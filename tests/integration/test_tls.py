@@ -220,9 +220,7 @@ class TlsSetup:
 
 
 @pytest.fixture(scope="module")
-def tls(tmp_path_factory: pytest.TempPathFactory, tansu: Any) -> Iterator[TlsSetup]:
-    if tansu is None:
-        pytest.skip("the TLS terminator needs the embedded broker (it must advertise the TLS port)")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TlsSetup]:
     from kafka_core.devbroker import TansuBroker
 
     certs = make_certs(tmp_path_factory.mktemp("certs"))
