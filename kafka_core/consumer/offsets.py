@@ -169,7 +169,11 @@ class ConsumerOffsets:
         await self._commit(todo)
 
     async def committed(self, partitions: Iterable[Any] | None = None) -> dict[TopicPartition, int | None]:
-        """The group's committed offsets (None where nothing is committed)."""
+        """The group's committed offsets (None where nothing is committed).
+
+        A stable read (KIP-447), as Java's consumer makes: offsets a transaction committed are
+        waited for until its markers are written (UNSTABLE_OFFSET_COMMIT, retried), not reported
+        as the older ones (or none) that a plain read gives in the meantime."""
         if self.group_id is None:
             raise KafkaConfigError("committed offsets need a group_id")
         tps = (
@@ -177,7 +181,7 @@ class ConsumerOffsets:
             if partitions is not None
             else sorted(self._subs.assigned())
         )
-        got = await self._client.fetch_committed_offsets(self.group_id, tps)
+        got = await self._client.fetch_committed_offsets(self.group_id, tps, require_stable=True)
         return {tp: (got[tp].offset if tp in got else None) for tp in tps}
 
     def seek(self, tp: Any, offset: int | OffsetAndMetadata) -> None:

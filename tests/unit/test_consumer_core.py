@@ -486,3 +486,32 @@ def test_breaking_out_of_iteration_loses_nothing():
 
     seen, rest = run(main())
     assert seen == [0, 1, 2] and rest == list(range(3, 10))
+
+
+class _PendingTransactionOffsets(FakeClient):
+    """A coordinator holding offsets a committed transaction sent, its markers not written yet:
+    a plain OffsetFetch answers the older offsets, a stable one (KIP-447) the transaction's."""
+
+    def __init__(self, partitions: dict[str, int], stable: dict, older: dict) -> None:
+        super().__init__(partitions)
+        self.stable, self.older = stable, older
+
+    async def fetch_committed_offsets(self, group_id: str, partitions: object = None, **kw: object) -> dict:
+        return dict(self.stable if kw.get("require_stable") else self.older)
+
+
+def test_committed_reads_what_a_committed_transaction_sent():
+    """Right after commit_transaction the group's offsets are the transaction's (as Java's
+    committed(), which reads stable offsets); a plain read answered the older ones (Kafka 3.9)."""
+    from kafka_core.client.metadata import OffsetAndMetadata
+
+    client = _PendingTransactionOffsets({T: 2}, stable={TP0: OffsetAndMetadata(7)}, older={})
+
+    async def main():
+        c = KafkaConsumer(partitions={T: [0, 1]}, group_id="g", client=client)
+        try:
+            return await c.committed([TP0, TP1])
+        finally:
+            await c.close()
+
+    assert run(main()) == {TP0: 7, TP1: None}
