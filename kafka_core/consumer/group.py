@@ -34,6 +34,7 @@ from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.rebalance import ConsumerGroupMetadata, RebalanceListener
 from kafka_core.consumer.subscription import SubscriptionState, topics_matching
 from kafka_core.errors import (
+    KafkaAuthenticationError,
     KafkaClosedError,
     KafkaConfigError,
     KafkaConnectionError,
@@ -127,6 +128,8 @@ class GroupMembership:
         self._assigned_counts: dict[str, int] = {}  # what the leader assigned from
         self._gate_timeout_ms = coordinator_ready_timeout_ms
         self._failed_rounds = 0  # join rounds in a row that got no assignment
+        # A refused login (SASL credentials, TLS handshake): fatal, every poll raises it.
+        self._refused: KafkaAuthenticationError | None = None
         self._join_key = f"joining group {group_id!r}"  # what the outage report names
         self._heartbeat_key = f"heartbeats of group {group_id!r}"
 
@@ -250,6 +253,8 @@ class GroupMembership:
             task.result()
 
     async def ensure_active(self) -> None:
+        if self._refused is not None:
+            raise self._refused
         if not self.needs_rejoin or self._closed:
             return
         async with self._join_lock:
@@ -263,6 +268,12 @@ class GroupMembership:
             while self.needs_rejoin and not self._closed:
                 try:
                     await self._join_once()
+                except KafkaAuthenticationError as exc:
+                    # Not an outage: logging in again is refused the same way (as the producer,
+                    # and Java's AuthenticationException from poll). No retry, no login storm.
+                    self._refused = exc
+                    self.metrics.rebalance_end(False)
+                    raise
                 except (KafkaConnectionError, KafkaTimeoutError) as exc:
                     self._outage.failed(self._join_key, exc)
                     if gate is not None and loop.time() >= gate:
@@ -303,9 +314,27 @@ class GroupMembership:
 
     async def _subscription_topics(self) -> list[str]:
         if self._pattern is None:
-            return sorted(set(self._topics))
+            topics = sorted(set(self._topics))
+            await self._check_authorized(topics)
+            return topics
         meta = await self._client.metadata(None)
         return topics_matching(self._pattern, meta.topics)
+
+    async def _check_authorized(self, topics: list[str]) -> None:
+        """A named topic this consumer may not describe is refused, not absent: taken as absent,
+        the group would assign it nothing and poll return [] for ever. Raised from the join (so
+        from every poll until an ACL allows it), naming the topics, as the Java consumer's poll
+        raises TopicAuthorizationException. A pattern only ever matches the topics it may see."""
+        if not topics:
+            return
+        meta = await self._client.metadata(topics)
+        denied = [t.name for t in meta.topics if t.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED]
+        if denied:
+            raise error_for(
+                ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                f"not authorized to describe or read topic(s) {', '.join(map(repr, sorted(denied)))} "
+                f"subscribed by group {self.group_id!r}",
+            )
 
     def _fail(self, code: int, what: str) -> Exception:
         """Turn a group error code into a retry (with the right state reset) or a raise."""

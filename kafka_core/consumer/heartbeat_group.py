@@ -27,6 +27,7 @@ from kafka_core.consumer.rebalance import ConsumerGroupMetadata, RebalanceListen
 from kafka_core.consumer.reconcile import Reconciler, Target
 from kafka_core.consumer.subscription import SubscriptionState, topics_matching
 from kafka_core.errors import (
+    KafkaAuthenticationError,
     KafkaClosedError,
     KafkaError,
     KafkaProtocolError,
@@ -144,6 +145,9 @@ class ConsumerGroupMembership:
         try:
             coord = await self._client.find_coordinator(self.group_id, 0, timeout_ms=self._gate_timeout_ms)
         except KafkaClosedError:
+            raise
+        except KafkaAuthenticationError as exc:  # a refused login: every poll raises it from now on
+            self._fatal = exc
             raise
         except KafkaError as exc:
             raise KafkaTimeoutError(
@@ -263,6 +267,9 @@ class ConsumerGroupMembership:
                 return
             except KafkaUnsupportedVersionError as exc:
                 await self._fail(unsupported_error(exc))
+                return
+            except KafkaAuthenticationError as exc:  # a refused login: retrying is refused alike
+                await self._fail(exc)
                 return
             except KafkaProtocolError as exc:
                 if not exc.retriable:  # e.g. GROUP_AUTHORIZATION_FAILED finding the coordinator

@@ -10,7 +10,7 @@ from fakes.consumer_client import FakeGroupClient
 from fakes.consumer_helpers import TP0, TP1, T, fill, run
 
 from kafka_core.consumer.consumer import KafkaConsumer
-from kafka_core.errors import KafkaProtocolError, KafkaTimeoutError
+from kafka_core.errors import KafkaAuthenticationError, KafkaProtocolError, KafkaTimeoutError
 
 
 def member(client: FakeGroupClient, events: list, **kw: Any) -> KafkaConsumer:
@@ -218,3 +218,62 @@ def test_sync_rounds_that_keep_failing_are_reported(caplog: pytest.LogCaptureFix
     assert len(with_id) == 5  # one JoinGroup per failed SyncGroup, then the one that synced
     warnings = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
     assert any("REBALANCE_IN_PROGRESS" in w and "join rounds in a row" in w for w in warnings), warnings
+
+
+class _DeniedTopic(FakeGroupClient):
+    """A broker whose ACLs deny this consumer the topic: Metadata answers TOPIC_AUTHORIZATION_FAILED."""
+
+    async def metadata(self, topics: Any = None) -> Any:
+        from kafka_core.client.metadata import ClusterMeta, TopicMeta
+
+        return ClusterMeta(brokers=[], topics=[TopicMeta(t, [], error_code=29) for t in topics or []])
+
+
+def test_a_topic_the_consumer_may_not_read_is_named_by_every_poll():
+    """Taken as absent, the group assigned [] and poll returned [] for ever; Java's poll raises
+    TopicAuthorizationException naming the topic."""
+    client = _DeniedTopic({T: 1})
+
+    async def main():
+        c = member(client, [])
+        for _ in range(2):  # not a one-off: every poll says it until an ACL allows the topic
+            with pytest.raises(KafkaProtocolError, match="TOPIC_AUTHORIZATION_FAILED") as info:
+                await c.poll(2_000)
+            assert info.value.code == 29 and repr(T) in str(info.value) and "'g'" in str(info.value)
+        assert c.assignment() == set()
+        await c.close()
+
+    run(main())
+    assert client.joins == []  # refused before joining: no member that can never consume
+
+
+class _RefusedLogin(FakeGroupClient):
+    def __init__(self, partitions: dict[str, int]) -> None:
+        super().__init__(partitions)
+        self.logins = 0
+
+    async def find_coordinator(self, key: str, key_type: int = 0, **kw: Any) -> Any:
+        self.logins += 1
+        raise KafkaAuthenticationError("SASL SCRAM-SHA-256 authentication failed: Authentication failed")
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_refused_login_is_raised_by_the_first_poll_and_not_retried(protocol: str):
+    """Not an outage retried until request_timeout_ms: poll raises KafkaAuthenticationError at
+    once (the producer's rule, Java's AuthenticationException), and again from every poll
+    without logging in again (a login storm with the same credentials)."""
+    client = _RefusedLogin({T: 1})
+
+    async def main():
+        kw: dict[str, Any] = {"group_protocol": protocol}
+        if protocol == "consumer":
+            c = KafkaConsumer(topics=[T], group_id="g", client=client, **kw)
+        else:
+            c = member(client, [], **kw)
+        for _ in range(3):
+            with pytest.raises(KafkaAuthenticationError, match="SASL SCRAM-SHA-256"):
+                await c.poll(5_000)
+        await c.close()
+
+    run(main())
+    assert client.logins == 1
