@@ -18,10 +18,11 @@ from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition, as_top
 from kafka_core.client.operations import OFFSETS_MAX_VERSION
 from kafka_core.client.requests import offset_commit_request, offsets_by_partition
 from kafka_core.consumer.groupmeta import decode_assignment
-from kafka_core.errors import KafkaError, KafkaProtocolError
+from kafka_core.errors import KafkaError, KafkaProtocolError, KafkaUnsupportedVersionError
 from kafka_core.protocol import ApiKey
-from kafka_core.protocol.errors import error_for
+from kafka_core.protocol.errors import ErrorCode, error_for
 from kafka_core.protocol.messages import (
+    ConsumerGroupDescribeRequest,
     DeleteGroupsRequest,
     DescribeGroupsRequest,
     ListGroupsRequest,
@@ -55,6 +56,52 @@ def _members(group: Any) -> list[MemberDescription]:
             )
         )
     return out
+
+
+# ConsumerGroupDescribe's states, as Java's GroupState names them (DescribeGroups' are already so).
+_STATES = {
+    "empty": "Empty",
+    "assigning": "Assigning",
+    "reconciling": "Reconciling",
+    "stable": "Stable",
+    "dead": "Dead",
+    "not_ready": "NotReady",
+}
+
+
+def _partitions(assignment: Any) -> list[TopicPartition]:
+    if assignment is None:
+        return []
+    return sorted(TopicPartition(t.topic_name, p) for t in assignment.topic_partitions for p in t.partitions)
+
+
+def _consumer_group(g: Any) -> GroupDescription:
+    """A KIP-848 group from its ConsumerGroupDescribe answer."""
+    members = [
+        MemberDescription(
+            member_id=m.member_id,
+            client_id=m.client_id,
+            host=m.client_host,
+            assignment=_partitions(m.assignment),
+            group_instance_id=m.instance_id,
+            member_epoch=m.member_epoch,
+            target_assignment=_partitions(m.target_assignment),
+            rack_id=m.rack_id,
+            subscribed_topics=list(m.subscribed_topic_names or []),
+            subscribed_pattern=m.subscribed_topic_regex or None,
+        )
+        for m in g.members
+    ]
+    return GroupDescription(
+        g.group_id,
+        _STATES.get(g.group_state, g.group_state),
+        "consumer",
+        g.assignor_name,
+        members,
+        group_type="consumer",
+        group_epoch=g.group_epoch,
+        assignment_epoch=g.assignment_epoch,
+    )
 
 
 class GroupsMixin:
@@ -106,7 +153,12 @@ class GroupsMixin:
                 return {node: error_for(resp.error_code, f"ListGroups on broker {node}")}
             return {
                 node: [
-                    GroupListing(g.group_id, g.protocol_type, getattr(g, "group_state", None) or None)
+                    GroupListing(
+                        g.group_id,
+                        g.protocol_type,
+                        getattr(g, "group_state", None) or None,
+                        getattr(g, "group_type", None) or None,  # ListGroups v5+
+                    )
                     for g in resp.groups
                 ]
             }
@@ -126,28 +178,61 @@ class GroupsMixin:
     ) -> dict[str, Result[GroupDescription]]:
         """State, protocol and members (with their assigned partitions) per group.
 
-        A group the coordinator does not know (state Dead) gets GROUP_ID_NOT_FOUND, as in Java."""
+        Classic groups by DescribeGroups; a KIP-848 group (``group_protocol="consumer"``), which
+        Kafka 4 does not describe that way (GROUP_ID_NOT_FOUND, "not a classic group"), by
+        ConsumerGroupDescribe, as Java's describeConsumerGroups: members with their epochs and
+        current and target assignments (``group_type="consumer"``). A group the coordinator
+        does not know (state Dead) gets GROUP_ID_NOT_FOUND, as in Java."""
         await self.client.start()
         ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
 
         async def ask(node: int, groups: list[str]) -> dict[str, Any]:
             resp = await self.client.send(node, DescribeGroupsRequest(groups=groups))
             out: dict[str, Any] = {}
+            unknown: list[str] = []  # not a classic group: perhaps a KIP-848 one
             for g in resp.groups:
-                if g.error_code:
+                if g.error_code == ErrorCode.GROUP_ID_NOT_FOUND or (
+                    not g.error_code and g.group_state == "Dead"
+                ):
+                    unknown.append(g.group_id)
+                elif g.error_code:
                     out[g.group_id] = self._group_error(g.group_id, g.error_code, "describing")
-                elif g.group_state == "Dead":
-                    out[g.group_id] = error_for(GROUP_ID_NOT_FOUND, f"group {g.group_id!r} does not exist")
                 else:
                     out[g.group_id] = GroupDescription(
                         g.group_id, g.group_state, g.protocol_type, g.protocol_data, _members(g)
                     )
+            if unknown:
+                out.update(await self._describe_consumer_groups(node, unknown))
             return out
 
         async def attempt(pending: list[str]) -> dict[str, Any]:
             return await self._per_coordinator(pending, lambda g: [g], ask)
 
         return await per_resource("describe_groups", ids, attempt, self._timeout(timeout_ms))
+
+    async def _describe_consumer_groups(self, node: int, groups: list[str]) -> dict[str, Any]:
+        """ConsumerGroupDescribe (API 69) for groups DescribeGroups did not know; a broker
+        without it (before Kafka 3.7, Tansu) or without KIP-848 enabled (Kafka 3.9 answers
+        UNSUPPORTED_VERSION) has none: GROUP_ID_NOT_FOUND stands."""
+
+        def missing(group_id: str) -> KafkaProtocolError:
+            return error_for(GROUP_ID_NOT_FOUND, f"group {group_id!r} does not exist")
+
+        try:
+            version = await self.client.api_version(node, ApiKey.CONSUMER_GROUP_DESCRIBE)
+        except KafkaUnsupportedVersionError:
+            return {g: missing(g) for g in groups}
+        body = ConsumerGroupDescribeRequest(group_ids=groups)
+        resp = await self.client.send(node, body, version)
+        out: dict[str, Any] = {}
+        for g in resp.groups:
+            if g.error_code in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNSUPPORTED_VERSION):
+                out[g.group_id] = missing(g.group_id)
+            elif g.error_code:
+                out[g.group_id] = self._group_error(g.group_id, g.error_code, "describing")
+            else:
+                out[g.group_id] = _consumer_group(g)
+        return out
 
     async def delete_groups(
         self, group_ids: Iterable[str], *, timeout_ms: float | None = None

@@ -172,27 +172,48 @@ class AlterConfigOp:
 
 @dataclass(frozen=True, slots=True)
 class GroupListing:
+    """``group_type``: ``"classic"``, ``"consumer"`` (KIP-848) or ``"share"`` (KIP-932), as
+    ListGroups v5 (Kafka 3.8+) gives it; None from an older broker, which has classic groups only."""
+
     group_id: str
     protocol_type: str
     state: str | None = None
+    group_type: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class MemberDescription:
+    """A member. For a KIP-848 group also its ``member_epoch``, the ``target_assignment`` the
+    broker is moving it to (equal to ``assignment`` once reconciled), ``rack_id`` and what it
+    subscribed to (``subscribed_topics``, or ``subscribed_pattern``); None/empty for classic."""
+
     member_id: str
     client_id: str
     host: str
     assignment: list[TopicPartition] = field(default_factory=list)
     group_instance_id: str | None = None
+    member_epoch: int | None = None
+    target_assignment: list[TopicPartition] = field(default_factory=list)
+    rack_id: str | None = None
+    subscribed_topics: list[str] = field(default_factory=list)
+    subscribed_pattern: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class GroupDescription:
+    """A group. ``group_type`` is ``"classic"`` (DescribeGroups) or ``"consumer"`` (a KIP-848
+    group, described by ConsumerGroupDescribe: ``protocol`` is then the broker's assignor,
+    ``state`` one of Empty, Assigning, Reconciling, Stable, and ``group_epoch`` /
+    ``assignment_epoch`` are set)."""
+
     group_id: str
     state: str
     protocol_type: str
     protocol: str
     members: list[MemberDescription]
+    group_type: str = "classic"
+    group_epoch: int | None = None
+    assignment_epoch: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -38,10 +39,13 @@ from kafka_core.errors import (
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import error_for
 from kafka_core.protocol.messages import (
+    ConsumerGroupDescribeResponse,
     CreatePartitionsResponse,
     CreateTopicsResponse,
     DeleteRecordsResponse,
+    DescribeGroupsRequest,
     DescribeGroupsResponse,
+    ListGroupsResponse,
     OffsetDeleteResponse,
 )
 
@@ -87,6 +91,9 @@ class FakeClient:
 
     async def find_coordinator(self, key: str, key_type: int = 0, **_: Any) -> BrokerMeta:
         return BrokerMeta(2, "h", 2)
+
+    async def retry(self, what: str, attempt: Callable[[], Any], timeout_ms: float | None = None) -> Any:
+        return await attempt()
 
     async def metadata(self, topics: list[str] | None = None, **_: Any) -> ClusterMeta:
         return self.meta
@@ -220,7 +227,7 @@ def test_describe_groups_decodes_assignments_maps_dead_and_forgets_moved_coordin
                 groups.append(g(group_id=gid, group_state="Dead", protocol_type="", members=[]))
         return DescribeGroupsResponse(groups=groups)
 
-    client = FakeClient(answer)
+    client = FakeClient(answer, versions={ApiKey.CONSUMER_GROUP_DESCRIBE: -1})  # no KIP-848 groups
     res = run(make_admin(client).describe_groups(["live", "moving", "ghost"]))
     live = res["live"].result()
     assert (live.state, live.protocol) == ("Stable", "range")
@@ -228,6 +235,95 @@ def test_describe_groups_decodes_assignments_maps_dead_and_forgets_moved_coordin
     assert res["moving"].result().state == "Empty"
     assert res["ghost"].error.name == "GROUP_ID_NOT_FOUND"  # type: ignore[union-attr]
     assert (16, "moving") in client.noted and rounds == [3, 1]
+
+
+def test_describe_groups_asks_consumer_group_describe_for_a_kip848_group() -> None:
+    """Kafka 4 answers DescribeGroups for a KIP-848 group GROUP_ID_NOT_FOUND (v6+: "not a
+    classic group"; v5: state Dead): ConsumerGroupDescribe then gives the group; one it does
+    not know either stays GROUP_ID_NOT_FOUND."""
+    tid = uuid.uuid4()
+
+    def answer(node: int, body: Any) -> Any:
+        if isinstance(body, DescribeGroupsRequest):
+            g = DescribeGroupsResponse.DescribedGroup
+            return DescribeGroupsResponse(
+                groups=[
+                    g(group_id="new", error_code=69, error_message="Group new is not a classic group."),
+                    g(group_id="ghost", group_state="Dead", members=[]),
+                ]
+            )
+        r = ConsumerGroupDescribeResponse
+        parts = r.TopicPartitions
+
+        def member(mid: str, epoch: int, now: list[int], target: list[int]) -> Any:
+            return r.Member(
+                member_id=mid,
+                rack_id="r1",
+                member_epoch=epoch,
+                client_id="c",
+                client_host="/1.2.3.4",
+                subscribed_topic_names=["t"],
+                assignment=r.Assignment(
+                    topic_partitions=[parts(topic_id=tid, topic_name="t", partitions=now)]
+                ),
+                target_assignment=r.Assignment(
+                    topic_partitions=[parts(topic_id=tid, topic_name="t", partitions=target)]
+                ),
+            )
+
+        assert body.group_ids == ["new", "ghost"]
+        return r(
+            groups=[
+                r.DescribedGroup(
+                    group_id="new",
+                    group_state="reconciling",
+                    group_epoch=4,
+                    assignment_epoch=4,
+                    assignor_name="uniform",
+                    members=[member("a", 4, [1, 0], [0]), member("b", 3, [], [1])],
+                ),
+                r.DescribedGroup(group_id="ghost", error_code=69, error_message="Group ghost not found."),
+            ]
+        )
+
+    client = FakeClient(answer)
+    res = run(make_admin(client).describe_groups(["new", "ghost"]))
+    new = res["new"].result()
+    assert (new.group_type, new.protocol_type, new.protocol, new.state) == (
+        "consumer",
+        "consumer",
+        "uniform",
+        "Reconciling",
+    )
+    assert (new.group_epoch, new.assignment_epoch) == (4, 4)
+    a, b = new.members
+    assert (a.member_id, a.member_epoch, a.rack_id, a.subscribed_topics) == ("a", 4, "r1", ["t"])
+    assert a.assignment == [TopicPartition("t", 0), TopicPartition("t", 1)]
+    assert a.target_assignment == [TopicPartition("t", 0)]
+    assert (b.assignment, b.target_assignment) == ([], [TopicPartition("t", 1)])
+    assert res["ghost"].error.code == 69  # type: ignore[union-attr]
+    assert [type(body).__name__ for _, body in client.sent] == [
+        "DescribeGroupsRequest",
+        "ConsumerGroupDescribeRequest",
+    ]
+
+
+def test_list_groups_gives_each_group_its_type() -> None:
+    def answer(node: int, body: Any) -> Any:
+        g = ListGroupsResponse.ListedGroup
+        if node == 1:
+            return ListGroupsResponse(
+                groups=[g(group_id="c", protocol_type="consumer", group_state="Stable", group_type="classic")]
+            )
+        return ListGroupsResponse(
+            groups=[g(group_id="k", protocol_type="consumer", group_state="Empty", group_type="consumer")]
+        )
+
+    listed = run(make_admin(FakeClient(answer)).list_groups())
+    assert [(x.group_id, x.group_type, x.state) for x in listed] == [
+        ("c", "classic", "Stable"),
+        ("k", "consumer", "Empty"),
+    ]
 
 
 def test_delete_group_offsets_group_error_applies_to_every_partition() -> None:
