@@ -16,7 +16,8 @@ import pytest
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.sync import KafkaConsumer
-from kafka_core.devbroker import BrokerStartError, TansuBroker
+from kafka_core.devbroker import BrokerStartError, KafkaCluster, TansuBroker
+from kafka_core.protocol.errors import ErrorCode
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]
 
@@ -262,14 +263,29 @@ def _produce_raw(bootstrap: str, topic: str, batch: bytes) -> int:
                     )
                 ],
             )
-            resp = await client.send_to_leader(topic, 0, body)
+            # v13+ names topics by id only; this request names it.
+            resp = await client.send_to_leader(topic, 0, body, max_version=12)
             return resp.responses[0].partition_responses[0].error_code
 
     return asyncio.run(go())
 
 
+def _corrupt_stored_batch(cluster: KafkaCluster, topic: str, index: int) -> None:
+    """Flip the last byte (record data, under the CRC) of the partition-0 log's ``index``-th batch
+    in Apache Kafka's segment file. Fetches serve the file's bytes as they are (page cache)."""
+    [segment] = [p for n in cluster.nodes for p in (n.directory / "data" / f"{topic}-0").glob("*.log")]
+    with segment.open("r+b") as f:
+        data = f.read()
+        pos = 0
+        for _ in range(index):
+            pos += 12 + int.from_bytes(data[pos + 8 : pos + 12], "big")  # base offset, length, batch
+        last = pos + 12 + int.from_bytes(data[pos + 8 : pos + 12], "big") - 1
+        f.seek(last)
+        f.write(bytes([data[last] ^ 0xFF]))
+
+
 def test_corrupt_batch_from_the_broker_is_a_typed_error(
-    bootstrap_servers: str, new_topic: Callable[..., str]
+    bootstrap_servers: str, new_topic: Callable[..., str], kafka_cluster: KafkaCluster | None
 ) -> None:
     from kafka_core.codec import encode_record_batch
     from kafka_core.errors import KafkaCodecError
@@ -279,8 +295,15 @@ def test_corrupt_batch_from_the_broker_is_a_typed_error(
     bad = bytearray(encode_record_batch([(b"c", b"3"), (b"d", b"4")]))
     bad[-1] ^= 0xFF  # the CRC no longer matches
     assert _produce_raw(bootstrap_servers, topic, good) == 0
-    if _produce_raw(bootstrap_servers, topic, bytes(bad)) != 0:
-        pytest.skip("this broker validates CRCs on produce: corruption cannot be injected")
+    answer = _produce_raw(bootstrap_servers, topic, bytes(bad))
+    if answer == ErrorCode.CORRUPT_MESSAGE:
+        # Apache Kafka checks CRCs on produce: store a good batch and corrupt its copy on disk.
+        if kafka_cluster is None:
+            pytest.skip("this broker validates CRCs on produce and its log is out of reach")
+        assert _produce_raw(bootstrap_servers, topic, good) == 0
+        _corrupt_stored_batch(kafka_cluster, topic, 1)
+    else:
+        assert answer == 0  # Tansu stores it as sent
     assert _produce_raw(bootstrap_servers, topic, good) == 0
     tp = TopicPartition(topic, 0)
     with KafkaConsumer(
