@@ -5,10 +5,11 @@ Tansu answers JoinGroup after about half the session timeout, so these use 6 s s
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -59,6 +60,29 @@ class Poller:
         self._thread.join(30)
         if self.error is not None:
             raise self.error
+
+
+@contextlib.contextmanager
+def parked_joins(bootstrap: str, topic: str, group: str, on_tansu: bool) -> Iterator[None]:
+    """Within: the group's next JoinGroup stays parked at the broker for seconds.
+
+    Tansu parks every JoinGroup for about half the session timeout of its own accord. Kafka
+    answers a lone member's at once (the embedded broker has no initial rebalance delay), so
+    there a holder joins first, is assigned, then stops polling: the next rebalance waits for it
+    to rejoin until its max_poll_interval_ms runs out. The holder commits nothing, so a member
+    joining after it starts where auto_offset_reset says.
+    """
+    if on_tansu:
+        yield
+        return
+    holder = member(
+        bootstrap, topic, group, [], "holder", max_poll_interval_ms=15_000, enable_auto_commit=False
+    )
+    try:
+        assert wait_until(lambda: holder.poll(200) is not None and bool(holder.assignment()))
+        yield
+    finally:
+        holder.close(10)
 
 
 @pytest.mark.parametrize("assignor", ["range", "roundrobin", "cooperative-sticky"])
@@ -175,27 +199,30 @@ def test_pattern_subscription_picks_up_new_topics(
 
 
 def test_stop_interrupts_a_poll_waiting_on_the_join(
-    bootstrap_servers: str, new_topic: Callable[..., str]
+    bootstrap_servers: str, new_topic: Callable[..., str], on_tansu: bool
 ) -> None:
     """stop() from another thread ends a poll that waits for the group join; the join goes on."""
     topic = new_topic(1)
     produce(bootstrap_servers, topic, 5, partitions=1)
+    group = f"g-{uuid.uuid4().hex[:8]}"
     events: list[Any] = []
-    c = member(bootstrap_servers, topic, f"g-{uuid.uuid4().hex[:8]}", events, "a")
-    try:
-        result: list[Any] = []
-        poller = threading.Thread(target=lambda: result.append((c.poll(60_000), list(events))))
-        poller.start()
-        time.sleep(0.3)  # the join has started (the broker holds JoinGroup for a while)
-        c.stop()
-        poller.join(30)
-        assert not poller.is_alive()
-        polled, events_then = result[0]
-        assert polled == [] and events_then == []  # returned before the join finished
-        assert len(drain(c, 5)) == 5  # the join completes behind it; the next polls consume
-        assert events and events[0][1] == "assign"
-    finally:
-        c.close()
+    with parked_joins(bootstrap_servers, topic, group, on_tansu):
+        c = member(bootstrap_servers, topic, group, events, "a")
+        try:
+            result: list[Any] = []
+            poller = threading.Thread(target=lambda: result.append((c.poll(60_000), list(events))))
+            poller.start()
+            time.sleep(0.3)  # the join has started; the broker holds it (parked_joins)
+            c.stop()
+            poller.join(30)
+            assert not poller.is_alive()
+            polled, events_then = result[0]
+            assert polled == [] and events_then == []  # returned before the join finished
+            # The join completes behind it; the next polls consume.
+            assert len(drain(c, 5, timeout=60)) == 5
+            assert events and events[0][1] == "assign"
+        finally:
+            c.close()
 
 
 def test_a_member_closed_mid_join_does_not_hold_the_group(

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 from test_consumer import drain, produce
-from test_consumer_group import Poller, member, wait_until
+from test_consumer_group import Poller, member, parked_joins, wait_until
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.sync import KafkaConsumer
@@ -78,28 +78,32 @@ def test_sync_callbacks_commit_and_seek(bootstrap_servers: str, new_topic: Calla
     assert all(m.offset >= 10 for m in pb.messages)
 
 
-def test_poll_returns_at_timeout_during_a_join(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
-    """Tansu takes about 3 s to answer JoinGroup here: a short poll returns empty meanwhile."""
+def test_poll_returns_at_timeout_during_a_join(
+    bootstrap_servers: str, new_topic: Callable[..., str], on_tansu: bool
+) -> None:
+    """While the broker holds the JoinGroup (parked_joins), a short poll returns empty."""
     topic = new_topic(1)
-    produce(bootstrap_servers, topic, 3, partitions=1)
-    c = KafkaConsumer(
-        bootstrap_servers=bootstrap_servers,
-        topics=[topic],
-        group_id=f"g-{uuid.uuid4().hex[:8]}",
-        auto_offset_reset="earliest",
-        session_timeout_ms=6_000,
-        heartbeat_interval_ms=500,
-    )
-    try:
-        empty_while_joining = 0
-        got: list = []
-        deadline = time.monotonic() + 60
-        while len(got) < 3 and time.monotonic() < deadline:
-            batch = c.poll(50)
-            if not batch and c.group_metadata().generation_id == -1:  # still joining
-                empty_while_joining += 1
-            got.extend(batch)
-        assert [m.offset for m in got] == [0, 1, 2]
-        assert empty_while_joining >= 1
-    finally:
-        c.close()
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    with parked_joins(bootstrap_servers, topic, group, on_tansu):
+        produce(bootstrap_servers, topic, 3, partitions=1)
+        c = KafkaConsumer(
+            bootstrap_servers=bootstrap_servers,
+            topics=[topic],
+            group_id=group,
+            auto_offset_reset="earliest",
+            session_timeout_ms=6_000,
+            heartbeat_interval_ms=500,
+        )
+        try:
+            empty_while_joining = 0
+            got: list = []
+            deadline = time.monotonic() + 60
+            while len(got) < 3 and time.monotonic() < deadline:
+                batch = c.poll(50)
+                if not batch and c.group_metadata().generation_id == -1:  # still joining
+                    empty_while_joining += 1
+                got.extend(batch)
+            assert [m.offset for m in got] == [0, 1, 2]
+            assert empty_while_joining >= 1
+        finally:
+            c.close()
