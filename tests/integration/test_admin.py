@@ -18,6 +18,7 @@ import pytest
 from kafka_core import KafkaAdmin, KafkaConsumer, KafkaProducer, NewTopic, TopicPartition
 from kafka_core.admin import (
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclResourceType,
     ConfigResource,
@@ -25,6 +26,7 @@ from kafka_core.admin import (
     OffsetAndMetadata,
 )
 from kafka_core.aio import KafkaAdmin as AsyncKafkaAdmin
+from kafka_core.devbroker import KafkaCluster
 from kafka_core.errors import KafkaConfigError, KafkaProtocolError
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(120)]
@@ -328,16 +330,57 @@ def test_delete_group_offsets(admin: KafkaAdmin, bootstrap_servers: str) -> None
 # -- ACLs, metrics, the asyncio face -----------------------------------------------------------
 
 
+@pytest.fixture
+def admin_without_authorizer(
+    bootstrap_servers: str, kafka_cluster: KafkaCluster | None
+) -> Iterator[KafkaAdmin]:
+    """An admin on a broker that has no authorizer. The session's embedded Apache Kafka has one
+    (StandardAuthorizer, for the security tests), so a one-node cluster of the test's own is
+    started without it; Tansu has none, and an external broker is taken as it is."""
+    if kafka_cluster is None:
+        with KafkaAdmin(bootstrap_servers) as a:
+            yield a
+        return
+    own = KafkaCluster(1, version=kafka_cluster.version, overrides={"authorizer.class.name": ""})
+    try:
+        own.start()
+        with KafkaAdmin(own.bootstrap) as a:
+            yield a
+    finally:
+        own.close()
+
+
 @pytest.mark.tansu_deviation(
     "no authorizer: DescribeAcls answers an empty list, CreateAcls a null result array"
 )
-def test_acls_without_an_authorizer_say_security_disabled(admin: KafkaAdmin) -> None:
+def test_acls_without_an_authorizer_say_security_disabled(admin_without_authorizer: KafkaAdmin) -> None:
+    """ACL calls on a broker without an authorizer: SECURITY_DISABLED (the same calls against an
+    authorizing broker are in test_kafka_security.py and test_acls_on_an_authorizing_broker)."""
+    admin = admin_without_authorizer
     with pytest.raises(KafkaProtocolError) as raised:
         admin.describe_acls()
     assert raised.value.code == SECURITY_DISABLED
     binding = AclBinding(AclResourceType.TOPIC, name(), "User:alice", AclOperation.READ)
     err = admin.create_acls([binding])[binding].error
     assert isinstance(err, KafkaProtocolError) and err.code == SECURITY_DISABLED
+
+
+def test_acls_on_an_authorizing_broker(admin: KafkaAdmin, kafka_cluster: KafkaCluster | None) -> None:
+    """The companion of the test above: the session's Apache Kafka authorizes, and the same calls
+    create, describe and delete an ACL for real."""
+    if kafka_cluster is None:
+        pytest.skip("the session's broker has no authorizer (Tansu, or an external one taken as it is)")
+    topic = name()
+    binding = AclBinding(AclResourceType.TOPIC, topic, "User:alice", AclOperation.READ)
+    assert admin.create_acls([binding])[binding].error is None
+    mine = AclBindingFilter(resource_name=topic)
+    deadline = time.monotonic() + 30  # a hang guard: the ACL reaches the broker's cache a moment later
+    while binding not in admin.describe_acls(mine) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert admin.describe_acls(mine) == [binding]
+    [deleted] = admin.delete_acls([mine]).values()
+    assert deleted.result() == [binding]
+    assert admin.describe_acls(mine) == []
 
 
 def test_metrics_count_admin_requests(admin: KafkaAdmin) -> None:

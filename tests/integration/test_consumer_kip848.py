@@ -3,25 +3,32 @@
 librdkafka's mock cluster runs ConsumerGroupHeartbeat with its own range assignor (and lets a
 test force the next target assignment); Tansu does not offer the API, so there the broker test
 asserts Apache Kafka 4's behaviour under a ``tansu_deviation`` mark, and a second test asserts
-the clear error a broker without the API gives.
+the clear error a broker without the API gives. Where the mock deviates from Kafka, the test is
+a strict xfail on the mock and runs for real on the session's Apache Kafka (mock_or_kafka).
 """
 
 from __future__ import annotations
 
+import contextlib
 import re
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from fakes.real_broker import RealKafka, mock_or_kafka, real_or_mock
 from test_consumer import drain, produce
 from test_consumer_group import Poller, wait_until
 
+from kafka_core import KafkaAdmin
+from kafka_core.admin import GroupDescription
 from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.sync import KafkaConsumer
 from kafka_core.errors import KafkaProtocolError, KafkaTimeoutError, KafkaUnsupportedVersionError
 from kafka_core.protocol import ApiKey
+from kafka_core.protocol.messages import ApiVersionsRequest
 from kafka_core.sync_client import KafkaClient
 
 pytestmark = pytest.mark.timeout(180)
@@ -33,13 +40,19 @@ CLEAR_ERROR = r"does not support the KIP-848 consumer group protocol \(ConsumerG
 
 
 @pytest.fixture
-def cluster(mock_cluster: MockCluster) -> MockCluster:
-    # A long session: a member that left must be seen to leave, not to time out.
-    mock_cluster.set_group_consumer_timeouts(session_timeout_ms=60_000, heartbeat_interval_ms=200)
-    return mock_cluster
+def cluster(request: pytest.FixtureRequest) -> MockCluster | RealKafka:
+    """The mock; for the tests marked mock_or_kafka, also the session's Apache Kafka."""
+
+    def mock() -> MockCluster:
+        cluster: MockCluster = request.getfixturevalue("mock_cluster")
+        # A long session: a member that left must be seen to leave, not to time out.
+        cluster.set_group_consumer_timeouts(session_timeout_ms=60_000, heartbeat_interval_ms=200)
+        return cluster
+
+    return real_or_mock(request, mock)  # type: ignore[no-any-return]
 
 
-def mock_topic(cluster: MockCluster, partitions: int, prefix: str = "kip848") -> str:
+def mock_topic(cluster: MockCluster | RealKafka, partitions: int, prefix: str = "kip848") -> str:
     name = f"{prefix}-{uuid.uuid4().hex[:10]}"
     cluster.create_topic(name, partitions, 3)
     return name
@@ -275,6 +288,7 @@ def test_a_broker_without_the_api_gives_the_clear_error(cluster: MockCluster) ->
 
 @pytest.mark.broker
 @pytest.mark.tansu_deviation("no ConsumerGroupHeartbeat (KIP-848 consumer groups)")
+@pytest.mark.needs_kafka("4.0", "KIP-848 consumer groups")
 def test_consumer_protocol_on_the_broker(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
     topic = new_topic(3)
     produce(bootstrap_servers, topic, 30, partitions=3)
@@ -290,21 +304,92 @@ def test_consumer_protocol_on_the_broker(bootstrap_servers: str, new_topic: Call
         c.close(10)
 
 
+def kip848_enabled(bootstrap: str) -> bool:
+    """The broker's own word on whether it runs KIP-848 groups: ConsumerGroupHeartbeat offered
+    and the ``group.version`` feature finalized at level 1 or more. Apache Kafka 3.9 offers the
+    API but leaves group.version at 0 (it answers every heartbeat UNSUPPORTED_VERSION); Kafka 4
+    finalizes it; Tansu offers no such API."""
+    with KafkaClient(bootstrap) as client:
+        versions = client.negotiated_versions()
+        if not any(ApiKey.CONSUMER_GROUP_HEARTBEAT in v for v in versions.values()):
+            return False
+        node = next(iter(versions))
+        hello = ApiVersionsRequest(client_software_name="kafka-core-test", client_software_version="0")
+        answer = client.send(node, hello, 3)
+    return any(f.name == "group.version" and f.max_version_level >= 1 for f in answer.finalized_features)
+
+
 @pytest.mark.broker
 def test_broker_without_the_api_says_so(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
-    """Tansu lacks the API: the clear error. A broker that has it (Apache Kafka 4): a member."""
-    with KafkaClient(bootstrap_servers) as client:
-        offered = any(ApiKey.CONSUMER_GROUP_HEARTBEAT in v for v in client.negotiated_versions().values())
+    """A broker without KIP-848 groups (Tansu: no API; Kafka 3.9: the API listed, but
+    group.version not enabled): the clear error. A broker that runs them (Kafka 4): a member."""
+    enabled = kip848_enabled(bootstrap_servers)
     topic = new_topic(1)
     c = member(bootstrap_servers, f"g-{uuid.uuid4().hex[:8]}", [], "c", topics=[topic])
     try:
-        if offered:
+        if enabled:
             assert wait_until(lambda: c.poll(500) == [] and c.group_metadata().generation_id > 0, timeout=30)
         else:
             with pytest.raises(KafkaUnsupportedVersionError, match=CLEAR_ERROR):
                 c.poll(10_000)
     finally:
         c.close(10)
+
+
+@pytest.mark.broker
+@pytest.mark.tansu_deviation("no ConsumerGroupHeartbeat (KIP-848 consumer groups)")
+@pytest.mark.needs_kafka("4.0", "KIP-848 consumer groups")
+def test_admin_describes_a_live_kip848_group(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
+    """Kafka 4 does not describe a KIP-848 group by DescribeGroups (GROUP_ID_NOT_FOUND, "not a
+    classic group"): describe_groups asks ConsumerGroupDescribe, and gives its members, their
+    epochs and assignments; list_groups types it "consumer"."""
+    topic = new_topic(4)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    a = member(bootstrap_servers, group, [], "a", topics=[topic])
+    b = member(bootstrap_servers, group, [], "b", topics=[topic])
+    pollers = [Poller(a), Poller(b)]
+    try:
+        assert wait_until(
+            lambda: (
+                bool(a.assignment()) and bool(b.assignment()) and len(a.assignment() | b.assignment()) == 4
+            ),
+            timeout=60,
+        )
+        with KafkaAdmin(bootstrap_servers) as admin:
+
+            def settled() -> GroupDescription | None:
+                desc = admin.describe_groups([group])[group].result()
+                steady = desc.state == "Stable" and all(
+                    m.assignment and m.assignment == m.target_assignment for m in desc.members
+                )
+                return desc if steady and len(desc.members) == 2 else None
+
+            desc = None
+            deadline = time.monotonic() + 60  # a hang guard: the last acknowledgement may be on its way
+            while desc is None and time.monotonic() < deadline:
+                desc = settled()
+            assert desc is not None, admin.describe_groups([group])[group].result()
+            listing = {g.group_id: g for g in admin.list_groups()}[group]
+        for p in pollers:
+            p.stop()
+        assert (desc.group_type, desc.protocol_type, desc.state) == ("consumer", "consumer", "Stable")
+        assert desc.protocol in ("uniform", "range")  # the broker's assignor
+        assert desc.group_epoch is not None and desc.assignment_epoch is not None
+        assert desc.group_epoch >= desc.assignment_epoch > 0
+        by_id = {m.member_id: m for m in desc.members}
+        assert set(by_id) == {a.group_metadata().member_id, b.group_metadata().member_id}
+        for c in (a, b):
+            m = by_id[c.group_metadata().member_id]
+            assert m.assignment == sorted(c.assignment())
+            assert m.member_epoch == c.group_metadata().generation_id > 0
+            assert m.subscribed_topics == [topic] and m.subscribed_pattern is None
+        assert (listing.group_type, listing.protocol_type) == ("consumer", "consumer")
+    finally:
+        for p in pollers:
+            with contextlib.suppress(Exception):  # stopped above unless an assertion failed first
+                p.stop()
+        a.close(10)
+        b.close(10)
 
 
 def test_coordinator_move_keeps_the_membership(cluster: MockCluster, closing: list[KafkaConsumer]) -> None:
@@ -389,8 +474,10 @@ MOCK_REGEX_ANYWHERE = (
 )
 
 
-@pytest.mark.xfail(strict=True, reason=MOCK_REGEX_ANYWHERE)
-def test_a_regex_must_match_the_whole_topic_name(cluster: MockCluster, closing: list[KafkaConsumer]) -> None:
+@mock_or_kafka(MOCK_REGEX_ANYWHERE)
+def test_a_regex_must_match_the_whole_topic_name(
+    cluster: MockCluster | RealKafka, closing: list[KafkaConsumer]
+) -> None:
     exact = f"kip848whole{uuid.uuid4().hex[:6]}"
     cluster.create_topic(exact, 1, 3)
     longer = mock_topic(cluster, 1, exact)  # f"{exact}-<hex>": the pattern matches only a part of it
@@ -410,9 +497,9 @@ MOCK_HELD_INSTANCE = (
 )
 
 
-@pytest.mark.xfail(strict=True, reason=MOCK_HELD_INSTANCE)
+@mock_or_kafka(MOCK_HELD_INSTANCE)
 def test_a_held_instance_id_is_refused_as_unreleased(
-    cluster: MockCluster, closing: list[KafkaConsumer]
+    cluster: MockCluster | RealKafka, closing: list[KafkaConsumer]
 ) -> None:
     topic = mock_topic(cluster, 2)
     group = f"g-{uuid.uuid4().hex[:8]}"

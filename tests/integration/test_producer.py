@@ -11,9 +11,12 @@ from typing import Any
 
 import pytest
 
+from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.devbroker import TansuBroker
 from kafka_core.errors import KafkaClosedError, KafkaCodecError, KafkaProtocolError, KafkaTimeoutError
 from kafka_core.producer import AsyncKafkaProducer, KafkaProducer, RecordMetadata, murmur2_partition
+from kafka_core.protocol import ApiKey
+from kafka_core.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -237,18 +240,29 @@ def test_close_without_flush_reports_abandoned(bootstrap_servers: str, new_topic
         p.send(topic, b"after close")
 
 
-def test_buffer_full_blocks_then_raises() -> None:
-    # Nothing listens there: records queue up until buffer_memory is used up.
-    from kafka_core.devbroker import free_port
-
-    port = free_port()
-    p = KafkaProducer(f"127.0.0.1:{port}", buffer_memory=10_000, max_block_ms=300, delivery_timeout_ms=60_000)
+def test_buffer_full_blocks_then_raises(mock_cluster: MockCluster) -> None:
+    """Records nobody acknowledges (every Produce refused with a retriable error) queue up until
+    buffer_memory is used up: send then blocks max_block_ms and raises. (With no broker at all
+    a record no longer reaches the buffer: send fails it at max_block_ms on the metadata, as
+    Java's waitOnMetadata does; test_producer_fail_fast covers that.)"""
+    topic = mock_cluster.create_topic(f"full-{uuid.uuid4().hex[:8]}", partitions=1)
+    p = KafkaProducer(
+        mock_cluster.bootstrap,
+        buffer_memory=10_000,
+        max_block_ms=300,
+        delivery_timeout_ms=60_000,
+        retry_backoff_ms=100,
+    )
     try:
+        p.send(topic, b"first").result(30)  # the partitions are known: what follows is the buffer alone
+        mock_cluster.push_request_errors(ApiKey.PRODUCE, *[ErrorCode.NOT_ENOUGH_REPLICAS] * 1000)
         with pytest.raises(KafkaTimeoutError, match="buffer_memory"):
             for _ in range(1000):
-                p.send("t", b"x" * 100)
+                p.send(topic, b"x" * 100)
+        assert p.close(timeout=0) > 0  # what filled the buffer was still waiting
     finally:
-        assert p.close(timeout=0) > 0
+        p.close(timeout=0)
+        mock_cluster.clear_request_errors(ApiKey.PRODUCE)
 
 
 def test_broker_restart_mid_stream() -> None:
