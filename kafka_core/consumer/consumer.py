@@ -140,7 +140,9 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
     with the cause (a wrong address fails at the first poll); later, a partition or the group
     failing for longer than ``request_timeout_ms`` makes poll raise KafkaConnectionError naming
     them and the last error, once per ``request_timeout_ms`` while it lasts (a warning is logged
-    when it starts and ends). These errors are retriable: keep polling.
+    when it starts and ends). These errors are retriable: keep polling. Not outages, raised by
+    poll at once: a refused login or TLS handshake (KafkaAuthenticationError, from every poll,
+    never tried again), and a subscribed topic refused TOPIC_AUTHORIZATION_FAILED (named).
     """
 
     def __init__(
