@@ -9,8 +9,8 @@ KafkaTimeoutError and that calling it again finishes the operation.
 
 Reading back on the mock needs ``check_crcs=False``: its control batches (the commit and abort
 markers) carry CRC 0 (rdkafka_mock.c, write_control_batch: "mock doesn't validate CRC"). Where the
-mock differs from Apache Kafka the test asserts Kafka's behaviour and is marked
-xfail(strict=True) with the reason.
+mock differs from Apache Kafka the test asserts Kafka's behaviour, is marked xfail(strict=True)
+on the mock with the reason, and runs for real on the session's Apache Kafka (mock_or_kafka).
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ import uuid
 from typing import Any
 
 import pytest
+from fakes.real_broker import RealKafka, mock_or_kafka, real_or_mock
 from test_transactions import by_partition, expected_values, read_topic, send_tagged, txn_id, txn_producer
 
 from kafka_core.chaos.mockcluster import MockCluster
@@ -55,21 +56,28 @@ MOCK_NO_FENCING = (
 
 
 @pytest.fixture
-def cluster(mock_cluster: MockCluster) -> MockCluster:
-    mock_cluster.set_group_initial_rebalance_delay_ms(0)
-    return mock_cluster
+def cluster(request: pytest.FixtureRequest) -> MockCluster | RealKafka:
+    """The mock; for the tests marked mock_or_kafka, also the session's Apache Kafka."""
+
+    def mock() -> MockCluster:
+        cluster: MockCluster = request.getfixturevalue("mock_cluster")
+        cluster.set_group_initial_rebalance_delay_ms(0)
+        return cluster
+
+    return real_or_mock(request, mock)  # type: ignore[no-any-return]
 
 
 @pytest.fixture
-def topic(cluster: MockCluster) -> str:
+def topic(cluster: MockCluster | RealKafka) -> str:
     return cluster.create_topic(f"m-{uuid.uuid4().hex[:10]}", PARTITIONS, 3)
 
 
 @pytest.fixture
-def tid(cluster: MockCluster) -> str:
-    """A transactional id whose coordinator is broker COORDINATOR."""
+def tid(cluster: MockCluster | RealKafka) -> str:
+    """A transactional id whose coordinator is broker COORDINATOR (on the mock)."""
     name = txn_id("mock")
-    cluster.coordinator_set("transaction", name, COORDINATOR)
+    if isinstance(cluster, MockCluster):
+        cluster.coordinator_set("transaction", name, COORDINATOR)
     return name
 
 
@@ -315,8 +323,8 @@ def test_transactional_id_authorization_failed_is_fatal_but_not_fenced(
             p.begin_transaction()
 
 
-@pytest.mark.xfail(strict=True, reason=MOCK_NO_FENCING)
-def test_a_second_instance_fences_the_first(cluster: MockCluster, topic: str, tid: str) -> None:
+@mock_or_kafka(MOCK_NO_FENCING)
+def test_a_second_instance_fences_the_first(cluster: MockCluster | RealKafka, topic: str, tid: str) -> None:
     zombie = txn_producer(cluster.bootstrap, tid)
     try:
         zombie.init_transactions(30)
@@ -452,11 +460,13 @@ def assert_names_pending(exc: KafkaTransactionError, operation: str) -> None:
     assert operation in str(exc).lower(), str(exc)
 
 
-# -- where the mock differs from Kafka ----------------------------------------------------------
+# -- where the mock differs from Kafka: Kafka's behaviour, asserted on both ----------------------
 
 
-@pytest.mark.xfail(strict=True, reason=MOCK_TXN_OFFSETS_DROPPED)
-def test_offsets_sent_to_a_transaction_are_committed(cluster: MockCluster, topic: str, tid: str) -> None:
+@mock_or_kafka(MOCK_TXN_OFFSETS_DROPPED)
+def test_offsets_sent_to_a_transaction_are_committed(
+    cluster: MockCluster | RealKafka, topic: str, tid: str
+) -> None:
     group = f"g-{uuid.uuid4().hex[:8]}"
     tp = TopicPartition(topic, 0)
     with txn_producer(cluster.bootstrap, tid) as p:
@@ -468,8 +478,8 @@ def test_offsets_sent_to_a_transaction_are_committed(cluster: MockCluster, topic
         assert c.committed([tp]) == {tp: 42}
 
 
-@pytest.mark.xfail(strict=True, reason=MOCK_ABORTED_DELIVERED)
-def test_read_committed_hides_aborted_records(cluster: MockCluster, topic: str, tid: str) -> None:
+@mock_or_kafka(MOCK_ABORTED_DELIVERED)
+def test_read_committed_hides_aborted_records(cluster: MockCluster | RealKafka, topic: str, tid: str) -> None:
     with txn_producer(cluster.bootstrap, tid) as p:
         p.init_transactions(30)
         for tag, commit in (("A", True), ("B", False), ("C", True)):
