@@ -5,7 +5,9 @@ The mock cluster (librdkafka's) keeps each record batch's leader epoch and answe
 OffsetForLeaderEpoch v2 with the end offset of the asked epoch's last batch; every set_leader
 bumps the partition's epoch. A divergence is made by a position whose epoch ends below it on the
 leader (a seek or a commit with such an epoch), which is what an unclean election leaves behind.
-Tansu offers no OffsetForLeaderEpoch: the consumer must work unchanged there.
+Tansu offers no OffsetForLeaderEpoch: the consumer must work unchanged there. Where the mock
+deviates from Kafka (committed epochs), the test is a strict xfail on the mock and a counterpart
+asserts the same on the three-node Apache Kafka, whose leader is moved by stopping it.
 """
 
 from __future__ import annotations
@@ -17,10 +19,13 @@ from typing import Any
 
 import pytest
 from fakes.delivery import assert_exact, drain
+from fakes.timing import wait_until
+from fakes.topics import wait_writable
 
 from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
 from kafka_core.consumer.sync import KafkaConsumer
+from kafka_core.devbroker import KafkaCluster
 from kafka_core.errors import KafkaLogTruncationError, KafkaProtocolError
 from kafka_core.network.connection import BrokerConnection
 from kafka_core.producer import KafkaProducer
@@ -295,6 +300,57 @@ def test_a_commit_under_an_older_epoch_is_stored(mock_cluster: MockCluster) -> N
     with KafkaClient(mock_cluster.bootstrap) as client:
         client.commit_offsets(group, {tp: OffsetAndMetadata(10, "", 0)}, timeout_ms=5_000)
         assert client.fetch_committed_offsets(group, [tp])[tp].offset == 10
+
+
+# -- the same two on Apache Kafka, whose leader moves for real --------------------------------
+
+
+@pytest.fixture
+def moved_on_kafka(request: pytest.FixtureRequest) -> tuple[str, TopicPartition, int]:
+    """On the three-node Apache Kafka: a partition whose first leader epoch ends at 30 and whose
+    next holds offsets 30..49 (its leader was stopped, a follower took over, and it came back).
+    Returns (bootstrap, partition, the first epoch). Run when the session's broker is Kafka."""
+    if request.getfixturevalue("on_tansu"):
+        pytest.skip("Apache Kafka's behaviour: the session's broker is Tansu (KAFKA_CORE_TEST_BROKER=kafka)")
+    cluster: KafkaCluster = request.getfixturevalue("kafka_three")
+    boot = cluster.bootstrap
+    topic = f"kip320-{uuid.uuid4().hex[:10]}"
+    cluster.create_topic(topic, 1, 3)
+    wait_writable(boot, topic, 1)
+    produce(boot, topic, 0, 30, 1)
+    leader, epoch = leader_epochs(boot, topic)[0]
+    cluster.stop_node(leader)
+    try:
+        assert wait_until(lambda: leader_epochs(boot, topic)[0][0] not in (leader, -1))
+        produce(boot, topic, 30, 20, 1)
+    finally:
+        cluster.start_node(leader)
+    assert leader_epochs(boot, topic)[0][1] > epoch
+    return boot, TopicPartition(topic, 0), epoch
+
+
+def test_a_commit_under_an_older_epoch_is_stored_on_kafka(
+    moved_on_kafka: tuple[str, TopicPartition, int],
+) -> None:
+    """Kafka's side of test_a_commit_under_an_older_epoch_is_stored (MOCK_COMMIT_FENCES_EPOCH)."""
+    boot, tp, first_epoch = moved_on_kafka
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    with KafkaClient(boot) as client:
+        client.commit_offsets(group, {tp: OffsetAndMetadata(10, "", first_epoch)}, timeout_ms=10_000)
+        assert client.fetch_committed_offsets(group, [tp])[tp] == OffsetAndMetadata(10, "", first_epoch)
+
+
+def test_a_committed_epoch_is_validated_on_kafka(moved_on_kafka: tuple[str, TopicPartition, int]) -> None:
+    """Kafka's side of test_a_committed_epoch_is_validated (MOCK_COMMITTED_EPOCH): 45 committed
+    under the first epoch, which ends at 30 on the leader, so 30..44 diverged; the consumer
+    starting from the commit validates it and resumes at 30 (auto_offset_reset earliest)."""
+    boot, tp, first_epoch = moved_on_kafka
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    with KafkaClient(boot) as client:
+        client.commit_offsets(group, {tp: OffsetAndMetadata(45, "", first_epoch)}, timeout_ms=10_000)
+        assert client.fetch_committed_offsets(group, [tp])[tp] == OffsetAndMetadata(45, "", first_epoch)
+    with consumer(boot, tp.topic, 1, group_id=group, enable_auto_commit=False) as c:
+        assert [m.offset for m in drain(c, 20)] == list(range(30, 50))
 
 
 # -- a broker without OffsetForLeaderEpoch ---------------------------------------------------
