@@ -77,7 +77,7 @@ def seaweedfs_gateway_binary(*, timeout: float = 3600.0) -> str:
         staging = target_dir / f".{_NAME}.{os.getpid()}"
         env = dict(os.environ)
         env["GOFLAGS"] = "-mod=readonly"  # go.sum is committed: never rewrite it
-        command = [go, "build", "-trimpath", "-o", str(staging), "."]
+        command = [go, "build", "-o", str(staging), "."]
         if shutil.which("nice"):
             command = ["nice", *command]
         try:
