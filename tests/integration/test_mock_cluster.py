@@ -3,7 +3,9 @@ down, injected retriable and fatal error codes per API, a slow broker.
 
 Every delivery test checks exact content: each acknowledged record is read back once, at the
 offset its future reported, in send order per partition. Where the mock deviates from Apache
-Kafka the test asserts Kafka's behaviour and is marked xfail(strict=True) with the reason.
+Kafka the test asserts Kafka's behaviour and is marked xfail(strict=True) with the reason; a
+counterpart named ..._on_kafka asserts the same on the session's Apache Kafka where it can be
+brought about there.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from typing import Any
 
 import pytest
 from fakes.delivery import assert_exact, drain
+from fakes.timing import wait_until
 
 from kafka_core.chaos.mockcluster import MockCluster, MockClusterError
 from kafka_core.consumer.sync import KafkaConsumer
@@ -449,6 +452,71 @@ def test_fatal_group_error_is_raised_by_poll_and_the_consumer_goes_on(
                 assert not c.poll(200), "records delivered although the group could not be joined"
         assert_fatal(info.value, GROUP_AUTHORIZATION_FAILED, "GROUP_AUTHORIZATION_FAILED")
         assert_exact(acked, drain(c, len(acked)), PARTITIONS)
+
+
+@pytest.mark.timeout(180)
+@pytest.mark.parametrize(
+    ("api", "group_acls"),
+    [(ApiKey.FIND_COORDINATOR, ()), (ApiKey.JOIN_GROUP, ("DESCRIBE",))],
+    ids=["FindCoordinator", "JoinGroup"],
+)
+def test_fatal_group_error_is_raised_by_poll_and_the_consumer_goes_on_on_kafka(
+    request: pytest.FixtureRequest, api: ApiKey, group_acls: tuple[str, ...]
+) -> None:
+    """Kafka's side of the test above (MOCK_NULL_STRINGS), its error from Kafka's authorizer:
+    the SASL user alice may read the topic but not use the group. With no ACL on the group
+    FindCoordinator is refused, with DESCRIBE only JoinGroup (it needs READ). poll raises
+    GROUP_AUTHORIZATION_FAILED; once the group is granted, the same consumer consumes it all."""
+    from kafka_core import KafkaAdmin
+    from kafka_core.admin import AclBinding, AclBindingFilter, AclOperation, AclResourceType
+
+    kafka = request.getfixturevalue("kafka_cluster")
+    if kafka is None:
+        pytest.skip("needs the embedded Apache Kafka, whose ACLs it sets (KAFKA_CORE_TEST_BROKER=kafka)")
+    topic = request.getfixturevalue("new_topic")(PARTITIONS)
+    group = f"g-{uuid.uuid4().hex[:8]}"
+    acked = produce_all(kafka.bootstrap, topic, 300)
+    principal = "User:alice"
+    alice = kafka.user("SCRAM-SHA-512", "alice")
+    as_alice = {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": alice.mechanism,
+        "sasl_username": alice.name,
+        "sasl_password": alice.password,
+    }
+
+    def granted(admin: KafkaAdmin, bindings: list[AclBinding]) -> None:
+        created = admin.create_acls(bindings)
+        assert all(r.error is None for r in created.values()), created
+        assert wait_until(
+            lambda: set(bindings) <= set(admin.describe_acls(AclBindingFilter(principal=principal)))
+        )
+
+    with KafkaAdmin(bootstrap_servers=kafka.bootstrap) as admin:  # PLAINTEXT: a super user
+        granted(admin, [AclBinding(AclResourceType.TOPIC, topic, principal, AclOperation.READ)])
+        granted(
+            admin,
+            [AclBinding(AclResourceType.GROUP, group, principal, AclOperation[op]) for op in group_acls],
+        )
+        try:
+            with consumer(kafka.listeners["SASL_PLAINTEXT"], topic, group=group, **as_alice) as c:
+                start = time.monotonic()
+                with pytest.raises(KafkaProtocolError) as info:
+                    while time.monotonic() - start < FATAL_BOUND_S:
+                        assert not c.poll(200), "records delivered although the group could not be joined"
+                assert_fatal(info.value, GROUP_AUTHORIZATION_FAILED, "GROUP_AUTHORIZATION_FAILED")
+                granted(admin, [AclBinding(AclResourceType.GROUP, group, principal, AclOperation.READ)])
+                got: list[Any] = []
+                deadline = time.monotonic() + 60
+                while len(got) < len(acked) and time.monotonic() < deadline:
+                    try:
+                        got.extend(c.poll(200))
+                    except KafkaProtocolError as exc:  # a refusal answered before the grant
+                        assert_fatal(exc, GROUP_AUTHORIZATION_FAILED, "GROUP_AUTHORIZATION_FAILED")
+                got.extend(c.poll(300))
+                assert_exact(acked, got, PARTITIONS)
+        finally:
+            admin.delete_acls([AclBindingFilter(resource_name=topic), AclBindingFilter(resource_name=group)])
 
 
 def test_fatal_commit_error_is_raised_and_the_next_commit_works(cluster: MockCluster, topic: str) -> None:
