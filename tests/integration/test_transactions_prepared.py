@@ -1,4 +1,6 @@
-"""Prepared transactions (two-phase commit across processes) on Tansu and librdkafka's mock.
+"""Prepared transactions (two-phase commit across processes) on the session's broker (Tansu or
+Apache Kafka) and librdkafka's mock; where the mock deviates, the ..._on_the_broker test is the
+one that passes on Kafka.
 
 A producer in a subprocess (or a producer object, closed) prepares a transaction; another client
 completes it with ``complete_transaction``. What the brokers wrote is read back twice: the
@@ -78,11 +80,11 @@ class Broker:
         self.make_topic = make_topic
 
 
-@pytest.fixture(params=["tansu", "mock"])
+@pytest.fixture(params=["broker", "mock"])
 def broker(request: pytest.FixtureRequest) -> Iterator[Broker]:
-    if request.param == "tansu":
+    if request.param == "broker":
         new_topic = request.getfixturevalue("new_topic")
-        yield Broker("tansu", request.getfixturevalue("bootstrap_servers"), lambda: new_topic(PARTITIONS))
+        yield Broker("broker", request.getfixturevalue("bootstrap_servers"), lambda: new_topic(PARTITIONS))
         return
     yield _mock(request.getfixturevalue("mock_cluster"))
 
@@ -207,17 +209,17 @@ def _mock(cluster: MockCluster) -> Broker:
     )
 
 
-def test_a_newer_producer_aborts_a_prepared_transaction_on_tansu(
+def test_a_newer_producer_aborts_a_prepared_transaction_on_the_broker(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
-    _taken_over(Broker("tansu", bootstrap_servers, lambda: new_topic(PARTITIONS)))
+    _taken_over(Broker("broker", bootstrap_servers, lambda: new_topic(PARTITIONS)))
 
 
 @pytest.mark.tansu_deviation(TANSU_FENCED_END_TXN)
-def test_a_newer_producer_fences_a_prepared_transaction_on_tansu(
+def test_a_newer_producer_fences_a_prepared_transaction_on_the_broker(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
-    _fenced(Broker("tansu", bootstrap_servers, lambda: new_topic(PARTITIONS)))
+    _fenced(Broker("broker", bootstrap_servers, lambda: new_topic(PARTITIONS)))
 
 
 @pytest.mark.xfail(strict=True, reason=MOCK_NO_FENCING)
@@ -243,10 +245,10 @@ def _fence_what_a_dead_producer_left(broker: Broker) -> None:
     assert markers(broker.bootstrap, topic, left_open.producer_id)[0][-1] == COMMIT
 
 
-def test_fence_transactional_id_aborts_what_a_dead_producer_left_open_on_tansu(
+def test_fence_transactional_id_aborts_what_a_dead_producer_left_open_on_the_broker(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
-    _fence_what_a_dead_producer_left(Broker("tansu", bootstrap_servers, lambda: new_topic(PARTITIONS)))
+    _fence_what_a_dead_producer_left(Broker("broker", bootstrap_servers, lambda: new_topic(PARTITIONS)))
 
 
 @pytest.mark.xfail(strict=True, reason=MOCK_NO_FENCING)
@@ -321,10 +323,10 @@ def _the_other_way(broker: Broker) -> None:
     "an EndTxn(abort) after the transaction committed is answered NONE, where Kafka answers "
     "INVALID_TXN_STATE to the way it did not end (the COMMIT markers stay)"
 )
-def test_completing_the_other_way_is_refused_on_tansu(
+def test_completing_the_other_way_is_refused_on_the_broker(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
-    _the_other_way(Broker("tansu", bootstrap_servers, lambda: new_topic(PARTITIONS)))
+    _the_other_way(Broker("broker", bootstrap_servers, lambda: new_topic(PARTITIONS)))
 
 
 @pytest.mark.xfail(strict=True, reason=MOCK_END_TXN_ANY_WAY)
@@ -350,10 +352,10 @@ def _invisible_until_completed(broker: Broker) -> None:
     assert len(values(broker.bootstrap, topic, committed=True, expected=6)) == 6
 
 
-def test_a_prepared_transaction_is_invisible_to_read_committed_until_completed_on_tansu(
+def test_a_prepared_transaction_is_invisible_to_read_committed_until_completed_on_the_broker(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
-    _invisible_until_completed(Broker("tansu", bootstrap_servers, lambda: new_topic(PARTITIONS)))
+    _invisible_until_completed(Broker("broker", bootstrap_servers, lambda: new_topic(PARTITIONS)))
 
 
 @pytest.mark.xfail(strict=True, reason=MOCK_OPEN_VISIBLE)
