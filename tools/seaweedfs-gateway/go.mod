@@ -2,7 +2,10 @@ module github.com/kafka-core/kafka_core/tools/seaweedfs-gateway
 
 go 1.26.6
 
-require github.com/seaweedfs/seaweedfs v0.0.0-20261109003541-7506e5f91cd6
+require (
+	github.com/seaweedfs/seaweedfs v0.0.0-20261109003541-7506e5f91cd6
+	google.golang.org/grpc v1.86.0-dev.0.20261027044109-d619b5d02089
+)
 
 require (
 	cel.dev/expr v0.25.3 // indirect
@@ -408,7 +411,6 @@ require (
 	google.golang.org/genproto v0.0.0-20261012220534-4341edf3f941 // indirect
 	google.golang.org/genproto/googleapis/api v0.0.0-20261012220534-4341edf3f941 // indirect
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20261019180522-ce908d29299b // indirect
-	google.golang.org/grpc v1.86.0-dev.0.20261027044109-d619b5d02089 // indirect
 	google.golang.org/grpc/security/advancedtls v1.0.0 // indirect
 	google.golang.org/protobuf v1.36.12 // indirect
 	gopkg.in/inf.v0 v0.9.1 // indirect

@@ -10,19 +10,25 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
 	"path/filepath"
 	"strconv"
+	"time"
 
 	"github.com/seaweedfs/seaweedfs/weed/command"
 	"github.com/seaweedfs/seaweedfs/weed/glog"
 	"github.com/seaweedfs/seaweedfs/weed/mq/kafka/gateway"
 	"github.com/seaweedfs/seaweedfs/weed/pb"
+	"github.com/seaweedfs/seaweedfs/weed/pb/mq_pb"
+	"github.com/seaweedfs/seaweedfs/weed/pb/schema_pb"
 	flag "github.com/seaweedfs/seaweedfs/weed/util/fla9"
 	"github.com/seaweedfs/seaweedfs/weed/util/grace"
 	util_http "github.com/seaweedfs/seaweedfs/weed/util/http"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
 )
 
 // ReadyPrefix starts the one line printed on stdout once the gateway accepts connections.
@@ -56,6 +62,42 @@ func orFree(p *int) string {
 		*p = freePort(*host)
 	}
 	return strconv.Itoa(*p)
+}
+
+// waitForBalancer returns once the MQ broker can create a topic. The broker refuses until it holds
+// the balancer lock in the filer (tens of seconds after start); the gateway's handler does not wait
+// for that, so a CreateTopics that came early failed with UNKNOWN_SERVER_ERROR. A ConfigureTopic
+// before the broker has even set up its lock client crashes the process, so the lock's owner is
+// asked first. The probe topic lives in a namespace of its own: the gateway lists only "kafka".
+func waitForBalancer(broker string, timeout time.Duration) {
+	dial := grpc.WithTransportCredentials(insecure.NewCredentials())
+	deadline := time.Now().Add(timeout)
+	for {
+		err := pb.WithBrokerGrpcClient(false, broker, dial, func(client mq_pb.SeaweedMessagingClient) error {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			leader, err := client.FindBrokerLeader(ctx, &mq_pb.FindBrokerLeaderRequest{})
+			if err != nil {
+				return err
+			}
+			if leader.Broker == "" {
+				return fmt.Errorf("no balancer yet")
+			}
+			_, err = client.ConfigureTopic(ctx, &mq_pb.ConfigureTopicRequest{
+				Topic:          &schema_pb.Topic{Namespace: "kafka_core_probe", Name: "ready"},
+				PartitionCount: 1,
+			})
+			return err
+		})
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			glog.Fatalf("the MQ broker %s could not create a topic within %v: %v", broker, timeout, err)
+		}
+		glog.V(1).Infof("MQ broker %s not ready yet: %v", broker, err)
+		time.Sleep(250 * time.Millisecond)
+	}
 }
 
 func findCommand(name string) *command.Command {
@@ -119,6 +161,8 @@ func main() {
 			glog.Fatalf("weed server stopped")
 		}
 	}()
+
+	waitForBalancer(net.JoinHostPort(*host, strconv.Itoa(*brokerPort)), 3*time.Minute)
 
 	listen := net.JoinHostPort(*host, strconv.Itoa(*port))
 	// NewServer waits for the master to list a broker and a filer (it exits on failure).
