@@ -239,6 +239,11 @@ def test_create_partitions(admin: KafkaAdmin) -> None:
     admin.create_topics([NewTopic(topic, 1, 1)])
     res = admin.create_partitions({topic: 3, name("missing"): 2})
     assert res[topic].ok
+    # Apache Kafka answers once the controller has them; the broker's metadata has them a moment
+    # later (Java's admin is as eventually consistent), so the count is read until it moves.
+    deadline = time.monotonic() + 30  # a hang guard
+    while len(admin.describe_topics([topic])[topic].result().partitions) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
     assert len(admin.describe_topics([topic])[topic].result().partitions) == 3
 
 

@@ -474,6 +474,7 @@ MOCK_REGEX_ANYWHERE = (
 )
 
 
+@pytest.mark.needs_kafka("4.0", "KIP-848 consumer groups")
 @mock_or_kafka(MOCK_REGEX_ANYWHERE)
 def test_a_regex_must_match_the_whole_topic_name(
     cluster: MockCluster | RealKafka, closing: list[KafkaConsumer]
@@ -497,6 +498,7 @@ MOCK_HELD_INSTANCE = (
 )
 
 
+@pytest.mark.needs_kafka("4.0", "KIP-848 consumer groups")
 @mock_or_kafka(MOCK_HELD_INSTANCE)
 def test_a_held_instance_id_is_refused_as_unreleased(
     cluster: MockCluster | RealKafka, closing: list[KafkaConsumer]
