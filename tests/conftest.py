@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from fakes.topics import wait_writable
 from report_guard import with_line_numbers
 
 import kafka_core.codec
@@ -253,6 +254,7 @@ def new_topic(bootstrap_servers: str, tansu: TansuBroker | None) -> Callable[...
             futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=-1)])
             futures[name].result(30)
             _wait_for_leaders(admin, name, partitions)
+            wait_writable(bootstrap_servers, name, partitions)
         return name
 
     return create
@@ -260,8 +262,9 @@ def new_topic(bootstrap_servers: str, tansu: TansuBroker | None) -> Callable[...
 
 def _wait_for_leaders(admin: Any, topic: str, partitions: int, timeout: float = 30.0) -> None:
     """Apache Kafka answers CreateTopics once the controller has the topic; the brokers learn of
-    it a moment later. Until every partition has a leader, an acks=0 record sent there is
-    dropped without a word, so a test topic is handed out only once each partition has one."""
+    it a moment later, and name a leader a moment before that leader takes writes
+    (fakes.topics.wait_writable). A record sent before, with acks=0, is dropped without a word,
+    so a test topic is handed out only once every partition has a leader that takes writes."""
     deadline = time.monotonic() + timeout
     while True:
         meta = admin.list_topics(topic, timeout=10).topics.get(topic)

@@ -7,24 +7,9 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fakes.topics import wait_writable
 
 from kafka_core import KafkaClient
 from kafka_core.aio import KafkaClient as AsyncKafkaClient
-
-
-@pytest.fixture
-def new_topic(new_topic: Callable[..., str], bootstrap_servers: str) -> Callable[..., str]:
-    """The session's new_topic, handed out once every partition takes writes (see wait_writable):
-    a first Produce refused with NOT_LEADER_OR_FOLLOWER would be retried, and these tests count
-    what the producer sends."""
-
-    def create(partitions: int = 3, prefix: str = "t") -> str:
-        name = new_topic(partitions, prefix)
-        wait_writable(bootstrap_servers, name, partitions)
-        return name
-
-    return create
 
 
 def test_client_metrics_count_requests_and_connections(

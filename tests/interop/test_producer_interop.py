@@ -8,25 +8,10 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fakes.topics import wait_writable
 
 from kafka_core.producer import KafkaProducer, murmur2_partition
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
-
-
-@pytest.fixture
-def new_topic(new_topic: Callable[..., str], bootstrap_servers: str) -> Callable[..., str]:
-    """The session's new_topic, handed out once every partition takes writes (see wait_writable).
-    These tests are about what peers read; what the producer does with a partition that refuses
-    its first batches while it has more in flight belongs to the producer's own tests."""
-
-    def create(partitions: int = 3, prefix: str = "t") -> str:
-        name = new_topic(partitions, prefix)
-        wait_writable(bootstrap_servers, name, partitions)
-        return name
-
-    return create
 
 
 N = 400
