@@ -275,15 +275,31 @@ class KafkaCluster:
             node.properties_file.write_text(self._properties(node))
         self._format(fresh)
         began = time.monotonic()
-        for node in self.nodes:
-            self._spawn(node)
-        try:
-            self._wait_ready(self.nodes)
-        except BaseException:
-            self.stop()
-            raise
+        for attempt in range(1, 4):
+            for node in self.nodes:
+                self._spawn(node)
+            try:
+                self._wait_ready(self.nodes)
+                break
+            except BrokerStartError as exc:
+                self.stop()
+                # free_port's ports are free when picked, not when Kafka binds them: another
+                # process may take one in between. Before the first start nothing depends on
+                # the ports yet, so pick new ones and try again.
+                if self.start_seconds is not None or attempt == 3 or "Address already in use" not in str(exc):
+                    raise
+                self._pick_new_ports()
+            except BaseException:
+                self.stop()
+                raise
         self.start_seconds = round(time.monotonic() - began, 2)
         return self
+
+    def _pick_new_ports(self) -> None:
+        for node in self.nodes:
+            node.ports = {name: free_port(self.host) for name in node.ports}
+        for node in self.nodes:
+            node.properties_file.write_text(self._properties(node))
 
     def _java(self, main: str, *args: str, heap_mb: int) -> list[str]:
         assert self._classpath is not None
