@@ -171,6 +171,26 @@ def kafka_three() -> Iterator[KafkaCluster]:
 
 
 @pytest.fixture(scope="session")
+def real_kafka(kafka_cluster: KafkaCluster | None) -> Iterator[KafkaCluster]:
+    """Apache Kafka whatever the session's broker: the session's own when it is the embedded
+    Kafka, else a one-node cluster started on demand. For tests of Kafka's behaviour that
+    another broker (Tansu, the mock) lacks, so that they run for real on every session."""
+    if kafka_cluster is not None:
+        yield kafka_cluster
+        return
+    cluster = KafkaCluster(1, version=KAFKA_TEST_VERSION)
+    try:
+        cluster.start()
+    except BrokerStartError as exc:
+        cluster.close()
+        _broker_unavailable(f"Apache Kafka {KAFKA_TEST_VERSION}", exc)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture(scope="session")
 def tansu(kafka_cluster: KafkaCluster | None) -> Iterator[TansuBroker | None]:
     """The embedded Tansu, or None when the session's broker is another (external or Kafka)."""
     if EXTERNAL_BROKER or kafka_cluster is not None:

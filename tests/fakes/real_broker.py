@@ -3,8 +3,8 @@ Kafka's behaviour where the mock deviates from it (strict xfails on the mock).
 
 ``mock_or_kafka(reason)`` parametrizes a test's ``cluster`` fixture (indirect) over the mock, a
 strict xfail with ``reason``, and the real broker; the module's ``cluster`` fixture hands out
-``real_or_mock(request, mock)``. On a Tansu session the real-broker run is skipped: the
-behaviour is Kafka's.
+``real_or_mock(request, mock)``. On a Tansu session the real-broker run goes to a one-node
+Apache Kafka started for it (the ``real_kafka`` fixture): the behaviour is Kafka's.
 """
 
 from __future__ import annotations
@@ -49,6 +49,6 @@ def real_or_mock(request: pytest.FixtureRequest, mock: Any) -> Any:
     """The session's Apache Kafka for a ``cluster`` parametrized "kafka", else ``mock()``."""
     if getattr(request, "param", "mock") != "kafka":
         return mock()
-    if request.getfixturevalue("on_tansu"):
-        pytest.skip("Apache Kafka's behaviour: the session's broker is Tansu (KAFKA_CORE_TEST_BROKER=kafka)")
+    if request.getfixturevalue("on_tansu"):  # Kafka's behaviour: on a Kafka of its own
+        return RealKafka(request.getfixturevalue("real_kafka").bootstrap)
     return RealKafka(request.getfixturevalue("bootstrap_servers"))

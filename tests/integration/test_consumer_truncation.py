@@ -309,9 +309,7 @@ def test_a_commit_under_an_older_epoch_is_stored(mock_cluster: MockCluster) -> N
 def moved_on_kafka(request: pytest.FixtureRequest) -> tuple[str, TopicPartition, int]:
     """On the three-node Apache Kafka: a partition whose first leader epoch ends at 30 and whose
     next holds offsets 30..49 (its leader was stopped, a follower took over, and it came back).
-    Returns (bootstrap, partition, the first epoch). Run when the session's broker is Kafka."""
-    if request.getfixturevalue("on_tansu"):
-        pytest.skip("Apache Kafka's behaviour: the session's broker is Tansu (KAFKA_CORE_TEST_BROKER=kafka)")
+    Returns (bootstrap, partition, the first epoch)."""
     cluster: KafkaCluster = request.getfixturevalue("kafka_three")
     boot = cluster.bootstrap
     topic = f"kip320-{uuid.uuid4().hex[:10]}"

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from fakes.delivery import assert_exact, drain
+from fakes.real_broker import RealKafka
 from fakes.timing import wait_until
 
 from kafka_core.chaos.mockcluster import MockCluster, MockClusterError
@@ -470,10 +471,8 @@ def test_fatal_group_error_is_raised_by_poll_and_the_consumer_goes_on_on_kafka(
     from kafka_core import KafkaAdmin
     from kafka_core.admin import AclBinding, AclBindingFilter, AclOperation, AclResourceType
 
-    kafka = request.getfixturevalue("kafka_cluster")
-    if kafka is None:
-        pytest.skip("needs the embedded Apache Kafka, whose ACLs it sets (KAFKA_CORE_TEST_BROKER=kafka)")
-    topic = request.getfixturevalue("new_topic")(PARTITIONS)
+    kafka = request.getfixturevalue("real_kafka")
+    topic = RealKafka(kafka.bootstrap).create_topic(f"t-{uuid.uuid4().hex[:10]}", PARTITIONS)
     group = f"g-{uuid.uuid4().hex[:8]}"
     acked = produce_all(kafka.bootstrap, topic, 300)
     principal = "User:alice"
