@@ -7,6 +7,12 @@ batches deduplicated, epoch fencing), and misbehaves on demand: a Produce reques
 (``garble``), lose its connection before or after (``faults``), or be too large
 (``max_records`` / ``max_bytes``: MESSAGE_TOO_LARGE).
 
+``kafka_sequences=True`` takes Apache Kafka's rule for a producer a partition has no state for:
+any first sequence is accepted (the default answers UNKNOWN_PRODUCER_ID unless it is 0).
+``leads_late=True`` answers each partition's first batch NOT_LEADER_OR_FOLLOWER once, as a Kafka
+broker named leader of a new partition a moment before its replica manager leads it; with
+``kafka_sequences`` a later batch already in flight is then taken as the producer's first.
+
 It is also its own transaction coordinator (KIP-98): one producer id per transactional id (a new
 InitProducerId fences the older epoch), AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit and
 EndTxn, with error codes (``txn_errors``) and delays (``txn_delay``) on demand per API. ``calls``
@@ -50,6 +56,8 @@ class ProduceBroker:
         faults: Fault | None = None,
         max_records: int | None = None,
         max_bytes: int | None = None,
+        kafka_sequences: bool = False,
+        leads_late: bool = False,
     ) -> None:
         self.partitions = partitions
         self.delay = delay
@@ -58,6 +66,9 @@ class ProduceBroker:
         self.faults: Fault = faults or (lambda n, where, p: None)
         self.max_records = max_records
         self.max_bytes = max_bytes
+        self.kafka_sequences = kafka_sequences
+        self.leads_late = leads_late
+        self.led: set[int] = set()  # partitions whose leadership has taken effect (leads_late)
         self.logs: dict[int, list[bytes | None]] = {p: [] for p in range(partitions)}
         self.state: dict[tuple[int, int], tuple[int, int, list[tuple[int, int]]]] = {}
         self.requests: list[dict[int, int]] = []
@@ -310,6 +321,9 @@ class ProduceBroker:
             injected = str(int(ErrorCode.MESSAGE_TOO_LARGE))
         if injected and injected.isdigit():
             return int(injected), -1
+        if self.leads_late and p not in self.led:
+            self.led.add(p)
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
         return self.append(p, data, pid, epoch, seq, count)
 
     def append(self, p: int, data: bytes, pid: int, epoch: int, seq: int, count: int) -> tuple[int, int]:
@@ -318,7 +332,7 @@ class ProduceBroker:
         if pid >= 0:
             cur = self.state.get((pid, p))
             if cur is None:
-                if seq != 0:
+                if seq != 0 and not self.kafka_sequences:
                     return ErrorCode.UNKNOWN_PRODUCER_ID, -1
             else:
                 cur_epoch, last_seq, recent = cur
