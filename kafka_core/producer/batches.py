@@ -142,6 +142,7 @@ class PartitionQueue:
 
     __slots__ = (
         "acked_next",
+        "epoch_acked",
         "in_flight",
         "last_error",
         "leader",
@@ -165,6 +166,11 @@ class PartitionQueue:
         self.leader = -1
         self.next_sequence = 0
         self.acked_next = 0  # the sequence the broker expects after the last batch it acknowledged
+        # The broker acknowledged a batch of ours under the current producer id and epoch, so it
+        # holds our state and refuses any sequence but the next. Until then it takes any first
+        # sequence: a later batch could be written before a refused first one, so one batch is
+        # in flight until this is set (see sender).
+        self.epoch_acked = False
         self.muted_until = 0.0
         # The end sequence of a batch failed at its deadline that may have been written: until an
         # acknowledgement past it (written) or a sequence error (not written) says which, no new

@@ -2,11 +2,15 @@
 
 Runs as one task on the producer's event loop. Order per partition: without idempotence one
 batch per partition is in flight; with it up to ``max_in_flight`` (<= 5), and the broker's
-sequence checks catch any gap. A retriable error parks the batch until the partition has nothing
-in flight, then the parked batches go out again first, in order. Sequence errors
-(OUT_OF_ORDER_SEQUENCE_NUMBER with no earlier failure, UNKNOWN_PRODUCER_ID,
-INVALID_PRODUCER_EPOCH) quiesce every partition, bump the epoch (KIP-360) and renumber what is
-unacknowledged from 0.
+sequence checks catch any gap, but only once the partition's broker holds our state: Kafka takes
+any first sequence from a producer (id and epoch) it has none for, so a later batch could be
+written before a first one refused with a retriable error (a new partition's NOT_LEADER), which
+could then never be written under this epoch. So until a partition has acknowledged a batch of
+the current epoch, it has one batch in flight. A retriable error parks the batch until the
+partition has nothing in flight, then the parked batches go out again first, in order. Sequence
+errors (OUT_OF_ORDER_SEQUENCE_NUMBER with no earlier failure, or for a batch a later one was
+acknowledged past, UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH) quiesce every partition, bump
+the epoch (KIP-360) and renumber what is unacknowledged from 0.
 
 A batch is sealed only when its partition can send (see accumulator), so it keeps filling while
 requests are slow. Deadlines are kept by ``expiry``; a batch failed at its deadline after it was
@@ -165,7 +169,7 @@ class Sender:
             return False
         if self.txn is not None and not self.txn.may_send(q.topic, q.partition):
             return False
-        limit = self.max_in_flight if idem is not None else 1
+        limit = self.max_in_flight if idem is not None and q.epoch_acked else 1
         if q.retry or len(q.in_flight) >= limit or q.muted_until > time.monotonic():
             return False
         if q.in_flight and q.in_flight[0].attempts > 1:
@@ -189,9 +193,12 @@ class Sender:
         # so a partition's next batches go into the node's next requests, in sequence order.
         per_node: dict[int, list[list[tuple[PartitionQueue, ProducerBatch]]]] = defaultdict(list)
         next_at: float | None = None
-        limit = self.max_in_flight if idem is not None else 1
+        pipelined = self.max_in_flight if idem is not None else 1
         with self.acc.lock:
             for q in self._all_queues():
+                # Before the partition's broker has acknowledged a batch of this epoch it takes any
+                # first sequence: one batch goes alone, or a later one could pass a refused first.
+                limit = pipelined if q.epoch_acked else 1
                 if idem is not None and q.unresolved >= 0 and self._unprobed(q):
                     # Nothing left that could tell whether the failed batch was written.
                     log.info("%s[%s]: sequence unresolved; bumping the epoch", q.topic, q.partition)
@@ -384,6 +391,7 @@ class Sender:
             code = pr.error_code
             if code == 0 or code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
                 if b.sequence >= 0:
+                    q.epoch_acked = True
                     q.acked_next = (b.sequence + b.count) & _MAX_SEQUENCE
                     if q.unresolved >= 0 and _at_or_after(q.acked_next, q.unresolved):
                         q.unresolved = -1  # acknowledged past the hole: it was written
@@ -400,14 +408,27 @@ class Sender:
                 code in PRODUCER_ID_CODES or code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
             ):
                 # Out of order is expected while an earlier batch is unresolved (it failed, or its
-                # answer has not been read yet): retry in order. Only when this batch is the very
-                # next one the broker should take is it a real gap: renumber from a new epoch.
-                if code in PRODUCER_ID_CODES or b.sequence in (q.acked_next, q.unresolved):
+                # answer has not been read yet): retry in order. When this batch is the very next
+                # one the broker should take, it is a real gap; when a later batch was acknowledged
+                # past it, the broker took that one as a first sequence (it had no state for us)
+                # and this one was not written (a written one within the last five would be a
+                # duplicate): it never will be under this epoch. Either way: renumber from a new
+                # epoch.
+                passed = not _at_or_after(b.sequence, q.acked_next)
+                if code in PRODUCER_ID_CODES or passed or b.sequence in (q.acked_next, q.unresolved):
                     if self.txn is not None:  # the transaction must be aborted (and the epoch bumped)
                         self._settle(q, b)
                         self.fail(b, exc)
                         continue
-                    log.info("%r: %s with nothing unresolved before it; bumping the epoch", b, exc)
+                    if passed:
+                        log.warning(
+                            "%r: %s: the broker wrote later batches first (it had lost our state); "
+                            "bumping the epoch: this batch follows them",
+                            b,
+                            exc,
+                        )
+                    else:
+                        log.info("%r: %s with nothing unresolved before it; bumping the epoch", b, exc)
                     self.idem.bump_needed = True
                     b.unknown_outcome = False
                 self._retry_or_fail(q, b, exc, force_retry=True)
@@ -547,6 +568,7 @@ class Sender:
             for q in self._all_queues():
                 q.next_sequence = 0
                 q.acked_next = 0
+                q.epoch_acked = False
                 q.unresolved = -1
                 pending = sorted([*q.retry, *q.sealed], key=lambda x: (x.sequence < 0, x.sequence, x.created))
                 q.retry.clear()

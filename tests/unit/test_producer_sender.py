@@ -12,6 +12,7 @@ from fakes.produce_broker import ProduceBroker
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from kafka_core.codec import decode_record_batches
 from kafka_core.producer.futures import RecordMetadata
 from kafka_core.producer.partitioner import murmur2_partition
 from kafka_core.protocol.errors import ErrorCode
@@ -21,15 +22,14 @@ def _run_producer(broker: ProduceBroker, n: int, **options: Any) -> tuple[list[A
     from kafka_core.producer import AsyncKafkaProducer
 
     async def main() -> tuple[list[Any], list[Any]]:
-        p = AsyncKafkaProducer(
-            client=broker,
-            linger_ms=0,
-            batch_size=400,
-            retry_backoff_ms=1,
-            delivery_timeout_ms=20_000,
-            request_timeout_ms=10_000,
-            **options,
-        )
+        settings: dict[str, Any] = {
+            "linger_ms": 0,
+            "batch_size": 400,
+            "retry_backoff_ms": 1,
+            "delivery_timeout_ms": 20_000,
+            "request_timeout_ms": 10_000,
+        }
+        p = AsyncKafkaProducer(client=broker, **{**settings, **options})
         await p.start()
         futures = []
         for i in range(n):
@@ -162,3 +162,72 @@ def test_oversized_record_fails_alone(acks: object) -> None:
     assert getattr(big, "code", None) == 10
     assert all(isinstance(o, RecordMetadata) for o in outcomes)
     assert broker.logs[0] == [b"small-%03d" % i for i in range(80)]
+
+
+def test_new_partitions_whose_first_batch_is_refused_keep_order() -> None:
+    # Issue 21: Kafka names a new partition's leader a moment before that broker leads it, so the
+    # first batch (sequence 0) gets NOT_LEADER_OR_FOLLOWER; a later batch already in flight would
+    # be taken as the producer's first (Kafka accepts any first sequence from a producer it has
+    # no state for), leaving 0.. unwritable under this epoch: the producer stalled on it. Each
+    # partition's first batch now goes alone, so the later ones never pass it.
+    broker = ProduceBroker(3, kafka_sequences=True, leads_late=True)
+    _futures, outcomes = _run_producer(
+        broker, 1200, max_in_flight=5, delivery_timeout_ms=8_000, request_timeout_ms=5_000
+    )
+    _assert_exactly_once_in_order(broker, 1200, outcomes)
+    assert broker.led == {0, 1, 2}  # every partition refused its first batch once
+    assert broker.init_calls == [(-1, -1)]  # no hole, so no epoch bump
+
+
+def test_a_batch_written_past_a_refused_one_is_followed_by_it_after_a_bump() -> None:
+    # The hole can still open if a partition's broker forgets the producer mid-stream (its state
+    # expired or was deleted with the log): a refused batch, then the next one taken as the first.
+    # The refused batch can never be written under this epoch: the epoch is bumped and it is
+    # renumbered, so it lands (once) after the batches that passed it; the rest keep their order.
+    broker = ProduceBroker(3, kafka_sequences=True)
+    original = broker.append
+    refused: list[tuple[int, int, int]] = []  # (partition, epoch, sequence) refused, not yet resent
+    holes: list[tuple[int, int, int]] = []  # refused batches a later one was written past
+    moved: set[bytes] = set()  # the records of the refused batch
+
+    def forgetful(p: int, data: bytes, pid: int, epoch: int, seq: int, count: int) -> tuple[int, int]:
+        if refused:
+            r_partition, r_epoch, r_seq = refused[0]
+            if p == r_partition and epoch == r_epoch:
+                if seq != r_seq:  # a later batch reaches the broker before the retry: a hole
+                    holes.append(refused.pop())
+                else:  # the retry came first: no hole; try again on a later batch
+                    refused.clear()
+                    moved.clear()
+        elif not holes and len(broker.requests) > 20 and seq > 0 and (pid, p) in broker.state:
+            broker.state.pop((pid, p))  # the broker forgets us, and refuses this batch
+            refused.append((p, epoch, seq))
+            moved.update(r.value for r in decode_record_batches(data) if r.value is not None)
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
+        return original(p, data, pid, epoch, seq, count)
+
+    broker.append = forgetful  # type: ignore[method-assign]
+    n = 3000
+    _futures, outcomes = _run_producer(
+        broker, n, max_in_flight=5, delivery_timeout_ms=8_000, request_timeout_ms=5_000
+    )
+    assert holes, "the scenario did not happen: no batch was written past a refused one"
+    assert len(broker.init_calls) == 2 and broker.init_calls[1][0] >= 0  # one KIP-360 bump
+    hole_partition = holes[0][0]
+    expected: dict[int, list[bytes]] = {p: [] for p in range(3)}
+    for i in range(n):
+        expected[murmur2_partition(b"k%d" % (i % 7), 3)].append(b"r%05d" % i)
+    for p, log in broker.logs.items():
+        assert sorted(log) == sorted(expected[p]) and len(set(log)) == len(log)  # none lost or twice
+        if p != hole_partition:
+            assert log == expected[p]
+    log = broker.logs[hole_partition]
+    assert moved and [v for v in log if v not in moved] == [
+        v for v in expected[hole_partition] if v not in moved
+    ]
+    start = log.index(min(moved))
+    assert log[start : start + len(moved)] == sorted(moved)  # the refused batch whole, in order
+    assert start > expected[hole_partition].index(min(moved))  # ...after the batches that passed it
+    for i, meta in enumerate(outcomes):
+        assert isinstance(meta, RecordMetadata), meta
+        assert broker.logs[meta.partition][meta.offset] == b"r%05d" % i
