@@ -429,7 +429,7 @@ def summary(run: Run, src: Fingerprint, agg: Aggregates, batches: int, limit: in
     share = agg.top_customers[0][1] / rows if agg.top_customers else 0.0
     out.line(f"  top customers of {agg.customers:,} (Zipf-like: the first has {share:.1%} of all orders):")
     for cust, n, spent in agg.top_customers[:3]:
-        out.line(f"    {cust}  {n:>8,} orders  {spent:>14,.2f} spent")
+        out.line(f"    {cust}  {n:>8,} {'order ' if n == 1 else 'orders'}  {spent:>14,.2f} spent")
     counts = sorted(agg.windows.values()) or [0]
     busiest = max(agg.windows, key=lambda w: agg.windows[w], default="-")
     out.line(
