@@ -61,6 +61,7 @@ def list_groups(args: argparse.Namespace, out: Output) -> int:
             {
                 "group_id": g.group_id,
                 "state": state or g.state or None,
+                "group_type": g.group_type or (desc.group_type if desc is not None else None),
                 "protocol_type": g.protocol_type or (desc.protocol_type if desc is not None else None),
                 "members": len(desc.members) if desc is not None else None,
             }
@@ -69,8 +70,11 @@ def list_groups(args: argparse.Namespace, out: Output) -> int:
         out.json(rows)
     else:
         out.table(
-            ["group", "state", "type", "members"],
-            [[r["group_id"], r["state"], r["protocol_type"] or None, r["members"]] for r in rows],
+            ["group", "state", "type", "protocol", "members"],
+            [
+                [r["group_id"], r["state"], r["group_type"], r["protocol_type"] or None, r["members"]]
+                for r in rows
+            ],
             numeric=["members"],
         )
     return EXIT_OK
