@@ -1,11 +1,26 @@
-"""What every embedded broker kind shares: the start error, free ports, child-process care."""
+"""What every embedded broker kind shares: the start error, free ports, child-process care, and
+the lifecycle (restart, context manager) written once over each kind's start, stop and kill."""
 
 from __future__ import annotations
 
+import abc
 import socket
 import subprocess
+import time
+from pathlib import Path
+from typing import Self
 
-__all__ = ["BrokerStartError", "die_with_parent", "free_port", "port_open", "stop_process"]
+__all__ = [
+    "BrokerStartError",
+    "EmbeddedBroker",
+    "admin_create_topic",
+    "die_with_parent",
+    "free_port",
+    "kill_process",
+    "port_open",
+    "read_tail",
+    "stop_process",
+]
 
 
 class BrokerStartError(RuntimeError):
@@ -46,3 +61,71 @@ def stop_process(proc: subprocess.Popen[bytes] | None, timeout: float) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout)
+
+
+def kill_process(proc: subprocess.Popen[bytes] | None, timeout: float = 30.0) -> None:
+    """SIGKILL: no graceful shutdown, responses in flight are lost."""
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait(timeout)
+
+
+def read_tail(path: Path, limit: int = 4000) -> str:
+    try:
+        return path.read_bytes()[-limit:].decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def admin_create_topic(
+    bootstrap: str,
+    name: str,
+    partitions: int,
+    replication_factor: int,
+    configs: dict[str, str] | None = None,
+    timeout: float = 60.0,
+) -> None:
+    """Create a topic through kafka_core's admin; one that already exists is fine."""
+    from kafka_core import KafkaAdmin
+    from kafka_core.client.metadata import NewTopic
+    from kafka_core.protocol import ErrorCode
+
+    with KafkaAdmin(bootstrap_servers=bootstrap) as admin:
+        results = admin.create_topics(
+            [NewTopic(name, partitions, replication_factor, dict(configs or {}))], timeout_ms=timeout * 1000
+        )
+    error = results[name].error
+    if error is not None and getattr(error, "code", None) != ErrorCode.TOPIC_ALREADY_EXISTS:
+        raise error
+
+
+class EmbeddedBroker(abc.ABC):
+    """A broker this process started: each kind says how to start, stop, crash and clean up."""
+
+    @abc.abstractmethod
+    def start(self) -> Self: ...
+
+    @abc.abstractmethod
+    def stop(self, timeout: float = 10.0) -> None: ...
+
+    @abc.abstractmethod
+    def kill(self) -> None: ...
+
+    @abc.abstractmethod
+    def close(self) -> None: ...
+
+    def restart(self, pause: float = 0.0, *, crash: bool = False) -> None:
+        """Stop (or crash, :meth:`kill`) and start again on the same ports."""
+        if crash:
+            self.kill()
+        else:
+            self.stop()
+        if pause > 0:
+            time.sleep(pause)
+        self.start()
+
+    def __enter__(self) -> Self:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

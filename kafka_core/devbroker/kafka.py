@@ -21,7 +21,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafka_core.devbroker.common import BrokerStartError, die_with_parent, free_port, port_open, stop_process
+from kafka_core.devbroker.common import (
+    BrokerStartError,
+    EmbeddedBroker,
+    admin_create_topic,
+    die_with_parent,
+    free_port,
+    kill_process,
+    port_open,
+    read_tail,
+    stop_process,
+)
 from kafka_core.devbroker.kafka_jars import KAFKA_VERSION, kafka_classpath
 from kafka_core.devbroker.kafka_security import (
     MECHANISMS,
@@ -85,13 +95,10 @@ class KafkaNode:
         return self.directory / "server.log"
 
     def log_tail(self, limit: int = 4000) -> str:
-        try:
-            return self.log_path.read_bytes()[-limit:].decode(errors="replace")
-        except OSError:
-            return ""
+        return read_tail(self.log_path, limit)
 
 
-class KafkaCluster:
+class KafkaCluster(EmbeddedBroker):
     """``nodes`` Apache Kafka processes (1 or 3) on loopback. :meth:`start` fetches the jars
     (first use only), formats storage and starts every node; :meth:`close` stops them and removes
     their data. Nodes can be stopped, killed and restarted one at a time for fault tests."""
@@ -414,9 +421,7 @@ class KafkaCluster:
         """A crash (SIGKILL): nothing is handed over, nothing flushed."""
         node = self.node(node_id)
         proc, node.proc = node.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(30)
+        kill_process(proc)
 
     def start_node(self, node_id: int, timeout: float | None = None) -> None:
         node = self.node(node_id)
@@ -457,16 +462,6 @@ class KafkaCluster:
         for node in self.nodes:
             self.kill_node(node.node_id)
 
-    def restart(self, pause: float = 0.0, *, crash: bool = False) -> None:
-        """The whole cluster down and up again; data and ports are kept."""
-        if crash:
-            self.kill()
-        else:
-            self.stop()
-        if pause > 0:
-            time.sleep(pause)
-        self.start()
-
     def log_tail(self, limit: int = 4000) -> str:
         return "\n".join(
             f"--- node {n.node_id} ---\n{_redact(n.log_tail(limit), self.users)}" for n in self.nodes
@@ -478,12 +473,6 @@ class KafkaCluster:
         finally:
             if self._owns_workdir:
                 shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> KafkaCluster:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return (
@@ -499,18 +488,8 @@ class KafkaCluster:
         timeout: float = 60.0,
     ) -> None:
         """Create a topic through kafka_core's admin (a topic that already exists is fine)."""
-        from kafka_core import KafkaAdmin
-        from kafka_core.client.metadata import NewTopic
-        from kafka_core.protocol import ErrorCode
-
         factor = replication_factor or min(3, len(self.nodes))
-        with KafkaAdmin(bootstrap_servers=self.bootstrap) as admin:
-            results = admin.create_topics(
-                [NewTopic(name, partitions, factor, dict(configs or {}))], timeout_ms=timeout * 1000
-            )
-        error = results[name].error
-        if error is not None and getattr(error, "code", None) != ErrorCode.TOPIC_ALREADY_EXISTS:
-            raise error
+        admin_create_topic(self.bootstrap, name, partitions, factor, configs, timeout)
 
 
 def _cluster_id() -> str:

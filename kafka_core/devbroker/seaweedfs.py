@@ -21,7 +21,17 @@ import tempfile
 import time
 from pathlib import Path
 
-from kafka_core.devbroker.common import BrokerStartError, die_with_parent, free_port, port_open, stop_process
+from kafka_core.devbroker.common import (
+    BrokerStartError,
+    EmbeddedBroker,
+    admin_create_topic,
+    die_with_parent,
+    free_port,
+    kill_process,
+    port_open,
+    read_tail,
+    stop_process,
+)
 from kafka_core.devbroker.kafka_jars import cache_root
 
 __all__ = ["SeaweedGateway", "seaweedfs_gateway_binary"]
@@ -100,7 +110,7 @@ def seaweedfs_gateway_binary(*, timeout: float = 3600.0) -> str:
     return str(target)
 
 
-class SeaweedGateway:
+class SeaweedGateway(EmbeddedBroker):
     """One SeaweedFS node and its Kafka gateway, in one process on loopback.
 
     Every port is chosen once, so :meth:`restart` comes back on the same address with the same
@@ -217,37 +227,14 @@ class SeaweedGateway:
     def kill(self) -> None:
         """Crash it (SIGKILL): no graceful shutdown, responses in flight are lost."""
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-
-    def restart(self, pause: float = 0.0, *, crash: bool = False) -> None:
-        """Stop (or :meth:`kill`) and start on the same ports and data directory."""
-        if crash:
-            self.kill()
-        else:
-            self.stop()
-        if pause > 0:
-            time.sleep(pause)
-        self.start()
+        kill_process(proc, 10)
 
     def create_topic(self, name: str, partitions: int = 3, timeout: float = 60.0) -> None:
         """Create a topic through kafka_core's admin (a topic that already exists is fine)."""
-        from kafka_core import KafkaAdmin
-        from kafka_core.client.metadata import NewTopic
-        from kafka_core.protocol import ErrorCode
-
-        with KafkaAdmin(bootstrap_servers=self.bootstrap) as admin:
-            results = admin.create_topics([NewTopic(name, partitions, 1, {})], timeout_ms=timeout * 1000)
-        error = results[name].error
-        if error is not None and getattr(error, "code", None) != ErrorCode.TOPIC_ALREADY_EXISTS:
-            raise error
+        admin_create_topic(self.bootstrap, name, partitions, 1, timeout=timeout)
 
     def log_tail(self, limit: int = 4000) -> str:
-        try:
-            return self.log_path.read_bytes()[-limit:].decode(errors="replace")
-        except OSError:
-            return ""
+        return read_tail(self.log_path, limit)
 
     def close(self) -> None:
         try:
@@ -255,12 +242,6 @@ class SeaweedGateway:
         finally:
             if self._owns_workdir:
                 shutil.rmtree(self.workdir, ignore_errors=True)
-
-    def __enter__(self) -> SeaweedGateway:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"SeaweedGateway(bootstrap={self.bootstrap!r}, workdir={str(self.workdir)!r})"

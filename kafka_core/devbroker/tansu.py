@@ -19,7 +19,16 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from kafka_core.devbroker.common import BrokerStartError, die_with_parent, free_port, port_open, stop_process
+from kafka_core.devbroker.common import (
+    BrokerStartError,
+    EmbeddedBroker,
+    die_with_parent,
+    free_port,
+    kill_process,
+    port_open,
+    read_tail,
+    stop_process,
+)
 
 __all__ = ["S3Emulator", "TansuBroker", "tansu_binary"]
 
@@ -144,10 +153,7 @@ class S3Emulator:
         stop_process(proc, timeout)
 
     def log_tail(self, limit: int = 4000) -> str:
-        try:
-            return self.log_path.read_bytes()[-limit:].decode(errors="replace")
-        except OSError:
-            return ""
+        return read_tail(self.log_path, limit)
 
     def close(self) -> None:
         self.stop()
@@ -161,7 +167,7 @@ class S3Emulator:
         self.close()
 
 
-class TansuBroker:
+class TansuBroker(EmbeddedBroker):
     """One Tansu process on loopback. Memory storage loses everything when it stops.
 
     ``advertised_port`` lets a test put a proxy (TLS terminator, SASL endpoint, fault injector)
@@ -269,24 +275,12 @@ class TansuBroker:
         stop_process(proc, timeout)
 
     def kill(self) -> None:
-        """Crash the broker (SIGKILL): no graceful shutdown, responses in flight are lost."""
+        """Crash the broker (SIGKILL): no graceful shutdown, responses in flight are lost.
+
+        A restart of memory storage comes back empty; S3 storage (:meth:`persistent`) keeps
+        everything."""
         proc, self._proc = self._proc, None
-        if proc is not None and proc.poll() is None:
-            proc.kill()
-            proc.wait(10)
-
-    def restart(self, pause: float = 0.0, *, crash: bool = False) -> None:
-        """Stop (or :meth:`kill`) and start on the same port.
-
-        Memory storage comes back empty; S3 storage (:meth:`persistent`) keeps everything.
-        """
-        if crash:
-            self.kill()
-        else:
-            self.stop()
-        if pause > 0:
-            time.sleep(pause)
-        self.start()
+        kill_process(proc, 10)
 
     def create_topic(self, name: str, partitions: int = 3) -> None:
         """Create a topic with Tansu's own CLI (independent of the client under test).
@@ -314,10 +308,7 @@ class TansuBroker:
             )
 
     def log_tail(self, limit: int = 4000) -> str:
-        try:
-            return self.log_path.read_bytes()[-limit:].decode(errors="replace")
-        except OSError:
-            return ""
+        return read_tail(self.log_path, limit)
 
     def close(self) -> None:
         try:
@@ -328,9 +319,3 @@ class TansuBroker:
                 s3.close()
         with contextlib.suppress(OSError):
             self.log_path.unlink()
-
-    def __enter__(self) -> TansuBroker:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
