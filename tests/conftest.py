@@ -11,6 +11,7 @@ cannot be had fails the run; it is never skipped there.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import time
 import uuid
@@ -136,38 +137,38 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         call.excinfo = pytest.ExceptionInfo.from_exc_info((type(exc), exc, exc.__traceback__))  # type: ignore[arg-type]
 
 
+@contextlib.contextmanager
+def _started_kafka(nodes: int, what: str) -> Iterator[KafkaCluster]:
+    """An Apache Kafka of ``nodes`` nodes, started, closed after; one that cannot start fails the
+    run in CI (skips elsewhere), naming ``what`` needed it."""
+    cluster = KafkaCluster(nodes, version=KAFKA_TEST_VERSION)
+    try:
+        cluster.start()
+    except BrokerStartError as exc:
+        cluster.close()
+        _broker_unavailable(what, exc)
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
 @pytest.fixture(scope="session")
 def kafka_cluster() -> Iterator[KafkaCluster | None]:
     """The embedded one-node Apache Kafka when ``KAFKA_CORE_TEST_BROKER=kafka``, else None."""
     if EXTERNAL_BROKER or EMBEDDED != "kafka":
         yield None
         return
-    cluster = KafkaCluster(1, version=KAFKA_TEST_VERSION)
-    try:
-        cluster.start()
-    except BrokerStartError as exc:
-        cluster.close()
-        _broker_unavailable(f"Apache Kafka {KAFKA_TEST_VERSION}", exc)
-    try:
+    with _started_kafka(1, f"Apache Kafka {KAFKA_TEST_VERSION}") as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 @pytest.fixture(scope="session")
 def kafka_three() -> Iterator[KafkaCluster]:
     """A three-node Apache Kafka cluster (replication factor 3, min.insync.replicas 2), started
     on demand whatever the session's broker, for the replication and failover tests."""
-    cluster = KafkaCluster(3, version=KAFKA_TEST_VERSION)
-    try:
-        cluster.start()
-    except BrokerStartError as exc:
-        cluster.close()
-        _broker_unavailable("a three-node Apache Kafka cluster", exc)
-    try:
+    with _started_kafka(3, "a three-node Apache Kafka cluster") as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 @pytest.fixture(scope="session")
@@ -178,16 +179,8 @@ def real_kafka(kafka_cluster: KafkaCluster | None) -> Iterator[KafkaCluster]:
     if kafka_cluster is not None:
         yield kafka_cluster
         return
-    cluster = KafkaCluster(1, version=KAFKA_TEST_VERSION)
-    try:
-        cluster.start()
-    except BrokerStartError as exc:
-        cluster.close()
-        _broker_unavailable(f"Apache Kafka {KAFKA_TEST_VERSION}", exc)
-    try:
+    with _started_kafka(1, f"Apache Kafka {KAFKA_TEST_VERSION}") as cluster:
         yield cluster
-    finally:
-        cluster.close()
 
 
 @pytest.fixture(scope="session")
@@ -214,16 +207,8 @@ def persistent_tansu(
     session broker is left alone: a persistent Tansu (S3 on moto_server), or on Apache Kafka a
     one-node cluster of its own (Kafka keeps its log on disk across restarts)."""
     if kafka_cluster is not None:
-        cluster = KafkaCluster(1, version=KAFKA_TEST_VERSION)
-        try:
-            cluster.start()
-        except BrokerStartError as exc:
-            cluster.close()
-            pytest.fail(f"a restartable Apache Kafka did not start: {exc}", pytrace=False)
-        try:
+        with _started_kafka(1, "a restartable Apache Kafka") as cluster:
             yield cluster
-        finally:
-            cluster.close()
         return
     if tansu is None:
         pytest.skip(
