@@ -25,7 +25,7 @@ def table(paths: list[Path]) -> str:
         "| capability | " + " | ".join(brokers) + " |",
         "|---|" + "---|" * len(brokers),
     ]
-    for capability in sorted(counts):
+    for capability in sorted(c for c in counts if c != "other"):  # the subset only
         cells = []
         for broker in brokers:
             c = counts[capability][broker]
