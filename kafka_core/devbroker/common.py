@@ -13,6 +13,7 @@ from typing import Self
 __all__ = [
     "BrokerStartError",
     "EmbeddedBroker",
+    "OneProcessBroker",
     "admin_create_topic",
     "die_with_parent",
     "free_port",
@@ -129,3 +130,22 @@ class EmbeddedBroker(abc.ABC):
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+class OneProcessBroker(EmbeddedBroker):
+    """A broker that is one child process (Tansu, the SeaweedFS gateway): its state is the process."""
+
+    _proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def running(self) -> bool:
+        return self._proc is not None and self._proc.poll() is None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None and self.running else None
+
+    def kill(self) -> None:
+        """Crash it (SIGKILL): no graceful shutdown, responses in flight are lost."""
+        proc, self._proc = self._proc, None
+        kill_process(proc, 10)

@@ -23,11 +23,10 @@ from pathlib import Path
 
 from kafka_core.devbroker.common import (
     BrokerStartError,
-    EmbeddedBroker,
+    OneProcessBroker,
     admin_create_topic,
     die_with_parent,
     free_port,
-    kill_process,
     port_open,
     read_tail,
     stop_process,
@@ -110,7 +109,7 @@ def seaweedfs_gateway_binary(*, timeout: float = 3600.0) -> str:
     return str(target)
 
 
-class SeaweedGateway(EmbeddedBroker):
+class SeaweedGateway(OneProcessBroker):
     """One SeaweedFS node and its Kafka gateway, in one process on loopback.
 
     Every port is chosen once, so :meth:`restart` comes back on the same address with the same
@@ -155,14 +154,6 @@ class SeaweedGateway(EmbeddedBroker):
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.port}"
-
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self.running and self._proc is not None else None
 
     def _command(self, binary: str) -> list[str]:
         return [
@@ -223,11 +214,6 @@ class SeaweedGateway(EmbeddedBroker):
         """A clean shutdown (SIGTERM: the gateway closes, then the servers under it)."""
         proc, self._proc = self._proc, None
         stop_process(proc, timeout)
-
-    def kill(self) -> None:
-        """Crash it (SIGKILL): no graceful shutdown, responses in flight are lost."""
-        proc, self._proc = self._proc, None
-        kill_process(proc, 10)
 
     def create_topic(self, name: str, partitions: int = 3, timeout: float = 60.0) -> None:
         """Create a topic through kafka_core's admin (a topic that already exists is fine)."""

@@ -21,10 +21,9 @@ from pathlib import Path
 
 from kafka_core.devbroker.common import (
     BrokerStartError,
-    EmbeddedBroker,
+    OneProcessBroker,
     die_with_parent,
     free_port,
-    kill_process,
     port_open,
     read_tail,
     stop_process,
@@ -167,8 +166,9 @@ class S3Emulator:
         self.close()
 
 
-class TansuBroker(EmbeddedBroker):
-    """One Tansu process on loopback. Memory storage loses everything when it stops.
+class TansuBroker(OneProcessBroker):
+    """One Tansu process on loopback. Memory storage loses everything when it stops (a
+    :meth:`restart` comes back empty); S3 storage (:meth:`persistent`) keeps everything.
 
     ``advertised_port`` lets a test put a proxy (TLS terminator, SASL endpoint, fault injector)
     in front: Tansu then tells clients to connect to the proxy's port.
@@ -228,14 +228,6 @@ class TansuBroker(EmbeddedBroker):
     def bootstrap(self) -> str:
         return f"{self.host}:{self.advertised_port}"
 
-    @property
-    def running(self) -> bool:
-        return self._proc is not None and self._proc.poll() is None
-
-    @property
-    def pid(self) -> int | None:
-        return self._proc.pid if self.running and self._proc is not None else None
-
     def start(self) -> TansuBroker:
         if self.running:
             return self
@@ -273,14 +265,6 @@ class TansuBroker(EmbeddedBroker):
     def stop(self, timeout: float = 10.0) -> None:
         proc, self._proc = self._proc, None
         stop_process(proc, timeout)
-
-    def kill(self) -> None:
-        """Crash the broker (SIGKILL): no graceful shutdown, responses in flight are lost.
-
-        A restart of memory storage comes back empty; S3 storage (:meth:`persistent`) keeps
-        everything."""
-        proc, self._proc = self._proc, None
-        kill_process(proc, 10)
 
     def create_topic(self, name: str, partitions: int = 3) -> None:
         """Create a topic with Tansu's own CLI (independent of the client under test).
