@@ -19,6 +19,7 @@ __all__ = [
     "OLDEST_KAFKA_VERSION",
     "cache_root",
     "kafka_classpath",
+    "maven_copy_dependencies",
 ]
 
 # The newest 4.x that runs here, and the oldest line we support (3.9: the last with ZooKeeper mode
@@ -38,36 +39,57 @@ def cache_root() -> Path:
     return Path(base) / "kafka_core"
 
 
-def _pom_text() -> str:
-    return resources.files("kafka_core.devbroker").joinpath("kafka-server.pom.xml").read_text()
-
-
 def kafka_classpath(version: str = KAFKA_VERSION, *, timeout: float = 900.0) -> Path:
     """The folder holding Kafka ``version``'s server jars and their runtime dependencies.
 
     Raises :class:`BrokerStartError` naming what to install when Maven or Java is missing, and
     Maven's own complaint when resolution fails (no network, a version Maven Central lacks).
     """
-    target = cache_root() / "kafka" / version / "libs"
+    return maven_copy_dependencies(
+        "kafka-server.pom.xml",
+        cache_root() / "kafka" / version / "libs",
+        properties={"kafka.version": version},
+        expect="kafka_2.13-*.jar",
+        what=f"Apache Kafka {version} (org.apache.kafka:kafka_2.13)",
+        timeout=timeout,
+    )
+
+
+def maven_copy_dependencies(
+    pom_name: str,
+    target: Path,
+    *,
+    properties: dict[str, str],
+    expect: str,
+    what: str,
+    timeout: float = 900.0,
+) -> Path:
+    """``target``, filled once with the runtime jars of our package-data pom ``pom_name`` (Maven's
+    copy-dependencies, ``properties`` as ``-D``); a jar matching ``expect`` must be among them.
+
+    Shared by every jar set the project fetches (the broker's, Spark's connector). Concurrent
+    callers are safe: each resolves into its own staging folder and the first rename wins.
+    Raises :class:`BrokerStartError` naming what to install, or Maven's own complaint.
+    """
     if (target / _DONE).is_file():
         return target
-    for tool, what in (
+    for tool, hint in (
         ("java", "a Java 17+ runtime (e.g. apt install openjdk-17-jre-headless)"),
         ("mvn", "Apache Maven (e.g. apt install maven)"),
     ):
         if shutil.which(tool) is None:
-            raise BrokerStartError(f"Apache Kafka from Maven Central needs `{tool}` on PATH: install {what}")
+            raise BrokerStartError(f"{what} from Maven Central needs `{tool}` on PATH: install {hint}")
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="libs-", dir=target.parent))
     pom = staging / "pom.xml"
-    pom.write_text(_pom_text())
+    pom.write_text(resources.files("kafka_core.devbroker").joinpath(pom_name).read_text())
     command = [
         "mvn",
         "-B",
         "-q",
         "-f",
         str(pom),
-        f"-Dkafka.version={version}",
+        *(f"-D{key}={value}" for key, value in properties.items()),
         _DEPENDENCY_PLUGIN,
         "-DincludeScope=runtime",
         f"-DoutputDirectory={staging / 'jars'}",
@@ -76,22 +98,20 @@ def kafka_classpath(version: str = KAFKA_VERSION, *, timeout: float = 900.0) -> 
         result = subprocess.run(command, capture_output=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired as exc:
         shutil.rmtree(staging, ignore_errors=True)
-        raise BrokerStartError(
-            f"Maven did not resolve Apache Kafka {version} within {timeout:.0f} s"
-        ) from exc
+        raise BrokerStartError(f"Maven did not resolve {what} within {timeout:.0f} s") from exc
     if result.returncode != 0:
         shutil.rmtree(staging, ignore_errors=True)
         output = (result.stdout + result.stderr).decode(errors="replace")
         errors = [line for line in output.splitlines() if "ERROR" in line][:6]
         raise BrokerStartError(
-            f"Maven could not resolve Apache Kafka {version} (org.apache.kafka:kafka_2.13) from Maven "
-            f"Central; is the network up? {' | '.join(errors) or output[-1500:]}"
+            f"Maven could not resolve {what} from Maven Central; is the network up? "
+            f"{' | '.join(errors) or output[-1500:]}"
         )
     jars = staging / "jars"
-    if not any(jars.glob("kafka_2.13-*.jar")):
+    if not any(jars.glob(expect)):
         shutil.rmtree(staging, ignore_errors=True)
-        raise BrokerStartError(f"Maven resolved Apache Kafka {version} but left no kafka_2.13 jar in {jars}")
-    (jars / _DONE).write_text(version)
+        raise BrokerStartError(f"Maven resolved {what} but left no {expect} in {jars}")
+    (jars / _DONE).write_text(" ".join(f"{k}={v}" for k, v in properties.items()))
     if target.exists():  # another process finished first
         shutil.rmtree(staging, ignore_errors=True)
         return target

@@ -1,0 +1,211 @@
+"""Spark's own Kafka connector (``format("kafka")``), a test and bench peer of ``kafka_core``.
+
+The connector is a JVM jar built against Spark's internals, so it runs only in the pyspark of its
+own version: :func:`connector_jars` fetches ``spark-sql-kafka-0-10_2.13`` and the runtime jars
+pyspark does not ship (with Maven, cached as the broker's jars are), and :func:`connector_python`
+makes a virtualenv in the checkout, ``.venv-spark-<version>``, pinned to ``pyspark==<version>``
+with this checkout importable. Nothing is resolved at run time (never ``--packages``): the jar
+paths go in ``spark.jars`` before the process's first session (:func:`connector_session`).
+
+``python -m kafka_core.devbroker.spark_connector`` prepares both and prints the venv's python.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+from kafka_core.devbroker.common import BrokerStartError
+from kafka_core.devbroker.kafka_jars import cache_root, maven_copy_dependencies
+
+__all__ = [
+    "CONNECTOR_ARTIFACTS",
+    "SPARK_CONNECTOR_VERSION",
+    "connector_jars",
+    "connector_python",
+    "connector_session",
+    "venv_requirements",
+]
+
+# The newest org.apache.spark:spark-sql-kafka-0-10_2.13 that Maven Central serves; PyPI's newest
+# pyspark may be newer (4.3.0 when this was written), hence the separate venv.
+SPARK_CONNECTOR_VERSION = "4.2.0"
+# What the connector needs at run time beside pyspark's own jars (the pom keeps only these).
+CONNECTOR_ARTIFACTS = (
+    "spark-sql-kafka-0-10_2.13",
+    "spark-token-provider-kafka-0-10_2.13",
+    "kafka-clients",
+    "commons-pool2",
+)
+_READY = ".kafka_core-ready"
+
+
+def connector_jars(version: str = SPARK_CONNECTOR_VERSION, *, timeout: float = 900.0) -> list[Path]:
+    """The connector's jar and its runtime dependencies for Spark ``version``, sorted by name.
+
+    The first call runs Maven (a few MB); later ones read the cache. Raises
+    :class:`BrokerStartError` naming what to install when Maven or Java is missing, or Maven's own
+    complaint when resolution fails (no network, a version Maven Central lacks).
+    """
+    folder = maven_copy_dependencies(
+        "spark-connector.pom.xml",
+        cache_root() / "spark-connector" / version / "jars",
+        properties={"spark.version": version},
+        expect="spark-sql-kafka-0-10_2.13-*.jar",
+        what=f"Spark's Kafka connector {version} (org.apache.spark:spark-sql-kafka-0-10_2.13)",
+        timeout=timeout,
+    )
+    return sorted(folder.glob("*.jar"))
+
+
+def venv_requirements(version: str = SPARK_CONNECTOR_VERSION) -> list[str]:
+    """What the pinned venv installs: that pyspark, kafka_core's own dependencies, and the test
+    runner of the differential suite (kafka_core itself comes from the checkout, not pip)."""
+    return [
+        f"pyspark=={version}",
+        "pyarrow>=15",
+        "crc32c>=2.4",
+        "cramjam>=2.8",
+        "pytest>=8",
+        "pytest-timeout>=2.3",
+    ]
+
+
+def _checkout() -> Path:
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "pyproject.toml").is_file() or not (root / "kafka_core" / "devbroker").is_dir():
+        raise BrokerStartError(
+            f"connector_python needs a kafka_core source checkout (with its pyproject.toml); "
+            f"kafka_core was imported from {root}, which is not one"
+        )
+    return root
+
+
+def _base_python(root: Path) -> Path:
+    """The interpreter ``.venv`` was made from (so the in-place Cython build loads), else ours."""
+    cfg = root / ".venv" / "pyvenv.cfg"
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    if cfg.is_file():
+        values = dict(
+            (k.strip(), v.strip())
+            for k, _, v in (line.partition("=") for line in cfg.read_text().splitlines())
+        )
+        home = values.get("home")
+        major_minor = ".".join(values.get("version", version).split(".")[:2]) or version
+        if home:
+            candidate = Path(home) / f"python{major_minor}"
+            if candidate.is_file():
+                return candidate
+    candidate = Path(sys.base_prefix) / "bin" / f"python{version}"
+    if candidate.is_file():
+        return candidate
+    raise BrokerStartError(
+        f"no base Python {version} found for the pinned pyspark venv (looked in .venv's pyvenv.cfg "
+        f"and {candidate}); install Python {version} or run ci/bootstrap.sh first"
+    )
+
+
+def _run(command: list[str], what: str, timeout: float) -> str:
+    try:
+        result = subprocess.run(command, capture_output=True, timeout=timeout, check=False)
+    except subprocess.TimeoutExpired as exc:
+        raise BrokerStartError(f"{what} did not finish within {timeout:.0f} s") from exc
+    output = (result.stdout + result.stderr).decode(errors="replace")
+    if result.returncode != 0:
+        raise BrokerStartError(f"{what} failed (exit {result.returncode}): {output[-1500:]}")
+    return output
+
+
+def connector_python(version: str = SPARK_CONNECTOR_VERSION, *, timeout: float = 1800.0) -> Path:
+    """The python of ``.venv-spark-<version>`` in this checkout: ``pyspark==version``, pyarrow,
+    pytest, and kafka_core importable from the checkout (a .pth, as ci/bootstrap.sh does).
+
+    Created on the first call and reused after (a stamp holds what it was made with); concurrent
+    callers wait on a lock file. Made from the same base interpreter as ``.venv``, so the Cython
+    codec built in place loads. Raises :class:`BrokerStartError` saying what is missing.
+    """
+    root = _checkout()
+    venv = root / f".venv-spark-{version}"
+    python = venv / "bin" / "python"
+    base = _base_python(root)
+    wanted = hashlib.sha256("\n".join([str(base), *venv_requirements(version)]).encode()).hexdigest()
+    stamp = venv / _READY
+    if python.is_file() and stamp.is_file() and stamp.read_text().strip() == wanted:
+        return python
+    with open(root / f".venv-spark-{version}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if python.is_file() and stamp.is_file() and stamp.read_text().strip() == wanted:
+            return python  # another process made it while we waited
+        stamp.unlink(missing_ok=True)
+        if not python.is_file():
+            _run([str(base), "-m", "venv", str(venv)], f"creating {venv} with {base}", timeout)
+        pip = [str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+        _run(
+            [*pip, *venv_requirements(version)],
+            f"pip install {' '.join(venv_requirements(version))} into {venv} (is PyPI reachable?)",
+            timeout,
+        )
+        purelib = _run(
+            [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            f"asking {python} for its site-packages",
+            60.0,
+        ).strip()
+        # Spark finds pyspark_kafka_core by listing sys.path, so the checkout itself goes on it.
+        (Path(purelib) / "kafka_core_checkout.pth").write_text(f"{root}\n")
+        check = (
+            "import pyspark, kafka_core.codec, kafka_core.spark; "
+            f"assert pyspark.__version__ == {version!r}, pyspark.__version__; "
+            "print(kafka_core.codec.IMPLEMENTATION)"
+        )
+        _run([str(python), "-c", check], f"importing pyspark {version} and kafka_core in {venv}", 120.0)
+        stamp.write_text(wanted)
+    return python
+
+
+def connector_session(
+    app_name: str = "kafka_core-spark-connector",
+    *,
+    master: str = "local[2]",
+    version: str = SPARK_CONNECTOR_VERSION,
+    conf: dict[str, str] | None = None,
+) -> Any:
+    """A SparkSession with the connector's jars in ``spark.jars``; it must be the process's first
+    (jars cannot be added to a running JVM) and run under ``pyspark==version``."""
+    import pyspark
+    from pyspark.sql import SparkSession
+
+    if pyspark.__version__ != version:
+        raise BrokerStartError(
+            f"Spark's Kafka connector {version} runs only in pyspark {version}, not "
+            f"{pyspark.__version__}: use the interpreter connector_python({version!r}) returns"
+        )
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    builder = SparkSession.builder.master(master).appName(app_name)
+    jars = connector_jars(version)
+    builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
+    spark = builder.getOrCreate()
+    if str(jars[0]) not in (spark.sparkContext.getConf().get("spark.jars") or ""):
+        raise BrokerStartError(
+            "a SparkSession without the connector's jars was already running in this process: "
+            "connector_session must create the process's first session"
+        )
+    return spark
+
+
+def main() -> None:
+    """Fetch the jars, make the venv, and print the venv's python (for shell scripts)."""
+    version = sys.argv[1] if len(sys.argv) > 1 else SPARK_CONNECTOR_VERSION
+    jars = connector_jars(version)
+    print(f"connector jars: {' '.join(j.name for j in jars)}", file=sys.stderr)
+    print(connector_python(version))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()
