@@ -257,6 +257,14 @@ def bench_broker() -> Iterator[str]:
         yield bootstrap
 
 
+def broker_key() -> str:
+    """The broker the bench runs on, as results.json keys its figures: ``external``
+    (KAFKA_BOOTSTRAP_SERVERS), ``kafka`` or ``tansu``."""
+    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip():
+        return "external"
+    return _bench_broker_kind()
+
+
 def broker_description() -> str:
     if os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip():
         return "external cluster (KAFKA_BOOTSTRAP_SERVERS)"

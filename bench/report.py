@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from bench.common import RunResult, e2e_table, fmt_ratio, markdown_table
+from bench.common import (
+    OK,
+    RunResult,
+    e2e_table,
+    fmt_num,
+    fmt_rate,
+    fmt_ratio,
+    markdown_table,
+    status_cell,
+)
 from bench.spark_report import SECTION_TEXT as SPARK_SECTION_TEXT
 from bench.spark_report import spark_headline, spark_table
 
@@ -19,6 +28,9 @@ ROW_OPS: tuple[tuple[str, str, float | None], ...] = (
     ("decode-columns-helper", "decode", None),
 )
 TARGET_SIZE = 100  # the targets of issue #3 are stated for 100-byte values
+# The end-to-end sections kept per broker (results.json: ``{"brokers": {key: section}}``), in
+# the order their columns appear: Apache Kafka, the broker users run, first.
+BROKER_NAMES = {"kafka": "Apache Kafka", "tansu": "Tansu", "external": "external cluster"}
 SIZES = (100, 1000)
 COMPRESSIONS = ("gzip", "snappy", "lz4", "zstd")
 
@@ -54,7 +66,7 @@ class CodecFigures:
         """CPU seconds per record where the benchmark measured it (else CPU = wall)."""
         e = self.get(op, size, who) if who else None
         cpu = e.get("cpu_per_call") if e else None
-        return cpu / e["records"] if cpu else None
+        return cpu / e["records"] if cpu and e else None
 
     def gbps(self, op: str, size: int, who: str) -> float:
         e = self.get(op, size, who)
@@ -206,6 +218,75 @@ def _stamp(section: dict[str, Any]) -> str:
     return f"_Measured {section.get('date', '?')}, {section.get('mode', '?')} mode, load average {section.get('load', '?')}._"
 
 
+def broker_entries(section: dict[str, Any]) -> list[tuple[str | None, dict[str, Any]]]:
+    """A section's figures per broker, Apache Kafka first; a flat section (one run, written
+    before the figures were kept per broker) is one entry of no named broker."""
+    if "brokers" not in section:
+        return [(None, section)]
+    order = list(BROKER_NAMES)
+    keys = sorted(section["brokers"], key=lambda k: (order.index(k) if k in order else len(order), k))
+    return [(k, section["brokers"][k]) for k in keys]
+
+
+def broker_name(key: str | None) -> str:
+    return BROKER_NAMES.get(key, key) if key else ""
+
+
+def _broker_stamp(key: str | None, section: dict[str, Any]) -> str:
+    """Which broker, when, and the load average before and after (the machine is shared)."""
+    if key is None:
+        return _stamp(section)
+    after = f"; after {section['load_after']}" if section.get("load_after") else ""
+    return (
+        f"_{broker_name(key)} ({section.get('broker', '?')}): measured {section.get('date', '?')}, "
+        f"{section.get('mode', '?')} mode, load average before {section.get('load', '?')}{after}._"
+    )
+
+
+def _run_note(r: RunResult) -> str:
+    note = r.extra.get("note", "")
+    runs = r.extra.get("runs")
+    if runs and len(runs) > 1:
+        note = (note + "; " if note else "") + "runs: " + ", ".join(fmt_rate(x) for x in runs)
+    return note
+
+
+def side_by_side_table(entries: Sequence[tuple[str | None, dict[str, Any]]], anchor: str, unit: str) -> str:
+    """One row per client, each broker's figures in its own columns; every ratio is against the
+    anchor measured on the same broker in the same run."""
+    by_broker = [(key, {r.client: r for r in _results(sec)}) for key, sec in entries]
+    clients: list[str] = []
+    for _, results in by_broker:
+        clients += [c for c in results if c not in clients]
+    headers = ["client"]
+    for key, _ in by_broker:
+        name = broker_name(key)
+        headers += [f"{name} {unit}", f"{name}: vs {anchor}", f"{name}: CPU s / M", f"{name}: RSS MB"]
+    headers.append("notes")
+    rows = []
+    for client in clients:
+        row, notes = [client], []
+        for key, results in by_broker:
+            r = results.get(client)
+            base = results.get(anchor)
+            if r is None or r.status != OK:
+                row += ["-", "-", "-", "-"]
+                note = status_cell(r) if r is not None else "not run"
+            else:
+                ok_base = base is not None and base.status == OK
+                row += [
+                    fmt_rate(r.rate),
+                    fmt_ratio(r.rate, base.rate) if ok_base and base else "-",
+                    fmt_num(r.cpu_per_million),
+                    f"{r.rss_mb:.0f}",
+                ]
+                note = _run_note(r)
+            if note:
+                notes.append(f"{broker_name(key)}: {note}")
+        rows.append([*row, " — ".join(notes)])
+    return markdown_table(headers, rows)
+
+
 def headline(sections: dict[str, Any]) -> str:
     """One line per target: where kafka_core stands against the peer it is measured against."""
     rows = []
@@ -228,17 +309,24 @@ def headline(sections: dict[str, Any]) -> str:
     for key, anchor in (
         ("producer", "confluent-kafka"),
         ("consumer", "confluent-kafka"),
+        ("transactions", "confluent-kafka"),
     ):
-        results = {r.client: r for r in _results(sections.get(key, {}))}
-        base = results.get(anchor)
-        for name, r in results.items():
-            if not name.startswith("kafka_core"):
-                continue
-            if r.status != "ok" or base is None or base.status != "ok":
-                cell = "not yet implemented" if r.status == "not_implemented" else "error (see below)"
-            else:
-                cell = fmt_ratio(r.rate, base.rate)
-            rows.append([f"{key}: {name}", anchor, cell, ""])
+        by_broker = [
+            (broker, {r.client: r for r in _results(sec)})
+            for broker, sec in broker_entries(sections.get(key, {}))
+        ]
+        clients = [c for _, results in by_broker for c in results if c.startswith("kafka_core")]
+        for name in dict.fromkeys(clients):
+            for broker, results in by_broker:
+                r, base = results.get(name), results.get(anchor)
+                if r is None:
+                    continue
+                if r.status != "ok" or base is None or base.status != "ok":
+                    cell = "not yet implemented" if r.status == "not_implemented" else "error (see below)"
+                else:
+                    cell = fmt_ratio(r.rate, base.rate)
+                against = f"{anchor} on {broker_name(broker)}" if broker else anchor
+                rows.append([f"{key}: {name}", against, cell, ""])
     rows += spark_headline(_results(sections.get("spark", {})))  # a peer and a target per operation
     if not rows:
         return ""
@@ -259,6 +347,21 @@ def with_hand_kept(rendered: str, previous: str) -> str:
     return rendered.rstrip("\n") + "".join("\n\n" + k for k in kept) + "\n"
 
 
+def _brokers_line(env: dict[str, Any], sections: dict[str, Any]) -> str:
+    """The brokers the figures come from: each broker section names its own."""
+    described = [
+        f"{broker_name(key)}: {sec['broker']}"
+        for section in sections.values()
+        if "brokers" in section
+        for key, sec in broker_entries(section)
+        if sec.get("broker")
+    ]
+    unique = list(dict.fromkeys(described))
+    if len(unique) > 1:
+        return "Brokers (each end-to-end section names its own): " + "; ".join(unique) + "."
+    return f"Broker: {env.get('broker', '?')}."
+
+
 def render(data: dict[str, Any]) -> str:
     env = data.get("environment", {})
     sections = data.get("sections", {})
@@ -271,7 +374,7 @@ def render(data: dict[str, Any]) -> str:
         "shared machine vary by ±30% between runs.",
         "",
         f"Machine: {machine.get('nproc', '?')} CPUs ({machine.get('cpu', '?')}), Python {machine.get('python', '?')}, "
-        f"{machine.get('platform', '?')}. Broker: {env.get('broker', '?')}.",
+        f"{machine.get('platform', '?')}. {_brokers_line(env, sections)}",
         "",
         "Versions: " + ", ".join(f"{k} {v}" for k, v in env.get("versions", {}).items()) + ".",
     ]
@@ -323,34 +426,47 @@ def render(data: dict[str, Any]) -> str:
             "the client's start (connect, metadata, first fetch: wall / CPU) is in the notes. "
             "Median of the rounds.",
         ),
+        "transactions": (
+            "Transactional produce",
+            "confluent-kafka",
+            "msg/s",
+            "{records:,} records of 100 B to a 3-partition topic, 1000 records per transaction "
+            "(begin, send each, commit), linger 5 ms, batch 1 MB; from the end of init_transactions "
+            "to the end of the last commit; every record is counted back. CPU is process time (all "
+            "threads) over that span. Median of the rounds.",
+        ),
         "spark": ("Spark write and read", "", "rows/s", SPARK_SECTION_TEXT),
     }
     for key, (title, anchor, unit, text) in titles.items():
         if key not in sections:
             continue
-        sec = sections[key]
-        out += [
-            "",
-            f"## {title}",
-            "",
-            _stamp(sec),
-            "",
-            text.format(records=sec.get("records", 0)),
-            "",
-            f"**The section failed:** `{sec['failed']}`"
-            if sec.get("failed")
-            else spark_table(_results(sec))
-            if key == "spark"
-            else e2e_table(_results(sec), anchor, unit),
+        entries = broker_entries(sections[key])
+        sec = entries[0][1]
+        out += ["", f"## {title}", ""]
+        out += [line for broker, s in entries for line in (_broker_stamp(broker, s), "")]
+        out.append(text.format(records=max(s.get("records", 0) for _, s in entries)))
+        failed = [
+            f"**The section failed{' on ' + broker_name(b) if b else ''}:** `{s['failed']}`"
+            for b, s in entries
+            if s.get("failed")
         ]
+        out += [line for text in failed for line in ("", text)]
+        if key == "spark":
+            out += ["", spark_table(_results(sec))] if not failed else []
+        elif len(entries) > 1:
+            out += ["", side_by_side_table(entries, anchor, unit)]
+        elif not failed:
+            out += ["", e2e_table(_results(sec), anchor, unit)]
     out += [
         "",
         "## Notes",
         "",
         "- Each end-to-end client runs in its own fresh process, sequentially, against its own",
         "  fresh topic holding the same data; rounds go round-robin over the clients.",
-        "- The test broker is Tansu (memory storage) on the same 2 cores: its CPU is not counted",
-        "  in the client figures, but it competes with them for the cores.",
+        "- The brokers run on the same 2 cores: Tansu (memory storage) and Apache Kafka (one KRaft",
+        "  node, a JVM, its log on local disk). Their CPU is not counted in the client figures, but",
+        "  they compete with the clients for the cores. Each broker's columns come from their own",
+        "  run (date and load average above each table): compare ratios within one broker's columns.",
         "- Rows marked “not yet implemented” light up by themselves when the kafka_core piece lands;",
         "  a piece that exists but fails (import or run) is an error row with its message.",
         "- Producer figures count only if every record landed: after each run the topic is read",

@@ -5,8 +5,11 @@
     python -m bench.run_all --no-spark       # skip the (slow) Spark section
     python -m bench.run_all --only codec     # re-run some sections, keep the others' last figures
     python -m bench.run_all --render-only    # rewrite RESULTS.md from results.json
+    KAFKA_CORE_BENCH_BROKER=kafka python -m bench.run_all --only producer,consumer,transactions
 
 Raw figures go to bench/results.json, so ``--only`` can refresh one section and rewrite the table.
+The producer, consumer and transactions sections keep one entry per broker (``brokers``: tansu,
+kafka, external), so a run on Apache Kafka and one on Tansu stand side by side in the table.
 """
 
 from __future__ import annotations
@@ -31,12 +34,15 @@ from bench.common import (
     RunResult,
     bench_broker,
     broker_description,
+    broker_key,
     git_revision,
     machine_summary,
     version_of,
 )
 
-SECTIONS = ("codec", "producer", "consumer", "spark")
+SECTIONS = ("codec", "producer", "consumer", "transactions", "spark")
+# Sections whose figures depend on the broker: kept per broker, shown side by side.
+BROKER_SECTIONS = ("producer", "consumer", "transactions")
 RESULTS_MD = BENCH_DIR / "RESULTS.md"
 RESULTS_JSON = BENCH_DIR / "results.json"
 
@@ -53,10 +59,11 @@ class Mode:
     codec_processes: int = 1  # fresh pytest processes; the fastest round over all of them counts
     spark_repeat: int = 1  # rounds of every Spark method (fresh processes); the median counts
     spark_passes: int = 1  # timed jobs per Spark session; the last (warm) one counts, the first beside
+    txn_records: int = 100_000  # transactional produce: 1000 records per transaction
 
 
 FULL = Mode("full", 0.5, 5, True, 300_000, 3, 2_000_000, codec_processes=3)
-QUICK = Mode("quick", 0.05, 3, False, 30_000, 1, 100_000)
+QUICK = Mode("quick", 0.05, 3, False, 30_000, 1, 100_000, txn_records=10_000)
 
 
 def log(message: str) -> None:
@@ -140,14 +147,18 @@ def run_codec(mode: Mode) -> dict[str, Any]:
 # --------------------------------------------------------------------------- end to end
 
 
+def _load() -> str:
+    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
+
+
 def section_stamp(mode: Mode) -> dict[str, str]:
     """When and under what load a section ran (other work on the machine skews absolute figures)."""
-    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
-    return {"date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC", "mode": mode.name, "load": load}
+    return {"date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC", "mode": mode.name, "load": _load()}
 
 
 def run_e2e(mode: Mode, sections: Sequence[str]) -> dict[str, Any]:
     """The broker-backed sections; one that blows up is recorded as failed, the others still run."""
+    from bench.bench_transactions import run_transactions_bench
     from bench.e2e_consumer import run_consumer_bench
     from bench.e2e_producer import run_producer_bench
     from bench.e2e_spark import run_spark_bench
@@ -163,6 +174,11 @@ def run_e2e(mode: Mode, sections: Sequence[str]) -> dict[str, Any]:
             lambda b: run_consumer_bench(b, records=mode.e2e_records, repeat=mode.e2e_repeat, log=log),
             mode.e2e_records,
         ),
+        "transactions": (
+            f"{mode.txn_records} records x {mode.e2e_repeat} rounds",
+            lambda b: run_transactions_bench(b, records=mode.txn_records, repeat=mode.e2e_repeat, log=log),
+            mode.txn_records,
+        ),
         "spark": (
             f"{mode.spark_rows} rows x {mode.spark_repeat} rounds x {mode.spark_passes} passes",
             lambda b: run_spark_bench(
@@ -172,19 +188,41 @@ def run_e2e(mode: Mode, sections: Sequence[str]) -> dict[str, Any]:
         ),
     }
     out: dict[str, Any] = {}
+    broker = {"broker": broker_description()}
     with bench_broker() as bootstrap:
-        log(f"broker at {bootstrap}")
+        log(f"broker at {bootstrap}: {broker['broker']}")
         for name, (what, run, records) in plans.items():
             if name not in sections:
                 continue
-            stamp = section_stamp(mode)
-            log(f"{name}: {what}")
+            stamp = {**section_stamp(mode), **broker}
+            log(f"{name}: {what} (load average {stamp['load']})")
             try:
                 out[name] = _pack(run(bootstrap), stamp, records=records)
             except Exception as exc:
                 log(f"  {name} failed: {type(exc).__name__}: {exc}")
                 out[name] = {"results": [], "failed": f"{type(exc).__name__}: {exc}", **stamp}
-    return out
+            out[name]["load_after"] = _load()
+            log(f"  {name} done (load average {out[name]['load_after']})")
+    key = broker_key()
+    return {n: {"brokers": {key: s}} if n in BROKER_SECTIONS else s for n, s in out.items()}
+
+
+def merge_sections(previous: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
+    """``fresh`` over ``previous``; a broker section replaces only the brokers it ran on, so a
+    run on Apache Kafka keeps the last Tansu figures beside it (and the other way round)."""
+    merged = {**previous, **fresh}
+    for name in BROKER_SECTIONS:
+        if name in fresh and name in previous:
+            merged[name] = {"brokers": {**per_broker(previous[name]), **per_broker(fresh[name])}}
+    return merged
+
+
+def per_broker(section: dict[str, Any]) -> dict[str, Any]:
+    """A broker section's entries by broker key; a section written before they were kept per
+    broker (one flat entry) was measured on Tansu, the only broker the bench could start then."""
+    if "brokers" in section:
+        return dict(section["brokers"])
+    return {"tansu": section}
 
 
 def _pack(results: Sequence[RunResult], stamp: dict[str, str], **params: Any) -> dict[str, Any]:
@@ -222,7 +260,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--output", type=Path, default=RESULTS_MD)
     parser.add_argument("--raw", type=Path, default=RESULTS_JSON, help="raw figures (JSON)")
     parser.add_argument("--records", type=int, help="producer/consumer records (default 300000)")
-    parser.add_argument("--repeat", type=int, help="producer/consumer rounds per client (default 3)")
+    parser.add_argument("--repeat", type=int, help="producer/consumer/transactions rounds (default 3)")
+    parser.add_argument("--txn-records", type=int, help="transactions records (default 100000)")
     parser.add_argument("--spark-rows", type=int, help="Spark rows (default 2000000)")
     parser.add_argument("--spark-repeat", type=int, help="Spark rounds per method (default 1)")
     parser.add_argument("--spark-passes", type=int, help="Spark timed jobs per session (default 1)")
@@ -243,6 +282,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "spark_rows": args.spark_rows,
         "spark_repeat": args.spark_repeat,
         "spark_passes": args.spark_passes,
+        "txn_records": args.txn_records,
     }
     mode = dataclasses.replace(mode, **{k: v for k, v in overrides.items() if v})
     sections = [s for s in (args.only.split(",") if args.only else SECTIONS) if s]
@@ -251,10 +291,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
     if args.no_spark:
         sections = [s for s in sections if s != "spark"]
-
-    previous: dict[str, Any] = {}
-    if args.only and args.raw.exists():
-        previous = json.loads(args.raw.read_text()).get("sections", {})
 
     started = time.monotonic()
     env = environment()
@@ -266,7 +302,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if e2e:
         fresh.update(run_e2e(mode, e2e))
 
-    merged = {**previous, **fresh}
+    # Read at the end, not the start: another section may have been re-run meanwhile.
+    # A run covers one broker: the broker sections keep the other brokers' last figures.
+    previous: dict[str, Any] = (
+        json.loads(args.raw.read_text()).get("sections", {}) if args.raw.exists() else {}
+    )
+    if not args.only:
+        previous = {n: s for n, s in previous.items() if n in BROKER_SECTIONS}
+    merged = merge_sections(previous, fresh)
     data = {
         "environment": env,
         "sections": merged,
