@@ -185,6 +185,8 @@ class SourceOptions:
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
     isolation_level: str = "read_uncommitted"
+    # streaming only: the consumer group each finished micro-batch's offsets are committed to
+    commit_group: str | None = None
 
 
 def _kafka_params(
@@ -314,6 +316,7 @@ def parse_source(options: Mapping[str, Any], *, streaming: bool) -> SourceOption
             f"option 'minOffsetsPerTrigger' ({min_off}) must not exceed 'maxOffsetsPerTrigger' ({max_off})"
         )
     poll_ms = _int(opts, "kafkaConsumer.pollTimeoutMs")
+    commit_group = _commit_group(opts, streaming)
     return SourceOptions(
         client=client,
         consumer=consumer,
@@ -332,7 +335,27 @@ def parse_source(options: Mapping[str, Any], *, streaming: bool) -> SourceOption
         include_headers=_bool(opts, "includeHeaders", False),
         poll_timeout_ms=poll_ms if poll_ms is not None else 120_000,
         isolation_level=isolation,
+        commit_group=commit_group,
     )
+
+
+def _commit_group(opts: Mapping[str, str], streaming: bool) -> str | None:
+    """``commitOffsetsToGroup``: a group id, for streaming queries only (a batch read has no
+    moment at which Spark says its rows were processed, so there is nothing true to commit)."""
+    raw = opts.get("commitoffsetstogroup")
+    if raw is None:
+        return None
+    group = raw.strip()
+    if not group:
+        raise KafkaConfigError("option 'commitOffsetsToGroup' is empty: give it a consumer group id")
+    if not streaming:
+        raise KafkaConfigError(
+            "option 'commitOffsetsToGroup' is for streaming queries (readStream) only: a batch read "
+            "has no point at which its rows are known to be processed. After a batch job, commit the "
+            "offsets it read with kafka_core's admin client (KafkaAdmin.alter_group_offsets) if you "
+            "want them in a group"
+        )
+    return group
 
 
 # Kafka's default transaction.max.timeout.ms: the longest a broker lets a transaction stay open.

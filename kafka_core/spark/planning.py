@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.errors import KafkaConfigError
+from kafka_core.spark import loss
 from kafka_core.spark.options import EARLIEST, LATEST, OffsetSpec
 
 __all__ = [
@@ -205,7 +206,13 @@ def check_ranges(
     for tp, stop in sorted(end.items()):
         begin = start[tp]
         if stop < begin:
-            message = f"partition {tp.topic}-{tp.partition}'s offset went backwards from {begin} to {stop}. {LOSS_HINT}"
+            message = loss.loss_message(
+                tp.topic,
+                tp.partition,
+                loss.lost_offsets(begin, None),
+                loss.backwards(begin, stop),
+                fail=fail_on_data_loss,
+            )
             if fail_on_data_loss:
                 raise DataLossError(message)
             on_loss(message)

@@ -17,9 +17,10 @@ from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.errors import KafkaError, KafkaProtocolError, KafkaTimeoutError
+from kafka_core.spark import loss
 from kafka_core.spark.cache import WorkerCache
 from kafka_core.spark.options import SourceOptions
-from kafka_core.spark.planning import LOSS_HINT, DataLossError, OffsetRange
+from kafka_core.spark.planning import DataLossError, OffsetRange
 
 log = logging.getLogger("kafka_core.spark")
 
@@ -135,9 +136,7 @@ class _RangeReader:
                     checked_end = True
                     end = consumer.end_offsets([tp])[tp]
                     if end <= position:
-                        self._lost(
-                            f"the log of {tp.topic}-{tp.partition} ends at {end}, before the planned end {r.end}"
-                        )
+                        self._lost(loss.lost_offsets(position, r.end), loss.log_end_before(end, r.end))
                         return
                 if stalled * 1000 >= self.options.poll_timeout_ms:
                     raise KafkaTimeoutError(
@@ -162,16 +161,18 @@ class _RangeReader:
         tp, r = self.tp, self.r
         earliest = consumer.beginning_offsets([tp])[tp]
         if position < earliest:
-            self._lost(f"offsets {position} to {min(earliest, r.end)} of {tp.topic}-{tp.partition} are gone")
+            self._lost(loss.lost_offsets(position, min(earliest, r.end)), loss.retention(earliest))
             if earliest >= r.end:
                 return r.end
             consumer.seek(tp, earliest)
             return earliest
-        self._lost(f"offset {position} of {tp.topic}-{tp.partition} is past the end of its log")
+        end = consumer.end_offsets([tp])[tp]
+        self._lost(loss.lost_offsets(position, r.end), loss.log_end_before(end, r.end))
         return r.end
 
-    def _lost(self, what: str) -> None:
-        message = f"{what} (the task reads offsets {self.r.start} to {self.r.end}). {LOSS_HINT}"
-        if self.options.fail_on_data_loss:
+    def _lost(self, lost: str, cause: str) -> None:
+        fail = self.options.fail_on_data_loss
+        message = loss.loss_message(self.r.topic, self.r.partition, lost, cause, fail=fail)
+        if fail:
             raise DataLossError(message)
         log.warning("%s", message)

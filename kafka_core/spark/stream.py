@@ -3,7 +3,9 @@
 Every driver-side call of a query runs in one long-lived Python process, so this object keeps
 its Kafka connection, the topic ids it has seen (to tell a recreated topic) and the time of the
 last micro-batch (for ``maxTriggerDelay``). ``read`` runs on a pickled copy on the executors and
-uses none of that state. The source never commits offsets to Kafka: Spark's checkpoint has them.
+uses none of that state. Spark's checkpoint holds the offsets; with ``commitOffsetsToGroup`` the
+offsets of each finished micro-batch are also committed to a consumer group, for lag monitoring
+only (:mod:`kafka_core.spark.group_commit`).
 """
 
 from __future__ import annotations
@@ -16,9 +18,9 @@ from typing import Any
 from pyspark.sql.datasource import DataSourceStreamReader, InputPartition
 
 from kafka_core.client.metadata import TopicPartition
+from kafka_core.spark import loss
 from kafka_core.spark.options import SourceOptions
 from kafka_core.spark.planning import (
-    LOSS_HINT,
     DataLossError,
     check_ranges,
     from_json,
@@ -58,6 +60,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow's end
         self._last_end: dict[TopicPartition, int] | None = None
         self._last_trigger = time.monotonic()
+        self._recreated: dict[str, tuple[str, str]] = {}  # topic -> (old id, new id), not yet reported
+        self._committer: Any = None
 
     def __getstate__(self) -> dict[str, Any]:
         # Executors get only what read() needs: no connection, no driver-side bookkeeping.
@@ -75,10 +79,23 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             self._reader = OffsetReader(self.options)
         return self._reader
 
-    def _loss(self, message: str) -> None:
-        if self.options.fail_on_data_loss:
-            raise DataLossError(f"{message}. {LOSS_HINT}")
-        log.warning("%s (failOnDataLoss=false: going on)", message)
+    def _loss(self, tp: TopicPartition, lost: str, cause: str) -> None:
+        fail = self.options.fail_on_data_loss
+        message = loss.loss_message(tp.topic, tp.partition, lost, cause, fail=fail)
+        if fail:
+            raise DataLossError(message)
+        log.warning("%s", message)
+
+    def _commit_to_group(self, processed: dict[str, Any] | None) -> None:
+        """``commitOffsetsToGroup``: offsets Spark has finished with go to the group (never raises)."""
+        group = self.options.commit_group
+        if group is None or processed is None:
+            return
+        if self._committer is None:
+            from kafka_core.spark.group_commit import GroupCommitter
+
+            self._committer = GroupCommitter(group, self.options.client)
+        self._committer.commit(from_json(processed))
 
     def _current(self) -> tuple[list[TopicPartition], dict[TopicPartition, int]]:
         """Partitions read now and their latest offsets; a recreated topic is noticed here."""
@@ -88,7 +105,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for topic, tid in ids.items():
             old = self._topic_ids.get(topic)
             if old is not None and old != tid:
-                self._loss(f"topic {topic!r} was deleted and recreated (id {old} -> {tid})")
+                self._recreated[topic] = (old, tid)  # reported per partition by latestOffset
                 self._restart.add(topic)
         self._topic_ids.update(ids)
         return tps, reader.latest(tps)
@@ -106,6 +123,9 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._target = latest
 
     def latestOffset(self, start: dict[str, Any] | None = None, limit: Any = None) -> dict[str, Any]:
+        # Spark asks for the next batch's end with the previous batch's end as ``start`` only
+        # after that batch ran through the sink: those offsets are processed.
+        self._commit_to_group(start)
         _tps, latest = self._current()
         if self._target is not None:
             # AvailableNow: nothing past what was there when the query started; new partitions
@@ -113,12 +133,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             latest = {tp: min(off, self._target.get(tp, off)) for tp, off in latest.items()}
         # Spark 4.0/4.1 call latestOffset() without arguments
         begin = self._last_end if start is None else from_json(start)
+        recreated, self._recreated = self._recreated, {}
         if begin is None:
             self._last_end = latest
             return to_json(latest)
-        for tp in begin:
-            if tp not in latest and tp.topic not in self._restart:
-                self._loss(f"partition {tp.topic}-{tp.partition} is gone")
+        for tp in sorted(begin):
+            if tp.topic in recreated:
+                self._loss(tp, loss.lost_offsets(begin[tp], None), loss.recreated(*recreated[tp.topic]))
+            elif tp not in latest and tp.topic not in self._restart:
+                self._loss(tp, loss.lost_offsets(begin[tp], None), loss.gone())
         earliest_needed = [tp for tp in latest if tp not in begin or tp.topic in self._restart]
         if earliest_needed:
             # New partitions (and recreated topics) are read from their earliest offset.
@@ -175,9 +198,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         for tp in backwards:
             # Recreated or truncated: with failOnDataLoss=false the partition is read from its
             # start again (Spark's connector skips it, and misses the new records).
-            self._loss(
-                f"partition {tp.topic}-{tp.partition}'s offset went backwards from {begin[tp]} to {stop[tp]}"
-            )
+            self._loss(tp, loss.lost_offsets(begin[tp], None), loss.backwards(begin[tp], stop[tp]))
         missing = [tp for tp in stop if tp not in begin or tp.topic in self._restart or tp in backwards]
         if missing:
             begin.update(self._offsets().earliest(missing))
@@ -189,9 +210,15 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return [RangePartition(self.options, r) for r in tasks]
 
     def commit(self, end: dict[str, Any]) -> None:
-        """Nothing to do: offsets live in Spark's checkpoint, never in a Kafka group."""
+        """Spark is done with offsets before ``end``: commit them to the group, if asked.
+        Spark calls this one batch late and never for the last batch; ``latestOffset`` commits
+        the same offsets earlier, so this only catches up (an unchanged offset is not resent)."""
+        self._commit_to_group(end)
 
     def stop(self) -> None:
+        if self._committer is not None:
+            self._committer.close()
+            self._committer = None
         if self._reader is not None:
             self._reader.close()
             self._reader = None

@@ -224,7 +224,10 @@ def test_check_ranges_reports_offsets_going_backwards() -> None:
     seen: list[str] = []
     start = {tp("a", 0): 10, tp("a", 1): 50}
     end = {tp("a", 0): 20, tp("a", 1): 40}
-    with pytest.raises(DataLossError, match="a-1's offset went backwards from 50 to 40"):
+    with pytest.raises(
+        DataLossError,
+        match=r"\(a-1\): offsets from 50 on.*went backwards from 50 to 40.*'failOnDataLoss' to 'false'",
+    ):
         check_ranges(start, end, fail_on_data_loss=True, on_loss=seen.append)
     ranges = check_ranges(start, end, fail_on_data_loss=False, on_loss=seen.append)
     assert ranges == [OffsetRange("a", 0, 10, 20)]
