@@ -50,6 +50,10 @@ if TYPE_CHECKING:
         AlterReplicaLogDirsRequest as AlterReplicaLogDirsRequest,
         AlterReplicaLogDirsResponse as AlterReplicaLogDirsResponse,
     )
+    from ._alter_share_group_offsets import (
+        AlterShareGroupOffsetsRequest as AlterShareGroupOffsetsRequest,
+        AlterShareGroupOffsetsResponse as AlterShareGroupOffsetsResponse,
+    )
     from ._alter_user_scram_credentials import (
         AlterUserScramCredentialsRequest as AlterUserScramCredentialsRequest,
         AlterUserScramCredentialsResponse as AlterUserScramCredentialsResponse,
@@ -122,6 +126,10 @@ if TYPE_CHECKING:
         DeleteRecordsRequest as DeleteRecordsRequest,
         DeleteRecordsResponse as DeleteRecordsResponse,
     )
+    from ._delete_share_group_offsets import (
+        DeleteShareGroupOffsetsRequest as DeleteShareGroupOffsetsRequest,
+        DeleteShareGroupOffsetsResponse as DeleteShareGroupOffsetsResponse,
+    )
     from ._delete_share_group_state import (
         DeleteShareGroupStateRequest as DeleteShareGroupStateRequest,
         DeleteShareGroupStateResponse as DeleteShareGroupStateResponse,
@@ -163,6 +171,10 @@ if TYPE_CHECKING:
     from ._describe_quorum import (
         DescribeQuorumRequest as DescribeQuorumRequest,
         DescribeQuorumResponse as DescribeQuorumResponse,
+    )
+    from ._describe_share_group_offsets import (
+        DescribeShareGroupOffsetsRequest as DescribeShareGroupOffsetsRequest,
+        DescribeShareGroupOffsetsResponse as DescribeShareGroupOffsetsResponse,
     )
     from ._describe_topic_partitions import (
         DescribeTopicPartitionsRequest as DescribeTopicPartitionsRequest,
@@ -459,6 +471,9 @@ class ApiKey(enum.IntEnum):
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 # class name -> the submodule defining it
@@ -481,6 +496,8 @@ _WHERE: dict[str, str] = {
     'AlterPartitionResponse': '_alter_partition',
     'AlterReplicaLogDirsRequest': '_alter_replica_log_dirs',
     'AlterReplicaLogDirsResponse': '_alter_replica_log_dirs',
+    'AlterShareGroupOffsetsRequest': '_alter_share_group_offsets',
+    'AlterShareGroupOffsetsResponse': '_alter_share_group_offsets',
     'AlterUserScramCredentialsRequest': '_alter_user_scram_credentials',
     'AlterUserScramCredentialsResponse': '_alter_user_scram_credentials',
     'ApiVersionsRequest': '_api_versions',
@@ -518,6 +535,8 @@ _WHERE: dict[str, str] = {
     'DeleteGroupsResponse': '_delete_groups',
     'DeleteRecordsRequest': '_delete_records',
     'DeleteRecordsResponse': '_delete_records',
+    'DeleteShareGroupOffsetsRequest': '_delete_share_group_offsets',
+    'DeleteShareGroupOffsetsResponse': '_delete_share_group_offsets',
     'DeleteShareGroupStateRequest': '_delete_share_group_state',
     'DeleteShareGroupStateResponse': '_delete_share_group_state',
     'DeleteTopicsRequest': '_delete_topics',
@@ -540,6 +559,8 @@ _WHERE: dict[str, str] = {
     'DescribeProducersResponse': '_describe_producers',
     'DescribeQuorumRequest': '_describe_quorum',
     'DescribeQuorumResponse': '_describe_quorum',
+    'DescribeShareGroupOffsetsRequest': '_describe_share_group_offsets',
+    'DescribeShareGroupOffsetsResponse': '_describe_share_group_offsets',
     'DescribeTopicPartitionsRequest': '_describe_topic_partitions',
     'DescribeTopicPartitionsResponse': '_describe_topic_partitions',
     'DescribeTransactionsRequest': '_describe_transactions',
@@ -743,6 +764,9 @@ REQUEST_CLASSES: ClassTable[int] = ClassTable(__getattr__, {
     85: 'WriteShareGroupStateRequest',
     86: 'DeleteShareGroupStateRequest',
     87: 'ReadShareGroupStateSummaryRequest',
+    90: 'DescribeShareGroupOffsetsRequest',
+    91: 'AlterShareGroupOffsetsRequest',
+    92: 'DeleteShareGroupOffsetsRequest',
 })
 RESPONSE_CLASSES: ClassTable[int] = ClassTable(__getattr__, {
     0: 'ProduceResponse',
@@ -833,6 +857,9 @@ RESPONSE_CLASSES: ClassTable[int] = ClassTable(__getattr__, {
     85: 'WriteShareGroupStateResponse',
     86: 'DeleteShareGroupStateResponse',
     87: 'ReadShareGroupStateSummaryResponse',
+    90: 'DescribeShareGroupOffsetsResponse',
+    91: 'AlterShareGroupOffsetsResponse',
+    92: 'DeleteShareGroupOffsetsResponse',
 })
 DATA_CLASSES: ClassTable[str] = ClassTable(__getattr__, {
     'ConsumerProtocolAssignment': 'ConsumerProtocolAssignment',

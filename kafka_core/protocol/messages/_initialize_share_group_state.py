@@ -170,7 +170,7 @@ class InitializeShareGroupStateRequest(Struct):
     MIN_VERSION = 0
     MAX_VERSION = 0
     FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = True
+    LATEST_VERSION_UNSTABLE = False
     LISTENERS = ('broker',)
     _IS_REQUEST = True
 

@@ -24,7 +24,8 @@ from kafka_core.protocol._runtime import (
 _ST_U = _PackStruct('>16s')
 _ST_ih = _PackStruct('>ih')
 _ST_ii = _PackStruct('>ii')
-_ST_iq = _PackStruct('>iq')
+_ST_iiq = _PackStruct('>iiq')
+_ST_iiqi = _PackStruct('>iiqi')
 
 
 # ------------------------------------------------------------------------------------------------
@@ -140,7 +141,7 @@ class ReadShareGroupStateSummaryRequest(Struct):
         __slots__ = ('partition', 'leader_epoch', 'unknown_tagged_fields')
         _FIELDS = ('partition', 'leader_epoch')
         MIN_VERSION = 0
-        MAX_VERSION = 0
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = True
 
@@ -154,7 +155,7 @@ class ReadShareGroupStateSummaryRequest(Struct):
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
         _FIELDS = ('topic_id', 'partitions')
         MIN_VERSION = 0
-        MAX_VERSION = 0
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = True
 
@@ -168,9 +169,9 @@ class ReadShareGroupStateSummaryRequest(Struct):
     _FIELDS = ('group_id', 'topics')
     API_KEY = 87
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = True
+    LATEST_VERSION_UNSTABLE = False
     LISTENERS = ('broker',)
     _IS_REQUEST = True
 
@@ -182,12 +183,12 @@ class ReadShareGroupStateSummaryRequest(Struct):
 
 _s_ReadShareGroupStateSummaryRequest_PartitionData = ReadShareGroupStateSummaryRequest.PartitionData
 _s_ReadShareGroupStateSummaryRequest_ReadStateSummaryData = ReadShareGroupStateSummaryRequest.ReadStateSummaryData
-_s_ReadShareGroupStateSummaryRequest_PartitionData._WRITERS = {0: _w_s_ReadShareGroupStateSummaryRequest_PartitionData_0}
-_s_ReadShareGroupStateSummaryRequest_PartitionData._READERS = {0: _r_s_ReadShareGroupStateSummaryRequest_PartitionData_0}
-_s_ReadShareGroupStateSummaryRequest_ReadStateSummaryData._WRITERS = {0: _w_s_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_0}
-_s_ReadShareGroupStateSummaryRequest_ReadStateSummaryData._READERS = {0: _r_s_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_0}
-ReadShareGroupStateSummaryRequest._WRITERS = {0: _w_ReadShareGroupStateSummaryRequest_0}
-ReadShareGroupStateSummaryRequest._READERS = {0: _r_ReadShareGroupStateSummaryRequest_0}
+_s_ReadShareGroupStateSummaryRequest_PartitionData._WRITERS = {0: _w_s_ReadShareGroupStateSummaryRequest_PartitionData_0, 1: _w_s_ReadShareGroupStateSummaryRequest_PartitionData_0}
+_s_ReadShareGroupStateSummaryRequest_PartitionData._READERS = {0: _r_s_ReadShareGroupStateSummaryRequest_PartitionData_0, 1: _r_s_ReadShareGroupStateSummaryRequest_PartitionData_0}
+_s_ReadShareGroupStateSummaryRequest_ReadStateSummaryData._WRITERS = {0: _w_s_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_0, 1: _w_s_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_0}
+_s_ReadShareGroupStateSummaryRequest_ReadStateSummaryData._READERS = {0: _r_s_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_0, 1: _r_s_ReadShareGroupStateSummaryRequest_ReadStateSummaryData_0}
+ReadShareGroupStateSummaryRequest._WRITERS = {0: _w_ReadShareGroupStateSummaryRequest_0, 1: _w_ReadShareGroupStateSummaryRequest_0}
+ReadShareGroupStateSummaryRequest._READERS = {0: _r_ReadShareGroupStateSummaryRequest_0, 1: _r_ReadShareGroupStateSummaryRequest_0}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -196,7 +197,7 @@ ReadShareGroupStateSummaryRequest._READERS = {0: _r_ReadShareGroupStateSummaryRe
 def _w_s_ReadShareGroupStateSummaryResponse_PartitionResult_0(o, b, ins):
     b += _ST_ih.pack(o.partition, o.error_code)
     wcstr_n(b, o.error_message, 'ReadShareGroupStateSummaryResponse.PartitionResult.error_message')
-    b += _ST_iq.pack(o.state_epoch, o.start_offset)
+    b += _ST_iiq.pack(o.state_epoch, o.leader_epoch, o.start_offset)
     u = o.unknown_tagged_fields
     if u:
         wtags(b, [], u)
@@ -209,8 +210,35 @@ def _r_s_ReadShareGroupStateSummaryResponse_PartitionResult_0(buf, pos):
     o.partition, o.error_code, = _ST_ih.unpack_from(buf, pos)
     pos += 6
     o.error_message, pos = rcstr_n(buf, pos, 'ReadShareGroupStateSummaryResponse.PartitionResult.error_message')
-    o.state_epoch, o.start_offset, = _ST_iq.unpack_from(buf, pos)
-    pos += 12
+    o.state_epoch, o.leader_epoch, o.start_offset, = _ST_iiq.unpack_from(buf, pos)
+    pos += 16
+    o.delivery_complete_count = -1
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
+def _w_s_ReadShareGroupStateSummaryResponse_PartitionResult_1(o, b, ins):
+    b += _ST_ih.pack(o.partition, o.error_code)
+    wcstr_n(b, o.error_message, 'ReadShareGroupStateSummaryResponse.PartitionResult.error_message')
+    b += _ST_iiqi.pack(o.state_epoch, o.leader_epoch, o.start_offset, o.delivery_complete_count)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_s_ReadShareGroupStateSummaryResponse_PartitionResult_1(buf, pos):
+    o = new(_s_ReadShareGroupStateSummaryResponse_PartitionResult)
+    o.partition, o.error_code, = _ST_ih.unpack_from(buf, pos)
+    pos += 6
+    o.error_message, pos = rcstr_n(buf, pos, 'ReadShareGroupStateSummaryResponse.PartitionResult.error_message')
+    o.state_epoch, o.leader_epoch, o.start_offset, o.delivery_complete_count, = _ST_iiqi.unpack_from(buf, pos)
+    pos += 20
     if buf[pos]:
         o.unknown_tagged_fields, pos = rtags0(buf, pos)
     else:
@@ -262,6 +290,49 @@ def _r_s_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_0(buf, pos):
     return o, pos
 
 
+def _w_s_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_1(o, b, ins):
+    b += _ST_U.pack(o.topic_id.bytes)
+    a = o.partitions
+    if a is None:
+        raise not_nullable('ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.partitions')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_ReadShareGroupStateSummaryResponse_PartitionResult_1(e, b, ins)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_s_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_1(buf, pos):
+    o = new(_s_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult)
+    _u0, = _ST_U.unpack_from(buf, pos)
+    pos += 16
+    o.topic_id = ruuid(_u0)
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.partitions')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('ReadShareGroupStateSummaryResponse.ReadStateSummaryResult.partitions', n, len(buf) - pos)
+        o.partitions = a = []
+        for _ in range(n):
+            e, pos = _r_s_ReadShareGroupStateSummaryResponse_PartitionResult_1(buf, pos)
+            a.append(e)
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
 def _w_ReadShareGroupStateSummaryResponse_0(o, b, ins):
     a = o.results
     if a is None:
@@ -301,21 +372,62 @@ def _r_ReadShareGroupStateSummaryResponse_0(buf, pos):
     return o, pos
 
 
+def _w_ReadShareGroupStateSummaryResponse_1(o, b, ins):
+    a = o.results
+    if a is None:
+        raise not_nullable('ReadShareGroupStateSummaryResponse.results')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_1(e, b, ins)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_ReadShareGroupStateSummaryResponse_1(buf, pos):
+    o = new(ReadShareGroupStateSummaryResponse)
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('ReadShareGroupStateSummaryResponse.results')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('ReadShareGroupStateSummaryResponse.results', n, len(buf) - pos)
+        o.results = a = []
+        for _ in range(n):
+            e, pos = _r_s_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_1(buf, pos)
+            a.append(e)
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
 class ReadShareGroupStateSummaryResponse(Struct):
     class PartitionResult(Struct):
-        __slots__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset', 'unknown_tagged_fields')
-        _FIELDS = ('partition', 'error_code', 'error_message', 'state_epoch', 'start_offset')
+        __slots__ = ('partition', 'error_code', 'error_message', 'state_epoch', 'leader_epoch', 'start_offset', 'delivery_complete_count', 'unknown_tagged_fields')
+        _FIELDS = ('partition', 'error_code', 'error_message', 'state_epoch', 'leader_epoch', 'start_offset', 'delivery_complete_count')
         MIN_VERSION = 0
-        MAX_VERSION = 0
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
-        def __init__(self, *, partition: int = 0, error_code: int = 0, error_message: str | None = None, state_epoch: int = 0, start_offset: int = 0, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
+        def __init__(self, *, partition: int = 0, error_code: int = 0, error_message: str | None = None, state_epoch: int = 0, leader_epoch: int = 0, start_offset: int = 0, delivery_complete_count: int = -1, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
             self.partition = partition
             self.error_code = error_code
             self.error_message = error_message
             self.state_epoch = state_epoch
+            self.leader_epoch = leader_epoch
             self.start_offset = start_offset
+            self.delivery_complete_count = delivery_complete_count
             self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
@@ -323,7 +435,7 @@ class ReadShareGroupStateSummaryResponse(Struct):
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
         _FIELDS = ('topic_id', 'partitions')
         MIN_VERSION = 0
-        MAX_VERSION = 0
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -337,7 +449,7 @@ class ReadShareGroupStateSummaryResponse(Struct):
     _FIELDS = ('results',)
     API_KEY = 87
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     LISTENERS = ()
@@ -350,9 +462,9 @@ class ReadShareGroupStateSummaryResponse(Struct):
 
 _s_ReadShareGroupStateSummaryResponse_PartitionResult = ReadShareGroupStateSummaryResponse.PartitionResult
 _s_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult = ReadShareGroupStateSummaryResponse.ReadStateSummaryResult
-_s_ReadShareGroupStateSummaryResponse_PartitionResult._WRITERS = {0: _w_s_ReadShareGroupStateSummaryResponse_PartitionResult_0}
-_s_ReadShareGroupStateSummaryResponse_PartitionResult._READERS = {0: _r_s_ReadShareGroupStateSummaryResponse_PartitionResult_0}
-_s_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult._WRITERS = {0: _w_s_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_0}
-_s_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult._READERS = {0: _r_s_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_0}
-ReadShareGroupStateSummaryResponse._WRITERS = {0: _w_ReadShareGroupStateSummaryResponse_0}
-ReadShareGroupStateSummaryResponse._READERS = {0: _r_ReadShareGroupStateSummaryResponse_0}
+_s_ReadShareGroupStateSummaryResponse_PartitionResult._WRITERS = {0: _w_s_ReadShareGroupStateSummaryResponse_PartitionResult_0, 1: _w_s_ReadShareGroupStateSummaryResponse_PartitionResult_1}
+_s_ReadShareGroupStateSummaryResponse_PartitionResult._READERS = {0: _r_s_ReadShareGroupStateSummaryResponse_PartitionResult_0, 1: _r_s_ReadShareGroupStateSummaryResponse_PartitionResult_1}
+_s_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult._WRITERS = {0: _w_s_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_0, 1: _w_s_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_1}
+_s_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult._READERS = {0: _r_s_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_0, 1: _r_s_ReadShareGroupStateSummaryResponse_ReadStateSummaryResult_1}
+ReadShareGroupStateSummaryResponse._WRITERS = {0: _w_ReadShareGroupStateSummaryResponse_0, 1: _w_ReadShareGroupStateSummaryResponse_1}
+ReadShareGroupStateSummaryResponse._READERS = {0: _r_ReadShareGroupStateSummaryResponse_0, 1: _r_ReadShareGroupStateSummaryResponse_1}

@@ -252,6 +252,36 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('Partitions', 'partitions', 'AlterReplicaLogDirPartitionResult', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'AlterReplicaLogDirPartitionResult'),
         ),
     }),
+    'AlterShareGroupOffsetsRequest': ('request', 91, (0, 0), (0, 32767), False, ('broker',), (
+        ('GroupId', 'group_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+        ('Topics', 'topics', 'AlterShareGroupOffsetsRequestTopic', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'AlterShareGroupOffsetsRequestTopic'),
+    ), {
+        'AlterShareGroupOffsetsRequestPartition': (
+            ('PartitionIndex', 'partition_index', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('StartOffset', 'start_offset', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ),
+        'AlterShareGroupOffsetsRequestTopic': (
+            ('TopicName', 'topic_name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Partitions', 'partitions', 'AlterShareGroupOffsetsRequestPartition', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'AlterShareGroupOffsetsRequestPartition'),
+        ),
+    }),
+    'AlterShareGroupOffsetsResponse': ('response', 91, (0, 0), (0, 32767), False, (), (
+        ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
+        ('Responses', 'responses', 'AlterShareGroupOffsetsResponseTopic', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'AlterShareGroupOffsetsResponseTopic'),
+    ), {
+        'AlterShareGroupOffsetsResponsePartition': (
+            ('PartitionIndex', 'partition_index', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
+        ),
+        'AlterShareGroupOffsetsResponseTopic': (
+            ('TopicName', 'topic_name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('TopicId', 'topic_id', 'uuid', False, (0, 32767), (1, 0), (1, 0), None, False, 'ZERO_UUID', None, None),
+            ('Partitions', 'partitions', 'AlterShareGroupOffsetsResponsePartition', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'AlterShareGroupOffsetsResponsePartition'),
+        ),
+    }),
     'AlterUserScramCredentialsRequest': ('request', 51, (0, 0), (0, 32767), False, ('broker', 'controller'), (
         ('Deletions', 'deletions', 'ScramCredentialDeletion', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'ScramCredentialDeletion'),
         ('Upsertions', 'upsertions', 'ScramCredentialUpsertion', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'ScramCredentialUpsertion'),
@@ -761,7 +791,28 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('Partitions', 'partitions', 'DeleteRecordsPartitionResult', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'DeleteRecordsPartitionResult'),
         ),
     }),
-    'DeleteShareGroupStateRequest': ('request', 86, (0, 0), (0, 32767), True, ('broker',), (
+    'DeleteShareGroupOffsetsRequest': ('request', 92, (0, 0), (0, 32767), False, ('broker',), (
+        ('GroupId', 'group_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+        ('Topics', 'topics', 'DeleteShareGroupOffsetsRequestTopic', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'DeleteShareGroupOffsetsRequestTopic'),
+    ), {
+        'DeleteShareGroupOffsetsRequestTopic': (
+            ('TopicName', 'topic_name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+        ),
+    }),
+    'DeleteShareGroupOffsetsResponse': ('response', 92, (0, 0), (0, 32767), False, (), (
+        ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
+        ('Responses', 'responses', 'DeleteShareGroupOffsetsResponseTopic', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'DeleteShareGroupOffsetsResponseTopic'),
+    ), {
+        'DeleteShareGroupOffsetsResponseTopic': (
+            ('TopicName', 'topic_name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('TopicId', 'topic_id', 'uuid', False, (0, 32767), (1, 0), (1, 0), None, False, 'ZERO_UUID', None, None),
+            ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
+        ),
+    }),
+    'DeleteShareGroupStateRequest': ('request', 86, (0, 0), (0, 32767), False, ('broker',), (
         ('GroupId', 'group_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ('Topics', 'topics', 'DeleteStateData', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'DeleteStateData'),
     ), {
@@ -1095,6 +1146,42 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
         'Node': (
             ('NodeId', 'node_id', 'int32', False, (2, 32767), (1, 0), (1, 0), None, False, '0', None, None),
             ('Listeners', 'listeners', 'Listener', True, (2, 32767), (1, 0), (1, 0), None, False, '[]', None, 'Listener'),
+        ),
+    }),
+    'DescribeShareGroupOffsetsRequest': ('request', 90, (0, 1), (0, 32767), False, ('broker',), (
+        ('Groups', 'groups', 'DescribeShareGroupOffsetsRequestGroup', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'DescribeShareGroupOffsetsRequestGroup'),
+    ), {
+        'DescribeShareGroupOffsetsRequestTopic': (
+            ('TopicName', 'topic_name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Partitions', 'partitions', 'int32', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+        ),
+        'DescribeShareGroupOffsetsRequestGroup': (
+            ('GroupId', 'group_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Topics', 'topics', 'DescribeShareGroupOffsetsRequestTopic', True, (0, 32767), (0, 32767), (1, 0), None, False, '[]', None, 'DescribeShareGroupOffsetsRequestTopic'),
+        ),
+    }),
+    'DescribeShareGroupOffsetsResponse': ('response', 90, (0, 1), (0, 32767), False, (), (
+        ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('Groups', 'groups', 'DescribeShareGroupOffsetsResponseGroup', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'DescribeShareGroupOffsetsResponseGroup'),
+    ), {
+        'DescribeShareGroupOffsetsResponsePartition': (
+            ('PartitionIndex', 'partition_index', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('StartOffset', 'start_offset', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('LeaderEpoch', 'leader_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('Lag', 'lag', 'int64', False, (1, 32767), (1, 0), (1, 0), None, True, '-1', None, None),
+            ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
+        ),
+        'DescribeShareGroupOffsetsResponseTopic': (
+            ('TopicName', 'topic_name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('TopicId', 'topic_id', 'uuid', False, (0, 32767), (1, 0), (1, 0), None, False, 'ZERO_UUID', None, None),
+            ('Partitions', 'partitions', 'DescribeShareGroupOffsetsResponsePartition', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'DescribeShareGroupOffsetsResponsePartition'),
+        ),
+        'DescribeShareGroupOffsetsResponseGroup': (
+            ('GroupId', 'group_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Topics', 'topics', 'DescribeShareGroupOffsetsResponseTopic', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'DescribeShareGroupOffsetsResponseTopic'),
+            ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
         ),
     }),
     'DescribeTopicPartitionsRequest': ('request', 75, (0, 0), (0, 32767), False, ('broker',), (
@@ -1532,7 +1619,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
         ('OngoingTxnProducerEpoch', 'ongoing_txn_producer_epoch', 'int16', False, (6, 32767), (1, 0), (1, 0), None, False, '-1', None, None),
     ), {
     }),
-    'InitializeShareGroupStateRequest': ('request', 83, (0, 0), (0, 32767), True, ('broker',), (
+    'InitializeShareGroupStateRequest': ('request', 83, (0, 0), (0, 32767), False, ('broker',), (
         ('GroupId', 'group_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ('Topics', 'topics', 'InitializeStateData', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'InitializeStateData'),
     ), {
@@ -2056,7 +2143,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
         ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
     ), {
     }),
-    'ReadShareGroupStateRequest': ('request', 84, (0, 0), (0, 32767), True, ('broker',), (
+    'ReadShareGroupStateRequest': ('request', 84, (0, 0), (0, 32767), False, ('broker',), (
         ('GroupId', 'group_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ('Topics', 'topics', 'ReadStateData', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'ReadStateData'),
     ), {
@@ -2091,7 +2178,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('Partitions', 'partitions', 'PartitionResult', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'PartitionResult'),
         ),
     }),
-    'ReadShareGroupStateSummaryRequest': ('request', 87, (0, 0), (0, 32767), True, ('broker',), (
+    'ReadShareGroupStateSummaryRequest': ('request', 87, (0, 1), (0, 32767), False, ('broker',), (
         ('GroupId', 'group_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ('Topics', 'topics', 'ReadStateSummaryData', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'ReadStateSummaryData'),
     ), {
@@ -2104,7 +2191,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('Partitions', 'partitions', 'PartitionData', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'PartitionData'),
         ),
     }),
-    'ReadShareGroupStateSummaryResponse': ('response', 87, (0, 0), (0, 32767), False, (), (
+    'ReadShareGroupStateSummaryResponse': ('response', 87, (0, 1), (0, 32767), False, (), (
         ('Results', 'results', 'ReadStateSummaryResult', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'ReadStateSummaryResult'),
     ), {
         'PartitionResult': (
@@ -2112,7 +2199,9 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
             ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
             ('StateEpoch', 'state_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('LeaderEpoch', 'leader_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
             ('StartOffset', 'start_offset', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('DeliveryCompleteCount', 'delivery_complete_count', 'int32', False, (1, 32767), (1, 0), (1, 0), None, True, '-1', None, None),
         ),
         'ReadStateSummaryResult': (
             ('TopicId', 'topic_id', 'uuid', False, (0, 32767), (1, 0), (1, 0), None, False, 'ZERO_UUID', None, None),
@@ -2162,10 +2251,11 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
         ('Mechanisms', 'mechanisms', 'string', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
     ), {
     }),
-    'ShareAcknowledgeRequest': ('request', 79, (0, 0), (0, 32767), True, ('broker',), (
+    'ShareAcknowledgeRequest': ('request', 79, (1, 2), (0, 32767), False, ('broker',), (
         ('GroupId', 'group_id', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
         ('MemberId', 'member_id', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, "''", None, None),
         ('ShareSessionEpoch', 'share_session_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('IsRenewAck', 'is_renew_ack', 'bool', False, (2, 32767), (1, 0), (1, 0), None, False, 'False', None, None),
         ('Topics', 'topics', 'AcknowledgeTopic', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'AcknowledgeTopic'),
     ), {
         'AcknowledgementBatch': (
@@ -2182,10 +2272,11 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('Partitions', 'partitions', 'AcknowledgePartition', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'AcknowledgePartition'),
         ),
     }),
-    'ShareAcknowledgeResponse': ('response', 79, (0, 0), (0, 32767), False, (), (
-        ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, True, '0', None, None),
-        ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, True, '0', None, None),
+    'ShareAcknowledgeResponse': ('response', 79, (1, 2), (0, 32767), False, (), (
+        ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
+        ('AcquisitionLockTimeoutMs', 'acquisition_lock_timeout_ms', 'int32', False, (2, 32767), (1, 0), (1, 0), None, True, '0', None, None),
         ('Responses', 'responses', 'ShareAcknowledgeTopicResponse', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'ShareAcknowledgeTopicResponse'),
         ('NodeEndpoints', 'node_endpoints', 'NodeEndpoint', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'NodeEndpoint'),
     ), {
@@ -2200,7 +2291,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('CurrentLeader', 'current_leader', 'LeaderIdAndEpoch', False, (0, 32767), (1, 0), (1, 0), None, False, '_s_ShareAcknowledgeResponse_LeaderIdAndEpoch()', None, 'LeaderIdAndEpoch'),
         ),
         'ShareAcknowledgeTopicResponse': (
-            ('TopicId', 'topic_id', 'uuid', False, (0, 32767), (1, 0), (1, 0), None, True, 'ZERO_UUID', None, None),
+            ('TopicId', 'topic_id', 'uuid', False, (0, 32767), (1, 0), (1, 0), None, False, 'ZERO_UUID', None, None),
             ('Partitions', 'partitions', 'PartitionData', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'PartitionData'),
         ),
         'NodeEndpoint': (
@@ -2210,13 +2301,17 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('Rack', 'rack', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
         ),
     }),
-    'ShareFetchRequest': ('request', 78, (0, 0), (0, 32767), True, ('broker',), (
+    'ShareFetchRequest': ('request', 78, (1, 2), (0, 32767), False, ('broker',), (
         ('GroupId', 'group_id', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
         ('MemberId', 'member_id', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, "''", None, None),
         ('ShareSessionEpoch', 'share_session_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('MaxWaitMs', 'max_wait_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('MinBytes', 'min_bytes', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('MaxBytes', 'max_bytes', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '2147483647', None, None),
+        ('MaxRecords', 'max_records', 'int32', False, (1, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('BatchSize', 'batch_size', 'int32', False, (1, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('ShareAcquireMode', 'share_acquire_mode', 'int8', False, (2, 32767), (1, 0), (1, 0), None, True, '0', None, None),
+        ('IsRenewAck', 'is_renew_ack', 'bool', False, (2, 32767), (1, 0), (1, 0), None, False, 'False', None, None),
         ('Topics', 'topics', 'FetchTopic', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'FetchTopic'),
         ('ForgottenTopicsData', 'forgotten_topics_data', 'ForgottenTopic', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'ForgottenTopic'),
     ), {
@@ -2227,7 +2322,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
         ),
         'FetchPartition': (
             ('PartitionIndex', 'partition_index', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('PartitionMaxBytes', 'partition_max_bytes', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('PartitionMaxBytes', 'partition_max_bytes', 'int32', False, (0, 0), (1, 0), (1, 0), None, False, '0', None, None),
             ('AcknowledgementBatches', 'acknowledgement_batches', 'AcknowledgementBatch', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'AcknowledgementBatch'),
         ),
         'FetchTopic': (
@@ -2239,10 +2334,11 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('Partitions', 'partitions', 'int32', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
         ),
     }),
-    'ShareFetchResponse': ('response', 78, (0, 0), (0, 32767), False, (), (
+    'ShareFetchResponse': ('response', 78, (1, 2), (0, 32767), False, (), (
         ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
+        ('AcquisitionLockTimeoutMs', 'acquisition_lock_timeout_ms', 'int32', False, (1, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('Responses', 'responses', 'ShareFetchableTopicResponse', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'ShareFetchableTopicResponse'),
         ('NodeEndpoints', 'node_endpoints', 'NodeEndpoint', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'NodeEndpoint'),
     ), {
@@ -2262,7 +2358,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('AcknowledgeErrorCode', 'acknowledge_error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
             ('AcknowledgeErrorMessage', 'acknowledge_error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
             ('CurrentLeader', 'current_leader', 'LeaderIdAndEpoch', False, (0, 32767), (1, 0), (1, 0), None, False, '_s_ShareFetchResponse_LeaderIdAndEpoch()', None, 'LeaderIdAndEpoch'),
-            ('Records', 'records', 'records', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
+            ('Records', 'records', 'records', False, (0, 32767), (0, 0), (1, 0), None, False, 'None', None, None),
             ('AcquiredRecords', 'acquired_records', 'AcquiredRecords', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'AcquiredRecords'),
         ),
         'ShareFetchableTopicResponse': (
@@ -2276,12 +2372,12 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('Rack', 'rack', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
         ),
     }),
-    'ShareGroupDescribeRequest': ('request', 77, (0, 0), (0, 32767), True, ('broker',), (
+    'ShareGroupDescribeRequest': ('request', 77, (1, 1), (0, 32767), False, ('broker',), (
         ('GroupIds', 'group_ids', 'string', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
         ('IncludeAuthorizedOperations', 'include_authorized_operations', 'bool', False, (0, 32767), (1, 0), (1, 0), None, False, 'False', None, None),
     ), {
     }),
-    'ShareGroupDescribeResponse': ('response', 77, (0, 0), (0, 32767), False, (), (
+    'ShareGroupDescribeResponse': ('response', 77, (1, 1), (0, 32767), False, (), (
         ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('Groups', 'groups', 'DescribedGroup', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'DescribedGroup'),
     ), {
@@ -2314,7 +2410,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('AuthorizedOperations', 'authorized_operations', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '-2147483648', None, None),
         ),
     }),
-    'ShareGroupHeartbeatRequest': ('request', 76, (0, 0), (0, 32767), True, ('broker',), (
+    'ShareGroupHeartbeatRequest': ('request', 76, (1, 1), (0, 32767), False, ('broker',), (
         ('GroupId', 'group_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ('MemberId', 'member_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ('MemberEpoch', 'member_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
@@ -2322,7 +2418,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
         ('SubscribedTopicNames', 'subscribed_topic_names', 'string', True, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
     ), {
     }),
-    'ShareGroupHeartbeatResponse': ('response', 76, (0, 0), (0, 32767), False, (), (
+    'ShareGroupHeartbeatResponse': ('response', 76, (1, 1), (0, 32767), False, (), (
         ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
@@ -2611,7 +2707,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('KRaftVersionFeature', 'k_raft_version_feature', 'KRaftVersionFeature', False, (0, 32767), (1, 0), (1, 0), None, False, '_s_VotersRecord_KRaftVersionFeature()', None, 'KRaftVersionFeature'),
         ),
     }),
-    'WriteShareGroupStateRequest': ('request', 85, (0, 0), (0, 32767), True, ('broker',), (
+    'WriteShareGroupStateRequest': ('request', 85, (0, 1), (0, 32767), False, ('broker',), (
         ('GroupId', 'group_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ('Topics', 'topics', 'WriteStateData', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'WriteStateData'),
     ), {
@@ -2626,6 +2722,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('StateEpoch', 'state_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
             ('LeaderEpoch', 'leader_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
             ('StartOffset', 'start_offset', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('DeliveryCompleteCount', 'delivery_complete_count', 'int32', False, (1, 32767), (1, 0), (1, 0), None, True, '-1', None, None),
             ('StateBatches', 'state_batches', 'StateBatch', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'StateBatch'),
         ),
         'WriteStateData': (
@@ -2633,7 +2730,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('Partitions', 'partitions', 'PartitionData', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'PartitionData'),
         ),
     }),
-    'WriteShareGroupStateResponse': ('response', 85, (0, 0), (0, 32767), False, (), (
+    'WriteShareGroupStateResponse': ('response', 85, (0, 1), (0, 32767), False, (), (
         ('Results', 'results', 'WriteStateResult', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'WriteStateResult'),
     ), {
         'PartitionResult': (

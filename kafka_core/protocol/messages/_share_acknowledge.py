@@ -18,13 +18,14 @@ from struct import Struct as _PackStruct
 from kafka_core.protocol._base import Struct
 from kafka_core.protocol._runtime import (
     FIXED_ARRAY_READERS, FIXED_ARRAY_WRITERS, MISSING, SMALL_ARRAYS, ZERO_UUID, new, not_nullable,
-    rcstr, rcstr_n, rtags0, ruuid, ruv, too_many, wcstr, wcstr_n, wtags, wuv,
+    rcstr, rcstr_n, rtags0, ruuid, ruv, too_many, unsupported, wcstr, wcstr_n, wtags, wuv,
 )
 
 _ST_U = _PackStruct('>16s')
 _ST_i = _PackStruct('>i')
 _ST_ih = _PackStruct('>ih')
 _ST_ii = _PackStruct('>ii')
+_ST_io = _PackStruct('>i?')
 _ST_qq = _PackStruct('>qq')
 ra_bc = FIXED_ARRAY_READERS['ra_bc']
 wa_bc = FIXED_ARRAY_WRITERS['wa_bc']
@@ -150,6 +151,8 @@ def _w_ShareAcknowledgeRequest_0(o, b, ins):
     wcstr_n(b, o.group_id, 'ShareAcknowledgeRequest.group_id')
     wcstr_n(b, o.member_id, 'ShareAcknowledgeRequest.member_id')
     b += _ST_i.pack(o.share_session_epoch)
+    if o.is_renew_ack != False:
+        raise unsupported('ShareAcknowledgeRequest', 'is_renew_ack', '2+')
     a = o.topics
     if a is None:
         raise not_nullable('ShareAcknowledgeRequest.topics')
@@ -170,6 +173,53 @@ def _r_ShareAcknowledgeRequest_0(buf, pos):
     o.member_id, pos = rcstr_n(buf, pos, 'ShareAcknowledgeRequest.member_id')
     o.share_session_epoch, = _ST_i.unpack_from(buf, pos)
     pos += 4
+    o.is_renew_ack = False
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('ShareAcknowledgeRequest.topics')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('ShareAcknowledgeRequest.topics', n, len(buf) - pos)
+        o.topics = a = []
+        for _ in range(n):
+            e, pos = _r_s_ShareAcknowledgeRequest_AcknowledgeTopic_0(buf, pos)
+            a.append(e)
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
+def _w_ShareAcknowledgeRequest_1(o, b, ins):
+    wcstr_n(b, o.group_id, 'ShareAcknowledgeRequest.group_id')
+    wcstr_n(b, o.member_id, 'ShareAcknowledgeRequest.member_id')
+    b += _ST_io.pack(o.share_session_epoch, o.is_renew_ack)
+    a = o.topics
+    if a is None:
+        raise not_nullable('ShareAcknowledgeRequest.topics')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_ShareAcknowledgeRequest_AcknowledgeTopic_0(e, b, ins)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_ShareAcknowledgeRequest_1(buf, pos):
+    o = new(ShareAcknowledgeRequest)
+    o.group_id, pos = rcstr_n(buf, pos, 'ShareAcknowledgeRequest.group_id')
+    o.member_id, pos = rcstr_n(buf, pos, 'ShareAcknowledgeRequest.member_id')
+    o.share_session_epoch, o.is_renew_ack, = _ST_io.unpack_from(buf, pos)
+    pos += 5
     n = buf[pos]
     pos += 1
     if n > 127:
@@ -196,8 +246,8 @@ class ShareAcknowledgeRequest(Struct):
     class AcknowledgementBatch(Struct):
         __slots__ = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tagged_fields')
         _FIELDS = ('first_offset', 'last_offset', 'acknowledge_types')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = True
 
@@ -211,8 +261,8 @@ class ShareAcknowledgeRequest(Struct):
     class AcknowledgePartition(Struct):
         __slots__ = ('partition_index', 'acknowledgement_batches', 'unknown_tagged_fields')
         _FIELDS = ('partition_index', 'acknowledgement_batches')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = True
 
@@ -225,8 +275,8 @@ class ShareAcknowledgeRequest(Struct):
     class AcknowledgeTopic(Struct):
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
         _FIELDS = ('topic_id', 'partitions')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = True
 
@@ -236,20 +286,21 @@ class ShareAcknowledgeRequest(Struct):
             self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'topics', 'unknown_tagged_fields')
-    _FIELDS = ('group_id', 'member_id', 'share_session_epoch', 'topics')
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'is_renew_ack', 'topics', 'unknown_tagged_fields')
+    _FIELDS = ('group_id', 'member_id', 'share_session_epoch', 'is_renew_ack', 'topics')
     API_KEY = 79
-    MIN_VERSION = 0
-    MAX_VERSION = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = True
+    LATEST_VERSION_UNSTABLE = False
     LISTENERS = ('broker',)
     _IS_REQUEST = True
 
-    def __init__(self, *, group_id: str | None = None, member_id: str | None = '', share_session_epoch: int = 0, topics: list[ShareAcknowledgeRequest.AcknowledgeTopic] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
+    def __init__(self, *, group_id: str | None = None, member_id: str | None = '', share_session_epoch: int = 0, is_renew_ack: bool = False, topics: list[ShareAcknowledgeRequest.AcknowledgeTopic] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
         self.group_id = group_id
         self.member_id = member_id
         self.share_session_epoch = share_session_epoch
+        self.is_renew_ack = is_renew_ack
         self.topics = [] if topics is MISSING else topics
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
@@ -257,14 +308,14 @@ class ShareAcknowledgeRequest(Struct):
 _s_ShareAcknowledgeRequest_AcknowledgementBatch = ShareAcknowledgeRequest.AcknowledgementBatch
 _s_ShareAcknowledgeRequest_AcknowledgePartition = ShareAcknowledgeRequest.AcknowledgePartition
 _s_ShareAcknowledgeRequest_AcknowledgeTopic = ShareAcknowledgeRequest.AcknowledgeTopic
-_s_ShareAcknowledgeRequest_AcknowledgementBatch._WRITERS = {0: _w_s_ShareAcknowledgeRequest_AcknowledgementBatch_0}
-_s_ShareAcknowledgeRequest_AcknowledgementBatch._READERS = {0: _r_s_ShareAcknowledgeRequest_AcknowledgementBatch_0}
-_s_ShareAcknowledgeRequest_AcknowledgePartition._WRITERS = {0: _w_s_ShareAcknowledgeRequest_AcknowledgePartition_0}
-_s_ShareAcknowledgeRequest_AcknowledgePartition._READERS = {0: _r_s_ShareAcknowledgeRequest_AcknowledgePartition_0}
-_s_ShareAcknowledgeRequest_AcknowledgeTopic._WRITERS = {0: _w_s_ShareAcknowledgeRequest_AcknowledgeTopic_0}
-_s_ShareAcknowledgeRequest_AcknowledgeTopic._READERS = {0: _r_s_ShareAcknowledgeRequest_AcknowledgeTopic_0}
-ShareAcknowledgeRequest._WRITERS = {0: _w_ShareAcknowledgeRequest_0}
-ShareAcknowledgeRequest._READERS = {0: _r_ShareAcknowledgeRequest_0}
+_s_ShareAcknowledgeRequest_AcknowledgementBatch._WRITERS = {1: _w_s_ShareAcknowledgeRequest_AcknowledgementBatch_0, 2: _w_s_ShareAcknowledgeRequest_AcknowledgementBatch_0}
+_s_ShareAcknowledgeRequest_AcknowledgementBatch._READERS = {1: _r_s_ShareAcknowledgeRequest_AcknowledgementBatch_0, 2: _r_s_ShareAcknowledgeRequest_AcknowledgementBatch_0}
+_s_ShareAcknowledgeRequest_AcknowledgePartition._WRITERS = {1: _w_s_ShareAcknowledgeRequest_AcknowledgePartition_0, 2: _w_s_ShareAcknowledgeRequest_AcknowledgePartition_0}
+_s_ShareAcknowledgeRequest_AcknowledgePartition._READERS = {1: _r_s_ShareAcknowledgeRequest_AcknowledgePartition_0, 2: _r_s_ShareAcknowledgeRequest_AcknowledgePartition_0}
+_s_ShareAcknowledgeRequest_AcknowledgeTopic._WRITERS = {1: _w_s_ShareAcknowledgeRequest_AcknowledgeTopic_0, 2: _w_s_ShareAcknowledgeRequest_AcknowledgeTopic_0}
+_s_ShareAcknowledgeRequest_AcknowledgeTopic._READERS = {1: _r_s_ShareAcknowledgeRequest_AcknowledgeTopic_0, 2: _r_s_ShareAcknowledgeRequest_AcknowledgeTopic_0}
+ShareAcknowledgeRequest._WRITERS = {1: _w_ShareAcknowledgeRequest_0, 2: _w_ShareAcknowledgeRequest_1}
+ShareAcknowledgeRequest._READERS = {1: _r_ShareAcknowledgeRequest_0, 2: _r_ShareAcknowledgeRequest_1}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -416,6 +467,75 @@ def _r_ShareAcknowledgeResponse_0(buf, pos):
     o.throttle_time_ms, o.error_code, = _ST_ih.unpack_from(buf, pos)
     pos += 6
     o.error_message, pos = rcstr_n(buf, pos, 'ShareAcknowledgeResponse.error_message')
+    o.acquisition_lock_timeout_ms = 0
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('ShareAcknowledgeResponse.responses')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('ShareAcknowledgeResponse.responses', n, len(buf) - pos)
+        o.responses = a = []
+        for _ in range(n):
+            e, pos = _r_s_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_0(buf, pos)
+            a.append(e)
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('ShareAcknowledgeResponse.node_endpoints')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('ShareAcknowledgeResponse.node_endpoints', n, len(buf) - pos)
+        o.node_endpoints = a = []
+        for _ in range(n):
+            e, pos = _r_s_ShareAcknowledgeResponse_NodeEndpoint_0(buf, pos)
+            a.append(e)
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
+def _w_ShareAcknowledgeResponse_1(o, b, ins):
+    b += _ST_ih.pack(o.throttle_time_ms, o.error_code)
+    wcstr_n(b, o.error_message, 'ShareAcknowledgeResponse.error_message')
+    b += _ST_i.pack(o.acquisition_lock_timeout_ms)
+    a = o.responses
+    if a is None:
+        raise not_nullable('ShareAcknowledgeResponse.responses')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_0(e, b, ins)
+    a = o.node_endpoints
+    if a is None:
+        raise not_nullable('ShareAcknowledgeResponse.node_endpoints')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_ShareAcknowledgeResponse_NodeEndpoint_0(e, b, ins)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_ShareAcknowledgeResponse_1(buf, pos):
+    o = new(ShareAcknowledgeResponse)
+    o.throttle_time_ms, o.error_code, = _ST_ih.unpack_from(buf, pos)
+    pos += 6
+    o.error_message, pos = rcstr_n(buf, pos, 'ShareAcknowledgeResponse.error_message')
+    o.acquisition_lock_timeout_ms, = _ST_i.unpack_from(buf, pos)
+    pos += 4
     n = buf[pos]
     pos += 1
     if n > 127:
@@ -456,8 +576,8 @@ class ShareAcknowledgeResponse(Struct):
     class LeaderIdAndEpoch(Struct):
         __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields')
         _FIELDS = ('leader_id', 'leader_epoch')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -470,8 +590,8 @@ class ShareAcknowledgeResponse(Struct):
     class PartitionData(Struct):
         __slots__ = ('partition_index', 'error_code', 'error_message', 'current_leader', 'unknown_tagged_fields')
         _FIELDS = ('partition_index', 'error_code', 'error_message', 'current_leader')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -486,8 +606,8 @@ class ShareAcknowledgeResponse(Struct):
     class ShareAcknowledgeTopicResponse(Struct):
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
         _FIELDS = ('topic_id', 'partitions')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -500,8 +620,8 @@ class ShareAcknowledgeResponse(Struct):
     class NodeEndpoint(Struct):
         __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
         _FIELDS = ('node_id', 'host', 'port', 'rack')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -513,20 +633,21 @@ class ShareAcknowledgeResponse(Struct):
             self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints', 'unknown_tagged_fields')
-    _FIELDS = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints')
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints', 'unknown_tagged_fields')
+    _FIELDS = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints')
     API_KEY = 79
-    MIN_VERSION = 0
-    MAX_VERSION = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     LISTENERS = ()
     _IS_REQUEST = False
 
-    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = MISSING, node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, acquisition_lock_timeout_ms: int = 0, responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = MISSING, node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
         self.responses = [] if responses is MISSING else responses
         self.node_endpoints = [] if node_endpoints is MISSING else node_endpoints
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
@@ -536,13 +657,13 @@ _s_ShareAcknowledgeResponse_LeaderIdAndEpoch = ShareAcknowledgeResponse.LeaderId
 _s_ShareAcknowledgeResponse_PartitionData = ShareAcknowledgeResponse.PartitionData
 _s_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse = ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse
 _s_ShareAcknowledgeResponse_NodeEndpoint = ShareAcknowledgeResponse.NodeEndpoint
-_s_ShareAcknowledgeResponse_LeaderIdAndEpoch._WRITERS = {0: _w_s_ShareAcknowledgeResponse_LeaderIdAndEpoch_0}
-_s_ShareAcknowledgeResponse_LeaderIdAndEpoch._READERS = {0: _r_s_ShareAcknowledgeResponse_LeaderIdAndEpoch_0}
-_s_ShareAcknowledgeResponse_PartitionData._WRITERS = {0: _w_s_ShareAcknowledgeResponse_PartitionData_0}
-_s_ShareAcknowledgeResponse_PartitionData._READERS = {0: _r_s_ShareAcknowledgeResponse_PartitionData_0}
-_s_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse._WRITERS = {0: _w_s_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_0}
-_s_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse._READERS = {0: _r_s_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_0}
-_s_ShareAcknowledgeResponse_NodeEndpoint._WRITERS = {0: _w_s_ShareAcknowledgeResponse_NodeEndpoint_0}
-_s_ShareAcknowledgeResponse_NodeEndpoint._READERS = {0: _r_s_ShareAcknowledgeResponse_NodeEndpoint_0}
-ShareAcknowledgeResponse._WRITERS = {0: _w_ShareAcknowledgeResponse_0}
-ShareAcknowledgeResponse._READERS = {0: _r_ShareAcknowledgeResponse_0}
+_s_ShareAcknowledgeResponse_LeaderIdAndEpoch._WRITERS = {1: _w_s_ShareAcknowledgeResponse_LeaderIdAndEpoch_0, 2: _w_s_ShareAcknowledgeResponse_LeaderIdAndEpoch_0}
+_s_ShareAcknowledgeResponse_LeaderIdAndEpoch._READERS = {1: _r_s_ShareAcknowledgeResponse_LeaderIdAndEpoch_0, 2: _r_s_ShareAcknowledgeResponse_LeaderIdAndEpoch_0}
+_s_ShareAcknowledgeResponse_PartitionData._WRITERS = {1: _w_s_ShareAcknowledgeResponse_PartitionData_0, 2: _w_s_ShareAcknowledgeResponse_PartitionData_0}
+_s_ShareAcknowledgeResponse_PartitionData._READERS = {1: _r_s_ShareAcknowledgeResponse_PartitionData_0, 2: _r_s_ShareAcknowledgeResponse_PartitionData_0}
+_s_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse._WRITERS = {1: _w_s_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_0, 2: _w_s_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_0}
+_s_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse._READERS = {1: _r_s_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_0, 2: _r_s_ShareAcknowledgeResponse_ShareAcknowledgeTopicResponse_0}
+_s_ShareAcknowledgeResponse_NodeEndpoint._WRITERS = {1: _w_s_ShareAcknowledgeResponse_NodeEndpoint_0, 2: _w_s_ShareAcknowledgeResponse_NodeEndpoint_0}
+_s_ShareAcknowledgeResponse_NodeEndpoint._READERS = {1: _r_s_ShareAcknowledgeResponse_NodeEndpoint_0, 2: _r_s_ShareAcknowledgeResponse_NodeEndpoint_0}
+ShareAcknowledgeResponse._WRITERS = {1: _w_ShareAcknowledgeResponse_0, 2: _w_ShareAcknowledgeResponse_1}
+ShareAcknowledgeResponse._READERS = {1: _r_ShareAcknowledgeResponse_0, 2: _r_ShareAcknowledgeResponse_1}

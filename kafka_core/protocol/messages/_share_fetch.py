@@ -18,7 +18,8 @@ from struct import Struct as _PackStruct
 from kafka_core.protocol._base import Struct
 from kafka_core.protocol._runtime import (
     FIXED_ARRAY_READERS, FIXED_ARRAY_WRITERS, MISSING, SMALL_ARRAYS, ZERO_UUID, new, not_nullable,
-    rcstr, rcstr_n, rrec, rtags0, ruuid, ruv, too_many, wcstr, wcstr_n, wrec, wtags, wuv,
+    rcstr, rcstr_n, rrec, rtags0, ruuid, ruv, too_many, unsupported, wcstr, wcstr_n, wrec, wtags,
+    wuv,
 )
 
 _ST_U = _PackStruct('>16s')
@@ -26,7 +27,8 @@ _ST_h = _PackStruct('>h')
 _ST_i = _PackStruct('>i')
 _ST_ih = _PackStruct('>ih')
 _ST_ii = _PackStruct('>ii')
-_ST_iiii = _PackStruct('>iiii')
+_ST_iiiiii = _PackStruct('>iiiiii')
+_ST_iiiiiibo = _PackStruct('>iiiiiib?')
 _ST_qq = _PackStruct('>qq')
 _ST_qqh = _PackStruct('>qqh')
 ra_bc = FIXED_ARRAY_READERS['ra_bc']
@@ -67,7 +69,9 @@ def _r_s_ShareFetchRequest_AcknowledgementBatch_0(buf, pos):
 
 
 def _w_s_ShareFetchRequest_FetchPartition_0(o, b, ins):
-    b += _ST_ii.pack(o.partition_index, o.partition_max_bytes)
+    b += _ST_i.pack(o.partition_index)
+    if o.partition_max_bytes != 0:
+        raise unsupported('ShareFetchRequest.FetchPartition', 'partition_max_bytes', '0')
     a = o.acknowledgement_batches
     if a is None:
         raise not_nullable('ShareFetchRequest.FetchPartition.acknowledgement_batches')
@@ -84,8 +88,9 @@ def _w_s_ShareFetchRequest_FetchPartition_0(o, b, ins):
 
 def _r_s_ShareFetchRequest_FetchPartition_0(buf, pos):
     o = new(_s_ShareFetchRequest_FetchPartition)
-    o.partition_index, o.partition_max_bytes, = _ST_ii.unpack_from(buf, pos)
-    pos += 8
+    o.partition_index, = _ST_i.unpack_from(buf, pos)
+    pos += 4
+    o.partition_max_bytes = 0
     n = buf[pos]
     pos += 1
     if n > 127:
@@ -183,7 +188,9 @@ def _r_s_ShareFetchRequest_ForgottenTopic_0(buf, pos):
 def _w_ShareFetchRequest_0(o, b, ins):
     wcstr_n(b, o.group_id, 'ShareFetchRequest.group_id')
     wcstr_n(b, o.member_id, 'ShareFetchRequest.member_id')
-    b += _ST_iiii.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes)
+    b += _ST_iiiiii.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size)
+    if o.is_renew_ack != False:
+        raise unsupported('ShareFetchRequest', 'is_renew_ack', '2+')
     a = o.topics
     if a is None:
         raise not_nullable('ShareFetchRequest.topics')
@@ -209,8 +216,77 @@ def _r_ShareFetchRequest_0(buf, pos):
     o = new(ShareFetchRequest)
     o.group_id, pos = rcstr_n(buf, pos, 'ShareFetchRequest.group_id')
     o.member_id, pos = rcstr_n(buf, pos, 'ShareFetchRequest.member_id')
-    o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, = _ST_iiii.unpack_from(buf, pos)
-    pos += 16
+    o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size, = _ST_iiiiii.unpack_from(buf, pos)
+    pos += 24
+    o.share_acquire_mode = 0
+    o.is_renew_ack = False
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('ShareFetchRequest.topics')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('ShareFetchRequest.topics', n, len(buf) - pos)
+        o.topics = a = []
+        for _ in range(n):
+            e, pos = _r_s_ShareFetchRequest_FetchTopic_0(buf, pos)
+            a.append(e)
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('ShareFetchRequest.forgotten_topics_data')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('ShareFetchRequest.forgotten_topics_data', n, len(buf) - pos)
+        o.forgotten_topics_data = a = []
+        for _ in range(n):
+            e, pos = _r_s_ShareFetchRequest_ForgottenTopic_0(buf, pos)
+            a.append(e)
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
+def _w_ShareFetchRequest_1(o, b, ins):
+    wcstr_n(b, o.group_id, 'ShareFetchRequest.group_id')
+    wcstr_n(b, o.member_id, 'ShareFetchRequest.member_id')
+    b += _ST_iiiiiibo.pack(o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size, o.share_acquire_mode, o.is_renew_ack)
+    a = o.topics
+    if a is None:
+        raise not_nullable('ShareFetchRequest.topics')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_ShareFetchRequest_FetchTopic_0(e, b, ins)
+    a = o.forgotten_topics_data
+    if a is None:
+        raise not_nullable('ShareFetchRequest.forgotten_topics_data')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_ShareFetchRequest_ForgottenTopic_0(e, b, ins)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_ShareFetchRequest_1(buf, pos):
+    o = new(ShareFetchRequest)
+    o.group_id, pos = rcstr_n(buf, pos, 'ShareFetchRequest.group_id')
+    o.member_id, pos = rcstr_n(buf, pos, 'ShareFetchRequest.member_id')
+    o.share_session_epoch, o.max_wait_ms, o.min_bytes, o.max_bytes, o.max_records, o.batch_size, o.share_acquire_mode, o.is_renew_ack, = _ST_iiiiiibo.unpack_from(buf, pos)
+    pos += 26
     n = buf[pos]
     pos += 1
     if n > 127:
@@ -251,8 +327,8 @@ class ShareFetchRequest(Struct):
     class AcknowledgementBatch(Struct):
         __slots__ = ('first_offset', 'last_offset', 'acknowledge_types', 'unknown_tagged_fields')
         _FIELDS = ('first_offset', 'last_offset', 'acknowledge_types')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = True
 
@@ -266,8 +342,8 @@ class ShareFetchRequest(Struct):
     class FetchPartition(Struct):
         __slots__ = ('partition_index', 'partition_max_bytes', 'acknowledgement_batches', 'unknown_tagged_fields')
         _FIELDS = ('partition_index', 'partition_max_bytes', 'acknowledgement_batches')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = True
 
@@ -281,8 +357,8 @@ class ShareFetchRequest(Struct):
     class FetchTopic(Struct):
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
         _FIELDS = ('topic_id', 'partitions')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = True
 
@@ -295,8 +371,8 @@ class ShareFetchRequest(Struct):
     class ForgottenTopic(Struct):
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
         _FIELDS = ('topic_id', 'partitions')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = True
 
@@ -306,23 +382,27 @@ class ShareFetchRequest(Struct):
             self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'topics', 'forgotten_topics_data', 'unknown_tagged_fields')
-    _FIELDS = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'topics', 'forgotten_topics_data')
+    __slots__ = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'max_records', 'batch_size', 'share_acquire_mode', 'is_renew_ack', 'topics', 'forgotten_topics_data', 'unknown_tagged_fields')
+    _FIELDS = ('group_id', 'member_id', 'share_session_epoch', 'max_wait_ms', 'min_bytes', 'max_bytes', 'max_records', 'batch_size', 'share_acquire_mode', 'is_renew_ack', 'topics', 'forgotten_topics_data')
     API_KEY = 78
-    MIN_VERSION = 0
-    MAX_VERSION = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = True
+    LATEST_VERSION_UNSTABLE = False
     LISTENERS = ('broker',)
     _IS_REQUEST = True
 
-    def __init__(self, *, group_id: str | None = None, member_id: str | None = '', share_session_epoch: int = 0, max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 2147483647, topics: list[ShareFetchRequest.FetchTopic] = MISSING, forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
+    def __init__(self, *, group_id: str | None = None, member_id: str | None = '', share_session_epoch: int = 0, max_wait_ms: int = 0, min_bytes: int = 0, max_bytes: int = 2147483647, max_records: int = 0, batch_size: int = 0, share_acquire_mode: int = 0, is_renew_ack: bool = False, topics: list[ShareFetchRequest.FetchTopic] = MISSING, forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
         self.group_id = group_id
         self.member_id = member_id
         self.share_session_epoch = share_session_epoch
         self.max_wait_ms = max_wait_ms
         self.min_bytes = min_bytes
         self.max_bytes = max_bytes
+        self.max_records = max_records
+        self.batch_size = batch_size
+        self.share_acquire_mode = share_acquire_mode
+        self.is_renew_ack = is_renew_ack
         self.topics = [] if topics is MISSING else topics
         self.forgotten_topics_data = [] if forgotten_topics_data is MISSING else forgotten_topics_data
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
@@ -332,16 +412,16 @@ _s_ShareFetchRequest_AcknowledgementBatch = ShareFetchRequest.AcknowledgementBat
 _s_ShareFetchRequest_FetchPartition = ShareFetchRequest.FetchPartition
 _s_ShareFetchRequest_FetchTopic = ShareFetchRequest.FetchTopic
 _s_ShareFetchRequest_ForgottenTopic = ShareFetchRequest.ForgottenTopic
-_s_ShareFetchRequest_AcknowledgementBatch._WRITERS = {0: _w_s_ShareFetchRequest_AcknowledgementBatch_0}
-_s_ShareFetchRequest_AcknowledgementBatch._READERS = {0: _r_s_ShareFetchRequest_AcknowledgementBatch_0}
-_s_ShareFetchRequest_FetchPartition._WRITERS = {0: _w_s_ShareFetchRequest_FetchPartition_0}
-_s_ShareFetchRequest_FetchPartition._READERS = {0: _r_s_ShareFetchRequest_FetchPartition_0}
-_s_ShareFetchRequest_FetchTopic._WRITERS = {0: _w_s_ShareFetchRequest_FetchTopic_0}
-_s_ShareFetchRequest_FetchTopic._READERS = {0: _r_s_ShareFetchRequest_FetchTopic_0}
-_s_ShareFetchRequest_ForgottenTopic._WRITERS = {0: _w_s_ShareFetchRequest_ForgottenTopic_0}
-_s_ShareFetchRequest_ForgottenTopic._READERS = {0: _r_s_ShareFetchRequest_ForgottenTopic_0}
-ShareFetchRequest._WRITERS = {0: _w_ShareFetchRequest_0}
-ShareFetchRequest._READERS = {0: _r_ShareFetchRequest_0}
+_s_ShareFetchRequest_AcknowledgementBatch._WRITERS = {1: _w_s_ShareFetchRequest_AcknowledgementBatch_0, 2: _w_s_ShareFetchRequest_AcknowledgementBatch_0}
+_s_ShareFetchRequest_AcknowledgementBatch._READERS = {1: _r_s_ShareFetchRequest_AcknowledgementBatch_0, 2: _r_s_ShareFetchRequest_AcknowledgementBatch_0}
+_s_ShareFetchRequest_FetchPartition._WRITERS = {1: _w_s_ShareFetchRequest_FetchPartition_0, 2: _w_s_ShareFetchRequest_FetchPartition_0}
+_s_ShareFetchRequest_FetchPartition._READERS = {1: _r_s_ShareFetchRequest_FetchPartition_0, 2: _r_s_ShareFetchRequest_FetchPartition_0}
+_s_ShareFetchRequest_FetchTopic._WRITERS = {1: _w_s_ShareFetchRequest_FetchTopic_0, 2: _w_s_ShareFetchRequest_FetchTopic_0}
+_s_ShareFetchRequest_FetchTopic._READERS = {1: _r_s_ShareFetchRequest_FetchTopic_0, 2: _r_s_ShareFetchRequest_FetchTopic_0}
+_s_ShareFetchRequest_ForgottenTopic._WRITERS = {1: _w_s_ShareFetchRequest_ForgottenTopic_0, 2: _w_s_ShareFetchRequest_ForgottenTopic_0}
+_s_ShareFetchRequest_ForgottenTopic._READERS = {1: _r_s_ShareFetchRequest_ForgottenTopic_0, 2: _r_s_ShareFetchRequest_ForgottenTopic_0}
+ShareFetchRequest._WRITERS = {1: _w_ShareFetchRequest_0, 2: _w_ShareFetchRequest_1}
+ShareFetchRequest._READERS = {1: _r_ShareFetchRequest_0, 2: _r_ShareFetchRequest_1}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -395,7 +475,7 @@ def _w_s_ShareFetchResponse_PartitionData_0(o, b, ins):
     b += _ST_h.pack(o.acknowledge_error_code)
     wcstr_n(b, o.acknowledge_error_message, 'ShareFetchResponse.PartitionData.acknowledge_error_message')
     _w_s_ShareFetchResponse_LeaderIdAndEpoch_0(o.current_leader, b, ins)
-    wrec(b, ins, o.records, 'ShareFetchResponse.PartitionData.records', True, True)
+    wrec(b, ins, o.records, 'ShareFetchResponse.PartitionData.records', True, False)
     a = o.acquired_records
     if a is None:
         raise not_nullable('ShareFetchResponse.PartitionData.acquired_records')
@@ -419,7 +499,7 @@ def _r_s_ShareFetchResponse_PartitionData_0(buf, pos):
     pos += 2
     o.acknowledge_error_message, pos = rcstr_n(buf, pos, 'ShareFetchResponse.PartitionData.acknowledge_error_message')
     o.current_leader, pos = _r_s_ShareFetchResponse_LeaderIdAndEpoch_0(buf, pos)
-    o.records, pos = rrec(buf, pos, 'ShareFetchResponse.PartitionData.records', True, True)
+    o.records, pos = rrec(buf, pos, 'ShareFetchResponse.PartitionData.records', True, False)
     n = buf[pos]
     pos += 1
     if n > 127:
@@ -516,6 +596,7 @@ def _r_s_ShareFetchResponse_NodeEndpoint_0(buf, pos):
 def _w_ShareFetchResponse_0(o, b, ins):
     b += _ST_ih.pack(o.throttle_time_ms, o.error_code)
     wcstr_n(b, o.error_message, 'ShareFetchResponse.error_message')
+    b += _ST_i.pack(o.acquisition_lock_timeout_ms)
     a = o.responses
     if a is None:
         raise not_nullable('ShareFetchResponse.responses')
@@ -542,6 +623,8 @@ def _r_ShareFetchResponse_0(buf, pos):
     o.throttle_time_ms, o.error_code, = _ST_ih.unpack_from(buf, pos)
     pos += 6
     o.error_message, pos = rcstr_n(buf, pos, 'ShareFetchResponse.error_message')
+    o.acquisition_lock_timeout_ms, = _ST_i.unpack_from(buf, pos)
+    pos += 4
     n = buf[pos]
     pos += 1
     if n > 127:
@@ -582,8 +665,8 @@ class ShareFetchResponse(Struct):
     class LeaderIdAndEpoch(Struct):
         __slots__ = ('leader_id', 'leader_epoch', 'unknown_tagged_fields')
         _FIELDS = ('leader_id', 'leader_epoch')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -596,8 +679,8 @@ class ShareFetchResponse(Struct):
     class AcquiredRecords(Struct):
         __slots__ = ('first_offset', 'last_offset', 'delivery_count', 'unknown_tagged_fields')
         _FIELDS = ('first_offset', 'last_offset', 'delivery_count')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -611,8 +694,8 @@ class ShareFetchResponse(Struct):
     class PartitionData(Struct):
         __slots__ = ('partition_index', 'error_code', 'error_message', 'acknowledge_error_code', 'acknowledge_error_message', 'current_leader', 'records', 'acquired_records', 'unknown_tagged_fields')
         _FIELDS = ('partition_index', 'error_code', 'error_message', 'acknowledge_error_code', 'acknowledge_error_message', 'current_leader', 'records', 'acquired_records')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -631,8 +714,8 @@ class ShareFetchResponse(Struct):
     class ShareFetchableTopicResponse(Struct):
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
         _FIELDS = ('topic_id', 'partitions')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -645,8 +728,8 @@ class ShareFetchResponse(Struct):
     class NodeEndpoint(Struct):
         __slots__ = ('node_id', 'host', 'port', 'rack', 'unknown_tagged_fields')
         _FIELDS = ('node_id', 'host', 'port', 'rack')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -658,20 +741,21 @@ class ShareFetchResponse(Struct):
             self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints', 'unknown_tagged_fields')
-    _FIELDS = ('throttle_time_ms', 'error_code', 'error_message', 'responses', 'node_endpoints')
+    __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints', 'unknown_tagged_fields')
+    _FIELDS = ('throttle_time_ms', 'error_code', 'error_message', 'acquisition_lock_timeout_ms', 'responses', 'node_endpoints')
     API_KEY = 78
-    MIN_VERSION = 0
-    MAX_VERSION = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     LISTENERS = ()
     _IS_REQUEST = False
 
-    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, responses: list[ShareFetchResponse.ShareFetchableTopicResponse] = MISSING, node_endpoints: list[ShareFetchResponse.NodeEndpoint] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
+    def __init__(self, *, throttle_time_ms: int = 0, error_code: int = 0, error_message: str | None = None, acquisition_lock_timeout_ms: int = 0, responses: list[ShareFetchResponse.ShareFetchableTopicResponse] = MISSING, node_endpoints: list[ShareFetchResponse.NodeEndpoint] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
         self.throttle_time_ms = throttle_time_ms
         self.error_code = error_code
         self.error_message = error_message
+        self.acquisition_lock_timeout_ms = acquisition_lock_timeout_ms
         self.responses = [] if responses is MISSING else responses
         self.node_endpoints = [] if node_endpoints is MISSING else node_endpoints
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
@@ -682,15 +766,15 @@ _s_ShareFetchResponse_AcquiredRecords = ShareFetchResponse.AcquiredRecords
 _s_ShareFetchResponse_PartitionData = ShareFetchResponse.PartitionData
 _s_ShareFetchResponse_ShareFetchableTopicResponse = ShareFetchResponse.ShareFetchableTopicResponse
 _s_ShareFetchResponse_NodeEndpoint = ShareFetchResponse.NodeEndpoint
-_s_ShareFetchResponse_LeaderIdAndEpoch._WRITERS = {0: _w_s_ShareFetchResponse_LeaderIdAndEpoch_0}
-_s_ShareFetchResponse_LeaderIdAndEpoch._READERS = {0: _r_s_ShareFetchResponse_LeaderIdAndEpoch_0}
-_s_ShareFetchResponse_AcquiredRecords._WRITERS = {0: _w_s_ShareFetchResponse_AcquiredRecords_0}
-_s_ShareFetchResponse_AcquiredRecords._READERS = {0: _r_s_ShareFetchResponse_AcquiredRecords_0}
-_s_ShareFetchResponse_PartitionData._WRITERS = {0: _w_s_ShareFetchResponse_PartitionData_0}
-_s_ShareFetchResponse_PartitionData._READERS = {0: _r_s_ShareFetchResponse_PartitionData_0}
-_s_ShareFetchResponse_ShareFetchableTopicResponse._WRITERS = {0: _w_s_ShareFetchResponse_ShareFetchableTopicResponse_0}
-_s_ShareFetchResponse_ShareFetchableTopicResponse._READERS = {0: _r_s_ShareFetchResponse_ShareFetchableTopicResponse_0}
-_s_ShareFetchResponse_NodeEndpoint._WRITERS = {0: _w_s_ShareFetchResponse_NodeEndpoint_0}
-_s_ShareFetchResponse_NodeEndpoint._READERS = {0: _r_s_ShareFetchResponse_NodeEndpoint_0}
-ShareFetchResponse._WRITERS = {0: _w_ShareFetchResponse_0}
-ShareFetchResponse._READERS = {0: _r_ShareFetchResponse_0}
+_s_ShareFetchResponse_LeaderIdAndEpoch._WRITERS = {1: _w_s_ShareFetchResponse_LeaderIdAndEpoch_0, 2: _w_s_ShareFetchResponse_LeaderIdAndEpoch_0}
+_s_ShareFetchResponse_LeaderIdAndEpoch._READERS = {1: _r_s_ShareFetchResponse_LeaderIdAndEpoch_0, 2: _r_s_ShareFetchResponse_LeaderIdAndEpoch_0}
+_s_ShareFetchResponse_AcquiredRecords._WRITERS = {1: _w_s_ShareFetchResponse_AcquiredRecords_0, 2: _w_s_ShareFetchResponse_AcquiredRecords_0}
+_s_ShareFetchResponse_AcquiredRecords._READERS = {1: _r_s_ShareFetchResponse_AcquiredRecords_0, 2: _r_s_ShareFetchResponse_AcquiredRecords_0}
+_s_ShareFetchResponse_PartitionData._WRITERS = {1: _w_s_ShareFetchResponse_PartitionData_0, 2: _w_s_ShareFetchResponse_PartitionData_0}
+_s_ShareFetchResponse_PartitionData._READERS = {1: _r_s_ShareFetchResponse_PartitionData_0, 2: _r_s_ShareFetchResponse_PartitionData_0}
+_s_ShareFetchResponse_ShareFetchableTopicResponse._WRITERS = {1: _w_s_ShareFetchResponse_ShareFetchableTopicResponse_0, 2: _w_s_ShareFetchResponse_ShareFetchableTopicResponse_0}
+_s_ShareFetchResponse_ShareFetchableTopicResponse._READERS = {1: _r_s_ShareFetchResponse_ShareFetchableTopicResponse_0, 2: _r_s_ShareFetchResponse_ShareFetchableTopicResponse_0}
+_s_ShareFetchResponse_NodeEndpoint._WRITERS = {1: _w_s_ShareFetchResponse_NodeEndpoint_0, 2: _w_s_ShareFetchResponse_NodeEndpoint_0}
+_s_ShareFetchResponse_NodeEndpoint._READERS = {1: _r_s_ShareFetchResponse_NodeEndpoint_0, 2: _r_s_ShareFetchResponse_NodeEndpoint_0}
+ShareFetchResponse._WRITERS = {1: _w_ShareFetchResponse_0, 2: _w_ShareFetchResponse_0}
+ShareFetchResponse._READERS = {1: _r_ShareFetchResponse_0, 2: _r_ShareFetchResponse_0}

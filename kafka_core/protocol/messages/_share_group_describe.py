@@ -60,10 +60,10 @@ class ShareGroupDescribeRequest(Struct):
     __slots__ = ('group_ids', 'include_authorized_operations', 'unknown_tagged_fields')
     _FIELDS = ('group_ids', 'include_authorized_operations')
     API_KEY = 77
-    MIN_VERSION = 0
-    MAX_VERSION = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = True
+    LATEST_VERSION_UNSTABLE = False
     LISTENERS = ('broker',)
     _IS_REQUEST = True
 
@@ -73,8 +73,8 @@ class ShareGroupDescribeRequest(Struct):
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-ShareGroupDescribeRequest._WRITERS = {0: _w_ShareGroupDescribeRequest_0}
-ShareGroupDescribeRequest._READERS = {0: _r_ShareGroupDescribeRequest_0}
+ShareGroupDescribeRequest._WRITERS = {1: _w_ShareGroupDescribeRequest_0}
+ShareGroupDescribeRequest._READERS = {1: _r_ShareGroupDescribeRequest_0}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -285,8 +285,8 @@ class ShareGroupDescribeResponse(Struct):
     class TopicPartitions(Struct):
         __slots__ = ('topic_id', 'topic_name', 'partitions', 'unknown_tagged_fields')
         _FIELDS = ('topic_id', 'topic_name', 'partitions')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -300,8 +300,8 @@ class ShareGroupDescribeResponse(Struct):
     class Assignment(Struct):
         __slots__ = ('topic_partitions', 'unknown_tagged_fields')
         _FIELDS = ('topic_partitions',)
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -313,8 +313,8 @@ class ShareGroupDescribeResponse(Struct):
     class Member(Struct):
         __slots__ = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment', 'unknown_tagged_fields')
         _FIELDS = ('member_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'assignment')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -332,8 +332,8 @@ class ShareGroupDescribeResponse(Struct):
     class DescribedGroup(Struct):
         __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations', 'unknown_tagged_fields')
         _FIELDS = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -353,8 +353,8 @@ class ShareGroupDescribeResponse(Struct):
     __slots__ = ('throttle_time_ms', 'groups', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'groups')
     API_KEY = 77
-    MIN_VERSION = 0
-    MAX_VERSION = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     LISTENERS = ()
@@ -370,13 +370,13 @@ _s_ShareGroupDescribeResponse_TopicPartitions = ShareGroupDescribeResponse.Topic
 _s_ShareGroupDescribeResponse_Assignment = ShareGroupDescribeResponse.Assignment
 _s_ShareGroupDescribeResponse_Member = ShareGroupDescribeResponse.Member
 _s_ShareGroupDescribeResponse_DescribedGroup = ShareGroupDescribeResponse.DescribedGroup
-_s_ShareGroupDescribeResponse_TopicPartitions._WRITERS = {0: _w_s_ShareGroupDescribeResponse_TopicPartitions_0}
-_s_ShareGroupDescribeResponse_TopicPartitions._READERS = {0: _r_s_ShareGroupDescribeResponse_TopicPartitions_0}
-_s_ShareGroupDescribeResponse_Assignment._WRITERS = {0: _w_s_ShareGroupDescribeResponse_Assignment_0}
-_s_ShareGroupDescribeResponse_Assignment._READERS = {0: _r_s_ShareGroupDescribeResponse_Assignment_0}
-_s_ShareGroupDescribeResponse_Member._WRITERS = {0: _w_s_ShareGroupDescribeResponse_Member_0}
-_s_ShareGroupDescribeResponse_Member._READERS = {0: _r_s_ShareGroupDescribeResponse_Member_0}
-_s_ShareGroupDescribeResponse_DescribedGroup._WRITERS = {0: _w_s_ShareGroupDescribeResponse_DescribedGroup_0}
-_s_ShareGroupDescribeResponse_DescribedGroup._READERS = {0: _r_s_ShareGroupDescribeResponse_DescribedGroup_0}
-ShareGroupDescribeResponse._WRITERS = {0: _w_ShareGroupDescribeResponse_0}
-ShareGroupDescribeResponse._READERS = {0: _r_ShareGroupDescribeResponse_0}
+_s_ShareGroupDescribeResponse_TopicPartitions._WRITERS = {1: _w_s_ShareGroupDescribeResponse_TopicPartitions_0}
+_s_ShareGroupDescribeResponse_TopicPartitions._READERS = {1: _r_s_ShareGroupDescribeResponse_TopicPartitions_0}
+_s_ShareGroupDescribeResponse_Assignment._WRITERS = {1: _w_s_ShareGroupDescribeResponse_Assignment_0}
+_s_ShareGroupDescribeResponse_Assignment._READERS = {1: _r_s_ShareGroupDescribeResponse_Assignment_0}
+_s_ShareGroupDescribeResponse_Member._WRITERS = {1: _w_s_ShareGroupDescribeResponse_Member_0}
+_s_ShareGroupDescribeResponse_Member._READERS = {1: _r_s_ShareGroupDescribeResponse_Member_0}
+_s_ShareGroupDescribeResponse_DescribedGroup._WRITERS = {1: _w_s_ShareGroupDescribeResponse_DescribedGroup_0}
+_s_ShareGroupDescribeResponse_DescribedGroup._READERS = {1: _r_s_ShareGroupDescribeResponse_DescribedGroup_0}
+ShareGroupDescribeResponse._WRITERS = {1: _w_ShareGroupDescribeResponse_0}
+ShareGroupDescribeResponse._READERS = {1: _r_ShareGroupDescribeResponse_0}

@@ -65,10 +65,10 @@ class ShareGroupHeartbeatRequest(Struct):
     __slots__ = ('group_id', 'member_id', 'member_epoch', 'rack_id', 'subscribed_topic_names', 'unknown_tagged_fields')
     _FIELDS = ('group_id', 'member_id', 'member_epoch', 'rack_id', 'subscribed_topic_names')
     API_KEY = 76
-    MIN_VERSION = 0
-    MAX_VERSION = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = True
+    LATEST_VERSION_UNSTABLE = False
     LISTENERS = ('broker',)
     _IS_REQUEST = True
 
@@ -81,8 +81,8 @@ class ShareGroupHeartbeatRequest(Struct):
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-ShareGroupHeartbeatRequest._WRITERS = {0: _w_ShareGroupHeartbeatRequest_0}
-ShareGroupHeartbeatRequest._READERS = {0: _r_ShareGroupHeartbeatRequest_0}
+ShareGroupHeartbeatRequest._WRITERS = {1: _w_ShareGroupHeartbeatRequest_0}
+ShareGroupHeartbeatRequest._READERS = {1: _r_ShareGroupHeartbeatRequest_0}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -199,8 +199,8 @@ class ShareGroupHeartbeatResponse(Struct):
     class TopicPartitions(Struct):
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
         _FIELDS = ('topic_id', 'partitions')
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -213,8 +213,8 @@ class ShareGroupHeartbeatResponse(Struct):
     class Assignment(Struct):
         __slots__ = ('topic_partitions', 'unknown_tagged_fields')
         _FIELDS = ('topic_partitions',)
-        MIN_VERSION = 0
-        MAX_VERSION = 0
+        MIN_VERSION = 1
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -226,8 +226,8 @@ class ShareGroupHeartbeatResponse(Struct):
     __slots__ = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'assignment', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'error_message', 'member_id', 'member_epoch', 'heartbeat_interval_ms', 'assignment')
     API_KEY = 76
-    MIN_VERSION = 0
-    MAX_VERSION = 0
+    MIN_VERSION = 1
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     LISTENERS = ()
@@ -246,9 +246,9 @@ class ShareGroupHeartbeatResponse(Struct):
 
 _s_ShareGroupHeartbeatResponse_TopicPartitions = ShareGroupHeartbeatResponse.TopicPartitions
 _s_ShareGroupHeartbeatResponse_Assignment = ShareGroupHeartbeatResponse.Assignment
-_s_ShareGroupHeartbeatResponse_TopicPartitions._WRITERS = {0: _w_s_ShareGroupHeartbeatResponse_TopicPartitions_0}
-_s_ShareGroupHeartbeatResponse_TopicPartitions._READERS = {0: _r_s_ShareGroupHeartbeatResponse_TopicPartitions_0}
-_s_ShareGroupHeartbeatResponse_Assignment._WRITERS = {0: _w_s_ShareGroupHeartbeatResponse_Assignment_0}
-_s_ShareGroupHeartbeatResponse_Assignment._READERS = {0: _r_s_ShareGroupHeartbeatResponse_Assignment_0}
-ShareGroupHeartbeatResponse._WRITERS = {0: _w_ShareGroupHeartbeatResponse_0}
-ShareGroupHeartbeatResponse._READERS = {0: _r_ShareGroupHeartbeatResponse_0}
+_s_ShareGroupHeartbeatResponse_TopicPartitions._WRITERS = {1: _w_s_ShareGroupHeartbeatResponse_TopicPartitions_0}
+_s_ShareGroupHeartbeatResponse_TopicPartitions._READERS = {1: _r_s_ShareGroupHeartbeatResponse_TopicPartitions_0}
+_s_ShareGroupHeartbeatResponse_Assignment._WRITERS = {1: _w_s_ShareGroupHeartbeatResponse_Assignment_0}
+_s_ShareGroupHeartbeatResponse_Assignment._READERS = {1: _r_s_ShareGroupHeartbeatResponse_Assignment_0}
+ShareGroupHeartbeatResponse._WRITERS = {1: _w_ShareGroupHeartbeatResponse_0}
+ShareGroupHeartbeatResponse._READERS = {1: _r_ShareGroupHeartbeatResponse_0}

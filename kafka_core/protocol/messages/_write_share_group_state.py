@@ -24,6 +24,7 @@ from kafka_core.protocol._runtime import (
 _ST_U = _PackStruct('>16s')
 _ST_ih = _PackStruct('>ih')
 _ST_iiiq = _PackStruct('>iiiq')
+_ST_iiiqi = _PackStruct('>iiiqi')
 _ST_qqbh = _PackStruct('>qqbh')
 
 
@@ -71,6 +72,49 @@ def _r_s_WriteShareGroupStateRequest_PartitionData_0(buf, pos):
     o = new(_s_WriteShareGroupStateRequest_PartitionData)
     o.partition, o.state_epoch, o.leader_epoch, o.start_offset, = _ST_iiiq.unpack_from(buf, pos)
     pos += 20
+    o.delivery_complete_count = -1
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('WriteShareGroupStateRequest.PartitionData.state_batches')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('WriteShareGroupStateRequest.PartitionData.state_batches', n, len(buf) - pos)
+        o.state_batches = a = []
+        for _ in range(n):
+            e, pos = _r_s_WriteShareGroupStateRequest_StateBatch_0(buf, pos)
+            a.append(e)
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
+def _w_s_WriteShareGroupStateRequest_PartitionData_1(o, b, ins):
+    b += _ST_iiiqi.pack(o.partition, o.state_epoch, o.leader_epoch, o.start_offset, o.delivery_complete_count)
+    a = o.state_batches
+    if a is None:
+        raise not_nullable('WriteShareGroupStateRequest.PartitionData.state_batches')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_WriteShareGroupStateRequest_StateBatch_0(e, b, ins)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_s_WriteShareGroupStateRequest_PartitionData_1(buf, pos):
+    o = new(_s_WriteShareGroupStateRequest_PartitionData)
+    o.partition, o.state_epoch, o.leader_epoch, o.start_offset, o.delivery_complete_count, = _ST_iiiqi.unpack_from(buf, pos)
+    pos += 24
     n = buf[pos]
     pos += 1
     if n > 127:
@@ -136,6 +180,49 @@ def _r_s_WriteShareGroupStateRequest_WriteStateData_0(buf, pos):
     return o, pos
 
 
+def _w_s_WriteShareGroupStateRequest_WriteStateData_1(o, b, ins):
+    b += _ST_U.pack(o.topic_id.bytes)
+    a = o.partitions
+    if a is None:
+        raise not_nullable('WriteShareGroupStateRequest.WriteStateData.partitions')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_WriteShareGroupStateRequest_PartitionData_1(e, b, ins)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_s_WriteShareGroupStateRequest_WriteStateData_1(buf, pos):
+    o = new(_s_WriteShareGroupStateRequest_WriteStateData)
+    _u0, = _ST_U.unpack_from(buf, pos)
+    pos += 16
+    o.topic_id = ruuid(_u0)
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('WriteShareGroupStateRequest.WriteStateData.partitions')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('WriteShareGroupStateRequest.WriteStateData.partitions', n, len(buf) - pos)
+        o.partitions = a = []
+        for _ in range(n):
+            e, pos = _r_s_WriteShareGroupStateRequest_PartitionData_1(buf, pos)
+            a.append(e)
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
 def _w_WriteShareGroupStateRequest_0(o, b, ins):
     wcstr(b, o.group_id, 'WriteShareGroupStateRequest.group_id')
     a = o.topics
@@ -177,12 +264,53 @@ def _r_WriteShareGroupStateRequest_0(buf, pos):
     return o, pos
 
 
+def _w_WriteShareGroupStateRequest_1(o, b, ins):
+    wcstr(b, o.group_id, 'WriteShareGroupStateRequest.group_id')
+    a = o.topics
+    if a is None:
+        raise not_nullable('WriteShareGroupStateRequest.topics')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_WriteShareGroupStateRequest_WriteStateData_1(e, b, ins)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_WriteShareGroupStateRequest_1(buf, pos):
+    o = new(WriteShareGroupStateRequest)
+    o.group_id, pos = rcstr(buf, pos, 'WriteShareGroupStateRequest.group_id')
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('WriteShareGroupStateRequest.topics')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('WriteShareGroupStateRequest.topics', n, len(buf) - pos)
+        o.topics = a = []
+        for _ in range(n):
+            e, pos = _r_s_WriteShareGroupStateRequest_WriteStateData_1(buf, pos)
+            a.append(e)
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
 class WriteShareGroupStateRequest(Struct):
     class StateBatch(Struct):
         __slots__ = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count', 'unknown_tagged_fields')
         _FIELDS = ('first_offset', 'last_offset', 'delivery_state', 'delivery_count')
         MIN_VERSION = 0
-        MAX_VERSION = 0
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = True
 
@@ -195,18 +323,19 @@ class WriteShareGroupStateRequest(Struct):
 
 
     class PartitionData(Struct):
-        __slots__ = ('partition', 'state_epoch', 'leader_epoch', 'start_offset', 'state_batches', 'unknown_tagged_fields')
-        _FIELDS = ('partition', 'state_epoch', 'leader_epoch', 'start_offset', 'state_batches')
+        __slots__ = ('partition', 'state_epoch', 'leader_epoch', 'start_offset', 'delivery_complete_count', 'state_batches', 'unknown_tagged_fields')
+        _FIELDS = ('partition', 'state_epoch', 'leader_epoch', 'start_offset', 'delivery_complete_count', 'state_batches')
         MIN_VERSION = 0
-        MAX_VERSION = 0
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = True
 
-        def __init__(self, *, partition: int = 0, state_epoch: int = 0, leader_epoch: int = 0, start_offset: int = 0, state_batches: list[WriteShareGroupStateRequest.StateBatch] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
+        def __init__(self, *, partition: int = 0, state_epoch: int = 0, leader_epoch: int = 0, start_offset: int = 0, delivery_complete_count: int = -1, state_batches: list[WriteShareGroupStateRequest.StateBatch] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
             self.partition = partition
             self.state_epoch = state_epoch
             self.leader_epoch = leader_epoch
             self.start_offset = start_offset
+            self.delivery_complete_count = delivery_complete_count
             self.state_batches = [] if state_batches is MISSING else state_batches
             self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
@@ -215,7 +344,7 @@ class WriteShareGroupStateRequest(Struct):
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
         _FIELDS = ('topic_id', 'partitions')
         MIN_VERSION = 0
-        MAX_VERSION = 0
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = True
 
@@ -229,9 +358,9 @@ class WriteShareGroupStateRequest(Struct):
     _FIELDS = ('group_id', 'topics')
     API_KEY = 85
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = True
+    LATEST_VERSION_UNSTABLE = False
     LISTENERS = ('broker',)
     _IS_REQUEST = True
 
@@ -244,14 +373,14 @@ class WriteShareGroupStateRequest(Struct):
 _s_WriteShareGroupStateRequest_StateBatch = WriteShareGroupStateRequest.StateBatch
 _s_WriteShareGroupStateRequest_PartitionData = WriteShareGroupStateRequest.PartitionData
 _s_WriteShareGroupStateRequest_WriteStateData = WriteShareGroupStateRequest.WriteStateData
-_s_WriteShareGroupStateRequest_StateBatch._WRITERS = {0: _w_s_WriteShareGroupStateRequest_StateBatch_0}
-_s_WriteShareGroupStateRequest_StateBatch._READERS = {0: _r_s_WriteShareGroupStateRequest_StateBatch_0}
-_s_WriteShareGroupStateRequest_PartitionData._WRITERS = {0: _w_s_WriteShareGroupStateRequest_PartitionData_0}
-_s_WriteShareGroupStateRequest_PartitionData._READERS = {0: _r_s_WriteShareGroupStateRequest_PartitionData_0}
-_s_WriteShareGroupStateRequest_WriteStateData._WRITERS = {0: _w_s_WriteShareGroupStateRequest_WriteStateData_0}
-_s_WriteShareGroupStateRequest_WriteStateData._READERS = {0: _r_s_WriteShareGroupStateRequest_WriteStateData_0}
-WriteShareGroupStateRequest._WRITERS = {0: _w_WriteShareGroupStateRequest_0}
-WriteShareGroupStateRequest._READERS = {0: _r_WriteShareGroupStateRequest_0}
+_s_WriteShareGroupStateRequest_StateBatch._WRITERS = {0: _w_s_WriteShareGroupStateRequest_StateBatch_0, 1: _w_s_WriteShareGroupStateRequest_StateBatch_0}
+_s_WriteShareGroupStateRequest_StateBatch._READERS = {0: _r_s_WriteShareGroupStateRequest_StateBatch_0, 1: _r_s_WriteShareGroupStateRequest_StateBatch_0}
+_s_WriteShareGroupStateRequest_PartitionData._WRITERS = {0: _w_s_WriteShareGroupStateRequest_PartitionData_0, 1: _w_s_WriteShareGroupStateRequest_PartitionData_1}
+_s_WriteShareGroupStateRequest_PartitionData._READERS = {0: _r_s_WriteShareGroupStateRequest_PartitionData_0, 1: _r_s_WriteShareGroupStateRequest_PartitionData_1}
+_s_WriteShareGroupStateRequest_WriteStateData._WRITERS = {0: _w_s_WriteShareGroupStateRequest_WriteStateData_0, 1: _w_s_WriteShareGroupStateRequest_WriteStateData_1}
+_s_WriteShareGroupStateRequest_WriteStateData._READERS = {0: _r_s_WriteShareGroupStateRequest_WriteStateData_0, 1: _r_s_WriteShareGroupStateRequest_WriteStateData_1}
+WriteShareGroupStateRequest._WRITERS = {0: _w_WriteShareGroupStateRequest_0, 1: _w_WriteShareGroupStateRequest_1}
+WriteShareGroupStateRequest._READERS = {0: _r_WriteShareGroupStateRequest_0, 1: _r_WriteShareGroupStateRequest_1}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -367,7 +496,7 @@ class WriteShareGroupStateResponse(Struct):
         __slots__ = ('partition', 'error_code', 'error_message', 'unknown_tagged_fields')
         _FIELDS = ('partition', 'error_code', 'error_message')
         MIN_VERSION = 0
-        MAX_VERSION = 0
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -382,7 +511,7 @@ class WriteShareGroupStateResponse(Struct):
         __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
         _FIELDS = ('topic_id', 'partitions')
         MIN_VERSION = 0
-        MAX_VERSION = 0
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -396,7 +525,7 @@ class WriteShareGroupStateResponse(Struct):
     _FIELDS = ('results',)
     API_KEY = 85
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     LISTENERS = ()
@@ -409,9 +538,9 @@ class WriteShareGroupStateResponse(Struct):
 
 _s_WriteShareGroupStateResponse_PartitionResult = WriteShareGroupStateResponse.PartitionResult
 _s_WriteShareGroupStateResponse_WriteStateResult = WriteShareGroupStateResponse.WriteStateResult
-_s_WriteShareGroupStateResponse_PartitionResult._WRITERS = {0: _w_s_WriteShareGroupStateResponse_PartitionResult_0}
-_s_WriteShareGroupStateResponse_PartitionResult._READERS = {0: _r_s_WriteShareGroupStateResponse_PartitionResult_0}
-_s_WriteShareGroupStateResponse_WriteStateResult._WRITERS = {0: _w_s_WriteShareGroupStateResponse_WriteStateResult_0}
-_s_WriteShareGroupStateResponse_WriteStateResult._READERS = {0: _r_s_WriteShareGroupStateResponse_WriteStateResult_0}
-WriteShareGroupStateResponse._WRITERS = {0: _w_WriteShareGroupStateResponse_0}
-WriteShareGroupStateResponse._READERS = {0: _r_WriteShareGroupStateResponse_0}
+_s_WriteShareGroupStateResponse_PartitionResult._WRITERS = {0: _w_s_WriteShareGroupStateResponse_PartitionResult_0, 1: _w_s_WriteShareGroupStateResponse_PartitionResult_0}
+_s_WriteShareGroupStateResponse_PartitionResult._READERS = {0: _r_s_WriteShareGroupStateResponse_PartitionResult_0, 1: _r_s_WriteShareGroupStateResponse_PartitionResult_0}
+_s_WriteShareGroupStateResponse_WriteStateResult._WRITERS = {0: _w_s_WriteShareGroupStateResponse_WriteStateResult_0, 1: _w_s_WriteShareGroupStateResponse_WriteStateResult_0}
+_s_WriteShareGroupStateResponse_WriteStateResult._READERS = {0: _r_s_WriteShareGroupStateResponse_WriteStateResult_0, 1: _r_s_WriteShareGroupStateResponse_WriteStateResult_0}
+WriteShareGroupStateResponse._WRITERS = {0: _w_WriteShareGroupStateResponse_0, 1: _w_WriteShareGroupStateResponse_0}
+WriteShareGroupStateResponse._READERS = {0: _r_WriteShareGroupStateResponse_0, 1: _r_WriteShareGroupStateResponse_0}
