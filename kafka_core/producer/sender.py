@@ -332,9 +332,10 @@ class Sender:
             try:
                 # The producer's request_timeout_ms, whatever the client's default: a stalled
                 # request is given up (its connection dropped) and retried at this bound.
-                resp = await self.client.send(
-                    node, body, max_version=PRODUCE_MAX_VERSION, timeout_ms=self.request_timeout_ms
+                top = (
+                    PRODUCE_MAX_VERSION if self.txn is None else self.txn.produce_version(PRODUCE_MAX_VERSION)
                 )
+                resp = await self.client.send(node, body, max_version=top, timeout_ms=self.request_timeout_ms)
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 for q, b in sent:
                     b.unknown_outcome = True

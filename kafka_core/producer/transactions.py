@@ -1,11 +1,11 @@
-"""The transactional producer's state machine (KIP-98, KIP-447; KIP-890 part 1's error).
+"""The transactional producer's state machine (KIP-98, KIP-447, KIP-890).
 
 One ``TransactionManager`` per producer with a ``transactional_id``. It owns the producer id and
 epoch (through the IdempotenceState the sender stamps on batches), the partitions added to the
 current transaction, and the operations on the coordinators (txn_requests.TxnCoordinator). It
 never sees the producer: what it needs (wake the sender, wait for every queued record to settle,
 renumber the partitions after an epoch bump) is passed in as callables. ``TransactionalProducer``
-is the producer's public face of it (a base class of the asyncio producer).
+(txn_face) is the producer's public face of it (a base class of the asyncio producer).
 
 Errors split as the Java client's: *abortable* (a record failed, TRANSACTION_ABORTABLE, a group
 or topic authorisation, a lost producer id...) lets the application abort and go on, bumping the
@@ -14,6 +14,11 @@ id not authorised, invalid transaction state) ends the producer, every later cal
 
 A coordinator operation (init, send_offsets, commit, abort) runs as a task: when the caller's
 time runs out it goes on, and calling the same method again waits for it, as the Java client.
+
+Transactions v2 (KIP-890 part 2; txn_version), chosen by init_transactions where the cluster
+offers it: no AddPartitionsToTxn (a Produce v12 adds its partition) and no AddOffsetsToTxn
+(TxnOffsetCommit v5 adds the group); every EndTxn bumps the epoch and answers the producer id and
+epoch the next transaction uses, so a zombie's late Produce of an ended transaction is fenced.
 """
 
 from __future__ import annotations
@@ -25,12 +30,11 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine, Iterator, Mapping
 from contextlib import contextmanager
 from enum import StrEnum
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition, as_topic_partition
 from kafka_core.errors import KafkaClosedError, KafkaProtocolError, KafkaTimeoutError, KafkaTransactionError
 from kafka_core.producer.idempotence import IdempotenceState
-from kafka_core.producer.prepared import PreparedTransaction
 from kafka_core.producer.txn_requests import (
     BUMP_CODES,
     PRODUCE_FATAL_CODES,
@@ -38,14 +42,12 @@ from kafka_core.producer.txn_requests import (
     TxnCoordinator,
     retriable,
 )
+from kafka_core.producer.txn_version import PRODUCE_V1_MAX_VERSION
 from kafka_core.protocol.errors import ErrorCode, error_for
-
-if TYPE_CHECKING:
-    from kafka_core.consumer.rebalance import ConsumerGroupMetadata
 
 log = logging.getLogger("kafka_core.producer")
 
-__all__ = ["TransactionManager", "TransactionState", "TransactionalProducer"]
+__all__ = ["TransactionManager", "TransactionState"]
 
 E = ErrorCode
 
@@ -144,9 +146,12 @@ class TransactionManager:
     # -- the sender's side (loop thread, accumulator lock held: no I/O, no waiting) ---------------
 
     def may_send(self, topic: str, partition: int) -> bool:
-        """Whether batches of this partition may go now; asks for it to be added if not yet."""
+        """Whether batches of this partition may go now; asks for it to be added if not yet
+        (v2: the Produce adds it)."""
         if not self._adding():
             return False
+        if self.coord.v2:
+            return True
         key = (topic, partition)
         if key in self.added:
             return True
@@ -155,6 +160,20 @@ class TransactionManager:
             if self._adder is None or self._adder.done():
                 self._adder = asyncio.get_running_loop().create_task(self._add_partitions())
         return False
+
+    def produce_version(self, top: int) -> int:
+        """The highest Produce version for a request of this transaction, as it leaves: v2 needs
+        v12+ (the partitions join the transaction by it, so the transaction has begun at the
+        coordinator, or may have: EndTxn is owed); v1 stays below 12 (as the Java client)."""
+        if self.coord.v2:
+            self.started = True
+            return top
+        return min(top, PRODUCE_V1_MAX_VERSION)
+
+    @property
+    def transaction_version(self) -> int:
+        """2 for transactions v2 (KIP-890 part 2), 1 otherwise (0 until init_transactions)."""
+        return 0 if self.coord.v2 is None else 2 if self.coord.v2 else 1
 
     def add_cause(self, topic: str) -> BaseException | None:
         """Why partitions of ``topic`` are still waiting to be added to the transaction."""
@@ -430,10 +449,13 @@ class TransactionManager:
     async def _init(self) -> None:
         try:
             await self._new_id(bump=False)
+            self._phase = "asking the coordinator for the transaction protocol (ApiVersions)"
+            v2 = await self.coord.detect_v2()
         except KafkaTransactionError as exc:
             if exc.fatal:
                 self._enter_error(exc)
             raise
+        log.info("transactional producer %r: transactions v%d", self.transactional_id, 2 if v2 else 1)
         self.state = S.READY
         self._wake()
 
@@ -444,10 +466,21 @@ class TransactionManager:
         self.bump_required = False
         self._reset_sequences()
 
+    async def _end_txn(self, commit: bool) -> None:
+        """EndTxn; with v2, go on under the producer id and epoch it bumped to (sequence numbers
+        start again from 0, and what the bump was wanted for is done)."""
+        bumped = await self.coord.end_txn(commit)
+        if bumped is not None:
+            self.idem.producer_id, self.idem.producer_epoch = bumped
+            self.idem.bump_needed = False
+            self.bump_required = False
+            self._reset_sequences()
+
     async def _send_offsets(self, offsets: dict[TopicPartition, OffsetAndMetadata], group: Group) -> None:
         try:
-            self._phase = "adding the group to the transaction (AddOffsetsToTxn)"
-            await self.coord.add_offsets(group[0])
+            if not self.coord.v2:  # v2: TxnOffsetCommit v5 adds the group itself
+                self._phase = "adding the group to the transaction (AddOffsetsToTxn)"
+                await self.coord.add_offsets(group[0])
             self.started = True
             self._phase = f"committing the offsets to group {group[0]!r} (TxnOffsetCommit)"
             await self.coord.commit_offsets(offsets, group)
@@ -465,7 +498,7 @@ class TransactionManager:
             if self.state is not S.COMMITTING:  # a record failed meanwhile
                 raise self.error or KafkaTransactionError("commit failed", abortable=True)
             if self.started:
-                await self.coord.end_txn(True)
+                await self._end_txn(True)
         except KafkaTransactionError as exc:
             self._enter_error(exc)
             raise
@@ -500,7 +533,7 @@ class TransactionManager:
             lost_id = self.error is not None and self.error.code == E.INVALID_PRODUCER_ID_MAPPING
             self._phase = "ending the transaction (EndTxn)"
             if self.started and not lost_id:
-                await self.coord.end_txn(False)
+                await self._end_txn(False)
             self._phase = "bumping the epoch (InitProducerId)"
             if self.bump_required:
                 await self._new_id(bump=True)
@@ -556,80 +589,10 @@ class TransactionManager:
                 await self.coord.pause(retry)
 
     def metrics(self) -> dict[str, Any]:
-        return {"state": self.state.value, **self.counters}
-
-
-class TransactionalProducer:
-    """The transactional calls of the asyncio producer (its base class); see ``KafkaProducer``."""
-
-    _txn: TransactionManager | None
-    _max_block: float
-    _closed: bool
-    _task: asyncio.Task[None] | None
-
-    def _begin(self, loop: asyncio.AbstractEventLoop) -> None:
-        raise NotImplementedError
-
-    def _transactional(self) -> TransactionManager:
-        if self._txn is None:
-            raise KafkaTransactionError("this producer has no transactional_id: it cannot use transactions")
-        if self._closed:
-            raise KafkaClosedError("the producer is closed")
-        if self._task is None:
-            self._begin(asyncio.get_running_loop())
-        return self._txn
-
-    def _timeout(self, timeout: float | None) -> float:
-        return self._max_block if timeout is None else timeout
-
-    @property
-    def transaction_state(self) -> TransactionState:
-        """uninitialized, ready, in_transaction, committing, preparing, prepared, aborting,
-        abortable_error or fatal_error."""
-        return self._txn.state if self._txn is not None else S.UNINITIALIZED
-
-    async def init_transactions(self, timeout: float | None = None) -> None:
-        """Get the producer id and epoch of ``transactional_id``, fencing older producers with it
-        and finishing a transaction they left open. Once, before the first transaction."""
-        await self._transactional().init(self._timeout(timeout))
-
-    def begin_transaction(self) -> None:
-        """Start a transaction (no I/O): ``send`` is allowed until commit or abort."""
-        self._transactional().begin()
-
-    async def send_offsets_to_transaction(
-        self,
-        offsets: Mapping[Any, int | OffsetAndMetadata],
-        group_metadata: ConsumerGroupMetadata | str,
-        timeout: float | None = None,
-    ) -> None:
-        """Commit a consumer's offsets (the NEXT offset to read, as ``consumer.commit``) with this
-        transaction; ``group_metadata`` is ``consumer.group_metadata()`` (KIP-447 fencing of a
-        zombie member) or a plain group id."""
-        txn = self._transactional()
-        group: Group
-        if isinstance(group_metadata, str):
-            group = (group_metadata, -1, "", None)
-        else:
-            g = group_metadata
-            if not g.group_id:
-                raise KafkaTransactionError("send_offsets_to_transaction: the consumer has no group_id")
-            group = (g.group_id, g.generation_id, g.member_id, g.group_instance_id)
-        await txn.send_offsets(offsets, group, self._timeout(timeout))
-
-    async def prepare_transaction(self, timeout: float | None = None) -> PreparedTransaction:
-        """Deliver every record of the transaction and leave it open (two-phase commit): then
-        only commit_transaction()/abort_transaction() are allowed here, and close() keeps it
-        open, so that ``kafka_core.producer.complete_transaction(prepared, commit=...)`` may end it
-        from any process, within ``transaction_timeout_ms`` of its first record (the coordinator
-        aborts it then). A failed record raises KafkaTransactionError(abortable=True) as a commit
-        would. A transaction with nothing in it gives producer id -1 (complete does nothing)."""
-        return PreparedTransaction(*await self._transactional().prepare(self._timeout(timeout)))
-
-    async def commit_transaction(self, timeout: float | None = None) -> None:
-        """Deliver every record of the transaction (a prepared one: nothing left), then commit it."""
-        await self._transactional().commit(self._timeout(timeout))
-
-    async def abort_transaction(self, timeout: float | None = None) -> None:
-        """Abort the transaction: records not sent yet fail ("transaction aborted")."""
-        await self._transactional().abort(self._timeout(timeout))
+        return {
+            "state": self.state.value,
+            "transaction_version": self.transaction_version,
+            "producer_id": self.idem.producer_id,
+            "producer_epoch": self.idem.producer_epoch,
+            **self.counters,
+        }

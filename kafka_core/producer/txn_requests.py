@@ -4,8 +4,9 @@ what an error code means for the transaction (retry, abortable, fatal) as the Ja
 ``TxnCoordinator`` sends until an answer is not retriable (re-finding the coordinator when it
 moved, a short backoff for CONCURRENT_TRANSACTIONS) and raises the rest as KafkaTransactionError.
 Versions are negotiated by the client, capped where a later version is not a client's to use:
-AddPartitionsToTxn v4+ is the brokers' batched form (KIP-890), EndTxn v5 and TxnOffsetCommit v5
-belong to KIP-890 part 2, which needs Produce v12 transactions this client does not send.
+AddPartitionsToTxn v4+ is the brokers' batched form (KIP-890). EndTxn v5 and TxnOffsetCommit v5
+are transactions v2 (KIP-890 part 2, see txn_version): used only when ``TxnCoordinator.v2`` says
+so, EndTxn v5 then answering the producer id and epoch the next transaction uses.
 """
 
 from __future__ import annotations
@@ -26,6 +27,11 @@ from kafka_core.errors import (
     KafkaUnsupportedVersionError,
 )
 from kafka_core.producer.idempotence import IdempotenceState
+from kafka_core.producer.txn_version import (
+    END_TXN_V2_VERSION,
+    TXN_OFFSET_COMMIT_V2_VERSION,
+    transaction_version,
+)
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import (
     COORDINATOR_CODES,
@@ -143,12 +149,19 @@ async def add_offsets(
 
 
 async def end_txn(
-    client: Any, node: int, ident: tuple[str, int, int], commit: bool, timeout_ms: float
-) -> int:
+    client: Any, node: int, ident: tuple[str, int, int], commit: bool, timeout_ms: float, *, v2: bool = False
+) -> tuple[int, int, int]:
+    """EndTxn: the error code, and (v5, transactions v2) the producer id and epoch the coordinator
+    bumped to (-1, -1 before v5)."""
     txn_id, pid, epoch = ident
     body = EndTxnRequest(transactional_id=txn_id, producer_id=pid, producer_epoch=epoch, committed=commit)
-    resp = await client.send(node, body, max_version=END_TXN_MAX_VERSION, timeout_ms=timeout_ms)
-    return int(resp.error_code)
+    top = END_TXN_V2_VERSION if v2 else END_TXN_MAX_VERSION
+    resp = await client.send(node, body, max_version=top, timeout_ms=timeout_ms)
+    return (
+        int(resp.error_code),
+        int(getattr(resp, "producer_id", -1)),
+        int(getattr(resp, "producer_epoch", -1)),
+    )
 
 
 async def txn_offset_commit(
@@ -158,11 +171,14 @@ async def txn_offset_commit(
     group: Group,
     offsets: Mapping[TopicPartition, OffsetAndMetadata],
     timeout_ms: float,
+    *,
+    v2: bool = False,
 ) -> dict[TopicPartition, int]:
     """TxnOffsetCommit to the group coordinator; ``group`` is (group id, generation, member id,
     group instance id), sent from v3 on so that the coordinator fences a zombie member (KIP-447).
     A member's metadata the broker's version cannot carry raises KafkaUnsupportedVersionError
-    (as the Java client) rather than committing unfenced."""
+    (as the Java client) rather than committing unfenced. ``v2``: v5, which adds the group to the
+    transaction itself (no AddOffsetsToTxn before it)."""
     txn_id, pid, epoch = ident
     group_id, generation, member_id, instance_id = group
     if generation >= 0 or member_id or instance_id is not None:
@@ -198,7 +214,8 @@ async def txn_offset_commit(
             for t, ps in by_topic.items()
         ],
     )
-    resp = await client.send(node, body, max_version=TXN_OFFSET_COMMIT_MAX_VERSION, timeout_ms=timeout_ms)
+    top = TXN_OFFSET_COMMIT_V2_VERSION if v2 else TXN_OFFSET_COMMIT_MAX_VERSION
+    resp = await client.send(node, body, max_version=top, timeout_ms=timeout_ms)
     out: dict[TopicPartition, int] = {}
     for topic in resp.topics:
         for p in topic.partitions:
@@ -227,6 +244,9 @@ class TxnCoordinator:
         self.backoff = retry_backoff_ms / 1000.0
         self.last_cause: BaseException | None = None  # why the last attempt is being retried
         self._refresh = False
+        # Transactions v2 (KIP-890 part 2): None until known (init_transactions decides it; a
+        # coordinator made to end a prepared transaction asks the broker at its first EndTxn).
+        self.v2: bool | None = None
 
     def ident(self) -> tuple[str, int, int]:
         return (self.transactional_id, self.idem.producer_id, self.idem.producer_epoch)
@@ -314,11 +334,30 @@ class TxnCoordinator:
             lambda node: add_offsets(self.client, node, self.ident(), group_id, self.request_timeout_ms),
         )
 
-    async def end_txn(self, commit: bool) -> None:
-        await self.call(
-            "EndTxn(commit)" if commit else "EndTxn(abort)",
-            lambda node: end_txn(self.client, node, self.ident(), commit, self.request_timeout_ms),
-        )
+    async def detect_v2(self) -> bool:
+        """Whether the cluster and the coordinator speak transactions v2 (see txn_version)."""
+
+        async def attempt(node: int) -> int:
+            return await transaction_version(self.client, node, self.request_timeout_ms)
+
+        self.v2 = await self.call("ApiVersions", attempt, whole=False) == 2
+        return self.v2
+
+    async def end_txn(self, commit: bool) -> tuple[int, int] | None:
+        """End the transaction; with v2, the producer id and epoch the coordinator bumped to
+        (a retried EndTxn that the coordinator already ended is answered them too)."""
+        v2 = self.v2 if self.v2 is not None else await self.detect_v2()
+        bumped: list[tuple[int, int]] = [(-1, -1)]
+
+        async def attempt(node: int) -> int:
+            code, pid, epoch = await end_txn(
+                self.client, node, self.ident(), commit, self.request_timeout_ms, v2=v2
+            )
+            bumped[0] = (pid, epoch)
+            return code
+
+        await self.call("EndTxn(commit)" if commit else "EndTxn(abort)", attempt)
+        return bumped[0] if v2 and bumped[0][0] >= 0 and bumped[0][1] >= 0 else None
 
     async def commit_offsets(self, offsets: dict[TopicPartition, OffsetAndMetadata], group: Group) -> None:
         """TxnOffsetCommit to the group coordinator until every partition is answered 0."""
@@ -330,7 +369,13 @@ class TxnCoordinator:
                     group_id, 0, refresh=refresh, timeout_ms=self.request_timeout_ms
                 )
                 codes = await txn_offset_commit(
-                    self.client, coord.node_id, self.ident(), group, offsets, self.request_timeout_ms
+                    self.client,
+                    coord.node_id,
+                    self.ident(),
+                    group,
+                    offsets,
+                    self.request_timeout_ms,
+                    v2=bool(self.v2),
                 )
             except (KafkaConnectionError, KafkaTimeoutError, KafkaCodecError) as exc:
                 refresh = True

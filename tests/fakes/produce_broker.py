@@ -83,6 +83,7 @@ class ProduceBroker:
             ApiKey.PRODUCE: 9,
             ApiKey.TXN_OFFSET_COMMIT: 3,
         }
+        self.finalized: dict[str, int] = {}  # ApiVersions' finalized features (none: transactions v1)
         self.txn_errors: dict[int, list[int]] = {}  # api key -> codes for its next requests
         self.txn_delay: dict[int, float] = {}  # api key -> seconds before it answers
         self.calls: list[tuple[str, Any]] = []
@@ -184,6 +185,9 @@ class ProduceBroker:
 
     async def _transactional(self, body: Any) -> Any:
         api = body.API_KEY
+        if api == ApiKey.API_VERSIONS:
+            features = [SimpleNamespace(name=k, max_version_level=v) for k, v in self.finalized.items()]
+            return SimpleNamespace(error_code=0, finalized_features=features)
         code = await self._txn_step(api)
         if api == ApiKey.ADD_PARTITIONS_TO_TXN:
             txn_id = body.v3_and_below_transactional_id
