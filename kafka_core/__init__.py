@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from kafka_core.producer.prepared import PreparedTransaction
     from kafka_core.producer.sync import KafkaProducer, complete_transaction, fence_transactional_id
     from kafka_core.protocol.error_codes import ErrorCode
+    from kafka_core.share.records import AcknowledgeType
+    from kafka_core.share.sync import KafkaShareConsumer
     from kafka_core.sync_client import KafkaClient
     from kafka_core.transport.sync import KafkaStreamTransport
 
@@ -33,6 +35,8 @@ _LAZY = {
     "NewTopic": "kafka_core.client.metadata",
     "KafkaAdmin": "kafka_core.admin.sync",
     "KafkaStreamTransport": "kafka_core.transport.sync",
+    "KafkaShareConsumer": "kafka_core.share.sync",
+    "AcknowledgeType": "kafka_core.share.records",
     "ErrorCode": "kafka_core.protocol.error_codes",
     "KafkaDeserializationError": "kafka_core.consumer.message",
     "OffsetReset": "kafka_core.consumer.policies",
@@ -61,6 +65,7 @@ def __dir__() -> list[str]:
 
 
 __all__ = [
+    "AcknowledgeType",
     "ConsumerGroupMetadata",
     "ErrorCode",
     "GroupProtocol",
@@ -70,6 +75,7 @@ __all__ = [
     "KafkaConsumer",
     "KafkaDeserializationError",
     "KafkaProducer",
+    "KafkaShareConsumer",
     "KafkaStreamTransport",
     "NewTopic",
     "OffsetAndMetadata",

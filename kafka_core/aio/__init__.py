@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from kafka_core.consumer.consumer import KafkaConsumer
     from kafka_core.producer.prepared import PreparedTransaction, complete_transaction, fence_transactional_id
     from kafka_core.producer.producer import KafkaProducer
+    from kafka_core.share.consumer import KafkaShareConsumer
     from kafka_core.transport.transport import KafkaStreamTransport
 
 # Producer and consumer load on first use, so the client never depends on them importing.
@@ -32,6 +33,7 @@ _LAZY = {
     "KafkaConsumer": "kafka_core.consumer.consumer",
     "KafkaAdmin": "kafka_core.admin.admin",
     "KafkaStreamTransport": "kafka_core.transport.transport",
+    "KafkaShareConsumer": "kafka_core.share.consumer",
     "PreparedTransaction": "kafka_core.producer.prepared",
     "complete_transaction": "kafka_core.producer.prepared",
     "fence_transactional_id": "kafka_core.producer.prepared",
@@ -58,6 +60,7 @@ __all__ = [
     "KafkaClient",
     "KafkaConsumer",
     "KafkaProducer",
+    "KafkaShareConsumer",
     "KafkaStreamTransport",
     "ListedOffset",
     "NewTopic",

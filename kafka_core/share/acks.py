@@ -1,0 +1,231 @@
+"""The share consumer's acknowledgement book: what was delivered, what awaits sending, counters.
+
+Records handed over by a poll are *delivered* (awaiting acknowledgement); ``acknowledge`` moves
+one to *pending* (with its type); requests take the pending ones for the partitions they cover.
+Implicit mode accepts everything delivered at the next poll, commit or close. Every check is done
+before anything changes, so a bad acknowledgement leaves the book as it was.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any
+
+from kafka_core.client.metadata import TopicPartition
+from kafka_core.share.records import (
+    GAP,
+    LOCK_LOST_CODES,
+    AcknowledgeMode,
+    AcknowledgeType,
+    KafkaAcknowledgementError,
+)
+
+DONE_MEMORY = 1_000_000  # acknowledged records remembered to tell "twice" from "never"
+_ACCEPT, _RELEASE, _REJECT = (
+    int(AcknowledgeType.ACCEPT),
+    int(AcknowledgeType.RELEASE),
+    int(AcknowledgeType.REJECT),
+)
+
+
+class AckBook:
+    def __init__(self, mode: AcknowledgeMode) -> None:
+        self.mode = mode
+        # tp -> {offset: delivery count}: handed over, not acknowledged yet
+        self.delivered: dict[TopicPartition, dict[int, int]] = {}
+        self.pending: dict[TopicPartition, dict[int, int]] = {}  # tp -> {offset: type}
+        self._done: OrderedDict[tuple[str, int, int], None] = OrderedDict()
+        self._lock_deadline: dict[TopicPartition, float] = {}
+        self.acquired_total = 0
+        self.redelivered = 0
+        self.counts = {_ACCEPT: 0, _RELEASE: 0, _REJECT: 0}
+        self.ack_failures = 0
+        self.lock_expiries = 0
+        self.late_acks = 0
+        self._latency_sum = 0.0
+        self._latency_max = 0.0
+        self._latency_n = 0
+
+    # -- delivery ---------------------------------------------------------------------------------
+
+    def acquired(self, chunks: Iterable[Any]) -> None:
+        for c in chunks:
+            self.acquired_total += len(c.counts)
+
+    def _deadline(self, tp: TopicPartition, lock_ms: float) -> None:
+        self._lock_deadline[tp] = asyncio.get_running_loop().time() + lock_ms / 1000.0
+
+    def delivered_records(self, records: list[Any], lock_ms: float) -> None:
+        by_tp: dict[tuple[str, int], dict[int, int]] = {}
+        for r in records:
+            by_tp.setdefault((r.topic, r.partition), {})[r.offset] = r.delivery_count
+        self._delivered(by_tp, lock_ms)
+
+    def delivered_columns(self, batch: Any, lock_ms: float) -> None:
+        by_tp: dict[tuple[str, int], dict[int, int]] = {}
+        for t, p, o, d in zip(
+            batch.column("topic").to_pylist(),
+            batch.column("partition").to_pylist(),
+            batch.column("offset").to_pylist(),
+            batch.column("delivery_count").to_pylist(),
+            strict=True,
+        ):
+            by_tp.setdefault((t, p), {})[o] = d
+        self._delivered(by_tp, lock_ms)
+
+    def _delivered(self, by_tp: dict[tuple[str, int], dict[int, int]], lock_ms: float) -> None:
+        for (topic, part), offsets in by_tp.items():
+            tp = TopicPartition(topic, part)
+            self.delivered.setdefault(tp, {}).update(offsets)
+            self.redelivered += sum(1 for c in offsets.values() if c > 1)
+            self._deadline(tp, lock_ms)
+
+    # -- settling ---------------------------------------------------------------------------------
+
+    def settle_before_poll(self) -> None:
+        """Explicit: records of the last poll still unacknowledged raise; implicit: accept them."""
+        if self.mode is AcknowledgeMode.EXPLICIT:
+            left = sum(len(v) for v in self.delivered.values())
+            if left:
+                first = next((tp, min(v)) for tp, v in self.delivered.items() if v)
+                raise KafkaAcknowledgementError(
+                    f"{left} record(s) of the last poll are not acknowledged (first: {first[0]} offset "
+                    f"{first[1]}); with share_acknowledgement_mode='explicit' acknowledge every record "
+                    "before polling again"
+                )
+            return
+        self._accept_all()
+
+    def settle_for_commit(self) -> None:
+        if self.mode is AcknowledgeMode.IMPLICIT:
+            self._accept_all()
+
+    def settle_for_close(self) -> None:
+        """Implicit: accept what was delivered; explicit: release what was not acknowledged."""
+        if self.mode is AcknowledgeMode.IMPLICIT:
+            self._accept_all()
+        else:
+            self._move_all(_RELEASE)
+
+    def release_all_delivered(self) -> None:
+        self._move_all(_RELEASE)
+
+    def _accept_all(self) -> None:
+        self._move_all(_ACCEPT)
+
+    def _move_all(self, kind: int) -> None:
+        for tp, offsets in self.delivered.items():
+            if offsets:
+                self._check_lock(tp)
+                self.pending.setdefault(tp, {}).update(dict.fromkeys(offsets, kind))
+                self.counts[kind] += len(offsets)
+                self._remember(tp, offsets)
+        self.delivered = {}
+
+    def release_offsets(self, tp: TopicPartition, offsets: list[int]) -> None:
+        """Acquired but never handed over: released (not counted as the application's)."""
+        if offsets:
+            self.pending.setdefault(tp, {}).update(dict.fromkeys(offsets, _RELEASE))
+
+    def gaps(self, tp: TopicPartition, offsets: list[int]) -> None:
+        if offsets:
+            self.pending.setdefault(tp, {}).update(dict.fromkeys(offsets, GAP))
+
+    # -- the application's acknowledgements -------------------------------------------------------
+
+    def _check(self, topic: str, partition: int, offset: int) -> TopicPartition:
+        if self.mode is AcknowledgeMode.IMPLICIT:
+            raise KafkaAcknowledgementError(
+                "acknowledge() needs share_acknowledgement_mode='explicit' (implicit mode accepts "
+                "every record at the next poll)"
+            )
+        tp = TopicPartition(topic, partition)
+        offsets = self.delivered.get(tp)
+        if offsets is not None and offset in offsets:
+            return tp
+        if (topic, partition, offset) in self._done:
+            raise KafkaAcknowledgementError(f"{tp} offset {offset} was already acknowledged")
+        raise KafkaAcknowledgementError(
+            f"{tp} offset {offset} was not delivered to this consumer (or not by its latest polls): "
+            "only records this consumer polled can be acknowledged"
+        )
+
+    def acknowledge(self, topic: str, partition: int, offset: int, kind: AcknowledgeType) -> None:
+        tp = self._check(topic, partition, offset)
+        self._apply([(tp, offset)], int(kind))
+
+    def acknowledge_many(self, keys: list[tuple[str, int, int]], kind: AcknowledgeType) -> None:
+        checked = []
+        seen: set[tuple[str, int, int]] = set()
+        for topic, partition, offset in keys:
+            if (topic, partition, offset) in seen:
+                raise KafkaAcknowledgementError(f"{topic}[{partition}] offset {offset} appears twice")
+            seen.add((topic, partition, offset))
+            checked.append((self._check(topic, partition, offset), offset))
+        self._apply(checked, int(kind))
+
+    def _apply(self, items: list[tuple[TopicPartition, int]], kind: int) -> None:
+        for tp, offset in items:
+            self._check_lock(tp)
+            del self.delivered[tp][offset]
+            if not self.delivered[tp]:
+                del self.delivered[tp]
+            self.pending.setdefault(tp, {})[offset] = kind
+            self.counts[kind] += 1
+            self._remember(tp, (offset,))
+
+    def _check_lock(self, tp: TopicPartition) -> None:
+        deadline = self._lock_deadline.get(tp)
+        if deadline is not None and asyncio.get_running_loop().time() > deadline:
+            self.late_acks += 1  # its lock has probably expired: the broker may refuse it
+
+    def _remember(self, tp: TopicPartition, offsets: Iterable[int]) -> None:
+        if self.mode is AcknowledgeMode.IMPLICIT:
+            return  # acknowledge() is refused in implicit mode anyway
+        done = self._done
+        for o in offsets:
+            done[(tp.topic, tp.partition, o)] = None
+        while len(done) > DONE_MEMORY:
+            done.popitem(last=False)
+
+    # -- sending ----------------------------------------------------------------------------------
+
+    def take_pending(self, tps: set[TopicPartition] | None) -> dict[TopicPartition, dict[int, int]]:
+        """Remove and return the pending acknowledgements (of ``tps``, or all)."""
+        if tps is None:
+            out, self.pending = self.pending, {}
+            return out
+        out = {tp: self.pending.pop(tp) for tp in list(self.pending) if tp in tps}
+        return out
+
+    def outcomes(self, results: dict[TopicPartition, tuple[set[int], BaseException | None]]) -> None:
+        for offsets, err in results.values():
+            if err is not None:
+                self.ack_failures += len(offsets)
+                if getattr(err, "code", None) in LOCK_LOST_CODES:
+                    self.lock_expiries += 1
+
+    def ack_latency(self, seconds: float) -> None:
+        self._latency_n += 1
+        self._latency_sum += seconds
+        self._latency_max = max(self._latency_max, seconds)
+
+    def snapshot(self) -> dict[str, Any]:
+        n = self._latency_n
+        return {
+            "records_acquired": self.acquired_total,
+            "records_accepted": self.counts[_ACCEPT],
+            "records_released": self.counts[_RELEASE],
+            "records_rejected": self.counts[_REJECT],
+            "records_redelivered": self.redelivered,
+            "records_awaiting_acknowledgement": sum(len(v) for v in self.delivered.values()),
+            "acknowledgements_pending": sum(len(v) for v in self.pending.values()),
+            "acknowledgement_failures": self.ack_failures,
+            "lock_expiries": self.lock_expiries,
+            "acknowledged_after_lock_timeout": self.late_acks,
+            "ack_requests": n,
+            "ack_latency_avg_ms": (self._latency_sum / n * 1000.0) if n else 0.0,
+            "ack_latency_max_ms": self._latency_max * 1000.0,
+        }

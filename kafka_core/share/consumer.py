@@ -1,0 +1,495 @@
+"""The asyncio KafkaShareConsumer (KIP-932): a member of a share group.
+
+Members of one share group read the same partitions together; the broker hands each record to
+one member at a time, under an acquisition lock, and counts deliveries. The consumer polls
+(ShareFetch on a share session per broker), hands over only the records the broker acquired for
+it, and acknowledges each (accept, release, reject), piggybacked on the next ShareFetch or sent
+by ``commit_sync``/``commit_async``/``close`` (ShareAcknowledge). The blocking
+``kafka_core.KafkaShareConsumer`` is a thin face over this class.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import inspect
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, Self
+
+from kafka_core.client.metadata import TopicPartition
+from kafka_core.consumer.options import DEFAULT_BOOTSTRAP, check_int, deserializers, resolve_client
+from kafka_core.errors import KafkaClosedError, KafkaConfigError, KafkaError, KafkaTimeoutError
+from kafka_core.share.acks import AckBook
+from kafka_core.share.fetch import AckResults, Chunk, NodeSession, ShareRequests
+from kafka_core.share.membership import ShareMembership
+from kafka_core.share.records import (
+    AcknowledgeMode,
+    AcknowledgeType,
+    ShareRecord,
+    deserialize,
+)
+
+log = logging.getLogger(__name__)
+
+AckCallback = Callable[[dict[TopicPartition, set[int]], BaseException | None], Any]
+
+
+class KafkaShareConsumer:
+    """Consume records as a member of a share group (asyncio). Use ``async with`` or ``await close()``.
+
+    Options: ``topics`` (positional or ``topics=``; or ``subscribe`` later), ``bootstrap_servers``,
+    ``group_id`` (the share group, required), ``share_acknowledgement_mode``: ``"implicit"``
+    (default: what a poll returned is accepted at the next poll, commit or close) or
+    ``"explicit"`` (each record is acknowledged with ``acknowledge``; polling again with records
+    of the last poll unacknowledged raises KafkaAcknowledgementError), ``key_deserializer`` /
+    ``value_deserializer``, ``max_poll_records`` (the most records one poll hands over and one
+    ShareFetch asks for), ``fetch_max_wait_ms`` / ``fetch_min_bytes`` / ``fetch_max_bytes``,
+    ``client_rack``, ``client`` (a client to share) and the client's options
+    (``client_id``, ``request_timeout_ms``, ``security_protocol``, ``ssl_*``, ``sasl_*``...).
+
+    Delivery is at least once, in no particular order across members: a record not accepted
+    (released, its lock expired, its member gone) is delivered again, with ``delivery_count``
+    raised, until the group's ``group.share.delivery.attempt.limit`` archives it.
+    """
+
+    def __init__(
+        self,
+        *topics_args: str,
+        bootstrap_servers: str | Iterable[str] = DEFAULT_BOOTSTRAP,
+        topics: Iterable[str] | None = None,
+        group_id: str | None = None,
+        share_acknowledgement_mode: str | AcknowledgeMode = "implicit",
+        key_deserializer: Callable[[Any], Any] | None = None,
+        value_deserializer: Callable[[Any], Any] | None = None,
+        max_poll_records: int = 500,
+        fetch_max_wait_ms: int = 500,
+        fetch_min_bytes: int = 1,
+        fetch_max_bytes: int = 52_428_800,
+        client_rack: str | None = None,
+        client: Any = None,
+        **client_options: Any,
+    ) -> None:
+        if not isinstance(group_id, str) or not group_id:
+            raise KafkaConfigError(
+                f"a share consumer needs a group_id (a non-empty string), not {group_id!r}"
+            )
+        self.mode = AcknowledgeMode.parse(share_acknowledgement_mode)
+        check_int("max_poll_records", max_poll_records, 1)
+        check_int("fetch_max_wait_ms", fetch_max_wait_ms, 0)
+        check_int("fetch_min_bytes", fetch_min_bytes, 0)
+        check_int("fetch_max_bytes", fetch_max_bytes, 1)
+        self._deserializers = deserializers(key_deserializer, value_deserializer)
+        self._client, self._owns_client, request_timeout_ms = resolve_client(
+            bootstrap_servers, client, client_options
+        )
+        self.group_id = group_id
+        self._topics = sorted(set(list(topics_args) + list(topics or [])))
+        self._max_poll_records = max_poll_records
+        self._changed = asyncio.Event()
+        self._member = ShareMembership(
+            self._client,
+            group_id,
+            on_change=self._changed.set,
+            rack_id=client_rack,
+            request_timeout_ms=request_timeout_ms,
+        )
+        self._requests = ShareRequests(
+            self._client,
+            group_id,
+            member_id=lambda: self._member.member_id,
+            topic_id=self._member.topic_id,
+            topic_name=self._member.topic_name,
+            max_wait_ms=fetch_max_wait_ms,
+            min_bytes=fetch_min_bytes,
+            max_bytes=fetch_max_bytes,
+            max_records=max_poll_records,
+            request_timeout_ms=request_timeout_ms,
+        )
+        self._book = AckBook(self.mode)
+        self._sessions: dict[int, NodeSession] = {}
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._buffer: list[Chunk] = []
+        self._callback: AckCallback | None = None
+        self._errors: list[BaseException] = []
+        self._started = False
+        self._closed = False
+        self._background: set[asyncio.Task[Any]] = set()
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> Self:
+        """A share consumer from Java-style names (``{"bootstrap.servers": ..., "group.id": "g",
+        "share.acknowledgement.mode": "explicit"}``) with keyword ``overrides`` on top."""
+        from kafka_core.share.options import share_keywords
+
+        return cls(**share_keywords(config, overrides))
+
+    # -- lifecycle ------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaClosedError(
+                "this share consumer is closed: nothing more can be polled or acknowledged (records "
+                "it held are delivered again once their acquisition lock expires or it left the group)"
+            )
+
+    async def _ensure_started(self) -> None:
+        if not self._topics:
+            raise KafkaConfigError("nothing to consume: subscribe to topics first")
+        if not self._member.running:
+            await self._member.start(self._topics)
+            self._started = True
+
+    async def close(self, timeout: float | None = None) -> None:
+        """Send what is pending (implicit mode: accept what the last poll returned; records
+        fetched but not handed over are released), close the share sessions, leave the group.
+        ``timeout`` (seconds) bounds it; past it KafkaTimeoutError says so (unsent
+        acknowledgements' records come back after their lock expires)."""
+        if self._closed:
+            return
+        self._closed = True
+        error: BaseException | None = None
+        try:
+            async with asyncio.timeout(timeout):
+                await self._drain_tasks()
+                self._release_buffer()
+                self._book.settle_for_close()
+                results = await self._send_acks(close=True)
+                self._report(results)
+                await self._member.leave()
+        except TimeoutError:
+            error = KafkaTimeoutError(f"share consumer close did not finish within {timeout}s")
+        finally:
+            for task in list(self._tasks.values()) + list(self._background):
+                task.cancel()
+            await asyncio.gather(*self._tasks.values(), *self._background, return_exceptions=True)
+            if self._owns_client:
+                await self._client.close()
+        if error is not None:
+            raise error
+
+    # -- subscription -----------------------------------------------------------------------------
+
+    async def subscribe(self, topics: Iterable[str] | str) -> None:
+        """Consume ``topics`` (replacing the subscription); the broker assigns the partitions."""
+        self._check_open()
+        names = [topics] if isinstance(topics, str) else list(topics)
+        if not names or not all(isinstance(t, str) and t for t in names):
+            raise KafkaConfigError(f"subscribe needs topic names, not {topics!r}")
+        self._topics = sorted(set(names))
+        if self._member.running:
+            self._member.set_topics(self._topics)
+        else:
+            await self._ensure_started()
+
+    async def unsubscribe(self) -> None:
+        """Stop consuming: pending acknowledgements sent, fetched records released, group left."""
+        self._check_open()
+        await self._drain_tasks()
+        self._release_buffer()
+        self._book.settle_for_close()
+        self._report(await self._send_acks(close=True))
+        await self._member.leave()
+        self._topics = []
+
+    def subscription(self) -> list[str]:
+        return list(self._topics)
+
+    def assignment(self) -> set[TopicPartition]:
+        """The partitions the broker assigned to this member (shared with other members)."""
+        return set(self._member.assignment)
+
+    # -- polling ----------------------------------------------------------------------------------
+
+    async def poll(self, timeout_ms: float = 1_000, max_records: int | None = None) -> list[ShareRecord]:
+        """The records acquired for this member (empty after ``timeout_ms`` without any)."""
+        chunks_out = await self._poll(timeout_ms)
+        limit = max_records or self._max_poll_records
+        out: list[ShareRecord] = []
+        for chunk in chunks_out:
+            if len(out) >= limit:
+                break
+            out.extend(chunk.take(limit - len(out)))
+        self._drop_exhausted()
+        self._book.delivered_records(out, self._requests.lock_timeout_ms)
+        if self._deserializers is not None and out:
+            try:
+                out = deserialize(out, *self._deserializers)
+            except KafkaError:
+                self._book.release_all_delivered()
+                raise
+        return out
+
+    async def poll_columns(self, timeout_ms: float = 1_000, max_records: int | None = None) -> Any:
+        """Like poll, as one ``pyarrow.RecordBatch`` (topic, partition, offset, timestamp,
+        timestamp_type, key, value, headers, delivery_count), or None. Deserializers do not
+        apply. Acknowledge rows with ``acknowledge_batch``."""
+        chunks_out = await self._poll(timeout_ms)
+        limit = max_records or self._max_poll_records
+        tables: list[Any] = []
+        rows = 0
+        for chunk in chunks_out:
+            if rows >= limit:
+                break
+            t = chunk.take_columns(limit - rows)
+            if t is not None and t.num_rows:
+                tables.append(t)
+                rows += t.num_rows
+        self._drop_exhausted()
+        if not tables:
+            return None
+        if len(tables) == 1:
+            batch = tables[0]
+        else:
+            import pyarrow as pa
+
+            batch = pa.Table.from_batches(tables).combine_chunks().to_batches()[0]
+        self._book.delivered_columns(batch, self._requests.lock_timeout_ms)
+        return batch
+
+    async def _poll(self, timeout_ms: float) -> list[Chunk]:
+        self._check_open()
+        if self._errors:
+            raise self._errors.pop(0)
+        self._book.settle_before_poll()  # explicit: unacknowledged raises; implicit: accept
+        await self._ensure_started()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000.0
+        while True:
+            if self._member.fatal is not None:
+                raise self._member.fatal
+            self._harvest()
+            if self._errors:
+                raise self._errors.pop(0)
+            ready = [c for c in self._buffer if not c.exhausted]
+            if ready:
+                return ready
+            self._launch()
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return []
+            self._changed.clear()
+            waits: list[Any] = [asyncio.ensure_future(self._changed.wait())]
+            waits.extend(self._tasks.values())
+            await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            waits[0].cancel()
+
+    def _drop_exhausted(self) -> None:
+        for c in self._buffer:
+            if c.gaps:  # acquired offsets without a record: acknowledged as gaps
+                self._book.gaps(c.tp, c.gaps)
+                c.gaps = []
+        self._buffer = [c for c in self._buffer if not c.exhausted]
+
+    def _harvest(self) -> None:
+        for node, task in list(self._tasks.items()):
+            if task.done():
+                del self._tasks[node]
+                if not task.cancelled() and task.exception() is not None:
+                    exc = task.exception()
+                    assert exc is not None
+                    log.info("share fetch from broker %s failed: %r", node, exc)
+                    if not isinstance(exc, KafkaError):
+                        self._errors.append(exc)
+
+    def _launch(self) -> None:
+        """A ShareFetch to each leader of assigned partitions that has none in flight."""
+        by_node: dict[int, list[TopicPartition]] = {}
+        meta = self._client.cached_metadata()
+        for tp in self._member.assignment:
+            node = _leader(meta, tp)
+            if node is None:
+                self._client.invalidate_metadata(tp.topic)
+                self._spawn(self._refresh(tp.topic))
+                continue
+            by_node.setdefault(node, []).append(tp)
+        for node, tps in by_node.items():
+            if node not in self._tasks:
+                self._tasks[node] = asyncio.get_running_loop().create_task(self._fetch_node(node, tps))
+
+    async def _refresh(self, topic: str) -> None:
+        with contextlib.suppress(KafkaError):
+            await self._client.metadata([topic])
+        self._changed.set()
+
+    def _session(self, node: int) -> NodeSession:
+        sess = self._sessions.get(node)
+        if sess is None:
+            sess = self._sessions[node] = NodeSession(node)
+        return sess
+
+    async def _fetch_node(self, node: int, tps: list[TopicPartition]) -> None:
+        sess = self._session(node)
+        async with sess.lock:
+            acks = self._book.take_pending(set(tps)) if sess.epoch != 0 else {}
+            started = asyncio.get_running_loop().time()
+            chunks, results, error = await self._requests.fetch(sess, tps, acks)
+            if acks:
+                self._book.ack_latency(asyncio.get_running_loop().time() - started)
+        self._buffer.extend(chunks)
+        self._book.acquired(chunks)
+        self._report(results)
+        if error is not None:
+            log.info("share fetch from broker %s: %r", node, error)
+        if not chunks and error is not None:
+            await asyncio.sleep(0.1)  # a failing broker is not asked again at once
+
+    async def _drain_tasks(self) -> None:
+        if self._tasks:
+            await asyncio.gather(*self._tasks.values(), return_exceptions=True)
+            self._harvest()
+
+    def _release_buffer(self) -> None:
+        """Records fetched but never handed over go back to the group now."""
+        for chunk in self._buffer:
+            self._book.release_offsets(chunk.tp, chunk.undelivered())
+        self._buffer = []
+
+    # -- acknowledgement --------------------------------------------------------------------------
+
+    def acknowledge(self, record: Any, type: AcknowledgeType | str | int = AcknowledgeType.ACCEPT) -> None:
+        """Acknowledge one record of the last poll (explicit mode). Sent with the next poll or
+        commit. A record acknowledged already, or never delivered to this consumer, raises
+        KafkaAcknowledgementError (nothing changes)."""
+        self._check_open()
+        self._book.acknowledge(record.topic, record.partition, record.offset, AcknowledgeType.parse(type))
+
+    def acknowledge_batch(
+        self,
+        batch: Any,
+        type: AcknowledgeType | str | int = AcknowledgeType.ACCEPT,
+        rows: Iterable[int] | None = None,
+    ) -> None:
+        """Acknowledge the rows of a ``poll_columns`` batch (all of them, or those at ``rows``)
+        in one call; checked first, so a bad row changes nothing."""
+        self._check_open()
+        kind = AcknowledgeType.parse(type)
+        topics = batch.column("topic").to_pylist()
+        parts = batch.column("partition").to_pylist()
+        offsets = batch.column("offset").to_pylist()
+        index = range(len(offsets)) if rows is None else list(rows)
+        keys = []
+        for i in index:
+            if not isinstance(i, int) or not 0 <= i < len(offsets):
+                raise KafkaConfigError(f"row {i!r} is not in the batch ({len(offsets)} rows)")
+            keys.append((topics[i], parts[i], offsets[i]))
+        self._book.acknowledge_many(keys, kind)
+
+    def set_acknowledgement_commit_callback(self, callback: AckCallback | None) -> None:
+        """``callback(offsets_by_partition, exception)`` once per partition whose
+        acknowledgements the broker answered (exception None: all taken)."""
+        if callback is not None and not callable(callback):
+            raise KafkaConfigError(f"the acknowledgement commit callback must be callable, not {callback!r}")
+        self._callback = callback
+
+    async def commit_sync(self, timeout: float | None = None) -> dict[TopicPartition, BaseException | None]:
+        """Send the pending acknowledgements now and wait: per partition, None or the error."""
+        self._check_open()
+        self._book.settle_for_commit()
+        try:
+            async with asyncio.timeout(timeout):
+                results = await self._send_acks()
+        except TimeoutError:
+            raise KafkaTimeoutError(f"commit_sync did not finish within {timeout}s") from None
+        self._report(results)
+        return {tp: err for tp, (_, err) in results.items()}
+
+    async def commit_async(self, callback: AckCallback | None = None) -> None:
+        """Send the pending acknowledgements in the background; the outcome goes to ``callback``
+        (else the acknowledgement commit callback)."""
+        self._check_open()
+        self._book.settle_for_commit()
+
+        async def run() -> None:
+            results = await self._send_acks()
+            self._report(results, callback)
+
+        self._spawn(run())
+
+    async def _send_acks(self, *, close: bool = False) -> AckResults:
+        """ShareAcknowledge to each session's broker for the pending acknowledgements."""
+        meta = self._client.cached_metadata()
+        pending = self._book.take_pending(None)
+        by_node: dict[int, dict[TopicPartition, dict[int, int]]] = {}
+        results: AckResults = {}
+        for tp, acks in pending.items():
+            node = _leader(meta, tp)
+            if node is None:
+                try:
+                    node = await self._client.leader_for(tp.topic, tp.partition)
+                except KafkaError as exc:
+                    results[tp] = (set(acks), exc)
+                    continue
+            by_node.setdefault(node, {})[tp] = acks
+        nodes = set(by_node) | (set(self._sessions) if close else set())
+
+        async def one(node: int) -> AckResults:
+            sess = self._session(node)
+            async with sess.lock:
+                started = asyncio.get_running_loop().time()
+                out = await self._requests.acknowledge(sess, by_node.get(node, {}), close=close)
+                if by_node.get(node):
+                    self._book.ack_latency(asyncio.get_running_loop().time() - started)
+                return out
+
+        for part in await asyncio.gather(*(one(n) for n in nodes)):
+            results.update(part)
+        return results
+
+    def _report(self, results: AckResults, callback: AckCallback | None = None) -> None:
+        self._book.outcomes(results)
+        cb = callback or self._callback
+        if cb is None:
+            return
+        for tp, (offsets, err) in results.items():
+            try:
+                out = cb({tp: offsets}, err)
+                if inspect.isawaitable(out):
+                    self._spawn(_await(out))
+            except Exception:
+                log.exception("the acknowledgement commit callback raised")
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def metrics(self) -> dict[str, Any]:
+        """The client's network counters plus ``"share"``: records acquired, accepted, released,
+        rejected, redelivered (delivery count above 1), lock expiries seen, ack latency."""
+        snap: dict[str, Any] = self._client.metrics()
+        share = self._book.snapshot()
+        share.update(
+            group_id=self.group_id,
+            member_id=self._member.member_id,
+            member_epoch=self._member.epoch,
+            assignment=sorted(str(tp) for tp in self._member.assignment),
+            heartbeats=self._member.heartbeats,
+            acquisition_lock_timeout_ms=self._requests.lock_timeout_ms,
+        )
+        snap["share"] = share
+        return snap
+
+
+async def _await(aw: Any) -> None:
+    await aw
+
+
+def _leader(meta: Any, tp: TopicPartition) -> int | None:
+    topic = meta.topic(tp.topic)
+    if topic is None:
+        return None
+    p = topic.partition(tp.partition)
+    if p is None or p.leader < 0:
+        return None
+    return int(p.leader)

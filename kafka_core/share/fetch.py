@@ -1,0 +1,409 @@
+"""Share sessions and the two requests on them: ShareFetch (with acknowledgements piggybacked)
+and ShareAcknowledge.
+
+A share session lives on one broker (the leader of the partitions fetched there). Its epoch is
+0 to open it (no acknowledgements allowed then), then 1, 2, ... one per request, -1 to close it;
+requests on one session therefore go one at a time (``NodeSession.lock``). A session the broker
+lost or that fell out of step (SHARE_SESSION_NOT_FOUND, INVALID_SHARE_SESSION_EPOCH, a dropped
+connection) opens again at epoch 0; the acknowledgements of the failed request are reported
+failed, and their records come back once their acquisition lock expires.
+
+Each partition answer becomes a :class:`Chunk`: its record bytes, decoded only when polled, and
+the offsets the broker acquired for this member with their delivery counts: only those are
+handed over; offsets acquired without a record (transaction markers) are acknowledged as gaps.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from typing import Any
+
+from kafka_core.client.metadata import TopicPartition
+from kafka_core.codec import decode_record_batches, decode_record_batches_columns
+from kafka_core.codec.columns import CONSTANTS
+from kafka_core.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
+from kafka_core.protocol.errors import ErrorCode, error_for
+from kafka_core.protocol.messages import ShareAcknowledgeRequest, ShareFetchRequest
+from kafka_core.share.records import (
+    GAP,
+    LEADER_CODES,
+    ShareRecord,
+    ack_ranges,
+    share_records,
+)
+
+INT32_MAX = 2**31 - 1
+CLOSE_EPOCH = -1
+
+# {TopicPartition: (offsets, error or None)}: the outcome of acknowledgements, per partition.
+AckResults = dict[TopicPartition, tuple[set[int], BaseException | None]]
+
+
+class NodeSession:
+    """The share session with one broker: its epoch and the partitions it holds."""
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+        self.epoch = 0
+        self.parts: set[TopicPartition] = set()
+        self.lock = asyncio.Lock()
+
+    def advance(self) -> None:
+        self.epoch = 1 if self.epoch >= INT32_MAX else self.epoch + 1
+
+    def reset(self) -> None:
+        self.epoch = 0
+        self.parts = set()
+
+
+class Chunk:
+    """One partition's acquired records from one ShareFetch, handed over in whole or in part."""
+
+    __slots__ = ("tp", "records", "counts", "acquired_at", "lock_s", "_items", "_cols", "_cursor", "gaps")
+
+    def __init__(
+        self,
+        tp: TopicPartition,
+        records: Any,
+        acquired: list[tuple[int, int, int]],
+        now: float,
+        lock_s: float,
+    ) -> None:
+        self.tp = tp
+        self.records = records
+        self.counts: dict[int, int] = {}
+        for first, last, count in acquired:
+            self.counts.update(dict.fromkeys(range(first, last + 1), count))
+        self.acquired_at = now
+        self.lock_s = lock_s
+        self._items: list[ShareRecord] | None = None
+        self._cols: Any = None
+        self._cursor = 0
+        self.gaps: list[int] = []  # acquired offsets without a record, found when decoded
+
+    def _decode_items(self) -> list[ShareRecord]:
+        if self._items is None:
+            recs = decode_record_batches(self.records) if self.records is not None else []
+            items = share_records(self.tp.topic, self.tp.partition, recs, self.counts)
+            self._items = items
+            self._note_gaps([r.offset for r in items])
+        return self._items
+
+    def _note_gaps(self, offsets: list[int]) -> None:
+        if len(offsets) != len(self.counts):
+            self.gaps = sorted(set(self.counts).difference(offsets))
+
+    def take(self, n: int | None) -> list[ShareRecord]:
+        if self._cols is not None:  # began as columns: the rest as objects, from the same rows
+            return self._take_from_columns_as_items(n)
+        items = self._decode_items()
+        start = self._cursor
+        end = len(items) if n is None else min(len(items), start + n)
+        self._cursor = end
+        return items if start == 0 and end == len(items) else items[start:end]
+
+    def _take_from_columns_as_items(self, n: int | None) -> list[ShareRecord]:
+        table = self.take_columns(n)
+        if table is None:
+            return []
+        offsets = set(table.column("offset").to_pylist())
+        recs = decode_record_batches(self.records) if self.records is not None else []
+        return [
+            r
+            for r in share_records(self.tp.topic, self.tp.partition, recs, self.counts)
+            if r.offset in offsets
+        ]
+
+    def take_columns(self, n: int | None) -> Any:
+        """The next rows as a pyarrow RecordBatch (share schema), or None."""
+        if self._cols is None:
+            if self._items is not None:  # began as objects: columns of the rest
+                rest = self._items[self._cursor :]
+                self._items = None
+                self._cursor = 0
+                keep = {r.offset for r in rest}
+                self._cols = self._build_columns(keep)
+            else:
+                self._cols = self._build_columns(None)
+        table = self._cols
+        if table is None or table.num_rows == 0:
+            return None
+        start = self._cursor
+        count = table.num_rows - start
+        if n is not None and count > n:
+            count = n
+        self._cursor = start + count
+        if count == 0:
+            return None
+        return table if start == 0 and count == table.num_rows else table.slice(start, count)
+
+    def _build_columns(self, keep: set[int] | None) -> Any:
+        import pyarrow as pa
+
+        if self.records is None:
+            return None
+        batch = decode_record_batches_columns(self.records).to_arrow()
+        if batch.num_rows == 0:
+            return None
+        offsets = batch.column(0).to_pylist()
+        counts = self.counts
+        wanted = counts if keep is None else keep
+        mask = [o in wanted for o in offsets]
+        if not all(mask):
+            batch = batch.filter(pa.array(mask))
+            offsets = [o for o, m in zip(offsets, mask, strict=True) if m]
+        if keep is None:
+            self._note_gaps(offsets)
+        n = batch.num_rows
+        delivery = pa.array([counts[o] for o in offsets], pa.int16())
+        arrays = [
+            CONSTANTS.column(self.tp.topic, pa.string(), n),
+            CONSTANTS.column(self.tp.partition, pa.int32(), n),
+        ]
+        return pa.RecordBatch.from_arrays(
+            [*arrays, *batch.columns, delivery], schema=share_schema(batch.schema)
+        )
+
+    @property
+    def exhausted(self) -> bool:
+        if self._items is not None:
+            return self._cursor >= len(self._items)
+        if self._cols is not None:
+            return self._cols is None or self._cursor >= self._cols.num_rows
+        return False
+
+    def undelivered(self) -> list[int]:
+        """Acquired offsets not handed over (to release when the chunk is dropped)."""
+        if self._items is not None:
+            return [r.offset for r in self._items[self._cursor :]]
+        if self._cols is not None:
+            return self._cols.column("offset").to_pylist()[self._cursor :]
+        return sorted(self.counts)
+
+
+_SCHEMAS: dict[Any, Any] = {}
+
+
+def share_schema(base: Any) -> Any:
+    """The consumer's columns (topic, partition, offset, timestamp, ...) plus ``delivery_count``."""
+    schema = _SCHEMAS.get(base)
+    if schema is None:
+        import pyarrow as pa
+
+        schema = pa.schema(
+            [
+                pa.field("topic", pa.string(), nullable=False),
+                pa.field("partition", pa.int32(), nullable=False),
+                *base,
+                pa.field("delivery_count", pa.int16(), nullable=False),
+            ]
+        )
+        _SCHEMAS[base] = schema
+    return schema
+
+
+def _batches(cls: Any, acks: dict[int, int]) -> list[Any]:
+    return [cls(first_offset=f, last_offset=last, acknowledge_types=[t]) for f, last, t in ack_ranges(acks)]
+
+
+class ShareRequests:
+    """Builds, sends and reads ShareFetch and ShareAcknowledge for one consumer."""
+
+    def __init__(
+        self,
+        client: Any,
+        group_id: str,
+        *,
+        member_id: Any,
+        topic_id: Any,
+        topic_name: Any,
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        max_records: int,
+        request_timeout_ms: float,
+    ) -> None:
+        self._client = client
+        self.group_id = group_id
+        self._member_id = member_id  # callables: the membership's current values
+        self._topic_id = topic_id
+        self._topic_name = topic_name
+        self.max_wait_ms = max_wait_ms
+        self.min_bytes = min_bytes
+        self.max_bytes = max_bytes
+        self.max_records = max_records
+        self.request_timeout_ms = request_timeout_ms
+        self.lock_timeout_ms = 30_000  # the broker says (each ShareFetch answer)
+
+    def _by_topic_id(self, tps: Any) -> dict[uuid.UUID, list[TopicPartition]]:
+        out: dict[uuid.UUID, list[TopicPartition]] = {}
+        for tp in tps:
+            tid = self._topic_id(tp.topic)
+            if tid is not None:
+                out.setdefault(tid, []).append(tp)
+        return out
+
+    async def fetch(
+        self, sess: NodeSession, parts: list[TopicPartition], acks: dict[TopicPartition, dict[int, int]]
+    ) -> tuple[list[Chunk], AckResults, BaseException | None]:
+        """One ShareFetch on ``sess`` (the caller holds its lock): (chunks, ack outcomes, error)."""
+        if sess.epoch == 0 and acks:  # no acknowledgements on a session being opened
+            raise AssertionError("acknowledgements on a new share session")
+        wanted = set(parts)
+        forgotten = sess.parts - wanted
+        topics: list[Any] = []
+        fp_cls, ft_cls, ab_cls = (
+            ShareFetchRequest.FetchPartition,
+            ShareFetchRequest.FetchTopic,
+            ShareFetchRequest.AcknowledgementBatch,
+        )
+        for tid, tps in self._by_topic_id(wanted | set(acks)).items():
+            topics.append(
+                ft_cls(
+                    topic_id=tid,
+                    partitions=[
+                        fp_cls(
+                            partition_index=tp.partition,
+                            acknowledgement_batches=_batches(ab_cls, acks.get(tp, {})),
+                        )
+                        for tp in tps
+                    ],
+                )
+            )
+        forgotten_data = [
+            ShareFetchRequest.ForgottenTopic(topic_id=tid, partitions=[tp.partition for tp in tps])
+            for tid, tps in self._by_topic_id(forgotten).items()
+        ]
+        body = ShareFetchRequest(
+            group_id=self.group_id,
+            member_id=self._member_id(),
+            share_session_epoch=sess.epoch,
+            max_wait_ms=self.max_wait_ms,
+            min_bytes=self.min_bytes,
+            max_bytes=self.max_bytes,
+            max_records=self.max_records,
+            batch_size=self.max_records,
+            topics=topics,
+            forgotten_topics_data=forgotten_data,
+        )
+        try:
+            resp = await self._client.send(
+                sess.node_id, body, timeout_ms=self.request_timeout_ms + self.max_wait_ms
+            )
+        except (KafkaConnectionError, KafkaTimeoutError) as exc:
+            sess.reset()
+            return [], _failed(acks, exc), exc
+        if resp.error_code:
+            err = error_for(
+                resp.error_code, f"ShareFetch to broker {sess.node_id}: {resp.error_message or ''}"
+            )
+            sess.reset()
+            return [], _failed(acks, err), err
+        sess.advance()
+        sess.parts = wanted
+        if resp.acquisition_lock_timeout_ms > 0:
+            self.lock_timeout_ms = resp.acquisition_lock_timeout_ms
+        now = asyncio.get_running_loop().time()
+        chunks: list[Chunk] = []
+        results: AckResults = {}
+        error: BaseException | None = None
+        for t in resp.responses:
+            name = self._topic_name(t.topic_id)
+            if name is None:
+                continue
+            for p in t.partitions:
+                tp = TopicPartition(name, p.partition_index)
+                if tp in acks:
+                    results[tp] = (
+                        set(acks[tp]),
+                        _ack_error(p.acknowledge_error_code, p.acknowledge_error_message, tp),
+                    )
+                if p.error_code:
+                    error = error_for(p.error_code, f"ShareFetch {tp}: {p.error_message or ''}")
+                    if p.error_code in LEADER_CODES:
+                        self._client.invalidate_metadata(name)
+                    continue
+                if p.acquired_records:
+                    acquired = [(a.first_offset, a.last_offset, a.delivery_count) for a in p.acquired_records]
+                    chunks.append(Chunk(tp, p.records, acquired, now, self.lock_timeout_ms / 1000.0))
+        for tp, offsets in acks.items():  # not answered for: not acknowledged
+            if tp not in results:
+                results[tp] = (
+                    set(offsets),
+                    error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"ShareFetch {tp}"),
+                )
+        return chunks, results, error
+
+    async def acknowledge(
+        self, sess: NodeSession, acks: dict[TopicPartition, dict[int, int]], *, close: bool = False
+    ) -> AckResults:
+        """One ShareAcknowledge on ``sess`` (the caller holds its lock); ``close`` ends the session."""
+        if sess.epoch == 0:
+            if close:
+                return {}
+            err = error_for(
+                ErrorCode.SHARE_SESSION_NOT_FOUND, f"no open share session with broker {sess.node_id}"
+            )
+            return _failed(acks, err)
+        ab_cls = ShareAcknowledgeRequest.AcknowledgementBatch
+        ap_cls = ShareAcknowledgeRequest.AcknowledgePartition
+        topics = [
+            ShareAcknowledgeRequest.AcknowledgeTopic(
+                topic_id=tid,
+                partitions=[
+                    ap_cls(partition_index=tp.partition, acknowledgement_batches=_batches(ab_cls, acks[tp]))
+                    for tp in tps
+                ],
+            )
+            for tid, tps in self._by_topic_id(acks).items()
+        ]
+        body = ShareAcknowledgeRequest(
+            group_id=self.group_id,
+            member_id=self._member_id(),
+            share_session_epoch=CLOSE_EPOCH if close else sess.epoch,
+            topics=topics,
+        )
+        try:
+            resp = await self._client.send(sess.node_id, body, timeout_ms=self.request_timeout_ms)
+        except KafkaError as exc:
+            sess.reset()
+            return _failed(acks, exc)
+        if resp.error_code:
+            err = error_for(
+                resp.error_code, f"ShareAcknowledge to broker {sess.node_id}: {resp.error_message or ''}"
+            )
+            sess.reset()
+            return _failed(acks, err)
+        if close:
+            sess.reset()
+        else:
+            sess.advance()
+        results: AckResults = {}
+        for t in resp.responses:
+            name = self._topic_name(t.topic_id)
+            for p in t.partitions:
+                tp = TopicPartition(name or str(t.topic_id), p.partition_index)
+                if tp in acks:
+                    results[tp] = (set(acks[tp]), _ack_error(p.error_code, p.error_message, tp))
+        for tp, offsets in acks.items():
+            if tp not in results:
+                results[tp] = (
+                    set(offsets),
+                    error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"ShareAcknowledge {tp}"),
+                )
+        return results
+
+
+def _ack_error(code: int, message: str | None, tp: TopicPartition) -> BaseException | None:
+    if not code:
+        return None
+    return error_for(code, f"acknowledging records of {tp}: {message or ''}")
+
+
+def _failed(acks: dict[TopicPartition, dict[int, int]], err: BaseException) -> AckResults:
+    return {tp: (set(offsets), err) for tp, offsets in acks.items()}
+
+
+def gap_acks(chunk: Chunk) -> dict[int, int]:
+    return dict.fromkeys(chunk.gaps, GAP)

@@ -1,0 +1,229 @@
+"""What a share consumer hands over and takes back: records, acknowledgement types, errors.
+
+A :class:`ShareRecord` is a consumed record plus the broker's delivery count for it (1 the first
+time, more when it was released, or its lock expired, and it came back). Acknowledgement types are
+the protocol's numbers (KIP-932: 1 accept, 2 release, 3 reject; 0 marks a gap, an offset with no
+record, which the consumer acknowledges for itself).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from operator import attrgetter
+from typing import Any
+
+from kafka_core.client.metadata import TopicPartition
+from kafka_core.codec import KafkaRecord
+from kafka_core.errors import KafkaConfigError, KafkaError, KafkaUnsupportedVersionError
+from kafka_core.protocol.errors import ErrorCode
+
+GAP = 0  # an acquired offset without a record (a transaction marker, a compacted one)
+
+
+class AcknowledgeType(enum.IntEnum):
+    """How a record is acknowledged (the protocol's numbers).
+
+    ACCEPT: processed, never delivered again. RELEASE: give it back now, to be delivered again
+    (to any member) with its delivery count raised. REJECT: unprocessable, never delivered again.
+    """
+
+    ACCEPT = 1
+    RELEASE = 2
+    REJECT = 3
+
+    @classmethod
+    def parse(cls, value: Any) -> AcknowledgeType:
+        """A member, its number, or its name in any case (``"accept"``)."""
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            member = cls.__members__.get(value.strip().upper())
+            if member is not None:
+                return member
+        elif isinstance(value, int) and not isinstance(value, bool):
+            try:
+                return cls(value)
+            except ValueError:
+                pass
+        raise KafkaConfigError(
+            f"acknowledgement type must be an AcknowledgeType or one of 'accept', 'release', "
+            f"'reject', not {value!r}"
+        )
+
+
+class AcknowledgeMode(enum.Enum):
+    """``implicit``: what a poll returned is accepted at the next poll, commit or close.
+    ``explicit``: every record is acknowledged by the application (as Java's client)."""
+
+    IMPLICIT = "implicit"
+    EXPLICIT = "explicit"
+
+    @classmethod
+    def parse(cls, value: Any) -> AcknowledgeMode:
+        if isinstance(value, cls):
+            return value
+        if isinstance(value, str):
+            for m in cls:
+                if m.value == value.strip().lower():
+                    return m
+        raise KafkaConfigError(f"share_acknowledgement_mode must be 'implicit' or 'explicit', not {value!r}")
+
+
+class KafkaAcknowledgementError(KafkaError):
+    """An acknowledgement the consumer cannot take: the record was already acknowledged, was
+    never delivered to this consumer, or records of the last poll are still unacknowledged in
+    explicit mode. Nothing was sent; the records concerned keep their state."""
+
+
+class KafkaShareGroupsUnsupportedError(KafkaUnsupportedVersionError):
+    """The broker has no share groups (KIP-932): no ShareGroupHeartbeat/ShareFetch version this
+    client speaks."""
+
+
+UNSUPPORTED = (
+    "this broker does not support share groups (KIP-932): needs Apache Kafka 4.1+ with share.version=1"
+)
+
+E = ErrorCode
+# Share-session errors: the session is gone or out of step; the next request opens a new one
+# (acknowledgements in the failed request are lost: their records come back after the lock).
+SESSION_RESET_CODES: frozenset[ErrorCode] = frozenset(
+    {E.SHARE_SESSION_NOT_FOUND, E.INVALID_SHARE_SESSION_EPOCH}
+)
+# A partition's leader moved or its metadata is stale: look it up again, fetch there.
+LEADER_CODES: frozenset[ErrorCode] = frozenset(
+    {E.NOT_LEADER_OR_FOLLOWER, E.UNKNOWN_TOPIC_OR_PARTITION, E.UNKNOWN_TOPIC_ID, E.FENCED_LEADER_EPOCH}
+)
+# Membership errors after which the member joins again at epoch 0.
+REJOIN_CODES: frozenset[ErrorCode] = frozenset({E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID})
+# An acknowledgement of a record that is no longer acquired by this member (its lock expired and
+# it went to another, or it was acknowledged already).
+LOCK_LOST_CODES: frozenset[ErrorCode] = frozenset({E.INVALID_RECORD_STATE})
+
+
+def record_key(topic: str, partition: int, offset: int) -> tuple[str, int, int]:
+    return (topic, partition, offset)
+
+
+class ShareRecord:
+    """One record of a share group: topic, partition, offset, key, value, headers, timestamp,
+    timestamp_type and delivery_count (how many times the broker has delivered it)."""
+
+    __slots__ = ("topic", "partition", "delivery_count", "_record")
+
+    offset: int = property(attrgetter("_record.offset"))  # type: ignore[assignment]
+    key: Any = property(attrgetter("_record.key"))
+    value: Any = property(attrgetter("_record.value"))
+    headers: list[tuple[str, bytes | None]] = property(attrgetter("_record.headers"))  # type: ignore[assignment]
+    timestamp: int = property(attrgetter("_record.timestamp"))  # type: ignore[assignment]
+    timestamp_type: int = property(attrgetter("_record.timestamp_type"))  # type: ignore[assignment]
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: bytes | None = None,
+        value: bytes | None = None,
+        headers: list[tuple[str, bytes | None]] | None = None,
+        timestamp: int = -1,
+        timestamp_type: int = 0,
+        delivery_count: int = 1,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self.delivery_count = delivery_count
+        self._record = KafkaRecord(
+            key=key,
+            value=value,
+            headers=list(headers or ()),
+            timestamp=timestamp,
+            offset=offset,
+            timestamp_type=timestamp_type,
+        )
+
+    @property
+    def topic_partition(self) -> TopicPartition:
+        return TopicPartition(self.topic, self.partition)
+
+    def __repr__(self) -> str:
+        return (
+            f"ShareRecord(topic={self.topic!r}, partition={self.partition}, offset={self.offset}, "
+            f"delivery_count={self.delivery_count}, key={_short(self.key)}, value={_short(self.value)})"
+        )
+
+
+class _DeserializedShareRecord(ShareRecord):
+    __slots__ = ("key", "value")  # plain slots over the base class's properties
+    key: Any
+    value: Any
+
+
+def _short(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def share_records(
+    topic: str, partition: int, records: Iterable[Any], counts: dict[int, int]
+) -> list[ShareRecord]:
+    """Wrap codec records (only those whose offset is in ``counts``: the acquired ones)."""
+    new = ShareRecord.__new__
+    cls = ShareRecord
+    out: list[ShareRecord] = []
+    append = out.append
+    for r in records:
+        count = counts.get(r.offset)
+        if count is None:
+            continue
+        m = new(cls)
+        m.topic = topic
+        m.partition = partition
+        m.delivery_count = count
+        m._record = r
+        append(m)
+    return out
+
+
+def deserialize(records: list[ShareRecord], key_fn: Any, value_fn: Any) -> list[ShareRecord]:
+    """The records with key and value deserialized (None stays None). A deserializer that raises
+    makes a KafkaCodecError naming the record (the caller releases the rest)."""
+    from kafka_core.consumer.message import KafkaDeserializationError
+
+    new = _DeserializedShareRecord.__new__
+    cls = _DeserializedShareRecord
+    out: list[ShareRecord] = []
+    for r in records:
+        key, value = r.key, r.value
+        part = "key"
+        try:
+            if key is not None and key_fn is not None:
+                key = key_fn(key)
+            part = "value"
+            if value is not None and value_fn is not None:
+                value = value_fn(value)
+        except Exception as exc:
+            err = KafkaDeserializationError(r.topic, r.partition, r.offset, part, exc)
+            err.__cause__ = exc
+            raise err from exc
+        d = new(cls)
+        d.topic, d.partition, d.delivery_count = r.topic, r.partition, r.delivery_count
+        d._record = r._record
+        d.key = key
+        d.value = value
+        out.append(d)
+    return out
+
+
+def ack_ranges(acks: dict[int, int]) -> list[tuple[int, int, int]]:
+    """``{offset: type}`` as (first, last, type) runs of consecutive offsets of one type."""
+    out: list[tuple[int, int, int]] = []
+    for offset in sorted(acks):
+        t = acks[offset]
+        if out and out[-1][1] == offset - 1 and out[-1][2] == t:
+            first, _, _ = out[-1]
+            out[-1] = (first, offset, t)
+        else:
+            out.append((offset, offset, t))
+    return out
