@@ -138,9 +138,13 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
     within its ``timeout_ms`` (connecting and joining go on behind it), and never hides an outage:
     until a first broker has answered, a poll that ends without one raises KafkaConnectionError
     with the cause (a wrong address fails at the first poll); later, a partition or the group
-    failing for longer than ``request_timeout_ms`` makes poll raise KafkaConnectionError naming
-    them and the last error, once per ``request_timeout_ms`` while it lasts (a warning is logged
-    when it starts and ends). These errors are retriable: keep polling. Not outages, raised by
+    failing for longer than ``request_timeout_ms`` while no broker answered for as long (cut off
+    from the cluster) makes poll raise KafkaConnectionError naming them and the last error, once
+    per ``request_timeout_ms`` while it lasts. While the cluster answers, a partition or group
+    failing is a failover (a lost leader is fenced after ``broker.session.timeout.ms``): as Java's
+    consumer, poll does not raise, and a warning is logged when it starts, every
+    ``request_timeout_ms`` while it lasts, and when it ends. These errors are retriable: keep
+    polling. Not outages, raised by
     poll at once: a refused login or TLS handshake (KafkaAuthenticationError, from every poll,
     never tried again), and a subscribed topic refused TOPIC_AUTHORIZATION_FAILED (named).
     """

@@ -328,6 +328,11 @@ class Fetcher:
                     log.debug("no leader for %s yet: %r", tp, exc)
                     # Its topic's other partitions would wait as long for the same answer.
                     cause = unrouted[tp.topic] = exc
+                else:
+                    if self.outage.failing(tp):
+                        # Its failure dropped its topic's metadata: a broker answered this lookup
+                        # (perhaps naming the lost leader still). Not cut off: a failover.
+                        self.outage.answered()
             if cause is not None:
                 self.outage.failed(tp, cause)
                 continue

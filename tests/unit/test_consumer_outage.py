@@ -154,11 +154,28 @@ def test_an_outage_longer_than_request_timeout_is_raised_with_its_cause_then_pol
 
 
 class StallClient(OutageClient):
-    """While ``stalled``, a Fetch gets no answer: it fails at its timeout, as a connection does."""
+    """While ``stalled``, the broker answers nothing: a Fetch fails at its timeout, as a
+    connection does, and so does a leader lookup once a failed Fetch dropped the cached leader
+    (a broker answering metadata is not a stall of the cluster but a failover in progress:
+    test_consumer_outage_failover.py)."""
 
     def __init__(self, partitions: dict[str, int]) -> None:
         super().__init__(partitions)
         self.stalled = False
+        self.cache_dropped = False
+
+    def invalidate_metadata(self, topic: str | None = None) -> None:
+        self.cache_dropped = True
+        super().invalidate_metadata(topic)
+
+    async def leader_for(self, topic: str, partition: int, *, timeout_ms: float | None = None) -> int:
+        if self.stalled and self.cache_dropped:
+            timeout = (timeout_ms or 5_000) / 1000.0
+            await asyncio.sleep(timeout)
+            raise KafkaTimeoutError(
+                f"leader lookup for {topic}-{partition} did not succeed within {timeout:.1f}s"
+            )
+        return await super().leader_for(topic, partition, timeout_ms=timeout_ms)
 
     async def send(self, node: int, body: Any, version: int | None = None, **kw: Any) -> Any:
         if self.stalled:
