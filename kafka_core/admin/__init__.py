@@ -25,6 +25,7 @@ from kafka_core.admin.results import (
     PartitionLag,
     PatternType,
     Result,
+    SharePartitionOffset,
     TopicDescription,
 )
 from kafka_core.client.metadata import ListedOffset, NewTopic, OffsetAndMetadata, TopicPartition
@@ -53,6 +54,7 @@ __all__ = [
     "PartitionLag",
     "PatternType",
     "Result",
+    "SharePartitionOffset",
     "TopicDescription",
     "TopicPartition",
 ]

@@ -1,7 +1,7 @@
 """The asyncio admin client: topics, configs, groups, offsets and ACLs over one ``KafkaClient``.
 
-Each family of calls lives in its own mixin module (topics, configs, groups, offsets, acls); this
-class owns the client they share and its lifecycle. Calls over many resources return
+Each family of calls lives in its own mixin module (topics, configs, groups, share_groups,
+offsets, acls); this class owns the client they share and its lifecycle. Calls over many resources return
 ``{key: Result}``; see ``kafka_core.admin.results``.
 """
 
@@ -14,6 +14,7 @@ from kafka_core.admin.acls import AclsMixin
 from kafka_core.admin.configs import ConfigsMixin
 from kafka_core.admin.groups import GroupsMixin
 from kafka_core.admin.offsets import OffsetsMixin
+from kafka_core.admin.share_groups import ShareGroupsMixin
 from kafka_core.admin.topics import TopicsMixin
 from kafka_core.client.cluster import KafkaClient
 from kafka_core.config import keywords_from_config
@@ -21,7 +22,7 @@ from kafka_core.config import keywords_from_config
 DEFAULT_API_TIMEOUT_MS = 60_000
 
 
-class KafkaAdmin(TopicsMixin, ConfigsMixin, GroupsMixin, OffsetsMixin, AclsMixin):
+class KafkaAdmin(TopicsMixin, ConfigsMixin, GroupsMixin, ShareGroupsMixin, OffsetsMixin, AclsMixin):
     """Asyncio admin client. ``async with KafkaAdmin(bootstrap_servers=...) as admin: ...``.
 
     Takes the same options as :class:`kafka_core.aio.KafkaClient`; unlike it, the admin never

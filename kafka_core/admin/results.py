@@ -38,6 +38,7 @@ __all__ = [
     "PartitionLag",
     "PatternType",
     "Result",
+    "SharePartitionOffset",
     "TopicDescription",
 ]
 
@@ -124,6 +125,11 @@ class ConfigResource:
     @classmethod
     def broker(cls, node_id: int | str) -> ConfigResource:
         return cls(ConfigResourceType.BROKER, str(node_id))
+
+    @classmethod
+    def group(cls, group_id: str) -> ConfigResource:
+        """A group's configs (KIP-848/932), e.g. a share group's ``share.auto.offset.reset``."""
+        return cls(ConfigResourceType.GROUP, group_id)
 
     @classmethod
     def of(cls, value: ConfigResource | tuple[str | int, str | int]) -> ConfigResource:
@@ -253,6 +259,21 @@ class GroupLag:
 
     def __len__(self) -> int:
         return len(self.partitions)
+
+
+@dataclass(frozen=True, slots=True)
+class SharePartitionOffset:
+    """A share group's progress on one partition: ``start_offset``, where its window of records
+    not yet acknowledged begins (-1: no member has fetched the partition yet); ``lag``, the
+    records not acknowledged from there to the end, as the broker counts them (Kafka 4.2+;
+    None from an older broker or when it does not know)."""
+
+    topic: str
+    partition: int
+    start_offset: int
+    leader_epoch: int | None = None
+    lag: int | None = None
+    error: KafkaError | None = None
 
 
 # -- ACLs --------------------------------------------------------------------------------------
