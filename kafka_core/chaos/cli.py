@@ -82,6 +82,11 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--out", type=Path, default=Path("artifacts"))
     run.add_argument("--seed", type=int, default=13)
     run.add_argument(
+        "--cycles",
+        type=int,
+        help="cycles of each cycle-counted capability instead of the mode's (the artifact keeps both)",
+    )
+    run.add_argument(
         "--scenario",
         action="append",
         choices=[*CAPABILITIES, *KAFKA_CAPABILITIES, *ALIASES],
@@ -96,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     chosen = [c for name in (args.scenario or SETS[args.broker]) for c in ALIASES.get(name, [name])]
-    settings = Settings(args.mode, args.seed)
+    settings = Settings(args.mode, args.seed, args.cycles)
     outcomes = []
     for capability in dict.fromkeys(chosen):
         print(f"running {capability} ({args.mode}, seed {args.seed}) ...", flush=True)

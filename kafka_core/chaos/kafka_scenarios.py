@@ -286,8 +286,16 @@ Fault = Callable[[Workload], dict[str, Any]]
 
 
 def _run(
-    outcome: Outcome, setup: _Setup, faults: Sequence[tuple[str, Fault]], bootstrap: str | None = None
+    outcome: Outcome,
+    setup: _Setup,
+    faults: Sequence[tuple[str, Fault]],
+    bootstrap: str | None = None,
+    *,
+    cluster_stays_up: bool = True,
 ) -> None:
+    """Traffic through ``faults``, then the books and the wire. ``cluster_stays_up``: a majority
+    answers throughout, so a poll that raised (the consumer calling itself cut off) fails the
+    run: a failover is no outage, the consumer must ride it out by itself (as Java's does)."""
     from kafka_core.chaos.scenarios import faulted_run
 
     failures: list[str] = []
@@ -302,6 +310,12 @@ def _run(
     )
     if outcome.tally.failed:  # the producer gave up on records: it did not ride the fault out
         failures.append(f"{outcome.tally.failed} records failed (the producer gave up on them)")
+    raised = [e for e in outcome.details.get("consumer_errors", []) if e.get("where") == "poll"]
+    if cluster_stays_up and raised:
+        failures.append(
+            f"poll raised {len(raised)} times while the cluster answered (first: {raised[0]['type']}: "
+            f"{raised[0]['message']})"
+        )
     _wire(outcome, setup)
     outcome.judge(failures)
 
@@ -375,88 +389,113 @@ def _kill_and_heal(
     }
 
 
-def kafka_leader_kill(outcome: Outcome) -> None:
+def _faulted(
+    outcome: Outcome,
+    faults_for: Callable[[KafkaCluster], list[tuple[str, Fault]]],
+    *,
+    cluster_stays_up: bool = True,
+) -> None:
+    """The run of every capability but the cut-off (which sets up a proxy of its own): the
+    cluster, ``faults_for`` it in turn under traffic, the books, and the cluster left whole."""
     with _cluster(outcome.seed) as setup:
         cluster = setup.cluster
         outcome.broker = _broker_info(cluster)
-
-        def kill(wl: Workload, k: int) -> dict[str, Any]:
-            leaders = _leaders(cluster.bootstrap, wl.topic)
-            partition = k % wl.partitions  # another partition's leader each cycle
-            return _kill_and_heal(cluster, wl, leaders[partition], {"leader_of_partition": partition})
-
-        faults = [
-            ("SIGKILL the leader", functools.partial(kill, k=k)) for k in range(outcome.parameters["cycles"])
-        ]
         try:
-            _run(outcome, setup, faults)
+            _run(outcome, setup, faults_for(cluster), cluster_stays_up=cluster_stays_up)
         finally:
             _heal_cluster(cluster)
+
+
+Pick = Callable[[KafkaCluster, Workload, int], tuple[int, dict[str, Any]]]
+
+
+def _kill_cycles(
+    outcome: Outcome,
+    label: str,
+    pick: Pick,
+    watch: Callable[[KafkaCluster, float], dict[str, Any]] | None = None,
+) -> None:
+    """``cycles`` SIGKILLs, each of the node ``pick`` names for that cycle (with what role it
+    had), each followed by its restart: the leader and the controller kills differ only there
+    and in what ``watch`` records while the node is down."""
+
+    def faults(cluster: KafkaCluster) -> list[tuple[str, Fault]]:
+        def kill(wl: Workload, k: int) -> dict[str, Any]:
+            victim, role = pick(cluster, wl, k)
+            seen = functools.partial(watch, cluster) if watch is not None else None
+            return _kill_and_heal(cluster, wl, victim, role, seen)
+
+        return [(label, functools.partial(kill, k=k)) for k in range(outcome.parameters["cycles"])]
+
+    _faulted(outcome, faults)
+
+
+def _partition_leader(cluster: KafkaCluster, wl: Workload, k: int) -> tuple[int, dict[str, Any]]:
+    partition = k % wl.partitions  # another partition's leader each cycle
+    return _leaders(cluster.bootstrap, wl.topic)[partition], {"leader_of_partition": partition}
+
+
+def _active_controller(cluster: KafkaCluster, wl: Workload, k: int) -> tuple[int, dict[str, Any]]:
+    controller = cluster.active_controller()
+    return controller, {"active_controller": controller}
+
+
+def _elected(cluster: KafkaCluster, killed: float) -> dict[str, Any]:
+    """The quorum's new leader, timed from the SIGKILL."""
+    new = cluster.active_controller()
+    return {"new_controller": new, "new_controller_s": round(time.monotonic() - killed, 3)}
+
+
+def kafka_leader_kill(outcome: Outcome) -> None:
+    _kill_cycles(outcome, "SIGKILL the leader", _partition_leader)
 
 
 def kafka_controller_kill(outcome: Outcome) -> None:
-    with _cluster(outcome.seed) as setup:
-        cluster = setup.cluster
-        outcome.broker = _broker_info(cluster)
+    _kill_cycles(outcome, "SIGKILL the active controller", _active_controller, _elected)
 
-        def elected(killed: float) -> dict[str, Any]:  # the quorum's new leader, timed from the SIGKILL
-            new = cluster.active_controller()
-            return {"new_controller": new, "new_controller_s": round(time.monotonic() - killed, 3)}
 
-        def kill(wl: Workload) -> dict[str, Any]:
-            controller = cluster.active_controller()
-            return _kill_and_heal(cluster, wl, controller, {"active_controller": controller}, elected)
-
-        faults = [("SIGKILL the active controller", kill)] * outcome.parameters["cycles"]
-        try:
-            _run(outcome, setup, faults)
-        finally:
-            _heal_cluster(cluster)
+def _rolling_restart(cluster: KafkaCluster, wl: Workload, node_id: int) -> dict[str, Any]:
+    leaders = _leaders(cluster.bootstrap, wl.topic)
+    coordinator = _coordinator(cluster.bootstrap, wl.consumer_options["group_id"])
+    touched = sorted(p for p, leader in leaders.items() if leader == node_id)
+    if coordinator == node_id:
+        touched = list(range(wl.partitions))
+    base = _marks(wl)
+    began = time.monotonic()
+    # A controlled shutdown hands the node's leaderships over while it runs: the resume of its
+    # partitions is timed from the SIGTERM, beside the shutdown itself.
+    stopper = threading.Thread(target=cluster.stop_node, args=(node_id,), daemon=True)
+    stopper.start()
+    resume = _resume(wl, touched or list(range(wl.partitions)), began, base)
+    stopper.join(120)
+    stop_s = round(time.monotonic() - began, 3)
+    cluster.start_node(node_id)
+    start_s = round(time.monotonic() - began - stop_s, 3)
+    return {
+        "restarted_node": node_id,
+        "leaders_before": leaders,
+        "leaders_after": _leaders(cluster.bootstrap, wl.topic),
+        "group_coordinator": coordinator,
+        "measured_from": "SIGTERM",
+        **resume,
+        "stop_s": stop_s,
+        "start_s": start_s,
+        "isr_full_after_s": _wait_full_isr(cluster, [wl.topic, "__consumer_offsets"]),
+    }
 
 
 def kafka_rolling_restart(outcome: Outcome) -> None:
-    with _cluster(outcome.seed) as setup:
-        cluster = setup.cluster
-        outcome.broker = _broker_info(cluster)
-
-        def restart(wl: Workload, node_id: int) -> dict[str, Any]:
-            leaders = _leaders(cluster.bootstrap, wl.topic)
-            coordinator = _coordinator(cluster.bootstrap, wl.consumer_options["group_id"])
-            touched = sorted(p for p, leader in leaders.items() if leader == node_id)
-            if coordinator == node_id:
-                touched = list(range(wl.partitions))
-            base = _marks(wl)
-            began = time.monotonic()
-            # A controlled shutdown hands the node's leaderships over while it runs: the resume
-            # of its partitions is timed from the SIGTERM, beside the shutdown itself.
-            stopper = threading.Thread(target=cluster.stop_node, args=(node_id,), daemon=True)
-            stopper.start()
-            resume = _resume(wl, touched or list(range(wl.partitions)), began, base)
-            stopper.join(120)
-            stop_s = round(time.monotonic() - began, 3)
-            cluster.start_node(node_id)
-            start_s = round(time.monotonic() - began - stop_s, 3)
-            return {
-                "restarted_node": node_id,
-                "leaders_before": leaders,
-                "leaders_after": _leaders(cluster.bootstrap, wl.topic),
-                "group_coordinator": coordinator,
-                "measured_from": "SIGTERM",
-                **resume,
-                "stop_s": stop_s,
-                "start_s": start_s,
-                "isr_full_after_s": _wait_full_isr(cluster, [wl.topic, "__consumer_offsets"]),
-            }
-
-        faults = [
-            (f"SIGTERM restart of node {n.node_id}", functools.partial(restart, node_id=n.node_id))
+    def faults(cluster: KafkaCluster) -> list[tuple[str, Fault]]:
+        return [
+            (
+                f"SIGTERM restart of node {n.node_id}",
+                functools.partial(_rolling_restart, cluster, node_id=n.node_id),
+            )
             for _ in range(outcome.parameters["rounds"])
             for n in cluster.nodes
         ]
-        try:
-            _run(outcome, setup, faults)
-        finally:
-            _heal_cluster(cluster)
+
+    _faulted(outcome, faults)
 
 
 def kafka_node_cutoff(outcome: Outcome) -> None:
@@ -524,32 +563,32 @@ def kafka_node_cutoff(outcome: Outcome) -> None:
             _heal_cluster(cluster)
 
 
+def _cluster_restart(cluster: KafkaCluster, wl: Workload) -> dict[str, Any]:
+    began = time.monotonic()
+    cluster.stop(STOP_TIMEOUT_S)
+    stopped = time.monotonic()
+    base = _marks(wl)  # every node down: nothing more can be acknowledged before the start
+    cluster.start()
+    up = time.monotonic()
+    return {
+        "stop_s": round(stopped - began, 3),
+        "stop_timed_out": stopped - began >= STOP_TIMEOUT_S,  # then the rest were SIGKILLed
+        "start_s": round(up - stopped, 3),
+        "measured_from": "every node ready",
+        **_resume(wl, list(range(wl.partitions)), up, base),
+        "isr_full_after_s": _wait_full_isr(cluster, [wl.topic, "__consumer_offsets"]),
+    }
+
+
 def kafka_cluster_restart(outcome: Outcome) -> None:
-    with _cluster(outcome.seed) as setup:
-        cluster = setup.cluster
-        outcome.broker = _broker_info(cluster)
+    """Every node stopped, then started: the consumer is cut off meanwhile, and saying so (poll
+    raising KafkaConnectionError once per request_timeout_ms) is what it must do."""
 
-        def restart(wl: Workload) -> dict[str, Any]:
-            began = time.monotonic()
-            cluster.stop(STOP_TIMEOUT_S)
-            stopped = time.monotonic()
-            base = _marks(wl)  # every node down: nothing more can be acknowledged before the start
-            cluster.start()
-            up = time.monotonic()
-            return {
-                "stop_s": round(stopped - began, 3),
-                "stop_timed_out": stopped - began >= STOP_TIMEOUT_S,  # then the rest were SIGKILLed
-                "start_s": round(up - stopped, 3),
-                "measured_from": "every node ready",
-                **_resume(wl, list(range(wl.partitions)), up, base),
-                "isr_full_after_s": _wait_full_isr(cluster, [wl.topic, "__consumer_offsets"]),
-            }
+    def faults(cluster: KafkaCluster) -> list[tuple[str, Fault]]:
+        restart = functools.partial(_cluster_restart, cluster)
+        return [("every node stopped, then started", restart)] * outcome.parameters["cycles"]
 
-        faults = [("every node stopped, then started", restart)] * outcome.parameters["cycles"]
-        try:
-            _run(outcome, setup, faults)
-        finally:
-            _heal_cluster(cluster)
+    _faulted(outcome, faults, cluster_stays_up=False)
 
 
 CAPABILITIES: dict[str, Callable[[Outcome], None]] = {
