@@ -21,6 +21,17 @@ ruff format --check .
 stage "mypy"
 mypy
 
+# Before the unit suite: its protocol drift check reads the share-group definitions from the
+# newest Kafka's kafka-clients jar (tools/protocol_gen/newer.py).
+stage "Apache Kafka $KAFKA_NEWEST and $KAFKA_OLDEST from Maven Central"
+python - "$KAFKA_NEWEST" "$KAFKA_OLDEST" <<'PY'
+import sys, time
+from kafka_core.devbroker import kafka_classpath
+for version in sys.argv[1:]:
+    began = time.monotonic()
+    print(f"    {version}: {kafka_classpath(version)} ({time.monotonic() - began:.1f} s)")
+PY
+
 stage "unit suite, Cython codec"
 python -m pytest tests/unit -p no:cacheprovider "$@"
 
@@ -31,15 +42,6 @@ if [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
   stage "integration and interop suites against $KAFKA_BOOTSTRAP_SERVERS"
   python -m pytest tests/integration tests/interop -p no:cacheprovider "$@"
 else
-  stage "Apache Kafka $KAFKA_NEWEST and $KAFKA_OLDEST from Maven Central"
-  python - "$KAFKA_NEWEST" "$KAFKA_OLDEST" <<'PY'
-import sys, time
-from kafka_core.devbroker import kafka_classpath
-for version in sys.argv[1:]:
-    began = time.monotonic()
-    print(f"    {version}: {kafka_classpath(version)} ({time.monotonic() - began:.1f} s)")
-PY
-
   stage "integration and interop suites against Apache Kafka $KAFKA_NEWEST"
   mkdir -p build/compat
   KAFKA_CORE_TEST_BROKER=kafka KAFKA_CORE_COMPAT_REPORT=build/compat/kafka-newest.json \

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 
 try:  # tests/unit is a package when it has an __init__.py, a rootdir otherwise
-    from .test_protocol_support import REPO, gen, need_definitions
+    from .test_protocol_support import REPO, gen, need_definitions, need_newer_jar
 except ImportError:
-    from test_protocol_support import REPO, gen, need_definitions  # type: ignore[no-redef]
+    from test_protocol_support import REPO, gen, need_definitions, need_newer_jar  # type: ignore[no-redef]
 
 from kafka_core.protocol.messages._schema import SCHEMA
 
@@ -100,8 +100,8 @@ def _definitions(tmp_path: Path) -> Path:
     return defs
 
 
-def test_committed_package_matches_the_generator() -> None:
-    definitions = need_definitions()
+def test_committed_package_matches_the_generator(tmp_path: Path) -> None:
+    definitions = gen.merge(need_definitions(), need_newer_jar(), tmp_path / "merged")
     fresh = gen.generate(definitions)
     stale = [
         name for name, text in fresh.items() if not (OUT / name).is_file() or (OUT / name).read_text() != text

@@ -55,6 +55,21 @@ def need_definitions() -> Path:
     return path
 
 
+def need_newer_jar() -> Path:
+    """The kafka-clients jar the share-group definitions come from (tools/protocol_gen/newer.py).
+
+    Fetched with Maven into the cache when absent; a skip when that fails, except under CI=true.
+    """
+    from protocol_gen.newer import newer_jar  # on sys.path once gen_protocol is loaded
+
+    try:
+        return newer_jar()
+    except Exception as exc:  # no Maven, no network: the same rule as the definitions folder
+        if env_flag("CI"):
+            pytest.fail(f"the kafka-clients jar could not be had (CI=true: the drift check must run): {exc}")
+        pytest.skip(f"the kafka-clients jar could not be had: {exc}")
+
+
 @cache
 def all_messages() -> list[Any]:
     from protocol_gen import from_schema  # on sys.path once gen_protocol is loaded
