@@ -56,6 +56,14 @@ class WorkerCache(Generic[T]):
         self._quietly_close(obj)  # another thread built one first
         return other[0]
 
+    def peek(self, key: str) -> T | None:
+        """The cached object for ``key`` if there is one (never builds)."""
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None:
+                self._entries[key] = (entry[0], time.monotonic())
+        return None if entry is None else entry[0]
+
     def touch(self, key: str) -> None:
         with self._lock:
             entry = self._entries.get(key)

@@ -9,9 +9,11 @@ cached per Python worker, keyed by its options, and thrown away after any failur
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -122,16 +124,24 @@ def _headers(col: Any) -> Any:
 
 
 class _Sender:
-    """Sends the batches of one task and remembers their futures."""
+    """Sends the batches of one task and remembers their futures. ``producer`` returns the task's
+    producer; it is asked when the first group is sent (the producer may still be starting)."""
 
-    def __init__(self, producer: Any, topic_option: str | None) -> None:
-        self.producer = producer
+    def __init__(self, producer: Callable[[], Any], topic_option: str | None) -> None:
+        self._get_producer = producer
+        self._producer: Any = None
         self.topic_option = topic_option
         self.futures: list[Any] = []
         self.counts = WriteCounts()
         self._pending: list[Any] = []
         self._pending_rows = 0
         self._pending_bytes = 0
+
+    @property
+    def producer(self) -> Any:
+        if self._producer is None:
+            self._producer = self._get_producer()
+        return self._producer
 
     # Spark hands over batches of 10,000 rows; sending them in bigger groups makes bigger
     # per-partition Kafka batches and costs about a quarter less CPU per row.
@@ -223,17 +233,65 @@ class _Sender:
                 raise exc
 
 
+class _ProducerStart:
+    """The worker's first task builds its producer in a thread while its first batches arrive.
+
+    A fresh Python worker has yet to import the producer and connect; meanwhile the JVM is already
+    computing the task's first rows. Building the producer (and asking for the topic's metadata)
+    in a thread lets the two overlap; the main thread waits for the producer only when its first
+    group of rows is ready to send. A cached producer is taken at once, with no thread.
+    """
+
+    def __init__(self, key: str, options: dict[str, Any], topic: str | None) -> None:
+        self.key = key
+        self._producer = _PRODUCERS.peek(key)
+        self._error: BaseException | None = None
+        self._ready = threading.Event()
+        if self._producer is not None:
+            self._ready.set()
+            return
+        threading.Thread(
+            target=self._start, args=(options, topic), name="kafka-core-spark-producer-start", daemon=True
+        ).start()
+
+    def _start(self, options: dict[str, Any], topic: str | None) -> None:
+        try:
+            producer = _PRODUCERS.get(self.key, options)
+        except BaseException as exc:  # handed to the task's thread by get()
+            self._error = exc
+            self._ready.set()
+            return
+        self._producer = producer
+        self._ready.set()
+        if topic is not None:
+            # Warms the metadata the first send needs; a failure here is the send's to report.
+            with contextlib.suppress(Exception):
+                producer.partitions_for(topic)
+
+    def get(self) -> Any:
+        self._ready.wait()
+        if self._error is not None:
+            raise self._error
+        return self._producer
+
+    def started(self) -> Any:
+        """The producer if it was built (None if building it failed or has not finished)."""
+        return self._producer if self._ready.is_set() else None
+
+
 def _run(options: SinkOptions, feed: Any) -> WriteCounts:
     key = options.cache_key
-    producer = _PRODUCERS.get(key, options.producer)
+    start = _ProducerStart(key, options.producer, options.topic)
     delivery_s = float(options.producer.get("delivery_timeout_ms", 120_000)) / 1000.0
-    sender = _Sender(producer, options.topic)
+    sender = _Sender(start.get, options.topic)
     try:
         feed(sender)
         counts = sender.finish(delivery_s + 5.0)
     except BaseException as exc:
         # A failed task may have left records queued or a broken connection: start afresh next time.
-        _PRODUCERS.discard(key, producer)
+        producer = start.started()
+        if producer is not None:
+            _PRODUCERS.discard(key, producer)
         if isinstance(exc, TimeoutError) and not isinstance(exc, KafkaError):
             raise KafkaTimeoutError(f"records not delivered in time: {exc}") from exc
         raise
@@ -263,7 +321,7 @@ def _run_transactional(options: SinkOptions, feed: Any, task_partition: int) -> 
         try:
             producer.init_transactions()  # fences an earlier attempt of this task: its transaction aborts
             producer.begin_transaction()
-            sender = _Sender(producer, options.topic)
+            sender = _Sender(lambda: producer, options.topic)
             feed(sender)
             sender.flush_pending()
             prepared = producer.prepare_transaction(delivery_s + 5.0)  # as long as a delivery may take
