@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from kafka_core._sync import SyncFace, sync_face
@@ -12,6 +13,13 @@ from kafka_core.share.records import ShareRecord
 @sync_face(AsyncKafkaShareConsumer)
 class KafkaShareConsumer(SyncFace):
     """Same constructor and methods as :class:`kafka_core.aio.KafkaShareConsumer`, but blocking."""
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> KafkaShareConsumer:
+        """A share consumer from Java-style names (see the asyncio class's ``from_config``)."""
+        from kafka_core.share.options import share_keywords
+
+        return cls(**share_keywords(config, overrides))
 
     def __enter__(self) -> KafkaShareConsumer:
         return self

@@ -33,12 +33,12 @@ def _name(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
-def _setup(kafka: KafkaCluster, n: int, partitions: int = 1, **group_config: str) -> tuple[str, str]:
+def _setup(kafka: KafkaCluster, n: int, group_config: dict[str, str] | None = None) -> tuple[str, str]:
     """A fresh topic with ``n`` records (values b"0".. b"n-1") and a share group reading it from
     the earliest offset (a share group starts at the latest by default)."""
     topic, group = _name("share-t"), _name("share-g")
-    kafka.create_topic(topic, partitions)
-    configs = {"share.auto.offset.reset": "earliest", **group_config}
+    kafka.create_topic(topic, 1)
+    configs = {"share.auto.offset.reset": "earliest", **(group_config or {})}
     with KafkaAdmin(kafka.bootstrap) as admin:
         out = admin.incremental_alter_configs({(ConfigResourceType.GROUP, group): configs})
         for result in out.values():
@@ -111,7 +111,7 @@ def test_release_comes_back_and_reject_never_does(real_kafka: KafkaCluster) -> N
 
 
 def test_delivery_attempt_limit_archives_a_failing_record(real_kafka: KafkaCluster) -> None:
-    topic, group = _setup(real_kafka, 1, **{"share.delivery.count.limit": "2"})
+    topic, group = _setup(real_kafka, 1, {"share.delivery.count.limit": "2"})
     counts = []
     with KafkaShareConsumer(
         topic, bootstrap_servers=real_kafka.bootstrap, group_id=group, share_acknowledgement_mode="explicit"
@@ -141,7 +141,7 @@ HOLDER = textwrap.dedent(
 
 
 def test_records_of_a_killed_member_go_to_another_after_the_lock(real_kafka: KafkaCluster) -> None:
-    topic, group = _setup(real_kafka, 5, **{"share.record.lock.duration.ms": "15000"})
+    topic, group = _setup(real_kafka, 5, {"share.record.lock.duration.ms": "15000"})
     child = subprocess.Popen(
         [sys.executable, "-c", HOLDER, real_kafka.bootstrap, topic, group],
         stdout=subprocess.PIPE,
