@@ -121,7 +121,12 @@ def test_produce_partition_counts_rows_through_the_same_path() -> None:
 
 def test_worker_cache_peek_never_builds() -> None:
     built: list[dict[str, Any]] = []
-    cache: WorkerCache[str] = WorkerCache(lambda o: built.append(o) or "obj", lambda _: None)
+
+    def build(options: dict[str, Any]) -> str:
+        built.append(options)
+        return "obj"
+
+    cache: WorkerCache[str] = WorkerCache(build, lambda _: None)
     assert cache.peek("k") is None
     assert cache.get("k", {"a": 1}) == "obj"
     assert cache.peek("k") == "obj"
