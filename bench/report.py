@@ -238,7 +238,7 @@ def _broker_stamp(key: str | None, section: dict[str, Any]) -> str:
         return _stamp(section)
     after = f"; after {section['load_after']}" if section.get("load_after") else ""
     return (
-        f"_{broker_name(key)} ({section.get('broker', '?')}): measured {section.get('date', '?')}, "
+        f"_{section.get('broker') or broker_name(key)}: measured {section.get('date', '?')}, "
         f"{section.get('mode', '?')} mode, load average before {section.get('load', '?')}{after}._"
     )
 
@@ -266,6 +266,8 @@ def side_by_side_table(entries: Sequence[tuple[str | None, dict[str, Any]]], anc
     rows = []
     for client in clients:
         row, notes = [client], []
+        parts = [_run_note(r).split("; ") for _, results in by_broker if (r := results.get(client))]
+        common = [p for p in parts[0] if p and all(p in other for other in parts[1:])] if parts else []
         for key, results in by_broker:
             r = results.get(client)
             base = results.get(anchor)
@@ -280,10 +282,10 @@ def side_by_side_table(entries: Sequence[tuple[str | None, dict[str, Any]]], anc
                     fmt_num(r.cpu_per_million),
                     f"{r.rss_mb:.0f}",
                 ]
-                note = _run_note(r)
+                note = "; ".join(p for p in _run_note(r).split("; ") if p not in common)
             if note:
                 notes.append(f"{broker_name(key)}: {note}")
-        rows.append([*row, " — ".join(notes)])
+        rows.append([*row, "; ".join([*common, " — ".join(notes)])])
     return markdown_table(headers, rows)
 
 
