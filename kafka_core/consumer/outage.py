@@ -13,8 +13,9 @@ progress: Apache Kafka fences a SIGKILLed leader only after ``broker.session.tim
 default) and then elects another, so a failover routinely takes about as long as a short
 ``request_timeout_ms``. As Java's consumer, which never raises on a leader change, poll then
 goes on returning what the other partitions give, and a warning is logged once per ``bound_s``
-while it lasts (and when it ends). Once cut off, poll raises KafkaConnectionError naming the
-cause, then again every ``bound_s`` while it lasts.
+while it lasts (and when it ends). A broker's answer no failover explains (a group whose join
+rounds keep ending without an assignment) is raised past ``bound_s`` as before. Once cut off,
+poll raises KafkaConnectionError naming the cause, then again every ``bound_s`` while it lasts.
 """
 
 from __future__ import annotations
@@ -24,8 +25,18 @@ import time
 from collections.abc import Callable, Hashable, Iterable
 
 from kafka_core.errors import KafkaConnectionError, KafkaProtocolError
+from kafka_core.protocol.errors import COORDINATOR_CODES, STALE_METADATA_CODES, ErrorCode
 
 log = logging.getLogger("kafka_core.consumer")
+
+# A broker's answers that a failover explains: the leader or coordinator moved, is being elected
+# or loading, or a replica is still out of the ISR. Any other answer (a group wedged in
+# REBALANCE_IN_PROGRESS round after round...) is no failover: reported past the bound as ever.
+FAILOVER_CODES = (
+    STALE_METADATA_CODES
+    | COORDINATOR_CODES
+    | {ErrorCode.NOT_ENOUGH_REPLICAS, ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT}
+)
 
 
 class OutageTracker:
@@ -48,7 +59,7 @@ class OutageTracker:
         answer from the moment it was sent, so a stall counts from then, not from the timeout.
         A cause that is a broker's error code (directly or as the last error of a lookup that
         gave up) was an answer: the cluster is there."""
-        if _is_answer(cause):
+        if _answer_code(cause) is not None:
             self.answered()
         if not self._streaks:
             log.warning("consumer: %s failed, retrying in the background: %s", _name(key), cause)
@@ -93,32 +104,51 @@ class OutageTracker:
         if not late:
             return None
         self._last_report = now
-        since, _, cause = late[0]
-        names = ", ".join(_name(k) for _, k, _ in late[:5]) + (
-            f" and {len(late) - 5} more" if len(late) > 5 else ""
-        )
         quiet = now - self._last_answer
         if quiet < self.bound_s:
-            log.warning(
-                "consumer: %s failing for %.1fs while the cluster answers (%.1fs ago): waiting for a "
-                "new leader or coordinator, still retrying; last error: %s",
-                names,
-                now - since,
-                max(quiet, 0.0),
-                cause,
+            waiting = [s for s in late if _failover(s[2])]
+            if waiting:
+                log.warning(
+                    "consumer: %s failing for %.1fs while the cluster answers (%.1fs ago): waiting for "
+                    "a new leader or coordinator, still retrying; last error: %s",
+                    _names(waiting),
+                    now - waiting[0][0],
+                    max(quiet, 0.0),
+                    waiting[0][2],
+                )
+            late = [s for s in late if not _failover(s[2])]
+            if not late:
+                return None
+        since, _, cause = late[0]
+        bound = f"longer than request_timeout_ms={self.bound_s * 1000:.0f}"
+        if quiet >= self.bound_s:
+            what = f"consumer cut off for {min(now - since, quiet):.1f}s ({bound}): {_names(late)} failing"
+        else:
+            what = (
+                f"consumer: {_names(late)} failing for {now - since:.1f}s ({bound}) while the cluster answers"
             )
-            return None
-        err = KafkaConnectionError(
-            f"consumer cut off for {min(now - since, quiet):.1f}s (longer than request_timeout_ms="
-            f"{self.bound_s * 1000:.0f}): {names} failing; last error: {cause}; still retrying"
-        )
+        err = KafkaConnectionError(f"{what}; last error: {cause}; still retrying")
         err.__cause__ = cause
         return err
 
 
-def _is_answer(cause: BaseException) -> bool:
-    """A broker's error code, or a lookup that gave up after one (its last error)."""
-    return isinstance(cause, KafkaProtocolError) or isinstance(cause.__cause__, KafkaProtocolError)
+def _answer_code(cause: BaseException) -> int | None:
+    """The broker's error code ``cause`` is, or a lookup gave up after (its last error)."""
+    for err in (cause, cause.__cause__):
+        if isinstance(err, KafkaProtocolError):
+            return err.code
+    return None
+
+
+def _failover(cause: BaseException) -> bool:
+    """No answer from one broker (the lost leader), or an answer a failover explains."""
+    code = _answer_code(cause)
+    return code is None or code in FAILOVER_CODES
+
+
+def _names(late: list[tuple[float, Hashable, BaseException]]) -> str:
+    more = f" and {len(late) - 5} more" if len(late) > 5 else ""
+    return ", ".join(_name(k) for _, k, _ in late[:5]) + more
 
 
 def _name(key: Hashable) -> str:

@@ -21,7 +21,9 @@ from typing import Any
 import pytest
 from fakes.consumer_client import FakeClient
 
+from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.consumer import KafkaConsumer
+from kafka_core.consumer.outage import OutageTracker
 from kafka_core.errors import KafkaConnectionError, KafkaTimeoutError
 from kafka_core.protocol import ErrorCode
 from kafka_core.protocol.errors import error_for
@@ -180,3 +182,18 @@ def test_the_whole_cluster_gone_longer_than_request_timeout_is_still_raised() ->
         assert offsets(resumed) == [(0, 3), (0, 4)]
 
     run(main())
+
+
+def test_a_failure_no_failover_explains_is_still_raised_while_the_cluster_answers() -> None:
+    """A group whose join rounds keep ending in REBALANCE_IN_PROGRESS (docs/groups.md) is stuck,
+    not failing over: the other partitions answering must not hide it past the bound."""
+    tracker = OutageTracker(0.05)
+    stuck = error_for(ErrorCode.REBALANCE_IN_PROGRESS, "3 join rounds in a row ended without an assignment")
+    tracker.failed("joining group 'g'", stuck)
+    tracker.failed(TopicPartition(T, 0), refused(1))  # a lost leader, meanwhile
+    time.sleep(0.1)
+    tracker.ok(TopicPartition(T, 1))  # the cluster answers
+    err = tracker.due()
+    assert isinstance(err, KafkaConnectionError)
+    assert "joining group 'g'" in str(err) and "REBALANCE_IN_PROGRESS" in str(err)
+    assert "t-0" not in str(err), "the failover was reported beside the stuck group"
