@@ -38,6 +38,7 @@ from kafka_core.protocol.messages import (
     ListGroupsRequest,
     ShareGroupDescribeRequest,
 )
+from kafka_core.share.records import KafkaShareGroupsUnsupportedError
 
 if TYPE_CHECKING:
     from kafka_core.client.cluster import KafkaClient
@@ -52,10 +53,11 @@ LIST_GROUPS_TYPES_VERSION = 5  # ListGroups' types filter (KIP-848, Kafka 3.8+)
 _STATES = {"empty": "Empty", "stable": "Stable", "dead": "Dead", "unknown": "Unknown"}
 
 
-def no_share_groups(node: int, cause: BaseException | None = None) -> KafkaUnsupportedVersionError:
-    """The error for a broker that has no share groups (names what is needed)."""
+def no_share_groups(node: int, cause: BaseException | None = None) -> KafkaShareGroupsUnsupportedError:
+    """The error for a broker that has no share groups (names what is needed); the share
+    consumer's own, a KafkaUnsupportedVersionError."""
     why = f": {cause}" if cause is not None else ""
-    return KafkaUnsupportedVersionError(
+    return KafkaShareGroupsUnsupportedError(
         f"broker {node} has no share groups (KIP-932 needs Apache Kafka 4.1 or newer with "
         f"share.version 1; it does not offer ShareGroupDescribe){why}"
     )

@@ -11,7 +11,7 @@ from typing import Any
 
 from kafka_core.errors import KafkaConfigError, KafkaError
 
-__all__ = ["ErrorPolicy", "HandlerError", "split_options"]
+__all__ = ["ErrorPolicy", "HandlerError", "share_consumer_options", "split_options"]
 
 POLICIES = ("retry", "skip", "stop")
 FALLBACKS = ("skip", "stop")
@@ -26,14 +26,26 @@ RESERVED_CONSUMER = (
     "bootstrap_servers",
 )
 RESERVED_PRODUCER = ("client", "bootstrap_servers")
+# The ``consumer_<name>`` options a queue-mode (share group) subscription's consumer takes; the
+# others (offset reset, sessions, isolation...) are the consumer group's and do not apply.
+SHARE_CONSUMER_OPTIONS = (
+    "max_poll_records",
+    "fetch_max_wait_ms",
+    "fetch_min_bytes",
+    "fetch_max_bytes",
+    "client_rack",
+    "client_id",
+)
 
 
 class HandlerError(KafkaError):
     """A handler raised on a record: the record, the attempt, and what the policy did about it.
 
     ``action`` is "retry" (it will be called again), "skip" (committed past it) or "stop" (the
-    subscription stopped; the record and those after it are not committed). The handler's own
-    exception is ``cause`` (and ``__cause__``).
+    subscription stopped; the record and those after it are not committed); in queue mode
+    (``share=True``) "release" (delivered again, to any member) or "reject" (never again), and
+    ``attempt`` is the record's delivery count. The handler's own exception is ``cause`` (and
+    ``__cause__``).
     """
 
     def __init__(self, message: Any, cause: BaseException, attempt: int, action: str) -> None:
@@ -104,3 +116,18 @@ def split_options(options: dict[str, Any]) -> tuple[dict[str, Any], dict[str, An
                 f"consumer_{name} is set by the transport itself (subscribe() and handled-only commits)"
             )
     return {**shared, **producer}, {**shared, **consumer}
+
+
+def share_consumer_options(options: dict[str, Any]) -> dict[str, Any]:
+    """The options of a queue-mode subscription's share consumer: the connection options (those
+    without a prefix) and the ``consumer_<name>`` options a share consumer has."""
+    out: dict[str, Any] = {}
+    for name, value in options.items():
+        if name.startswith("producer_"):
+            continue
+        if name.startswith("consumer_"):
+            name = name[len("consumer_") :]
+            if name not in SHARE_CONSUMER_OPTIONS:
+                continue
+        out[name] = value
+    return out

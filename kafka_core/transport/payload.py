@@ -62,7 +62,10 @@ def encode_headers(
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One record handed to a subscription's handler (``value`` and ``key`` as raw bytes)."""
+    """One record handed to a subscription's handler (``value`` and ``key`` as raw bytes).
+
+    ``delivery_count``: in queue mode (``share=True``) how many times the share group has
+    delivered this record (1 the first time); None in a consumer group."""
 
     topic: str
     partition: int
@@ -71,10 +74,20 @@ class Message:
     value: bytes | None
     headers: list[tuple[str, bytes | None]]
     timestamp: int
+    delivery_count: int | None = None
 
     @classmethod
     def from_consumed(cls, msg: Any) -> Message:
-        return cls(msg.topic, msg.partition, msg.offset, msg.key, msg.value, list(msg.headers), msg.timestamp)
+        return cls(
+            msg.topic,
+            msg.partition,
+            msg.offset,
+            msg.key,
+            msg.value,
+            list(msg.headers),
+            msg.timestamp,
+            getattr(msg, "delivery_count", None),
+        )
 
     def json(self) -> Any:
         """The value decoded as JSON (what ``publish`` made of a Python object)."""

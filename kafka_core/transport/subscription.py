@@ -1,11 +1,13 @@
-"""One subscription: a group consumer of its own, and a task running its poll/handle/commit loop.
+"""One subscription: a consumer of its own, and a task running its poll/handle/settle loop.
 
-The loop hands each record to the handler in order and commits only what was handled (see
-``tracking.CommitTracker``): a handler that raises leaves its record uncommitted, and the error
-policy decides what happens next. Rebalances come only inside ``poll`` (never while a record is
-being handled), and a revocation commits the handled records of the revoked partitions first, so
-the next owner starts right after them. Unsubscribing stops fetching, lets the records already
-fetched be handled (the drain), commits, and leaves the group, all within the caller's timeout.
+The loop hands each record to the handler in order; its mode (``modes.py``) settles the outcome.
+In a consumer group only what was handled is committed (see ``tracking.CommitTracker``): a
+handler that raises leaves its record uncommitted, and the error policy decides what happens
+next. Rebalances come only inside ``poll`` (never while a record is being handled), and a
+revocation commits the handled records of the revoked partitions first, so the next owner starts
+right after them. In a share group (queue mode) each record is accepted, released or rejected on
+its own. Unsubscribing stops fetching, lets the records already fetched be handled (the drain),
+settles them, and leaves the group, all within the caller's timeout.
 """
 
 from __future__ import annotations
@@ -26,9 +28,9 @@ from kafka_core.errors import (
     KafkaTimeoutError,
 )
 from kafka_core.network.backoff import Backoff
+from kafka_core.transport.modes import HANDLED, GroupMode, ShareMode
 from kafka_core.transport.options import ErrorPolicy, HandlerError
 from kafka_core.transport.payload import Message
-from kafka_core.transport.tracking import CommitTracker
 from kafka_core.transport.worker import HandlerThread
 
 log = logging.getLogger("kafka_core.transport")
@@ -49,14 +51,15 @@ def _transient(exc: BaseException) -> bool:
 class Subscription:
     """A running ``subscribe()``. Call it (``await unsubscribe()``) to stop it.
 
-    ``make_consumer(on_revoke=..., on_lost=...)`` builds the consumer (the transport passes its
-    options); ``threaded`` runs a plain (non-async) handler and ``on_error`` in a thread of the
-    subscription's own, in order, so a slow handler does not hold up the event loop.
+    ``make_consumer(on_revoke=..., on_lost=...)`` builds the group consumer (the transport passes
+    its options), or ``mode`` is given ready (a :class:`ShareMode` for queue mode); ``threaded``
+    runs a plain (non-async) handler and ``on_error`` in a thread of the subscription's own, in
+    order, so a slow handler does not hold up the event loop.
     """
 
     def __init__(
         self,
-        make_consumer: Callable[..., Any],
+        make_consumer: Callable[..., Any] | None,
         topic: str,
         group_id: str,
         handler: Callable[[Message], Any],
@@ -69,6 +72,7 @@ class Subscription:
         close_timeout: float = 30.0,
         on_revoke: Callable[..., Any] | None = None,
         on_lost: Callable[..., Any] | None = None,
+        mode: GroupMode | ShareMode | None = None,
     ) -> None:
         self.topic = topic
         self.group_id = group_id
@@ -78,18 +82,20 @@ class Subscription:
         self._commit_interval = commit_interval_ms / 1000.0
         self._poll_timeout_ms = poll_timeout_ms
         self._close_timeout = close_timeout
-        self._user_on_revoke = on_revoke
-        self._user_on_lost = on_lost
+        if mode is None:
+            if make_consumer is None:
+                raise ValueError("a subscription needs make_consumer or a mode")
+            mode = GroupMode(make_consumer, topic, on_revoke=on_revoke, on_lost=on_lost)
+        self._mode = mode
+        self.consumer = mode.consumer
         self._worker = HandlerThread(f"kafka-core-handler-{topic}") if threaded else None
-        self._tracker = CommitTracker()
-        self.consumer = make_consumer(on_revoke=self._revoked, on_lost=self._lost)
         self.error: BaseException | None = None
         self._stopping = False
         self._task: asyncio.Task[None] | None = None
         self._shutdown_task: asyncio.Task[None] | None = None
         self._shutdown_deadline: float | None = None
         self._next_commit = 0.0
-        self._counts = {"handled": 0, "failed": 0, "retried": 0, "skipped": 0, "commits": 0}
+        self._counts = {"handled": 0, "failed": 0, "retried": 0, "skipped": 0, "released": 0, "rejected": 0}
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -111,7 +117,7 @@ class Subscription:
         """Stop fetching; the loop drains what it fetched, commits and leaves the group itself."""
         if not self._stopping:
             self._stopping = True
-            self.consumer.stop()  # a waiting poll returns now
+            self._mode.stop_fetching()
 
     async def wait(self, timeout: float | None = None) -> bool:
         """Wait until the subscription has stopped; False if still running after ``timeout`` s."""
@@ -177,25 +183,12 @@ class Subscription:
         task.result()
 
     async def _close(self, deadline: float) -> None:
-        """Commit the handled records, then close the consumer (which leaves the group)."""
-        loop = asyncio.get_running_loop()
-        error: BaseException | None = None
+        """Settle what was handled (commit, or send the acknowledgements), leave the group."""
         try:
-            async with asyncio.timeout_at(deadline):
-                await self._commit(raise_errors=True)
-        except TimeoutError:
-            error = KafkaTimeoutError(f"the final commit of {self.topic!r} did not finish in time")
-        except KafkaError as exc:
-            error = exc
-        try:
-            await self.consumer.close(max(deadline - loop.time(), 0.0), commit=False)
-        except KafkaError as exc:
-            error = error or exc
+            await self._mode.close(deadline)
         finally:
             if self._worker is not None:
                 self._worker.stop()
-        if error is not None:
-            raise error
 
     async def _main(self) -> None:
         try:
@@ -230,20 +223,21 @@ class Subscription:
                 log.warning("subscription to %r: %s (still trying)", self.topic, exc)
                 await asyncio.sleep(0.1)
                 continue
-            for msg in batch:
-                self._tracker.fetched(TopicPartition(msg.topic, msg.partition), msg.offset)
+            self._mode.fetched(batch)
             for msg in batch:
                 if not await self._handle(msg):
                     return
             loop = asyncio.get_running_loop()
             if batch and loop.time() >= self._next_commit:
                 self._next_commit = loop.time() + self._commit_interval
-                await self._commit()
+                await self._mode.after_batch()
 
     async def _handle(self, msg: Any) -> bool:
-        """Run the handler on one record under the error policy; False: the loop must stop."""
+        """Run the handler on one record under the error policy; False: the loop must stop.
+
+        The mode says what a failure means ("retry" in place, "skip", or in queue mode
+        "release"/"reject" by the record's delivery count) and settles the outcome."""
         message = Message.from_consumed(msg)
-        tp = TopicPartition(msg.topic, msg.partition)
         backoff: Backoff | None = None
         attempt = 0
         while True:
@@ -252,10 +246,11 @@ class Subscription:
                 await self._call(self._handler, message)
             except Exception as exc:
                 self._counts["failed"] += 1
-                action = self._policy.action_after(attempt)
+                action = self._mode.action_after(self._policy, msg, attempt)
                 if action == "retry" and self._stopping:
                     action = "stop"  # unsubscribing: the next member retries it
-                err = HandlerError(message, exc, attempt, action)
+                shown = message.delivery_count if message.delivery_count is not None else attempt
+                err = HandlerError(message, exc, shown, action)
                 await self._report(err)
                 if action == "retry":
                     self._counts["retried"] += 1
@@ -263,15 +258,15 @@ class Subscription:
                         backoff = Backoff(self._policy.retry_backoff_ms, self._policy.retry_backoff_max_ms)
                     await asyncio.sleep(backoff.next_s())
                     continue
-                if action == "skip":
-                    self._counts["skipped"] += 1
-                    self._tracker.handled(tp, msg.offset)
-                    return True
-                if not self._stopping:
-                    self.error = err
-                return False
+                if action == "stop":
+                    if not self._stopping:
+                        self.error = err
+                    return False
+                self._counts[_COUNTED[action]] += 1
+                self._mode.settle(msg, action)
+                return True
             self._counts["handled"] += 1
-            self._tracker.handled(tp, msg.offset)
+            self._mode.settle(msg, HANDLED)
             return True
 
     async def _call(self, fn: Callable[..., Any], arg: Any) -> None:
@@ -285,43 +280,13 @@ class Subscription:
     async def _report(self, err: BaseException) -> None:
         if self._on_error is None:
             if isinstance(err, HandlerError):
-                level = logging.WARNING if err.action == "retry" else logging.ERROR
+                level = logging.WARNING if err.action in ("retry", "release") else logging.ERROR
                 log.log(level, "%s", err)
             return
         try:
             await self._call(self._on_error, err)
         except Exception as exc:
             log.error("on_error callback failed on %r: %r", err, exc)
-
-    # -- commits -----------------------------------------------------------------------------
-
-    async def _commit(self, tps: Any = None, *, raise_errors: bool = False) -> None:
-        offsets = self._tracker.commit_offsets(tps)
-        if not offsets:
-            return
-        try:
-            await self.consumer.commit(offsets)
-        except KafkaError as exc:
-            # Not a loss: those records come again after a restart. Retried at the next commit.
-            log.warning("subscription to %r: commit of %s failed: %r", self.topic, offsets, exc)
-            if raise_errors:
-                raise
-            return
-        self._tracker.committed(offsets)
-        self._counts["commits"] += 1
-
-    async def _revoked(self, tps: set[TopicPartition]) -> None:
-        """A rebalance takes partitions away: commit their handled records first."""
-        try:
-            await self._commit(tps)
-        finally:
-            self._tracker.forget(tps)
-            await _chain(self._user_on_revoke, tps)
-
-    async def _lost(self, tps: set[TopicPartition]) -> None:
-        """Partitions lost (the session expired): another member may own them, so no commit."""
-        self._tracker.forget(tps)
-        await _chain(self._user_on_lost or self._user_on_revoke, tps)
 
     # -- introspection -----------------------------------------------------------------------
 
@@ -330,8 +295,9 @@ class Subscription:
         return self.consumer.assignment()
 
     def committed_offsets(self) -> dict[TopicPartition, int]:
-        """What this subscription has committed so far, per partition it still owns."""
-        return self._tracker.last_committed()
+        """What this subscription has committed so far, per partition it still owns (a consumer
+        group; a share group commits no offsets: empty)."""
+        return self._mode.committed_offsets()
 
     def metrics(self) -> dict[str, Any]:
         """This subscription's counts and its consumer's ``metrics()`` snapshot."""
@@ -340,14 +306,12 @@ class Subscription:
             "group_id": self.group_id,
             "running": self.running,
             "error": None if self.error is None else repr(self.error),
+            "share": isinstance(self._mode, ShareMode),
             **self._counts,
+            "commits": self._mode.commits,
             "committed": {f"{tp.topic}[{tp.partition}]": off for tp, off in self.committed_offsets().items()},
             "consumer": self.consumer.metrics(),
         }
 
 
-async def _chain(cb: Callable[..., Any] | None, tps: set[TopicPartition]) -> None:
-    if cb is not None:
-        result = cb(tps)
-        if inspect.isawaitable(result):
-            await result
+_COUNTED = {"skip": "skipped", "release": "released", "reject": "rejected"}

@@ -1,8 +1,9 @@
 """The asyncio publish/subscribe adapter (``kafka_core.aio.KafkaStreamTransport``).
 
 One producer for every publish; one group consumer per subscription, each running its own
-poll loop as a task (``subscription.py``). The blocking ``kafka_core.KafkaStreamTransport``
-(``sync.py``) is a thin face over this class.
+poll loop as a task (``subscription.py``), or in queue mode (``share=True``) a share consumer
+(KIP-932) whose records are acknowledged one by one (``modes.py``). The blocking
+``kafka_core.KafkaStreamTransport`` (``sync.py``) is a thin face over this class.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from kafka_core.consumer.consumer import KafkaConsumer
 from kafka_core.errors import KafkaClosedError, KafkaConfigError, KafkaError, KafkaTimeoutError
 from kafka_core.producer.futures import RecordMetadata
 from kafka_core.producer.producer import KafkaProducer
-from kafka_core.transport.options import ErrorPolicy, split_options
+from kafka_core.transport.modes import ShareMode, check_max_deliveries
+from kafka_core.transport.options import ErrorPolicy, share_consumer_options, split_options
 from kafka_core.transport.payload import Message, encode_headers, encode_value
 from kafka_core.transport.subscription import Subscription
 
@@ -29,6 +31,7 @@ Headers = Mapping[str, Any] | Iterable[tuple[str, Any]] | None
 # A subscription starts at the beginning of the log when its group has committed nothing yet:
 # records published before the first subscriber joined are handled, not skipped.
 CONSUMER_DEFAULTS = {"auto_offset_reset": "earliest", "max_poll_records": 500}
+SHARE_RESETS = ("earliest", "latest")
 
 
 class KafkaStreamTransport:
@@ -42,6 +45,12 @@ class KafkaStreamTransport:
     options) to both. Handler errors: ``error_policy`` ("retry", "skip", "stop"), with
     ``retry_attempts``, ``retry_backoff_ms``, ``retry_backoff_max_ms`` and ``retry_fallback``,
     reported to ``on_error(error)`` or the log; each can be overridden per ``subscribe``.
+
+    Queue mode (``subscribe(..., share=True)``, a share group): "retry" releases the record for
+    redelivery until its delivery count reaches ``max_deliveries`` (default ``retry_attempts`` +
+    1), then rejects it; "skip" rejects it; "stop" stops. ``share_auto_offset_reset`` (default
+    "earliest", as the group mode) is set on the share group when a subscription starts, for the
+    partitions it has no state for yet; None leaves the group's config alone.
     """
 
     def __init__(
@@ -57,6 +66,8 @@ class KafkaStreamTransport:
         commit_interval_ms: float = 0,
         poll_timeout_ms: float = 500,
         close_timeout: float = 30.0,
+        max_deliveries: int | None = None,
+        share_auto_offset_reset: str | None = "earliest",
         **options: Any,
     ) -> None:
         self._policy = ErrorPolicy(
@@ -71,6 +82,14 @@ class KafkaStreamTransport:
         ):
             if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
                 raise KafkaConfigError(f"{name} must be a number >= 0, not {value!r}")
+        if max_deliveries is not None:
+            check_max_deliveries(max_deliveries)
+        if share_auto_offset_reset is not None and share_auto_offset_reset not in SHARE_RESETS:
+            raise KafkaConfigError(
+                f"share_auto_offset_reset must be one of {SHARE_RESETS} or None, not {share_auto_offset_reset!r}"
+            )
+        self._max_deliveries = max_deliveries
+        self._share_reset = share_auto_offset_reset
         self._on_error = on_error
         self._commit_interval_ms = commit_interval_ms
         self._poll_timeout_ms = poll_timeout_ms
@@ -78,6 +97,10 @@ class KafkaStreamTransport:
         self.bootstrap_servers = bootstrap_servers
         producer_options, consumer_options = split_options(options)
         self._consumer_options = {**CONSUMER_DEFAULTS, **consumer_options}
+        self._share_options = share_consumer_options(options)
+        self._connection_options = {
+            k: v for k, v in options.items() if not k.startswith(("producer_", "consumer_"))
+        }
         self._producer = KafkaProducer(bootstrap_servers, **producer_options)
         self._subscriptions: list[Subscription] = []
         self._published = 0
@@ -175,6 +198,8 @@ class KafkaStreamTransport:
         retry_backoff_ms: float | None = None,
         retry_backoff_max_ms: float | None = None,
         retry_fallback: str | None = None,
+        share: bool = False,
+        max_deliveries: int | None = None,
     ) -> Subscription:
         """Start handling ``topic``'s records as a member of ``group_id``; returns the unsubscribe.
 
@@ -183,6 +208,13 @@ class KafkaStreamTransport:
         subscription's own (for blocking handlers). The returned :class:`Subscription` is the
         ``unsubscribe`` callable (``await unsubscribe(timeout)``); it also has ``running``,
         ``error`` and ``wait()``. The error policy options override the transport's.
+
+        ``share=True``: queue mode, ``group_id`` a share group (KIP-932; Apache Kafka 4.1+): the
+        group's members share the partitions, each record goes to one member at a time and is
+        accepted when the handler returns; a failure releases it (delivered again, to any
+        member, ``message.delivery_count`` raised) until ``max_deliveries``, then rejects it,
+        as the policy says (see the class). A broker without share groups raises
+        KafkaShareGroupsUnsupportedError here.
         """
         if self._closed:
             raise KafkaClosedError("this transport is closed")
@@ -204,6 +236,10 @@ class KafkaStreamTransport:
         sub_policy = dataclasses.replace(
             self._policy, **{k: v for k, v in overrides.items() if v is not None}
         )
+        if share:
+            return await self._subscribe_share(
+                topic, group_id, handler, sub_policy, on_error, threaded, max_deliveries
+            )
         options = dict(self._consumer_options)
         user_revoke = options.pop("on_revoke", None)
         user_lost = options.pop("on_lost", None)
@@ -232,10 +268,78 @@ class KafkaStreamTransport:
             on_revoke=user_revoke,
             on_lost=user_lost,
         )
+        return self._start(sub)
+
+    def _start(self, sub: Subscription) -> Subscription:
         sub.start()
         self._subscriptions = [s for s in self._subscriptions if s.running]
         self._subscriptions.append(sub)
         return sub
+
+    async def _subscribe_share(
+        self,
+        topic: str,
+        group_id: str,
+        handler: Callable[[Message], Any],
+        policy: ErrorPolicy,
+        on_error: Callable[[KafkaError], Any] | None,
+        threaded: bool,
+        max_deliveries: int | None,
+    ) -> Subscription:
+        """A queue-mode subscription: the share group checked (and its start set), then a share
+        consumer in explicit acknowledgement mode."""
+        from kafka_core.share.consumer import KafkaShareConsumer
+
+        bound = max_deliveries if max_deliveries is not None else self._max_deliveries
+        bound = check_max_deliveries(bound if bound is not None else policy.retry_attempts + 1)
+        await self._prepare_share_group(group_id)
+        options = dict(self._share_options)
+
+        def make_consumer() -> KafkaShareConsumer:
+            return KafkaShareConsumer(
+                topic,
+                bootstrap_servers=self.bootstrap_servers,
+                group_id=group_id,
+                share_acknowledgement_mode="explicit",
+                **options,
+            )
+
+        sub = Subscription(
+            None,
+            topic,
+            group_id,
+            handler,
+            policy=policy,
+            on_error=on_error if on_error is not None else self._on_error,
+            threaded=threaded,
+            commit_interval_ms=self._commit_interval_ms,
+            poll_timeout_ms=self._poll_timeout_ms,
+            close_timeout=self._close_timeout,
+            mode=ShareMode(make_consumer, topic, max_deliveries=bound),
+        )
+        return self._start(sub)
+
+    async def _prepare_share_group(self, group_id: str) -> None:
+        """Raise at once for a broker without share groups; set the group's start for the
+        partitions it has no state for (a refusal, e.g. no ALTER_CONFIGS right, is only logged)."""
+        from kafka_core.admin.admin import KafkaAdmin
+        from kafka_core.admin.results import ConfigResource
+
+        async with KafkaAdmin(self.bootstrap_servers, **self._connection_options) as admin:
+            await admin.describe_share_groups([group_id])  # raises KafkaShareGroupsUnsupportedError
+            if self._share_reset is None:
+                return
+            resource = ConfigResource.group(group_id)
+            done = await admin.incremental_alter_configs(
+                {resource: {"share.auto.offset.reset": self._share_reset}}
+            )
+            if not done[resource].ok:
+                log.warning(
+                    "share group %r: could not set share.auto.offset.reset=%s: %s",
+                    group_id,
+                    self._share_reset,
+                    done[resource].error,
+                )
 
     def subscriptions(self) -> list[Subscription]:
         """The subscriptions still running."""
