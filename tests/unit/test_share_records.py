@@ -1,0 +1,170 @@
+"""The share consumer's pieces without a broker: acknowledgement types, acknowledgement ranges,
+the acknowledgement book (explicit and implicit mode, bad input changing nothing), chunks
+(only acquired offsets handed over, delivery counts, gaps, the columnar path) and from_config."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+
+import kafka_core
+import kafka_core.aio
+from kafka_core.client.metadata import TopicPartition
+from kafka_core.codec import KafkaRecord, encode_record_batch
+from kafka_core.errors import KafkaConfigError
+from kafka_core.share import AcknowledgeType, KafkaAcknowledgementError, ShareRecord
+from kafka_core.share.acks import AckBook
+from kafka_core.share.fetch import Chunk
+from kafka_core.share.options import share_keywords
+from kafka_core.share.records import AcknowledgeMode, ack_ranges
+
+TP = TopicPartition("t", 0)
+
+
+def test_exports_and_acknowledge_type_parsing() -> None:
+    assert kafka_core.AcknowledgeType is AcknowledgeType
+    assert kafka_core.KafkaShareConsumer.__name__ == "KafkaShareConsumer"
+    assert kafka_core.aio.KafkaShareConsumer.__module__ == "kafka_core.share.consumer"
+    assert [int(t) for t in AcknowledgeType] == [1, 2, 3]
+    assert AcknowledgeType.parse("accept") is AcknowledgeType.ACCEPT
+    assert AcknowledgeType.parse(" Release ") is AcknowledgeType.RELEASE
+    assert AcknowledgeType.parse(3) is AcknowledgeType.REJECT
+    for bad in ("renew", 0, 4, True, None, 1.0):
+        with pytest.raises(KafkaConfigError, match="acknowledgement type"):
+            AcknowledgeType.parse(bad)
+    with pytest.raises(KafkaConfigError, match="implicit' or 'explicit"):
+        AcknowledgeMode.parse("auto")
+
+
+def test_ack_ranges_merge_runs_of_one_type() -> None:
+    assert ack_ranges({}) == []
+    assert ack_ranges({5: 1, 3: 1, 4: 1}) == [(3, 5, 1)]
+    assert ack_ranges({1: 1, 2: 2, 3: 2, 5: 2, 6: 0}) == [(1, 1, 1), (2, 3, 2), (5, 5, 2), (6, 6, 0)]
+
+
+def _rec(offset: int, count: int = 1) -> ShareRecord:
+    return ShareRecord("t", 0, offset, value=b"v", delivery_count=count)
+
+
+def _book(mode: AcknowledgeMode, offsets: list[int], counts: int = 1) -> AckBook:
+    book = AckBook(mode)
+    book.delivered_records([_rec(o, counts) for o in offsets], 30_000)
+    return book
+
+
+def run(fn: Any) -> Any:
+    async def main() -> Any:
+        return fn()
+
+    return asyncio.run(main())
+
+
+def test_explicit_book_refuses_twice_never_and_unacknowledged_polls() -> None:
+    def body() -> None:
+        book = _book(AcknowledgeMode.EXPLICIT, [0, 1, 2])
+        with pytest.raises(KafkaAcknowledgementError, match=r"3 record.*not acknowledged"):
+            book.settle_before_poll()
+        book.acknowledge("t", 0, 0, AcknowledgeType.ACCEPT)
+        with pytest.raises(KafkaAcknowledgementError, match="already acknowledged"):
+            book.acknowledge("t", 0, 0, AcknowledgeType.REJECT)
+        with pytest.raises(KafkaAcknowledgementError, match="not delivered to this consumer"):
+            book.acknowledge("t", 0, 99, AcknowledgeType.ACCEPT)
+        with pytest.raises(KafkaAcknowledgementError, match="not delivered"):
+            book.acknowledge("other", 0, 1, AcknowledgeType.ACCEPT)
+        # a batch with one bad key changes nothing
+        with pytest.raises(KafkaAcknowledgementError):
+            book.acknowledge_many([("t", 0, 1), ("t", 0, 0)], AcknowledgeType.RELEASE)
+        with pytest.raises(KafkaAcknowledgementError, match="twice"):
+            book.acknowledge_many([("t", 0, 1), ("t", 0, 1)], AcknowledgeType.RELEASE)
+        assert book.delivered == {TP: {1: 1, 2: 1}}
+        book.acknowledge_many([("t", 0, 1), ("t", 0, 2)], AcknowledgeType.RELEASE)
+        book.settle_before_poll()  # all acknowledged: polling is fine
+        assert book.take_pending(None) == {TP: {0: 1, 1: 2, 2: 2}}
+        snap = book.snapshot()
+        assert (snap["records_accepted"], snap["records_released"], snap["records_rejected"]) == (1, 2, 0)
+
+    run(body)
+
+
+def test_implicit_book_accepts_at_the_next_poll_and_refuses_acknowledge() -> None:
+    def body() -> None:
+        book = _book(AcknowledgeMode.IMPLICIT, [4, 5], counts=2)
+        with pytest.raises(KafkaAcknowledgementError, match="explicit"):
+            book.acknowledge("t", 0, 4, AcknowledgeType.ACCEPT)
+        book.settle_before_poll()
+        assert book.take_pending({TP}) == {TP: {4: 1, 5: 1}}
+        assert book.snapshot()["records_redelivered"] == 2
+
+    run(body)
+
+
+def test_explicit_close_releases_what_was_not_acknowledged() -> None:
+    def body() -> None:
+        book = _book(AcknowledgeMode.EXPLICIT, [0, 1])
+        book.acknowledge("t", 0, 1, AcknowledgeType.REJECT)
+        book.settle_for_close()
+        assert book.take_pending(None) == {TP: {0: 2, 1: 3}}
+
+    run(body)
+
+
+def _batch(offsets: list[int]) -> bytes:
+    recs = [
+        KafkaRecord(key=None, value=f"v{o}".encode(), headers=[], timestamp=0, offset=o - offsets[0])
+        for o in offsets
+    ]
+    return bytes(encode_record_batch(recs, base_offset=offsets[0]))
+
+
+def test_chunk_hands_over_only_acquired_offsets_with_their_counts() -> None:
+    data = _batch([10, 11, 12, 13, 14])
+    chunk = Chunk(TP, memoryview(data), [(11, 12, 3), (14, 15, 1)], 0.0, 30.0)
+    first = chunk.take(2)
+    assert [(r.offset, r.delivery_count, r.value) for r in first] == [(11, 3, b"v11"), (12, 3, b"v12")]
+    assert not chunk.exhausted
+    rest = chunk.take(None)
+    assert [(r.offset, r.delivery_count) for r in rest] == [(14, 1)]
+    assert chunk.exhausted
+    assert chunk.gaps == [15]  # acquired, but no record: acknowledged as a gap
+
+
+def test_chunk_columns_carry_delivery_count_and_undelivered_rows() -> None:
+    pytest.importorskip("pyarrow")
+    data = _batch([0, 1, 2, 3])
+    chunk = Chunk(TP, data, [(1, 3, 2)], 0.0, 30.0)
+    table = chunk.take_columns(2)
+    assert table.column_names[:3] == ["topic", "partition", "offset"]
+    assert table.column("delivery_count").to_pylist() == [2, 2]
+    assert table.column("offset").to_pylist() == [1, 2]
+    assert chunk.undelivered() == [3]
+    tail = chunk.take(None)  # the rest as objects, from the same rows
+    assert [r.offset for r in tail] == [3]
+
+
+def test_from_config_maps_java_names_and_refuses_consumer_group_ones() -> None:
+    kw = share_keywords(
+        {
+            "bootstrap.servers": "h:1",
+            "group.id": "g",
+            "share.acknowledgement.mode": "explicit",
+            "max.poll.records": "7",
+            "client.id": "me",
+        },
+        {"topics": ["t"]},
+    )
+    assert kw == {
+        "bootstrap_servers": "h:1",
+        "group_id": "g",
+        "share_acknowledgement_mode": "explicit",
+        "max_poll_records": 7,
+        "client_id": "me",
+        "topics": ["t"],
+    }
+    with pytest.raises(KafkaConfigError, match=r"share\.auto\.offset\.reset"):
+        share_keywords({"auto.offset.reset": "earliest"}, {})
+    with pytest.raises(KafkaConfigError, match=r"max\.poll\.records"):
+        share_keywords({"max.poll.records": "many"}, {})
+    with pytest.raises(KafkaConfigError, match="unknown"):
+        share_keywords({"no.such.option": "1"}, {})
