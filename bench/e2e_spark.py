@@ -88,13 +88,14 @@ from bench.common import (
     median_result,
     our_module,
     produce_all,
-    run_child,
     unique_topic,
 )
-from bench.proc_tree import TreeSampler, listener_cpu, tree_usage
+from bench.proc_tree import TreeSampler, tree_usage
+from bench.spark_env import broker_cpu, run_child_in, spark_env
 from bench.spark_methods import (
     CEILING_SOURCE,
     CLIENTS,
+    CONNECTOR_METHODS,
     KEY_SIZE,
     METHODS,
     OPERATIONS,
@@ -109,20 +110,24 @@ from bench.spark_report import spark_table
 # --------------------------------------------------------------------------- driver side
 
 
-def _session() -> Any:
+def _session(jars: Sequence[str] = ()) -> Any:
+    """local[2]; ``jars`` (Spark's Kafka connector and its dependencies) in every method's session
+    alike when the connector is in the run, so all share one JVM class path."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     from pyspark.sql import SparkSession
 
-    spark = (
+    builder = (
         SparkSession.builder.master("local[2]")
         .appName("kafka_core-bench")
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", "2g")
-        .getOrCreate()
     )
+    if jars:
+        builder = builder.config("spark.jars", ",".join(jars))
+    spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     return spark
 
@@ -211,17 +216,21 @@ def pass_topic(topic: str, index: int) -> str:
     return topic if index == 0 else f"{topic}-pass{index}"
 
 
-def _run(method: str, bootstrap: str, topic: str, rows: int, passes: int = 1) -> RunResult:
+def _run(
+    method: str, bootstrap: str, topic: str, rows: int, passes: int = 1, jars: Sequence[str] = ()
+) -> RunResult:
     op, role = method_role(method)
     source, register = (
         _our_source("writer" if op == "write" else "reader") if role == "ours" else (None, None)
     )
+    if role == "connector" and not jars:
+        raise RuntimeError("Spark's Kafka connector needs its jars (--jars): run it through run_spark_bench")
     from bench import spark_methods as importable  # pickled by reference, not from __main__
 
-    spark = _session()
+    spark = _session(jars)
     try:
         spark.dataSource.register(importable.ceiling_source())
-        fmt = ""
+        fmt = "kafka" if role == "connector" else ""
         if source is not None:
             if register is not None:
                 register(spark)
@@ -231,11 +240,11 @@ def _run(method: str, bootstrap: str, topic: str, rows: int, passes: int = 1) ->
         _warm_up(spark, op)
         notes: list[str] = []
         spans: list[tuple[float, float]] = []  # (wall, tree CPU) of every pass
-        broker_cpu: float | None = None  # the last pass's broker CPU seconds, where measurable
+        brokers: list[float | None] = []  # every pass's broker CPU seconds, where measurable
         with TreeSampler() as sampler:
             for index in range(passes):
                 cpu0, _ = tree_usage(os.getpid())
-                broker0 = listener_cpu(bootstrap)
+                broker0 = broker_cpu(bootstrap) if role != "ceiling" else None
                 span = Span().start()
                 if op == "write":
                     df = _frame(spark, rows)
@@ -245,8 +254,8 @@ def _run(method: str, bootstrap: str, topic: str, rows: int, passes: int = 1) ->
                     got = _drain(df)
                 span.stop()
                 spans.append((span.wall, tree_usage(os.getpid())[0] - cpu0))
-                broker1 = listener_cpu(bootstrap)
-                broker_cpu = broker1 - broker0 if broker0 is not None and broker1 is not None else None
+                broker1 = broker_cpu(bootstrap) if broker0 is not None else None
+                brokers.append(broker1 - broker0 if broker0 is not None and broker1 is not None else None)
                 if op == "read" and got != (want := (rows, rows * VALUE_SIZE, rows * KEY_SIZE)):
                     raise RuntimeError(f"read (rows, value bytes, key bytes) {got}, expected {want}")
         if op == "read":
@@ -261,12 +270,16 @@ def _run(method: str, bootstrap: str, topic: str, rows: int, passes: int = 1) ->
         result.extra["role"] = role
         if passes > 1:
             result.extra["pass_rates"] = [round(rows / w) for w, _ in spans]
+            result.extra["pass_cpu_per_million"] = [round(c / rows * 1e6, 3) for _, c in spans]
         notes.insert(0, f"{df.rdd.getNumPartitions()} Spark partitions")
-        if role == "ours":
+        if role in ("ours", "connector"):
             notes.append(f"format {fmt!r}")
-        if broker_cpu is not None and role != "ceiling":  # the broker shares the 2 cores
-            result.extra["broker_cpu_per_million"] = round(broker_cpu / rows * 1e6, 2)
-            notes.append(f"broker CPU {broker_cpu / rows * 1e6:.2f} s/M rows")
+        if brokers and brokers[-1] is not None:  # the broker shares the 2 cores
+            result.extra["broker_cpu_per_million"] = round(brokers[-1] / rows * 1e6, 2)
+            if passes > 1 and brokers[0] is not None:
+                result.extra["pass_broker_cpu_per_million"] = [
+                    None if b is None else round(b / rows * 1e6, 3) for b in brokers
+                ]
         result.extra["note"] = "; ".join(notes)
         return result
     finally:
@@ -300,7 +313,7 @@ def _read_frame(
             .option("partitions", str(PARTITIONS))
             .load()
         )
-    if method == "kafka_core-read":
+    if method in ("kafka_core-read", *CONNECTOR_METHODS):
         return (
             spark.read.format(fmt)
             .option("kafka.bootstrap.servers", bootstrap)
@@ -352,6 +365,11 @@ def run_spark_bench(
     the one topic the peer's write left (else ours', else a freshly filled one); ``repeat`` rounds
     of that, each method's median reported. With ``passes`` > 1 every child times its job that many
     times in its session (writes each to a fresh topic) and reports the last, warm one."""
+    env = spark_env(clients, log)
+    if env.problem:
+        log(f"  spark: {env.problem}")
+    elif env.python != sys.executable:
+        log(f"  spark: every method runs in {env.python} (pyspark {env.pyspark}) with the connector's jars")
     runs: dict[str, list[RunResult]] = {}
     written: dict[str, str] = {}  # writer -> its topic, holding exactly ``rows`` records
     read_topic = read_source = ""
@@ -372,7 +390,9 @@ def run_spark_bench(
                     topic = read_topic
                 if topic:
                     args += ["--bootstrap", bootstrap, "--topic", topic]
-                result = run_child("bench.e2e_spark", client, [*args, "--passes", str(passes)], timeout)
+                result = run_child_in(
+                    env, "bench.e2e_spark", client, [*args, "--passes", str(passes)], timeout
+                )
                 if result.status == OK:
                     result.rss_mb = float(result.extra.get("tree_rss_mb", result.rss_mb))
                 if op == "write" and topic:
@@ -394,11 +414,28 @@ def run_spark_bench(
                 if op == "read" and topic and result.status == OK:
                     result.extra["note"] += f"; topic written by {read_source}"
                 log(f"  spark {client}: {result.status} {result.rate:,.0f} rows/s {result.detail}")
+                if jsonl := os.environ.get("BENCH_SPARK_JSONL"):  # every round kept as it ends
+                    with open(jsonl, "a") as out:
+                        out.write(result.to_json() + "\n")
                 runs.setdefault(client, []).append(result)
     finally:
         for topic in {*written.values(), read_topic} - {""}:
             delete_topic(bootstrap, topic)
-    return [median_result(runs[client]) for client in order]
+    return [_median(runs[client], env) for client in order]
+
+
+def _median(results: list[RunResult], env: Any) -> RunResult:
+    """The median round by its warm rate, with the first job's own medians beside (rate, CPU and
+    broker CPU per million rows over the rounds), and the pyspark every method ran on."""
+    chosen = median_result(results)
+    if chosen.status != OK:
+        return chosen
+    chosen.extra["pyspark"] = env.pyspark
+    for key in ("pass_rates", "pass_cpu_per_million", "pass_broker_cpu_per_million"):
+        firsts = sorted(r.extra[key][0] for r in results if r.extra.get(key) and r.extra[key][0] is not None)
+        if firsts:
+            chosen.extra[f"first_{key.removeprefix('pass_')}_median"] = firsts[(len(firsts) - 1) // 2]
+    return chosen
 
 
 def _pick_read_topic(bootstrap: str, written: dict[str, str], rows: int, log: Any) -> tuple[str, str]:
@@ -423,6 +460,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help="broker; default: KAFKA_BOOTSTRAP_SERVERS or embedded Tansu")
     parser.add_argument("--topic", help=argparse.SUPPRESS)
+    parser.add_argument("--jars", default="", help=argparse.SUPPRESS)
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--clients", default=",".join(CLIENTS), help="comma list of methods")
     parser.add_argument("--repeat", type=int, default=1, help="rounds (fresh processes); median reported")
@@ -432,7 +470,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.child:
-        run = functools.partial(_run, args.child, args.bootstrap, args.topic, args.rows, args.passes)
+        jars = [j for j in args.jars.split(",") if j]
+        run = functools.partial(_run, args.child, args.bootstrap, args.topic, args.rows, args.passes, jars)
         return child_main(args.child, {args.child: run} if args.child in METHODS else {})
 
     clients = [c for c in args.clients.split(",") if c]

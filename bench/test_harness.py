@@ -362,25 +362,33 @@ def test_spark_table_ratios_ceilings_and_targets() -> None:
 
     results = [
         run("foreachPartition-confluent", 10.0),  # 100 k/s
-        run("kafka_core-write", 1.0),  # 1 M/s: 10x the peer, 50% of the ceiling
+        run("kafka-connector-write", 1.25),  # 800 k/s
+        run("kafka_core-write", 1.0),  # 1 M/s: 10x the peer, 1.25x the connector, 50% of the ceiling
         run("ceiling-arrow-writer", 0.5),
         run("mapPartitions-confluent", 4.0),  # 250 k/s
-        run("kafka_core-read", 1.0),  # 4x: below the read target
+        run("kafka-connector-read", 0.5),  # 2 M/s
+        run("kafka_core-read", 1.0),  # 0.5x the connector; no ceiling to fall back on
         RunResult("ceiling-arrow-reader", status=ERROR, detail="boom"),
     ]
     text = spark_table(results)
-    assert "| write | kafka_core-write | 1.00 M | 10.00x | 50% | ≥8x met |" in text
-    assert "| write | ceiling-arrow-writer (ceiling) | 2.00 M | 20.00x | - |" in text
-    assert "| read | kafka_core-read | 1.00 M | 4.00x | - | ≥5x NOT met |" in text
+    assert (
+        "| write | kafka_core-write | 1.00 M | 1.25x | 10.00x | 50% | ≥8x peer met; ≥1x connector met;"
+        in text
+    )
+    assert "| write | ceiling-arrow-writer (ceiling) | 2.00 M | 2.50x | 20.00x | - |" in text
+    assert "| read | kafka_core-read | 1.00 M | 0.50x | 4.00x | - | ≥1x connector NOT met;" in text
     assert "error: boom" in text
     head = spark_headline(results)
-    assert head[0] == [
+    assert head[0][:3] == [
         "spark write: kafka_core-write",
-        "foreachPartition-confluent",
-        "10.00x (50% of ceiling)",
-        "≥8x met",
+        "kafka-connector-write",
+        "1.25x (10.00x foreachPartition-confluent; 50% of ceiling)",
     ]
-    assert head[1][1:] == ["mapPartitions-confluent", "4.00x", "≥5x NOT met"]
+    assert head[1][1:3] == ["kafka-connector-read", "0.50x (4.00x mapPartitions-confluent)"]
+    assert "≥1x connector NOT met" in head[1][3]
+    # Below the connector, the read's target falls back to 90% of the same-run ceiling.
+    results[-1] = run("ceiling-arrow-reader", 0.95)
+    assert "≥90% of ceiling (connector 0.50x) met" in spark_headline(results)[1][3]
     missing = [run("foreachPartition-confluent", 10.0), RunResult("kafka_core-read", status=NOT_IMPLEMENTED)]
     assert spark_headline(missing)[0][2] == "not yet implemented"
 
@@ -396,7 +404,7 @@ def test_report_spark_section_old_and_new() -> None:
     text = report.render({"environment": {}, "sections": sections})
     assert "## Spark write and read" in text
     assert "| spark write: kafka_core | foreachPartition-confluent | not yet implemented |" in text
-    assert "| spark read: kafka_core-read | mapPartitions-confluent | 5.00x | ≥5x met |" in text
+    assert "| spark read: kafka_core-read | mapPartitions-confluent | 5.00x |" in text
     assert "2,000,000 rows (key 16 B, value 100 B)" in text
 
 
@@ -411,5 +419,5 @@ def test_spark_table_first_job_beside_warm_figure() -> None:
     )
     text = spark_table([peer, ours])
     assert "first job rows/s (vs peer)" in text
-    assert "| read | kafka_core-read | 1.00 M | 4.00x | - | ≥5x NOT met | 400 k (2.00x) |" in text
+    assert "| read | kafka_core-read | 1.00 M | - | 4.00x | - |  | 400 k (2.00x) |" in text
     assert spark_headline([peer, ours])[0][2] == "4.00x (first job 2.00x)"
