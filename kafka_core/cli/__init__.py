@@ -89,7 +89,7 @@ def _common(defaults: bool) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kafka_core.cli import bench, consume, groups, produce, tools, topics
+    from kafka_core.cli import bench, consume, groups, produce, share, tools, topics
 
     parser = _Parser(
         prog=PROG,
@@ -103,6 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_parser(sub, common)
     topics.add_parser(sub, common)
     groups.add_parser(sub, common)
+    share.add_parser(sub, common)
     tools.add_parsers(sub, common)
     bench.add_parser(sub, common)
     return parser

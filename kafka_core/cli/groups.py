@@ -22,6 +22,7 @@ from kafka_core.cli.output import (
     one_line,
     plural,
 )
+from kafka_core.cli.share import describe_listed, group_lag_total
 
 __all__ = ["add_parser"]
 
@@ -30,9 +31,11 @@ UNSAID = ("", "Unknown")  # a ListGroups state that says nothing: ask DescribeGr
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    groups = sub.add_parser("groups", parents=[common], help="list and inspect consumer groups, their lag")
+    groups = sub.add_parser(
+        "groups", parents=[common], help="list and inspect consumer and share groups, their lag"
+    )
     gsub = groups.add_subparsers(dest="action", metavar="ACTION", required=True)
-    ls = gsub.add_parser("list", parents=[common], help="every group with its state")
+    ls = gsub.add_parser("list", parents=[common], help="every group with its type, state and lag")
     ls.set_defaults(run=list_groups)
     ds = gsub.add_parser(
         "describe", parents=[common], help="state, protocol and members with their partitions"
@@ -49,7 +52,8 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
 def list_groups(args: argparse.Namespace, out: Output) -> int:
     with open_admin(args) as admin:
         listed = admin.list_groups()
-        described = admin.describe_groups([g.group_id for g in listed]) if listed else {}
+        described = describe_listed(admin, listed)
+        lags = {g.group_id: group_lag_total(admin, g) for g in listed}
     rows = []
     for g in listed:
         res = described.get(g.group_id)
@@ -64,18 +68,26 @@ def list_groups(args: argparse.Namespace, out: Output) -> int:
                 "group_type": g.group_type or (desc.group_type if desc is not None else None),
                 "protocol_type": g.protocol_type or (desc.protocol_type if desc is not None else None),
                 "members": len(desc.members) if desc is not None else None,
+                "lag": lags.get(g.group_id),
             }
         )
     if out.as_json:
         out.json(rows)
     else:
         out.table(
-            ["group", "state", "type", "protocol", "members"],
+            ["group", "state", "type", "protocol", "members", "lag"],
             [
-                [r["group_id"], r["state"], r["group_type"], r["protocol_type"] or None, r["members"]]
+                [
+                    r["group_id"],
+                    r["state"],
+                    r["group_type"],
+                    r["protocol_type"] or None,
+                    r["members"],
+                    r["lag"],
+                ]
                 for r in rows
             ],
-            numeric=["members"],
+            numeric=["members", "lag"],
         )
     return EXIT_OK
 
