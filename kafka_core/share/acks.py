@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Iterable
+from operator import attrgetter
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
@@ -22,6 +23,8 @@ from kafka_core.share.records import (
     KafkaAcknowledgementError,
 )
 
+_OFFSET = attrgetter("offset")
+_COUNT = attrgetter("delivery_count")
 DONE_MEMORY = 1_000_000  # acknowledged records remembered to tell "twice" from "never"
 _ACCEPT, _RELEASE, _REJECT = (
     int(AcknowledgeType.ACCEPT),
@@ -57,29 +60,29 @@ class AckBook:
     def _deadline(self, tp: TopicPartition, lock_ms: float) -> None:
         self._lock_deadline[tp] = asyncio.get_running_loop().time() + lock_ms / 1000.0
 
-    def delivered_records(self, records: list[Any], lock_ms: float) -> None:
-        by_tp: dict[tuple[str, int], dict[int, int]] = {}
-        for r in records:
-            by_tp.setdefault((r.topic, r.partition), {})[r.offset] = r.delivery_count
-        self._delivered(by_tp, lock_ms)
+    def delivered_records(self, tp: TopicPartition, records: list[Any], lock_ms: float) -> None:
+        """``records`` (all of ``tp``) were handed over by a poll."""
+        if records:
+            offsets = dict(zip(map(_OFFSET, records), map(_COUNT, records), strict=True))
+            self._delivered({(tp.topic, tp.partition): offsets}, lock_ms)
 
-    def delivered_columns(self, batch: Any, lock_ms: float) -> None:
-        by_tp: dict[tuple[str, int], dict[int, int]] = {}
-        for t, p, o, d in zip(
-            batch.column("topic").to_pylist(),
-            batch.column("partition").to_pylist(),
-            batch.column("offset").to_pylist(),
-            batch.column("delivery_count").to_pylist(),
-            strict=True,
-        ):
-            by_tp.setdefault((t, p), {})[o] = d
-        self._delivered(by_tp, lock_ms)
+    def delivered_columns(
+        self, tp: TopicPartition, table: Any, single: tuple[int, int, int] | None, lock_ms: float
+    ) -> None:
+        """The rows of ``table`` (all of ``tp``) were handed over by poll_columns."""
+        offsets = table.column("offset").to_pylist()
+        if single is not None:
+            delivered = dict.fromkeys(offsets, single[2])
+        else:
+            delivered = dict(zip(offsets, table.column("delivery_count").to_pylist(), strict=True))
+        self._delivered({(tp.topic, tp.partition): delivered}, lock_ms)
 
     def _delivered(self, by_tp: dict[tuple[str, int], dict[int, int]], lock_ms: float) -> None:
         for (topic, part), offsets in by_tp.items():
             tp = TopicPartition(topic, part)
             self.delivered.setdefault(tp, {}).update(offsets)
-            self.redelivered += sum(1 for c in offsets.values() if c > 1)
+            if any(c > 1 for c in offsets.values()):
+                self.redelivered += sum(1 for c in offsets.values() if c > 1)
             self._deadline(tp, lock_ms)
 
     # -- settling ---------------------------------------------------------------------------------

@@ -32,6 +32,9 @@ from kafka_core.share.records import (
 
 log = logging.getLogger(__name__)
 
+# Records held (handed over, not yet acknowledged) plus a prefetch must stay under this: half of
+# the broker's default in-flight limit per share partition (group.share.partition.max.record.locks).
+PREFETCH_LOCK_BUDGET = 1_000
 AckCallback = Callable[[dict[TopicPartition, set[int]], BaseException | None], Any]
 
 
@@ -113,6 +116,7 @@ class KafkaShareConsumer:
         self._callback: AckCallback | None = None
         self._errors: list[BaseException] = []
         self._started = False
+        self._prefetching = True
         self._closed = False
         self._background: set[asyncio.Task[Any]] = set()
 
@@ -216,12 +220,15 @@ class KafkaShareConsumer:
         chunks_out = await self._poll(timeout_ms)
         limit = max_records or self._max_poll_records
         out: list[ShareRecord] = []
+        lock_ms = self._requests.lock_timeout_ms
         for chunk in chunks_out:
             if len(out) >= limit:
                 break
-            out.extend(chunk.take(limit - len(out)))
+            taken = chunk.take(limit - len(out))
+            self._book.delivered_records(chunk.tp, taken, lock_ms)
+            out.extend(taken)
         self._drop_exhausted()
-        self._book.delivered_records(out, self._requests.lock_timeout_ms)
+        self._prefetch(len(out))
         if self._deserializers is not None and out:
             try:
                 out = deserialize(out, *self._deserializers)
@@ -245,7 +252,9 @@ class KafkaShareConsumer:
             if t is not None and t.num_rows:
                 tables.append(t)
                 rows += t.num_rows
+                self._book.delivered_columns(chunk.tp, t, chunk.single, self._requests.lock_timeout_ms)
         self._drop_exhausted()
+        self._prefetch(rows)
         if not tables:
             return None
         if len(tables) == 1:
@@ -254,7 +263,6 @@ class KafkaShareConsumer:
             import pyarrow as pa
 
             batch = pa.Table.from_batches(tables).combine_chunks().to_batches()[0]
-        self._book.delivered_columns(batch, self._requests.lock_timeout_ms)
         return batch
 
     async def _poll(self, timeout_ms: float) -> list[Chunk]:
@@ -284,6 +292,24 @@ class KafkaShareConsumer:
             await asyncio.wait(waits, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
             waits[0].cancel()
 
+    def _prefetch(self, handed: int) -> None:
+        """The buffer ran dry: the next ShareFetch goes now, while the application works (it
+        carries the acknowledgements pending by then; the next poll's go on the one after).
+
+        Only while the records held stay well under the broker's in-flight limit per share
+        partition (``group.share.partition.max.record.locks``, 2000 by default): past it the
+        broker acquires nothing and the fetch just waits. A prefetch that came back empty while
+        records were held turns prefetching off for this consumer."""
+        if (
+            self._prefetching
+            and handed
+            and handed + self._max_poll_records <= PREFETCH_LOCK_BUDGET
+            and not self._buffer
+            and not self._closed
+            and self._member.assignment
+        ):
+            self._launch(prefetch=True)
+
     def _drop_exhausted(self) -> None:
         for c in self._buffer:
             if c.gaps:  # acquired offsets without a record: acknowledged as gaps
@@ -302,7 +328,7 @@ class KafkaShareConsumer:
                     if not isinstance(exc, KafkaError):
                         self._errors.append(exc)
 
-    def _launch(self) -> None:
+    def _launch(self, prefetch: bool = False) -> None:
         """A ShareFetch to each leader of assigned partitions that has none in flight."""
         by_node: dict[int, list[TopicPartition]] = {}
         meta = self._client.cached_metadata()
@@ -315,7 +341,9 @@ class KafkaShareConsumer:
             by_node.setdefault(node, []).append(tp)
         for node, tps in by_node.items():
             if node not in self._tasks:
-                self._tasks[node] = asyncio.get_running_loop().create_task(self._fetch_node(node, tps))
+                self._tasks[node] = asyncio.get_running_loop().create_task(
+                    self._fetch_node(node, tps, prefetch)
+                )
 
     async def _refresh(self, topic: str) -> None:
         with contextlib.suppress(KafkaError):
@@ -328,7 +356,7 @@ class KafkaShareConsumer:
             sess = self._sessions[node] = NodeSession(node)
         return sess
 
-    async def _fetch_node(self, node: int, tps: list[TopicPartition]) -> None:
+    async def _fetch_node(self, node: int, tps: list[TopicPartition], prefetch: bool = False) -> None:
         sess = self._session(node)
         async with sess.lock:
             acks = self._book.take_pending(set(tps)) if sess.epoch != 0 else {}
@@ -336,6 +364,8 @@ class KafkaShareConsumer:
             chunks, results, error = await self._requests.fetch(sess, tps, acks)
             if acks:
                 self._book.ack_latency(asyncio.get_running_loop().time() - started)
+        if prefetch and not chunks and error is None:
+            self._prefetching = False  # held records filled the broker's in-flight limit
         self._buffer.extend(chunks)
         self._book.acquired(chunks)
         self._report(results)

@@ -60,7 +60,18 @@ class NodeSession:
 class Chunk:
     """One partition's acquired records from one ShareFetch, handed over in whole or in part."""
 
-    __slots__ = ("tp", "records", "counts", "acquired_at", "lock_s", "_items", "_cols", "_cursor", "gaps")
+    __slots__ = (
+        "tp",
+        "records",
+        "counts",
+        "single",
+        "acquired_at",
+        "lock_s",
+        "_items",
+        "_cols",
+        "_cursor",
+        "gaps",
+    )
 
     def __init__(
         self,
@@ -75,6 +86,12 @@ class Chunk:
         self.counts: dict[int, int] = {}
         for first, last, count in acquired:
             self.counts.update(dict.fromkeys(range(first, last + 1), count))
+        # (low, high, count) when the acquired offsets are one range with one delivery count
+        self.single: tuple[int, int, int] | None = None
+        if acquired:
+            low, high = acquired[0][0], acquired[-1][1]
+            if high - low + 1 == len(self.counts) and len({a[2] for a in acquired}) == 1:
+                self.single = (low, high, acquired[0][2])
         self.acquired_at = now
         self.lock_s = lock_s
         self._items: list[ShareRecord] | None = None
@@ -146,6 +163,8 @@ class Chunk:
         batch = decode_record_batches_columns(self.records).to_arrow()
         if batch.num_rows == 0:
             return None
+        if keep is None and self.single is not None:
+            return self._single_range_columns(batch, *self.single)
         offsets = batch.column(0).to_pylist()
         counts = self.counts
         wanted = counts if keep is None else keep
@@ -161,6 +180,29 @@ class Chunk:
             CONSTANTS.column(self.tp.topic, pa.string(), n),
             CONSTANTS.column(self.tp.partition, pa.int32(), n),
         ]
+        return pa.RecordBatch.from_arrays(
+            [*arrays, *batch.columns, delivery], schema=share_schema(batch.schema)
+        )
+
+    def _single_range_columns(self, batch: Any, low: int, high: int, count: int) -> Any:
+        """One acquired range with one delivery count (the usual case): no per-row Python."""
+        import pyarrow as pa
+
+        col = batch.column(0)
+        if col[0].as_py() < low or col[len(col) - 1].as_py() > high:
+            import pyarrow.compute as pc
+
+            batch = batch.filter(pc.and_(pc.greater_equal(col, low), pc.less_equal(col, high)))
+        n = batch.num_rows
+        if n != high - low + 1:
+            self._note_gaps(batch.column(0).to_pylist())
+        if n == 0:
+            return None
+        arrays = [
+            CONSTANTS.column(self.tp.topic, pa.string(), n),
+            CONSTANTS.column(self.tp.partition, pa.int32(), n),
+        ]
+        delivery = CONSTANTS.column(count, pa.int16(), n)
         return pa.RecordBatch.from_arrays(
             [*arrays, *batch.columns, delivery], schema=share_schema(batch.schema)
         )

@@ -170,17 +170,35 @@ def share_records(
 ) -> list[ShareRecord]:
     """Wrap codec records (only those whose offset is in ``counts``: the acquired ones)."""
     new = ShareRecord.__new__
+    records = list(records)
+    if records and counts:
+        low, high = min(counts), max(counts)
+        constant = set(counts.values())
+        if len(constant) == 1 and high - low + 1 == len(counts):  # one acquired range: no lookups
+            count = constant.pop()
+            if records[0].offset < low or records[-1].offset > high:
+                records = [r for r in records if low <= r.offset <= high]
+            out_fast: list[ShareRecord] = []
+            add = out_fast.append
+            for r in records:
+                m = new(ShareRecord)
+                m.topic = topic
+                m.partition = partition
+                m.delivery_count = count
+                m._record = r
+                add(m)
+            return out_fast
     cls = ShareRecord
     out: list[ShareRecord] = []
     append = out.append
     for r in records:
-        count = counts.get(r.offset)
-        if count is None:
+        found = counts.get(r.offset)
+        if found is None:
             continue
         m = new(cls)
         m.topic = topic
         m.partition = partition
-        m.delivery_count = count
+        m.delivery_count = found
         m._record = r
         append(m)
     return out
@@ -218,6 +236,13 @@ def deserialize(records: list[ShareRecord], key_fn: Any, value_fn: Any) -> list[
 
 def ack_ranges(acks: dict[int, int]) -> list[tuple[int, int, int]]:
     """``{offset: type}`` as (first, last, type) runs of consecutive offsets of one type."""
+    if not acks:
+        return []
+    low, high = min(acks), max(acks)
+    if high - low + 1 == len(acks):  # contiguous (the usual case): one run if one type
+        kinds = set(acks.values())
+        if len(kinds) == 1:
+            return [(low, high, kinds.pop())]
     out: list[tuple[int, int, int]] = []
     for offset in sorted(acks):
         t = acks[offset]

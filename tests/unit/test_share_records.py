@@ -50,7 +50,7 @@ def _rec(offset: int, count: int = 1) -> ShareRecord:
 
 def _book(mode: AcknowledgeMode, offsets: list[int], counts: int = 1) -> AckBook:
     book = AckBook(mode)
-    book.delivered_records([_rec(o, counts) for o in offsets], 30_000)
+    book.delivered_records(TP, [_rec(o, counts) for o in offsets], 30_000)
     return book
 
 
