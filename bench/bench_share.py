@@ -69,11 +69,9 @@ def run_confluent(bootstrap: str, topic: str, group: str, n: int) -> dict[str, A
     c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "log_level": 3})
     c.subscribe([topic])
     tally = Tally(n)
-    seen = 0
     while tally.count < n:
         msgs = c.poll(0.5)
-        good = [m for m in msgs if m.error() is None]
-        seen += sum(len(m.value()) for m in good)
+        good = [m for m in msgs if m.error() is None and m.value() is not None]
         tally.add(len(good))
     c.commit_sync()
     out = tally.result()
@@ -86,15 +84,13 @@ def run_ours(bootstrap: str, topic: str, group: str, n: int, columns: bool) -> d
 
     c = KafkaShareConsumer(topic, bootstrap_servers=bootstrap, group_id=group, max_poll_records=MAX_RECORDS)
     tally = Tally(n)
-    nbytes = 0
     while tally.count < n:
         if columns:
             batch = c.poll_columns(500)
             tally.add(0 if batch is None else batch.num_rows)
         else:
             recs = c.poll(500)
-            nbytes += sum(len(r.value) for r in recs)
-            tally.add(len(recs))
+            tally.add(sum(1 for r in recs if r.value is not None))
     c.commit_sync()
     out = tally.result()
     c.close()
