@@ -8,9 +8,13 @@ latest); a test that produces first sets its group to earliest through our admin
 from __future__ import annotations
 
 import contextlib
+import re
+import subprocess
+import sys
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 from fakes.topics import wait_writable
 from kafka_core import KafkaAdmin, KafkaProducer, NewTopic
@@ -67,3 +71,24 @@ def broker_without_share_groups(session_tansu: TansuBroker | None) -> Iterator[s
         yield broker.bootstrap
     finally:
         broker.close()
+
+
+SHARE_EXAMPLE = re.compile(r"<!-- no-test: needs share groups[^\n]*-->\s*\n```python\n(.*?)```", re.S)
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_share_examples(guide: str, bootstrap: str, tmp_path: Path) -> list[str]:
+    """Run the guide's examples marked ``<!-- no-test: needs share groups ... -->`` (they cannot
+    run on the default test broker, Tansu) against ``bootstrap``; returns their stdout."""
+    blocks = SHARE_EXAMPLE.findall((ROOT / guide).read_text())
+    assert blocks, f"no share-group example in {guide}"
+    outputs = []
+    for code in blocks:
+        script = tmp_path / "example.py"
+        script.write_text(code.replace("127.0.0.1:9092", bootstrap))
+        proc = subprocess.run(
+            [sys.executable, str(script)], cwd=tmp_path, capture_output=True, text=True, timeout=150
+        )
+        assert proc.returncode == 0, f"{guide} example failed:\n{code}\n--- stderr ---\n{proc.stderr[-4000:]}"
+        outputs.append(proc.stdout)
+    return outputs

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -17,6 +18,7 @@ from fakes.share_groups import (
     from_earliest,
     make_topic,
     produce,
+    run_share_examples,
     unique,
     wait_for,
 )
@@ -150,3 +152,7 @@ def test_a_broker_without_share_groups_says_so(tansu: TansuBroker | None) -> Non
         ):
             with pytest.raises(KafkaUnsupportedVersionError, match="no share groups"):
                 call()
+
+
+def test_the_guide_example_runs(real_kafka: KafkaCluster, tmp_path: Path) -> None:
+    run_share_examples("docs/admin.md", real_kafka.bootstrap, tmp_path)

@@ -12,9 +12,10 @@ import asyncio
 import threading
 import time
 from collections import Counter
+from pathlib import Path
 
 import pytest
-from fakes.share_groups import broker_without_share_groups, make_topic, unique, wait_for
+from fakes.share_groups import broker_without_share_groups, make_topic, run_share_examples, unique, wait_for
 
 from kafka_core import KafkaAdmin, KafkaStreamTransport
 from kafka_core.aio import KafkaStreamTransport as AsyncKafkaStreamTransport
@@ -145,3 +146,7 @@ def test_a_broker_without_share_groups_is_refused_at_subscribe(tansu: TansuBroke
         with pytest.raises(KafkaUnsupportedVersionError, match="no share groups"):
             transport.subscribe("t", "g", lambda m: None, share=True)
         assert transport.subscriptions() == []
+
+
+def test_the_guide_example_runs(real_kafka: KafkaCluster, tmp_path: Path) -> None:
+    run_share_examples("docs/transport.md", real_kafka.bootstrap, tmp_path)
