@@ -25,6 +25,7 @@ from kafka_core.share.records import (
 
 _OFFSET = attrgetter("offset")
 _COUNT = attrgetter("delivery_count")
+_ONE = 1
 DONE_MEMORY = 1_000_000  # acknowledged records remembered to tell "twice" from "never"
 _ACCEPT, _RELEASE, _REJECT = (
     int(AcknowledgeType.ACCEPT),
@@ -54,17 +55,30 @@ class AckBook:
     # -- delivery ---------------------------------------------------------------------------------
 
     def acquired(self, chunks: Iterable[Any]) -> None:
+        """Count what ShareFetch acquired (redelivered: acquired with a delivery count above 1)."""
         for c in chunks:
             self.acquired_total += len(c.counts)
+            self.redelivered += sum(last - first + 1 for first, last, count in c.ranges if count > 1)
 
     def _deadline(self, tp: TopicPartition, lock_ms: float) -> None:
         self._lock_deadline[tp] = asyncio.get_running_loop().time() + lock_ms / 1000.0
 
     def delivered_records(self, tp: TopicPartition, records: list[Any], lock_ms: float) -> None:
         """``records`` (all of ``tp``) were handed over by a poll."""
-        if records:
-            offsets = dict(zip(map(_OFFSET, records), map(_COUNT, records), strict=True))
-            self._delivered({(tp.topic, tp.partition): offsets}, lock_ms)
+        if not records:
+            return
+        first, last = records[0], records[-1]
+        if (
+            last.offset - first.offset + 1 == len(records)
+            and first.delivery_count == last.delivery_count == 1
+        ):
+            # contiguous first deliveries (the usual case): built in C
+            offsets = dict.fromkeys(range(first.offset, last.offset + 1), 1)
+            if all(map(_ONE.__eq__, map(_COUNT, records))):
+                self._delivered({(tp.topic, tp.partition): offsets}, lock_ms)
+                return
+        offsets = dict(zip(map(_OFFSET, records), map(_COUNT, records), strict=True))
+        self._delivered({(tp.topic, tp.partition): offsets}, lock_ms)
 
     def delivered_columns(
         self, tp: TopicPartition, table: Any, single: tuple[int, int, int] | None, lock_ms: float
@@ -81,8 +95,6 @@ class AckBook:
         for (topic, part), offsets in by_tp.items():
             tp = TopicPartition(topic, part)
             self.delivered.setdefault(tp, {}).update(offsets)
-            if any(c > 1 for c in offsets.values()):
-                self.redelivered += sum(1 for c in offsets.values() if c > 1)
             self._deadline(tp, lock_ms)
 
     # -- settling ---------------------------------------------------------------------------------

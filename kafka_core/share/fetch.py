@@ -64,6 +64,7 @@ class Chunk:
         "tp",
         "records",
         "counts",
+        "ranges",
         "single",
         "acquired_at",
         "lock_s",
@@ -84,6 +85,7 @@ class Chunk:
         self.tp = tp
         self.records = records
         self.counts: dict[int, int] = {}
+        self.ranges = acquired
         for first, last, count in acquired:
             self.counts.update(dict.fromkeys(range(first, last + 1), count))
         # (low, high, count) when the acquired offsets are one range with one delivery count
@@ -102,9 +104,10 @@ class Chunk:
     def _decode_items(self) -> list[ShareRecord]:
         if self._items is None:
             recs = decode_record_batches(self.records) if self.records is not None else []
-            items = share_records(self.tp.topic, self.tp.partition, recs, self.counts)
+            items = share_records(self.tp.topic, self.tp.partition, recs, self.counts, self.single)
             self._items = items
-            self._note_gaps([r.offset for r in items])
+            if len(items) != len(self.counts):
+                self._note_gaps([r.offset for r in items])
         return self._items
 
     def _note_gaps(self, offsets: list[int]) -> None:

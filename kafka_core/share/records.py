@@ -166,28 +166,30 @@ def _short(value: Any) -> str:
 
 
 def share_records(
-    topic: str, partition: int, records: Iterable[Any], counts: dict[int, int]
+    topic: str,
+    partition: int,
+    records: Iterable[Any],
+    counts: dict[int, int],
+    single: tuple[int, int, int] | None = None,
 ) -> list[ShareRecord]:
-    """Wrap codec records (only those whose offset is in ``counts``: the acquired ones)."""
+    """Wrap codec records (only those whose offset is in ``counts``: the acquired ones);
+    ``single``: (low, high, count) when the acquired offsets are one range of one count."""
     new = ShareRecord.__new__
     records = list(records)
-    if records and counts:
-        low, high = min(counts), max(counts)
-        constant = set(counts.values())
-        if len(constant) == 1 and high - low + 1 == len(counts):  # one acquired range: no lookups
-            count = constant.pop()
-            if records[0].offset < low or records[-1].offset > high:
-                records = [r for r in records if low <= r.offset <= high]
-            out_fast: list[ShareRecord] = []
-            add = out_fast.append
-            for r in records:
-                m = new(ShareRecord)
-                m.topic = topic
-                m.partition = partition
-                m.delivery_count = count
-                m._record = r
-                add(m)
-            return out_fast
+    if records and single is not None:  # one acquired range: no lookups
+        low, high, count = single
+        if records[0].offset < low or records[-1].offset > high:
+            records = [r for r in records if low <= r.offset <= high]
+        out_fast: list[ShareRecord] = []
+        add = out_fast.append
+        for r in records:
+            m = new(ShareRecord)
+            m.topic = topic
+            m.partition = partition
+            m.delivery_count = count
+            m._record = r
+            add(m)
+        return out_fast
     cls = ShareRecord
     out: list[ShareRecord] = []
     append = out.append

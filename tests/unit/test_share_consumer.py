@@ -89,6 +89,7 @@ def test_explicit_release_and_reject_then_commit_sync_reports_per_partition() ->
         assert broker.states(T) == [("done", 1), ("available", 1), ("done", 1)]
         again = await poll_until(c, 1)
         assert [(r.value, r.delivery_count) for r in again] == [(b"b", 2)]
+        assert c.metrics()["share"]["records_redelivered"] == 1
         c.acknowledge(again[0])
         await c.close()
         assert broker.states(T)[1] == ("done", 2)

@@ -95,7 +95,9 @@ def test_implicit_book_accepts_at_the_next_poll_and_refuses_acknowledge() -> Non
             book.acknowledge("t", 0, 4, AcknowledgeType.ACCEPT)
         book.settle_before_poll()
         assert book.take_pending({TP}) == {TP: {4: 1, 5: 1}}
-        assert book.snapshot()["records_redelivered"] == 2
+        book.acquired([Chunk(TP, None, [(4, 5, 2), (6, 6, 1)], 0.0, 30.0)])
+        snap = book.snapshot()
+        assert (snap["records_acquired"], snap["records_redelivered"]) == (3, 2)
 
     run(body)
 
