@@ -22,7 +22,7 @@ from kafka_core.cli.output import (
     one_line,
     plural,
 )
-from kafka_core.cli.share import describe_listed, group_lag_total
+from kafka_core.cli.share import describe_any, describe_listed, group_lag_total
 
 __all__ = ["add_parser"]
 
@@ -101,7 +101,7 @@ def _error(group_id: str, error: BaseException | None) -> tuple[str, int]:
 def describe_groups(args: argparse.Namespace, out: Output) -> int:
     ids = list(dict.fromkeys(args.group_ids))
     with open_admin(args) as admin:
-        results = admin.describe_groups(ids)
+        results = describe_any(admin, ids)
     code = EXIT_OK
     report: list[dict[str, Any]] = []
     for gid in ids:
@@ -161,8 +161,9 @@ def describe_groups(args: argparse.Namespace, out: Output) -> int:
 
 def group_lag(args: argparse.Namespace, out: Output) -> int:
     with open_admin(args) as admin:
-        lag = admin.consumer_group_lag(args.group_id)
-        res = admin.describe_groups([args.group_id])[args.group_id]
+        res = describe_any(admin, [args.group_id])[args.group_id]
+        share = res.ok and res.value.group_type == "share"  # start offsets, not committed ones
+        lag = admin.share_group_lag(args.group_id) if share else admin.consumer_group_lag(args.group_id)
     if not res.ok:
         message, code = _error(args.group_id, res.error)
         if len(lag) == 0:  # nothing committed and nothing to describe: the group does not exist
@@ -197,9 +198,9 @@ def group_lag(args: argparse.Namespace, out: Output) -> int:
         out.line(f"{args.group_id}: {about}; no committed offsets, so no lag to show")
         return EXIT_OK
     out.table(
-        ["topic", "partition", "committed", "end", "lag"],
+        ["topic", "partition", "start" if share else "committed", "end", "lag"],
         [[r["topic"], r["partition"], r["committed"], r["end"], r["lag"]] for r in rows],
         title=f"{args.group_id}: {about}; total lag {lag.total:,}",
-        numeric=["partition", "committed", "end", "lag"],
+        numeric=["partition", "start", "committed", "end", "lag"],
     )
     return EXIT_OK

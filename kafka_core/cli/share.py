@@ -21,9 +21,9 @@ from kafka_core.cli.argtypes import positive_int, positive_seconds
 from kafka_core.cli.connect import bootstrap_servers, client_options, open_admin, topic_partitions
 from kafka_core.cli.consume import format_record
 from kafka_core.cli.output import EXIT_OK, EXIT_TIMEOUT, EXIT_USAGE, CliError, Output, one_line, plural
-from kafka_core.errors import KafkaConnectionError, KafkaError
+from kafka_core.errors import KafkaConnectionError, KafkaError, KafkaUnsupportedVersionError
 
-__all__ = ["add_parser", "describe_listed", "group_lag_total", "run"]
+__all__ = ["add_parser", "describe_any", "describe_listed", "group_lag_total", "run"]
 
 CLOSE_TIMEOUT = 5.0  # seconds to send the last acknowledgements and leave the group
 JOIN_TIMEOUT = 60.0  # with --timeout: how long the member may take to get its partitions
@@ -203,3 +203,18 @@ def group_lag_total(admin: Any, listing: Any) -> int | None:
     except KafkaError:
         return None
     return None
+
+
+def describe_any(admin: Any, group_ids: list[str]) -> dict[str, Any]:
+    """``describe_groups``, with the groups it does not know looked up as share groups (Kafka
+    describes those by ShareGroupDescribe only); a broker without share groups: as before."""
+    results = dict(admin.describe_groups(group_ids))
+    missing = [g for g in group_ids if getattr(results[g].error, "name", "") == "GROUP_ID_NOT_FOUND"]
+    if not missing:
+        return results
+    try:
+        shared = admin.describe_share_groups(missing)
+    except KafkaUnsupportedVersionError:
+        return results
+    results.update({g: res for g, res in shared.items() if res.ok})
+    return results

@@ -63,6 +63,13 @@ def test_printed_records_are_accepted_and_groups_list_shows_share_groups_with_la
     [row] = [line for line in ok(run("groups", "list", servers=bootstrap)).splitlines() if group in line]
     assert "share" in row
 
+    # describe and lag know a share group too
+    [described] = json.loads(ok(run("groups", "describe", group, "--json", servers=bootstrap)))
+    assert described["protocol_type"] == "share" and described["members"] == []
+    lag = json.loads(ok(run("groups", "lag", group, "--json", servers=bootstrap)))
+    assert lag["total"] == 0 and [(p["partition"], p["end"]) for p in lag["partitions"]] == [(0, 4)]
+    assert "start" in ok(run("groups", "lag", group, servers=bootstrap))
+
 
 def test_release_gives_records_back_and_reject_refuses_them(real_kafka: KafkaCluster) -> None:
     bootstrap = real_kafka.bootstrap
