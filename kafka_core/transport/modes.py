@@ -23,6 +23,7 @@ from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
+from kafka_core.share.records import KafkaAcknowledgementError
 from kafka_core.transport.options import ErrorPolicy
 from kafka_core.transport.tracking import CommitTracker
 
@@ -160,7 +161,12 @@ class ShareMode:
 
     def settle(self, msg: Any, outcome: str) -> None:
         kind = {HANDLED: "accept", "release": "release", "reject": "reject"}[outcome]
-        self.consumer.acknowledge(msg, kind)
+        try:
+            self.consumer.acknowledge(msg, kind)
+        except KafkaAcknowledgementError as exc:
+            # The consumer no longer holds the record (it left the group and rejoined): the
+            # broker delivers it again once its lock expires. At least once, never a stop.
+            log.warning("subscription to %r: could not %s %s: %s", self.topic, kind, _where(msg), exc)
 
     async def after_batch(self) -> None:
         pass  # sent with the next poll
@@ -175,6 +181,10 @@ class ShareMode:
 
     def committed_offsets(self) -> dict[TopicPartition, int]:
         return {}  # a share group has no committed offsets (see the admin's share_group_lag)
+
+
+def _where(msg: Any) -> str:
+    return f"{msg.topic}[{msg.partition}]@{msg.offset}"
 
 
 async def _chain(cb: Callable[..., Any] | None, tps: set[TopicPartition]) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from kafka_core.errors import KafkaConfigError
-from kafka_core.share import ShareRecord
+from kafka_core.share import KafkaAcknowledgementError, ShareRecord
 from kafka_core.transport.modes import ShareMode, share_action
 from kafka_core.transport.options import ErrorPolicy, HandlerError, share_consumer_options
 from kafka_core.transport.subscription import Subscription
@@ -47,6 +47,8 @@ class FakeShareConsumer:
         return []
 
     def acknowledge(self, record: ShareRecord, type: str = "accept") -> None:
+        if record.offset < 0:
+            raise KafkaAcknowledgementError(f"offset {record.offset} was not delivered to this consumer")
         self.acks.append((record.offset, record.delivery_count, type))
 
     async def close(self, timeout: float | None = None) -> None:
@@ -203,3 +205,15 @@ def test_transport_options_are_checked() -> None:
         asyncio.run(build(max_deliveries=0))
     with pytest.raises(KafkaConfigError, match="share_auto_offset_reset"):
         asyncio.run(build(share_auto_offset_reset="beginning"))
+
+
+@aio
+async def test_a_record_the_consumer_no_longer_holds_is_logged_not_a_stop(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    seen: list[int] = []
+    sub, consumer, _ = start([[rec(-1), rec(1)]], lambda m: seen.append(m.offset))
+    await until(lambda: len(seen) == 2)
+    await sub.unsubscribe(5)
+    assert consumer.acks == [(1, 1, "accept")] and sub.error is None
+    assert "could not accept t[0]@-1" in caplog.text
