@@ -5,13 +5,23 @@ session start and the first spawn of Python workers are not timed (warm-up jobs 
 trivial RDD job, then for every method of an operation a 1,000-row job through the ceiling's
 Python Data Source, so the data source planner and Python workers are up for all alike).
 CPU is summed over the whole process tree (driver, JVM, Python workers) from /proc, so it is
-approximate; the broker's CPU is not in it (it runs beside, on the same 2 cores).
+approximate; the broker's CPU is not in it (it runs beside, on the same 2 cores) but is measured
+per pass beside it (Tansu found by its listener URL, Apache Kafka's JVM by its listening port).
+
+Spark's own connector (``format("kafka")``, the ``spark-sql-kafka-0-10`` jar) runs only in the
+pyspark of its own version, the newest Maven Central serves (4.2.0; PyPI's newest may be newer).
+When its methods are in the run (the default), every method, ours and the peers and ceilings
+too, runs in the venv pinned to that pyspark (``kafka_core.devbroker.spark_connector``) with the
+connector's jars in ``spark.jars``: one pyspark, one JVM class path, the same data and broker.
+Each format is used as a user would, with its defaults and only the options shown below.
 
 WRITE, a DataFrame from ``spark.range`` to a fresh 4-partition topic, then read back with
 confluent-kafka: a row counts only if every record landed.
 
 - ``foreachPartition-confluent`` (peer): ``df.foreachPartition`` with one confluent-kafka
   Producer per partition (acks=all, linger 5 ms, batch 1 MB), flushed and checked at task end.
+- ``kafka-connector-write`` (Spark's connector): ``df.write.format("kafka")`` with the same
+  options as ours.
 - ``kafka_core-write`` (ours): ``df.write.format("kafka_core").option("kafka.bootstrap.servers",
   ...).option("topic", ...).mode("append").save()``.
 - ``ceiling-arrow-writer`` (no broker): a ``DataSourceArrowWriter`` that only counts the rows of
@@ -31,6 +41,8 @@ confluent-kafka producer with the same keys and values).
   before it, so that it never sits out its timeout) and then drains, without waiting, what is
   already fetched: the rest of the last batch arrived with the listed-end record. On Apache
   Kafka the listed end is right and the drain finds nothing. No wait is added for the peer.
+- ``kafka-connector-read`` (Spark's connector): ``spark.read.format("kafka")`` with the same
+  options as ours.
 - ``kafka_core-read`` (ours): ``spark.read.format("kafka_core").option("kafka.bootstrap.servers",
   ...).option("subscribe", topic).option("startingOffsets", "earliest").load()``.
 - ``ceiling-arrow-reader`` (no broker): a Python Data Source whose reader yields prebuilt
@@ -61,6 +73,10 @@ Python source near its peer. With ``--repeat`` the rounds go round-robin over th
 each method's median is reported. The read ceiling's 10,000-row batches are its best size here
 (50,000 the same, 2,000 and 200,000 slower).
 
+With ``--passes 2`` the first job and a warm one are both reported; with ``--repeat 3`` each is
+the median of its three rounds (the first job's rate and CPU have their own medians).
+``KAFKA_CORE_BENCH_BROKER=kafka`` runs on Apache Kafka instead of the embedded Tansu.
+
     python -m bench.e2e_spark [--rows 2000000] [--repeat 1] [--passes 1] [--clients a,b,...]
 """
 
@@ -76,22 +92,22 @@ from typing import Any
 
 from bench.common import (
     ERROR,
+    NOT_IMPLEMENTED,
     OK,
     NotImplementedYet,
     RunResult,
     Span,
     bench_broker,
     child_main,
-    count_topic,
     create_topic,
     delete_topic,
+    emit,
     median_result,
     our_module,
-    produce_all,
     unique_topic,
 )
 from bench.proc_tree import TreeSampler, tree_usage
-from bench.spark_env import broker_cpu, run_child_in, spark_env
+from bench.spark_env import broker_cpu, run_children_in, spark_env
 from bench.spark_methods import (
     CEILING_SOURCE,
     CLIENTS,
@@ -106,6 +122,7 @@ from bench.spark_methods import (
     method_role,
 )
 from bench.spark_report import spark_table
+from bench.spark_topics import check_result, pass_topic, pick_read_topic
 
 # --------------------------------------------------------------------------- driver side
 
@@ -211,79 +228,126 @@ def _source_name(cls: Any) -> str:
         return ""
 
 
-def pass_topic(topic: str, index: int) -> str:
-    """The topic a write's pass ``index`` goes to (every pass writes the same rows to its own)."""
-    return topic if index == 0 else f"{topic}-pass{index}"
-
-
 def _run(
     method: str, bootstrap: str, topic: str, rows: int, passes: int = 1, jars: Sequence[str] = ()
 ) -> RunResult:
-    op, role = method_role(method)
-    source, register = (
-        _our_source("writer" if op == "write" else "reader") if role == "ours" else (None, None)
-    )
-    if role == "connector" and not jars:
-        raise RuntimeError("Spark's Kafka connector needs its jars (--jars): run it through run_spark_bench")
+    """One method in a session of its own."""
+    return _run_many([method], bootstrap, [topic], rows, passes, jars)[0]
+
+
+def _run_many(
+    methods: Sequence[str],
+    bootstrap: str,
+    topics: Sequence[str],
+    rows: int,
+    passes: int = 1,
+    jars: Sequence[str] = (),
+) -> list[RunResult]:
+    """Methods of one operation, one after the other in one session (after one warm-up), each
+    timed ``passes`` times; a method that fails becomes an error row and the next one runs."""
+    op = method_role(methods[0])[0]
     from bench import spark_methods as importable  # pickled by reference, not from __main__
 
+    ours: tuple[Any, Any] | NotImplementedYet | None = None
+    if any(method_role(m)[1] == "ours" for m in methods):
+        try:
+            ours = _our_source("writer" if op == "write" else "reader")
+        except NotImplementedYet as exc:
+            ours = exc
     spark = _session(jars)
     try:
         spark.dataSource.register(importable.ceiling_source())
-        fmt = "kafka" if role == "connector" else ""
-        if source is not None:
+        our_fmt = ""
+        if isinstance(ours, tuple):
+            source, register = ours
             if register is not None:
                 register(spark)
             else:
                 spark.dataSource.register(source)
-            fmt = _source_name(source)
+            our_fmt = _source_name(source)
         _warm_up(spark, op)
-        notes: list[str] = []
-        spans: list[tuple[float, float]] = []  # (wall, tree CPU) of every pass
-        brokers: list[float | None] = []  # every pass's broker CPU seconds, where measurable
-        with TreeSampler() as sampler:
-            for index in range(passes):
-                cpu0, _ = tree_usage(os.getpid())
-                broker0 = broker_cpu(bootstrap) if role != "ceiling" else None
-                span = Span().start()
-                if op == "write":
-                    df = _frame(spark, rows)
-                    _write(importable, method, df, fmt, bootstrap, pass_topic(topic, index), rows)
-                else:
-                    df = _read_frame(importable, spark, method, fmt, bootstrap, topic, rows)
-                    got = _drain(df)
-                span.stop()
-                spans.append((span.wall, tree_usage(os.getpid())[0] - cpu0))
-                broker1 = broker_cpu(bootstrap) if broker0 is not None else None
-                brokers.append(broker1 - broker0 if broker0 is not None and broker1 is not None else None)
-                if op == "read" and got != (want := (rows, rows * VALUE_SIZE, rows * KEY_SIZE)):
-                    raise RuntimeError(f"read (rows, value bytes, key bytes) {got}, expected {want}")
-        if op == "read":
-            schema = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
-            expected = [(f.name, f.dataType.simpleString()) for f in kafka_schema().fields]
-            if schema != expected:
-                notes.append(f"schema differs from Spark's Kafka source: {schema}")
-        wall, cpu = spans[-1]  # the last pass: with several, the session is warm
-        result = RunResult(method, records=rows, wall_s=wall, cpu_s=cpu)
-        result.extra["tree_rss_mb"] = round(sampler.peak_mb)
-        result.extra["op"] = op
-        result.extra["role"] = role
-        if passes > 1:
-            result.extra["pass_rates"] = [round(rows / w) for w, _ in spans]
-            result.extra["pass_cpu_per_million"] = [round(c / rows * 1e6, 3) for _, c in spans]
-        notes.insert(0, f"{df.rdd.getNumPartitions()} Spark partitions")
-        if role in ("ours", "connector"):
-            notes.append(f"format {fmt!r}")
-        if brokers and brokers[-1] is not None:  # the broker shares the 2 cores
-            result.extra["broker_cpu_per_million"] = round(brokers[-1] / rows * 1e6, 2)
-            if passes > 1 and brokers[0] is not None:
-                result.extra["pass_broker_cpu_per_million"] = [
-                    None if b is None else round(b / rows * 1e6, 3) for b in brokers
-                ]
-        result.extra["note"] = "; ".join(notes)
-        return result
+        results = []
+        for method, topic in zip(methods, topics, strict=True):
+            role = method_role(method)[1]
+            if role == "ours" and isinstance(ours, NotImplementedYet):
+                results.append(RunResult(method, status=NOT_IMPLEMENTED, detail=str(ours)))
+                continue
+            if role == "connector" and not jars:
+                results.append(
+                    RunResult(method, status=ERROR, detail="Spark's connector needs its jars (--jars)")
+                )
+                continue
+            fmt = {"ours": our_fmt, "connector": "kafka"}.get(role, "")
+            try:
+                results.append(_timed(spark, importable, method, fmt, bootstrap, topic, rows, passes))
+            except Exception as exc:
+                results.append(RunResult(method, status=ERROR, detail=f"{type(exc).__name__}: {exc}"[:400]))
+        if len(methods) > 1:
+            for r in results:
+                r.extra["session"] = "shared: " + " > ".join(methods)
+        return results
     finally:
         spark.stop()
+
+
+def _timed(
+    spark: Any, importable: Any, method: str, fmt: str, bootstrap: str, topic: str, rows: int, passes: int
+) -> RunResult:
+    op, role = method_role(method)
+    notes: list[str] = []
+    spans: list[tuple[float, float]] = []  # (wall, tree CPU) of every pass
+    brokers: list[float | None] = []  # every pass's broker CPU seconds, where measurable
+    short_rows: list[int] = []  # rows a read returned short of ``rows`` (the connector on Tansu)
+    with TreeSampler() as sampler:
+        for index in range(passes):
+            cpu0, _ = tree_usage(os.getpid())
+            broker0 = broker_cpu(bootstrap) if role != "ceiling" else None
+            span = Span().start()
+            if op == "write":
+                df = _frame(spark, rows)
+                _write(importable, method, df, fmt, bootstrap, pass_topic(topic, index), rows)
+            else:
+                df = _read_frame(importable, spark, method, fmt, bootstrap, topic, rows)
+                got = _drain(df)
+            span.stop()
+            spans.append((span.wall, tree_usage(os.getpid())[0] - cpu0))
+            broker1 = broker_cpu(bootstrap) if broker0 is not None else None
+            brokers.append(broker1 - broker0 if broker0 is not None and broker1 is not None else None)
+            if op == "read" and got != (want := (rows, rows * VALUE_SIZE, rows * KEY_SIZE)):
+                short = got == (got[0], got[0] * VALUE_SIZE, got[0] * KEY_SIZE) and got[0] < rows
+                if not (short and role == "connector"):
+                    raise RuntimeError(f"read (rows, value bytes, key bytes) {got}, expected {want}")
+                # Tansu lists a partition's end as the base offset of its last batch + 1: the
+                # connector reads up to that listed end (the peer drains the rest, ours reads to
+                # the fetched high watermark). Its rate is then taken over the rows it returned.
+                short_rows.append(got[0])
+    if op == "read":
+        schema = [(f.name, f.dataType.simpleString()) for f in df.schema.fields]
+        expected = [(f.name, f.dataType.simpleString()) for f in kafka_schema().fields]
+        if schema != expected:
+            notes.append(f"schema differs from Spark's Kafka source: {schema}")
+    wall, cpu = spans[-1]  # the last pass: with several, the session is warm
+    if short_rows:
+        notes.append(f"read {short_rows[-1]:,} of {rows:,} rows (to the broker's listed end offsets)")
+        rows = short_rows[-1]
+    result = RunResult(method, records=rows, wall_s=wall, cpu_s=cpu)
+    result.extra["tree_rss_mb"] = round(sampler.peak_mb)
+    result.extra["op"] = op
+    result.extra["role"] = role
+    if passes > 1:
+        result.extra["pass_rates"] = [round(rows / w) for w, _ in spans]
+        result.extra["pass_cpu_per_million"] = [round(c / rows * 1e6, 3) for _, c in spans]
+    notes.insert(0, f"{df.rdd.getNumPartitions()} Spark partitions")
+    if role in ("ours", "connector"):
+        notes.append(f"format {fmt!r}")
+    if brokers and brokers[-1] is not None:  # the broker shares the 2 cores
+        result.extra["broker_cpu_per_million"] = round(brokers[-1] / rows * 1e6, 2)
+        if passes > 1 and brokers[0] is not None:
+            result.extra["pass_broker_cpu_per_million"] = [
+                None if b is None else round(b / rows * 1e6, 3) for b in brokers
+            ]
+    result.extra["note"] = "; ".join(notes)
+    return result
 
 
 def _write(importable: Any, method: str, df: Any, fmt: str, bootstrap: str, topic: str, rows: int) -> None:
@@ -344,13 +408,6 @@ def _read_frame(
     )
 
 
-def _fill_like_frame(bootstrap: str, topic: str, rows: int) -> None:
-    """The rows of ``_frame`` written by a confluent-kafka producer (only when no write left a topic)."""
-    filler = b"v" * (VALUE_SIZE - KEY_SIZE)
-    keys = (b"%0*d" % (KEY_SIZE, i) for i in range(rows))
-    produce_all(bootstrap, topic, ((key, key + filler) for key in keys))
-
-
 def run_spark_bench(
     bootstrap: str,
     *,
@@ -358,13 +415,16 @@ def run_spark_bench(
     clients: Sequence[str] = CLIENTS,
     repeat: int = 1,
     passes: int = 1,
+    shared: bool = False,
     timeout: float = 400.0,
     log: Any = print,
 ) -> list[RunResult]:
     """Writes first (each to its own fresh topic, checked by reading it back), then reads, all of
     the one topic the peer's write left (else ours', else a freshly filled one); ``repeat`` rounds
-    of that, each method's median reported. With ``passes`` > 1 every child times its job that many
-    times in its session (writes each to a fresh topic) and reports the last, warm one."""
+    of that, each method's median reported. With ``passes`` > 1 every method times its job that many
+    times in its session (writes each to a fresh topic): the last, warm one and the first beside.
+    ``shared``: the methods of an operation share one session per round (one start, one warm-up),
+    their order rotated round by round; otherwise each method has a fresh process and session."""
     env = spark_env(clients, log)
     if env.problem:
         log(f"  spark: {env.problem}")
@@ -372,56 +432,53 @@ def run_spark_bench(
         log(f"  spark: every method runs in {env.python} (pyspark {env.pyspark}) with the connector's jars")
     runs: dict[str, list[RunResult]] = {}
     written: dict[str, str] = {}  # writer -> its topic, holding exactly ``rows`` records
-    read_topic = read_source = ""
+    read: list[str] = []  # [the topic every reader reads, who wrote it], once picked
     order = sorted(clients, key=lambda c: (*OPERATIONS, method_role(c)[0]).index(method_role(c)[0]))
     try:
-        for _round in range(repeat):
-            for client in order:
-                op, role = method_role(client)
-                args = ["--rows", str(rows)]
-                topic = ""
-                if role != "ceiling" and op == "write":
-                    topic = unique_topic("spark", client)
-                    for index in range(passes):
-                        create_topic(bootstrap, pass_topic(topic, index), PARTITIONS)
-                elif role != "ceiling" and op == "read":
-                    if not read_topic:
-                        read_topic, read_source = _pick_read_topic(bootstrap, written, rows, log)
-                    topic = read_topic
-                if topic:
-                    args += ["--bootstrap", bootstrap, "--topic", topic]
-                result = run_child_in(
-                    env, "bench.e2e_spark", client, [*args, "--passes", str(passes)], timeout
+        for round_ in range(repeat):
+            for group in _groups(order, shared, round_):
+                op = method_role(group[0])[0]
+                topics = []
+                for client in group:
+                    topic = ""
+                    if method_role(client)[1] != "ceiling" and op == "write":
+                        topic = unique_topic("spark", client)
+                        for index in range(passes):
+                            create_topic(bootstrap, pass_topic(topic, index), PARTITIONS)
+                    elif method_role(client)[1] != "ceiling":
+                        if not read:
+                            read.extend(pick_read_topic(bootstrap, written, rows, log))
+                        topic = read[0]
+                    topics.append(topic)
+                args = ["--rows", str(rows), "--passes", str(passes), "--bootstrap", bootstrap]
+                results = run_children_in(
+                    env, "bench.e2e_spark", group, [*args, "--topic", ",".join(topics)], timeout * len(group)
                 )
-                if result.status == OK:
-                    result.rss_mb = float(result.extra.get("tree_rss_mb", result.rss_mb))
-                if op == "write" and topic:
-                    landed = [
-                        count_topic(bootstrap, pass_topic(topic, i), PARTITIONS, rows)
-                        if result.status == OK
-                        else -1
-                        for i in range(passes)
-                    ]
-                    if result.status == OK and landed != [rows] * passes:
-                        result.status = ERROR
-                        result.detail = f"{landed} of {rows} rows on the topic (per pass) after the run"
-                    for index in range(1, passes):
-                        delete_topic(bootstrap, pass_topic(topic, index))
-                    if landed[0] == rows and not read_topic and client not in written:
-                        written[client] = topic  # kept for the reads
-                    else:
-                        delete_topic(bootstrap, topic)
-                if op == "read" and topic and result.status == OK:
-                    result.extra["note"] += f"; topic written by {read_source}"
-                log(f"  spark {client}: {result.status} {result.rate:,.0f} rows/s {result.detail}")
-                if jsonl := os.environ.get("BENCH_SPARK_JSONL"):  # every round kept as it ends
-                    with open(jsonl, "a") as out:
-                        out.write(result.to_json() + "\n")
-                runs.setdefault(client, []).append(result)
+                for client, topic, result in zip(group, topics, results, strict=True):
+                    check_result(result, bootstrap, topic, rows, passes, written, read)
+                    log(f"  spark {client}: {result.status} {result.rate:,.0f} rows/s {result.detail}")
+                    if jsonl := os.environ.get("BENCH_SPARK_JSONL"):  # every round kept as it ends
+                        with open(jsonl, "a") as out:
+                            out.write(result.to_json() + "\n")
+                    runs.setdefault(client, []).append(result)
     finally:
-        for topic in {*written.values(), read_topic} - {""}:
+        for topic in {*written.values(), *read[:1]} - {""}:
             delete_topic(bootstrap, topic)
     return [_median(runs[client], env) for client in order]
+
+
+def _groups(order: Sequence[str], shared: bool, round_: int) -> list[list[str]]:
+    """The children of one round: a method each, or (shared) the methods of each operation,
+    rotated by the round so that no method is always the session's first."""
+    if not shared:
+        return [[client] for client in order]
+    groups = []
+    for op in OPERATIONS:
+        group = [c for c in order if method_role(c)[0] == op]
+        if group:
+            shift = round_ % len(group)
+            groups.append(group[shift:] + group[:shift])
+    return groups
 
 
 def _median(results: list[RunResult], env: Any) -> RunResult:
@@ -438,21 +495,17 @@ def _median(results: list[RunResult], env: Any) -> RunResult:
     return chosen
 
 
-def _pick_read_topic(bootstrap: str, written: dict[str, str], rows: int, log: Any) -> tuple[str, str]:
-    """(topic, who wrote it): the peer's written topic, else ours', else a new one filled by
-    confluent-kafka. The other written topics are deleted (the test broker keeps every record in
-    memory)."""
-    for writer in ("foreachPartition-confluent", "kafka_core-write"):
-        if writer in written:
-            topic = written.pop(writer)
-            for other in list(written):
-                delete_topic(bootstrap, written.pop(other))
-            return topic, writer
-    topic = unique_topic("spark", "read")
-    create_topic(bootstrap, topic, PARTITIONS)
-    log(f"  spark: no write left a topic, filling {topic} with confluent-kafka")
-    _fill_like_frame(bootstrap, topic, rows)
-    return topic, "a confluent-kafka producer (_fill_like_frame)"
+def _child_many(methods: list[str], args: Any) -> int:
+    """Child entry point of a shared session: one result line per method, in order."""
+    jars = [j for j in args.jars.split(",") if j]
+    topics = args.topic.split(",")
+    try:
+        results = _run_many(methods, args.bootstrap, topics, args.rows, args.passes, jars)
+    except Exception as exc:
+        results = [RunResult(m, status=ERROR, detail=f"{type(exc).__name__}: {exc}"[:400]) for m in methods]
+    for result in results:
+        emit(result)
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -467,12 +520,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--passes", type=int, default=1, help="timed jobs per session; the last (warm) one is reported"
     )
+    parser.add_argument(
+        "--shared", action="store_true", help="the methods of an operation share one session per round"
+    )
     args = parser.parse_args(argv)
 
     if args.child:
-        jars = [j for j in args.jars.split(",") if j]
-        run = functools.partial(_run, args.child, args.bootstrap, args.topic, args.rows, args.passes, jars)
-        return child_main(args.child, {args.child: run} if args.child in METHODS else {})
+        methods = args.child.split(",")
+        if len(methods) == 1:
+            jars = [j for j in args.jars.split(",") if j]
+            run = functools.partial(
+                _run, args.child, args.bootstrap, args.topic, args.rows, args.passes, jars
+            )
+            return child_main(args.child, {args.child: run} if args.child in METHODS else {})
+        return _child_many(methods, args)
 
     clients = [c for c in args.clients.split(",") if c]
     unknown = [c for c in clients if c not in METHODS]
@@ -480,12 +541,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(f"unknown methods: {', '.join(unknown)} (known: {', '.join(METHODS)})")
     if args.bootstrap:
         results = run_spark_bench(
-            args.bootstrap, rows=args.rows, clients=clients, repeat=args.repeat, passes=args.passes
+            args.bootstrap,
+            rows=args.rows,
+            clients=clients,
+            repeat=args.repeat,
+            passes=args.passes,
+            shared=args.shared,
         )
     else:
         with bench_broker() as bootstrap:
             results = run_spark_bench(
-                bootstrap, rows=args.rows, clients=clients, repeat=args.repeat, passes=args.passes
+                bootstrap,
+                rows=args.rows,
+                clients=clients,
+                repeat=args.repeat,
+                passes=args.passes,
+                shared=args.shared,
             )
     print(spark_table(results))
     return 0

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.common import REPO_DIR, RunResult, parse_child_output, version_of
+from bench.common import REPO_DIR, RESULT_PREFIX, RunResult, parse_child_output, version_of
 from bench.proc_tree import listener_cpu
 from bench.spark_methods import CONNECTOR_METHODS
 
@@ -70,26 +70,39 @@ def _ensure_confluent(python: str, log: object) -> None:
     )
 
 
-def run_child_in(env: SparkEnv, module: str, client: str, args: Sequence[str], timeout: float) -> RunResult:
-    """``python -m module --child client args...`` in a fresh process of ``env``'s interpreter."""
-    if client in CONNECTOR_METHODS and env.problem:
-        return RunResult(client, status="error", detail=env.problem)
-    cmd = [env.python, "-m", module, "--child", client, *args]
+def run_children_in(
+    env: SparkEnv, module: str, clients: Sequence[str], args: Sequence[str], timeout: float
+) -> list[RunResult]:
+    """``python -m module --child a,b,... args...`` in a fresh process of ``env``'s interpreter: one
+    result per client, in order (a client the child did not report is an error row)."""
+    if env.problem and all(c in CONNECTOR_METHODS for c in clients):
+        return [RunResult(c, status="error", detail=env.problem) for c in clients]
+    cmd = [env.python, "-m", module, "--child", ",".join(clients), *args]
     if env.jars:
         cmd += ["--jars", ",".join(env.jars)]
     child_env = dict(os.environ)
     child_env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_DIR), child_env.get("PYTHONPATH", "")]))
+    stdout, stderr, code = "", "", -9
     try:
         proc = subprocess.run(
             cmd, capture_output=True, text=True, timeout=timeout, cwd=REPO_DIR, env=child_env, check=False
         )
+        stdout, stderr, code = proc.stdout, proc.stderr, proc.returncode
     except subprocess.TimeoutExpired as exc:
-        out = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
-        result = parse_child_output(client, out, "", -9)
-        if result.status != "ok":
-            result.detail = f"timed out after {timeout:.0f} s"
-        return result
-    return parse_child_output(client, proc.stdout, proc.stderr, proc.returncode)
+        stdout = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
+        stderr = f"timed out after {timeout:.0f} s"
+    found = {}
+    for line in stdout.splitlines():
+        if line.startswith(RESULT_PREFIX):
+            result = RunResult.from_json(line[len(RESULT_PREFIX) :])
+            found[result.client] = result
+    out = []
+    for client in clients:
+        result = found.get(client) or parse_child_output(client, "", stderr, code)
+        if client in CONNECTOR_METHODS and env.problem:
+            result = RunResult(client, status="error", detail=env.problem)
+        out.append(result)
+    return out
 
 
 def broker_cpu(bootstrap: str | None) -> float | None:

@@ -80,8 +80,8 @@ def spark_table(results: Sequence[RunResult]) -> str:
             rows.append(row)
     headers = ["operation", "method", "rows/s", "vs connector", "vs peer", "of ceiling", "target"]
     if passes:
-        versus = "connector" if any(method_role(r.client)[1] == "connector" for r in results) else "peer"
-        headers += [f"first job rows/s (vs {versus})", "first job CPU s / M rows"]
+        against = "connector" if any(method_role(r.client)[1] == "connector" for r in results) else "peer"
+        headers += [f"first job rows/s (vs {against})", "first job CPU s / M rows"]
     headers += ["CPU s / M rows", "broker CPU s / M rows", "peak RSS MB", "notes"]
     return markdown_table(headers, rows)
 
@@ -163,21 +163,22 @@ def spark_headline(results: Sequence[RunResult]) -> list[list[str]]:
 
 
 SECTION_TEXT = (
-    "{records:,} rows (key 16 B, value 100 B), local[2], 4-partition topic; each method in its own "
-    "fresh process and Spark session. Write: a DataFrame from spark.range, to a fresh topic, checked by "
-    "reading it back. Read: every reader reads the topic the peer wrote; the timed job is the "
-    "DataFrame's construction and `agg(count(1), sum(length(value)), sum(length(key)))`, which must "
-    "return exactly the rows and bytes written. Peers: write `df.foreachPartition` + confluent-kafka "
-    "Producer per partition; read an RDD of Kafka partitions, `mapPartitions` with a confluent-kafka "
-    "Consumer yielding tuples, `createDataFrame` with the Kafka schema (it reads to the listed end, "
-    "then drains what is already fetched: the test broker's listed end is wrong). Ceilings (no broker): "
-    "a Python Data Source reader yielding prebuilt Arrow batches of the Kafka read schema, and a "
-    "DataSourceArrowWriter that only counts rows; 'of ceiling' is the share of that limit reached, "
-    "'vs peer' on a ceiling row is the most any Python source could gain over the peer. Session start "
-    "and the first spawn of Python workers are not timed. Where a 'first job' column is shown, each "
-    "session timed its job several times (writes each to a fresh topic) and the figures are the last, "
-    "warm one, the first job of the session (cold JIT, what a one-off batch job sees) beside; "
-    "otherwise they are that first job. With several rounds, the median (rounds in the notes). "
-    "CPU and RSS are summed over the process tree (driver, JVM, Python workers): approximate. "
-    "Details: bench/e2e_spark.py."
+    "{records:,} rows (key 16 B, value 100 B), local[2], 4-partition topic. Write: a DataFrame from "
+    "spark.range, to a fresh topic, checked by reading it back. Read: every reader reads the topic the "
+    "peer wrote; the timed job is the DataFrame's construction and "
+    "`agg(count(1), sum(length(value)), sum(length(key)))`, which must return exactly the rows and bytes "
+    'written. Spark\'s connector: `format("kafka")` (spark-sql-kafka-0-10 from Maven Central) with the '
+    "same options as ours, both with their defaults; it runs only in the pyspark of its own version, so "
+    "when it is in the run every method runs in a venv pinned to that pyspark, with its jars in "
+    "spark.jars. Peers (jar-free): write `df.foreachPartition` + confluent-kafka Producer per partition; "
+    "read an RDD of Kafka partitions, `mapPartitions` with a confluent-kafka Consumer yielding tuples, "
+    "`createDataFrame` with the Kafka schema. Ceilings (no broker, same run): a Python Data Source "
+    "reader yielding prebuilt Arrow batches of the Kafka read schema, and a DataSourceArrowWriter that "
+    "only counts rows; 'of ceiling' is the share of that limit reached. Session start and the first "
+    "spawn of Python workers are not timed. Where a 'first job' column is shown, each method timed its "
+    "job several times in its session (writes each to a fresh topic): the figures are the last, warm "
+    "one and the first beside; otherwise they are that first job. With several rounds, medians (the "
+    "first job's its own). CPU and RSS are summed over the process tree (driver, JVM, Python workers): "
+    "approximate; the broker's CPU is its own column (it shares the 2 cores). Details: "
+    "bench/e2e_spark.py."
 )
