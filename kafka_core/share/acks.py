@@ -3,16 +3,20 @@
 Records handed over by a poll are *delivered* (awaiting acknowledgement); ``acknowledge`` moves
 one to *pending* (with its type); requests take the pending ones for the partitions they cover.
 Implicit mode accepts everything delivered at the next poll, commit or close. Every check is done
-before anything changes, so a bad acknowledgement leaves the book as it was.
+before anything changes, so a bad acknowledgement leaves the book as it was. The book is
+thread-safe (one lock): the blocking face acknowledges from the application's thread while the
+event loop takes pending acknowledgements for its requests.
 """
 
 from __future__ import annotations
 
-import asyncio
+import functools
+import threading
+import time
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from operator import attrgetter
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.share.records import (
@@ -34,8 +38,21 @@ _ACCEPT, _RELEASE, _REJECT = (
 )
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _locked(fn: F) -> F:
+    @functools.wraps(fn)
+    def method(self: AckBook, *args: Any, **kwargs: Any) -> Any:
+        with self._lock:
+            return fn(self, *args, **kwargs)
+
+    return cast(F, method)
+
+
 class AckBook:
     def __init__(self, mode: AcknowledgeMode) -> None:
+        self._lock = threading.RLock()
         self.mode = mode
         # tp -> {offset: delivery count}: handed over, not acknowledged yet
         self.delivered: dict[TopicPartition, dict[int, int]] = {}
@@ -54,6 +71,7 @@ class AckBook:
 
     # -- delivery ---------------------------------------------------------------------------------
 
+    @_locked
     def acquired(self, chunks: Iterable[Any]) -> None:
         """Count what ShareFetch acquired (redelivered: acquired with a delivery count above 1)."""
         for c in chunks:
@@ -61,8 +79,9 @@ class AckBook:
             self.redelivered += sum(last - first + 1 for first, last, count in c.ranges if count > 1)
 
     def _deadline(self, tp: TopicPartition, lock_ms: float) -> None:
-        self._lock_deadline[tp] = asyncio.get_running_loop().time() + lock_ms / 1000.0
+        self._lock_deadline[tp] = time.monotonic() + lock_ms / 1000.0
 
+    @_locked
     def delivered_records(self, tp: TopicPartition, records: list[Any], lock_ms: float) -> None:
         """``records`` (all of ``tp``) were handed over by a poll."""
         if not records:
@@ -80,6 +99,7 @@ class AckBook:
         offsets = dict(zip(map(_OFFSET, records), map(_COUNT, records), strict=True))
         self._delivered({(tp.topic, tp.partition): offsets}, lock_ms)
 
+    @_locked
     def delivered_columns(
         self, tp: TopicPartition, table: Any, single: tuple[int, int, int] | None, lock_ms: float
     ) -> None:
@@ -99,6 +119,7 @@ class AckBook:
 
     # -- settling ---------------------------------------------------------------------------------
 
+    @_locked
     def settle_before_poll(self) -> None:
         """Explicit: records of the last poll still unacknowledged raise; implicit: accept them."""
         if self.mode is AcknowledgeMode.EXPLICIT:
@@ -113,10 +134,12 @@ class AckBook:
             return
         self._accept_all()
 
+    @_locked
     def settle_for_commit(self) -> None:
         if self.mode is AcknowledgeMode.IMPLICIT:
             self._accept_all()
 
+    @_locked
     def settle_for_close(self) -> None:
         """Implicit: accept what was delivered; explicit: release what was not acknowledged."""
         if self.mode is AcknowledgeMode.IMPLICIT:
@@ -124,6 +147,7 @@ class AckBook:
         else:
             self._move_all(_RELEASE)
 
+    @_locked
     def release_all_delivered(self) -> None:
         self._move_all(_RELEASE)
 
@@ -139,11 +163,13 @@ class AckBook:
                 self._remember(tp, offsets)
         self.delivered = {}
 
+    @_locked
     def release_offsets(self, tp: TopicPartition, offsets: list[int]) -> None:
         """Acquired but never handed over: released (not counted as the application's)."""
         if offsets:
             self.pending.setdefault(tp, {}).update(dict.fromkeys(offsets, _RELEASE))
 
+    @_locked
     def gaps(self, tp: TopicPartition, offsets: list[int]) -> None:
         if offsets:
             self.pending.setdefault(tp, {}).update(dict.fromkeys(offsets, GAP))
@@ -167,10 +193,12 @@ class AckBook:
             "only records this consumer polled can be acknowledged"
         )
 
+    @_locked
     def acknowledge(self, topic: str, partition: int, offset: int, kind: AcknowledgeType) -> None:
         tp = self._check(topic, partition, offset)
         self._apply([(tp, offset)], int(kind))
 
+    @_locked
     def acknowledge_many(self, keys: list[tuple[str, int, int]], kind: AcknowledgeType) -> None:
         checked = []
         seen: set[tuple[str, int, int]] = set()
@@ -193,7 +221,7 @@ class AckBook:
 
     def _check_lock(self, tp: TopicPartition) -> None:
         deadline = self._lock_deadline.get(tp)
-        if deadline is not None and asyncio.get_running_loop().time() > deadline:
+        if deadline is not None and time.monotonic() > deadline:
             self.late_acks += 1  # its lock has probably expired: the broker may refuse it
 
     def _remember(self, tp: TopicPartition, offsets: Iterable[int]) -> None:
@@ -207,6 +235,11 @@ class AckBook:
 
     # -- sending ----------------------------------------------------------------------------------
 
+    @_locked
+    def pending_partitions(self) -> set[TopicPartition]:
+        return set(self.pending)
+
+    @_locked
     def take_pending(self, tps: set[TopicPartition] | None) -> dict[TopicPartition, dict[int, int]]:
         """Remove and return the pending acknowledgements (of ``tps``, or all)."""
         if tps is None:
@@ -215,6 +248,7 @@ class AckBook:
         out = {tp: self.pending.pop(tp) for tp in list(self.pending) if tp in tps}
         return out
 
+    @_locked
     def outcomes(self, results: dict[TopicPartition, tuple[set[int], BaseException | None]]) -> None:
         for offsets, err in results.values():
             if err is not None:
@@ -222,11 +256,13 @@ class AckBook:
                 if getattr(err, "code", None) in LOCK_LOST_CODES:
                     self.lock_expiries += 1
 
+    @_locked
     def ack_latency(self, seconds: float) -> None:
         self._latency_n += 1
         self._latency_sum += seconds
         self._latency_max = max(self._latency_max, seconds)
 
+    @_locked
     def snapshot(self) -> dict[str, Any]:
         n = self._latency_n
         return {

@@ -119,6 +119,7 @@ class KafkaShareConsumer:
         self._prefetching = True
         self._closed = False
         self._background: set[asyncio.Task[Any]] = set()
+        self._orphan_task: asyncio.Task[None] | None = None
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> Self:
@@ -166,6 +167,8 @@ class KafkaShareConsumer:
         try:
             async with asyncio.timeout(timeout):
                 await self._drain_tasks()
+                if self._orphan_task is not None:
+                    await asyncio.gather(self._orphan_task, return_exceptions=True)
                 self._release_buffer()
                 self._book.settle_for_close()
                 results = await self._send_acks(close=True)
@@ -174,9 +177,12 @@ class KafkaShareConsumer:
         except TimeoutError:
             error = KafkaTimeoutError(f"share consumer close did not finish within {timeout}s")
         finally:
-            for task in list(self._tasks.values()) + list(self._background):
+            tasks = [*self._tasks.values(), *self._background]
+            if self._orphan_task is not None:
+                tasks.append(self._orphan_task)
+            for task in tasks:
                 task.cancel()
-            await asyncio.gather(*self._tasks.values(), *self._background, return_exceptions=True)
+            await asyncio.gather(*tasks, return_exceptions=True)
             if self._owns_client:
                 await self._client.close()
         if error is not None:
@@ -200,6 +206,8 @@ class KafkaShareConsumer:
         """Stop consuming: pending acknowledgements sent, fetched records released, group left."""
         self._check_open()
         await self._drain_tasks()
+        if self._orphan_task is not None:
+            await asyncio.gather(self._orphan_task, return_exceptions=True)
         self._release_buffer()
         self._book.settle_for_close()
         self._report(await self._send_acks(close=True))
@@ -344,6 +352,14 @@ class KafkaShareConsumer:
                 self._tasks[node] = asyncio.get_running_loop().create_task(
                     self._fetch_node(node, tps, prefetch)
                 )
+        fetched = {tp for tps in by_node.values() for tp in tps}
+        orphans = self._book.pending_partitions() - fetched
+        if orphans and (self._orphan_task is None or self._orphan_task.done()):
+            # acknowledgements for partitions no longer fetched here (reassigned, leader moved)
+            self._orphan_task = asyncio.get_running_loop().create_task(self._send_orphans(orphans))
+
+    async def _send_orphans(self, tps: set[TopicPartition]) -> None:
+        self._report(await self._send_acks(only=tps))
 
     async def _refresh(self, topic: str) -> None:
         with contextlib.suppress(KafkaError):
@@ -446,10 +462,11 @@ class KafkaShareConsumer:
 
         self._spawn(run())
 
-    async def _send_acks(self, *, close: bool = False) -> AckResults:
-        """ShareAcknowledge to each session's broker for the pending acknowledgements."""
+    async def _send_acks(self, *, close: bool = False, only: set[TopicPartition] | None = None) -> AckResults:
+        """ShareAcknowledge to each session's broker for the pending acknowledgements (of
+        ``only``, or all); ``close`` also closes every share session."""
         meta = self._client.cached_metadata()
-        pending = self._book.take_pending(None)
+        pending = self._book.take_pending(only)
         by_node: dict[int, dict[TopicPartition, dict[int, int]]] = {}
         results: AckResults = {}
         for tp, acks in pending.items():

@@ -7,7 +7,7 @@ from typing import Any
 
 from kafka_core._sync import SyncFace, sync_face
 from kafka_core.share.consumer import KafkaShareConsumer as AsyncKafkaShareConsumer
-from kafka_core.share.records import ShareRecord
+from kafka_core.share.records import AcknowledgeType, ShareRecord
 
 
 @sync_face(AsyncKafkaShareConsumer)
@@ -27,6 +27,14 @@ class KafkaShareConsumer(SyncFace):
     def poll(self, timeout_ms: float = 1_000, max_records: int | None = None) -> list[ShareRecord]:
         """The records acquired for this member (empty after ``timeout_ms`` without any)."""
         return self._run(self._async_obj.poll(timeout_ms, max_records))
+
+    def acknowledge(self, record: Any, type: Any = AcknowledgeType.ACCEPT) -> None:
+        """See :meth:`kafka_core.aio.KafkaShareConsumer.acknowledge` (runs here: no thread hop)."""
+        self._async_obj.acknowledge(record, type)
+
+    def acknowledge_batch(self, batch: Any, type: Any = AcknowledgeType.ACCEPT, rows: Any = None) -> None:
+        """See :meth:`kafka_core.aio.KafkaShareConsumer.acknowledge_batch` (runs here)."""
+        self._async_obj.acknowledge_batch(batch, type, rows)
 
     def close(self, timeout: float | None = None) -> None:
         """Send what is pending, close the share sessions, leave the group; then stop the loop."""
