@@ -19,7 +19,13 @@ from typing import Any, Self
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.options import DEFAULT_BOOTSTRAP, check_int, deserializers, resolve_client
-from kafka_core.errors import KafkaClosedError, KafkaConfigError, KafkaError, KafkaTimeoutError
+from kafka_core.errors import (
+    KafkaClosedError,
+    KafkaConfigError,
+    KafkaError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+)
 from kafka_core.share.acks import AckBook
 from kafka_core.share.fetch import AckResults, Chunk, NodeSession, ShareRequests
 from kafka_core.share.membership import ShareMembership
@@ -387,6 +393,8 @@ class KafkaShareConsumer:
         self._report(results)
         if error is not None:
             log.info("share fetch from broker %s: %r", node, error)
+            if isinstance(error, KafkaProtocolError) and not error.retriable:
+                self._errors.append(error)  # e.g. an authorization refused: poll raises it
         if not chunks and error is not None:
             await asyncio.sleep(0.1)  # a failing broker is not asked again at once
 

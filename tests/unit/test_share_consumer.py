@@ -195,3 +195,20 @@ def test_deserializers_apply_to_poll() -> None:
         await c.close()
 
     run(main)
+
+
+def test_a_refused_fetch_is_raised_by_poll() -> None:
+    broker = FakeShareBroker({T: 1})
+
+    async def main() -> None:
+        c = KafkaShareConsumer(T, group_id="g", client=broker)
+        await c.poll(200)
+        broker.fetch_error = ErrorCode.GROUP_AUTHORIZATION_FAILED
+        with pytest.raises(KafkaProtocolError, match="GROUP_AUTHORIZATION_FAILED"):
+            for _ in range(50):
+                await c.poll(100)
+        broker.produce(T, [b"after"])
+        assert [r.value for r in await poll_until(c, 1)] == [b"after"]  # goes on once allowed
+        await c.close()
+
+    run(main)
