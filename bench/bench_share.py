@@ -23,7 +23,7 @@ import uuid
 from typing import Any
 
 CLIENTS = ("confluent-kafka", "kafka_core", "kafka_core-poll_columns")
-MAX_RECORDS = 500
+MAX_RECORDS = int(os.environ.get("BENCH_SHARE_MAX_RECORDS", "500"))
 DEADLINE_S = 180.0
 
 

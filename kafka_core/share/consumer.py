@@ -220,6 +220,10 @@ class KafkaShareConsumer:
         await self._member.leave()
         self._topics = []
 
+    @property
+    def max_poll_records(self) -> int:
+        return self._max_poll_records
+
     def subscription(self) -> list[str]:
         return list(self._topics)
 
@@ -231,25 +235,56 @@ class KafkaShareConsumer:
 
     async def poll(self, timeout_ms: float = 1_000, max_records: int | None = None) -> list[ShareRecord]:
         """The records acquired for this member (empty after ``timeout_ms`` without any)."""
-        chunks_out = await self._poll(timeout_ms)
-        limit = max_records or self._max_poll_records
         out: list[ShareRecord] = []
-        lock_ms = self._requests.lock_timeout_ms
-        for chunk in chunks_out:
-            if len(out) >= limit:
-                break
-            taken = chunk.take(limit - len(out))
-            self._book.delivered_records(chunk.tp, taken, lock_ms)
-            out.extend(taken)
-        self._drop_exhausted()
-        self._prefetch(len(out))
-        if self._deserializers is not None and out:
-            try:
-                out = deserialize(out, *self._deserializers)
-            except KafkaError:
-                self._book.release_all_delivered()
-                raise
+        for tp, records in await self.poll_pieces(timeout_ms, max_records or self._max_poll_records):
+            self.hand_over(tp, records)
+            out.extend(records)
         return out
+
+    async def poll_pieces(
+        self, timeout_ms: float, max_records: int, ahead: int = 1
+    ) -> list[tuple[TopicPartition, list[ShareRecord]]]:
+        """Up to ``ahead * max_records`` records taken from what was fetched, by partition, not
+        handed over yet: each piece must then go through ``hand_over`` (delivered to the
+        application) or ``release_pieces``. The blocking face brings several polls' worth in
+        one hop to its loop thread this way and hands them out from its own thread."""
+        chunks_out = await self._poll(timeout_ms)
+        limit = max_records * max(ahead, 1)
+        pieces: list[tuple[TopicPartition, list[ShareRecord]]] = []
+        n = 0
+        for chunk in chunks_out:
+            if n >= limit:
+                break
+            taken = chunk.take(limit - n)
+            if taken:
+                pieces.append((chunk.tp, taken))
+                n += len(taken)
+        self._drop_exhausted()
+        self._prefetch(min(n, max_records))
+        if self._deserializers is not None and pieces:
+            try:
+                pieces = [(tp, deserialize(recs, *self._deserializers)) for tp, recs in pieces]
+            except KafkaError:
+                self.release_pieces(pieces)  # delivered again: the delivery limit ends a poison one
+                raise
+        return pieces
+
+    def hand_over(self, tp: TopicPartition, records: list[ShareRecord]) -> None:
+        """``records`` (of ``tp``, from ``poll_pieces``) are the application's now (thread-safe)."""
+        self._book.delivered_records(tp, records, self._requests.lock_timeout_ms)
+
+    def release_pieces(self, pieces: list[tuple[TopicPartition, list[ShareRecord]]]) -> None:
+        """Give back records taken by ``poll_pieces`` and never handed over (thread-safe)."""
+        for tp, records in pieces:
+            self._book.release_offsets(tp, [r.offset for r in records])
+
+    def settle_for_poll(self) -> None:
+        """What a poll does first (thread-safe): refuse when closed, raise a pending error, and
+        settle the last poll's records (explicit mode: unacknowledged raises; implicit: accept)."""
+        self._check_open()
+        if self._errors:
+            raise self._errors.pop(0)
+        self._book.settle_before_poll()
 
     async def poll_columns(self, timeout_ms: float = 1_000, max_records: int | None = None) -> Any:
         """Like poll, as one ``pyarrow.RecordBatch`` (topic, partition, offset, timestamp,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
 from typing import Any
 
@@ -9,10 +10,22 @@ from kafka_core._sync import SyncFace, sync_face
 from kafka_core.share.consumer import KafkaShareConsumer as AsyncKafkaShareConsumer
 from kafka_core.share.records import AcknowledgeType, ShareRecord
 
+AHEAD = 8  # polls' worth of records one hop to the loop thread brings
 
-@sync_face(AsyncKafkaShareConsumer)
+
+@sync_face(AsyncKafkaShareConsumer, exclude=("poll_pieces", "hand_over", "release_pieces", "settle_for_poll"))
 class KafkaShareConsumer(SyncFace):
-    """Same constructor and methods as :class:`kafka_core.aio.KafkaShareConsumer`, but blocking."""
+    """Same constructor and methods as :class:`kafka_core.aio.KafkaShareConsumer`, but blocking.
+
+    One hop to the loop thread brings up to several polls' worth of fetched records; the polls
+    after it hand them out from the application's thread (a thread hop per poll would cost
+    more than the records). Records taken but not handed out yet are released by close.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._held: list[tuple[Any, list[ShareRecord]]] = []
+        self._held_lock = threading.Lock()
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> KafkaShareConsumer:
@@ -26,7 +39,29 @@ class KafkaShareConsumer(SyncFace):
 
     def poll(self, timeout_ms: float = 1_000, max_records: int | None = None) -> list[ShareRecord]:
         """The records acquired for this member (empty after ``timeout_ms`` without any)."""
-        return self._run(self._async_obj.poll(timeout_ms, max_records))
+        obj = self._async_obj
+        limit = max_records or obj.max_poll_records
+        with self._held_lock:
+            if self._held:
+                obj.settle_for_poll()
+                return self._hand(limit)
+            self._held = self._run(obj.poll_pieces(timeout_ms, limit, AHEAD))
+            return self._hand(limit)
+
+    def _hand(self, limit: int) -> list[ShareRecord]:
+        out: list[ShareRecord] = []
+        held = self._held
+        while held and len(out) < limit:
+            tp, records = held[0]
+            room = limit - len(out)
+            if len(records) <= room:
+                held.pop(0)
+                taken = records
+            else:
+                taken, held[0] = records[:room], (tp, records[room:])
+            self._async_obj.hand_over(tp, taken)
+            out.extend(taken)
+        return out
 
     def acknowledge(self, record: Any, type: Any = AcknowledgeType.ACCEPT) -> None:
         """See :meth:`kafka_core.aio.KafkaShareConsumer.acknowledge` (runs here: no thread hop)."""
@@ -36,9 +71,21 @@ class KafkaShareConsumer(SyncFace):
         """See :meth:`kafka_core.aio.KafkaShareConsumer.acknowledge_batch` (runs here)."""
         self._async_obj.acknowledge_batch(batch, type, rows)
 
+    def _release_held(self) -> None:
+        with self._held_lock:
+            held, self._held = self._held, []
+        if held:
+            self._async_obj.release_pieces(held)
+
+    def unsubscribe(self) -> None:
+        """See :meth:`kafka_core.aio.KafkaShareConsumer.unsubscribe` (records held here released)."""
+        self._release_held()
+        self._run(self._async_obj.unsubscribe())
+
     def close(self, timeout: float | None = None) -> None:
         """Send what is pending, close the share sessions, leave the group; then stop the loop."""
         try:
+            self._release_held()
             if self._loop_thread.alive and not self._async_obj.closed:
                 self._run(self._async_obj.close(timeout))
         finally:
