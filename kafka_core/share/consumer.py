@@ -38,6 +38,20 @@ from kafka_core.share.records import (
 
 log = logging.getLogger(__name__)
 
+ColumnPiece = tuple[TopicPartition, Any, "tuple[int, int, int] | None"]
+
+
+def join_tables(tables: list[Any]) -> Any:
+    """One RecordBatch of ``tables`` (same schema), or None."""
+    if not tables:
+        return None
+    if len(tables) == 1:
+        return tables[0]
+    import pyarrow as pa
+
+    return pa.Table.from_batches(tables).combine_chunks().to_batches()[0]
+
+
 # Records held (handed over, not yet acknowledged) plus a prefetch must stay under this: half of
 # the broker's default in-flight limit per share partition (group.share.partition.max.record.locks).
 PREFETCH_LOCK_BUDGET = 1_000
@@ -290,29 +304,40 @@ class KafkaShareConsumer:
         """Like poll, as one ``pyarrow.RecordBatch`` (topic, partition, offset, timestamp,
         timestamp_type, key, value, headers, delivery_count), or None. Deserializers do not
         apply. Acknowledge rows with ``acknowledge_batch``."""
+        pieces = await self.poll_column_pieces(timeout_ms, max_records or self._max_poll_records)
+        for piece in pieces:
+            self.hand_over_columns(piece)
+        return join_tables([p[1] for p in pieces])
+
+    async def poll_column_pieces(
+        self, timeout_ms: float, max_records: int, ahead: int = 1
+    ) -> list[ColumnPiece]:
+        """``poll_pieces`` for the columnar path: (partition, RecordBatch, its single acquired
+        range or None) pieces, handed over with ``hand_over_columns``."""
         chunks_out = await self._poll(timeout_ms)
-        limit = max_records or self._max_poll_records
-        tables: list[Any] = []
+        limit = max_records * max(ahead, 1)
+        pieces: list[ColumnPiece] = []
         rows = 0
         for chunk in chunks_out:
             if rows >= limit:
                 break
             t = chunk.take_columns(limit - rows)
             if t is not None and t.num_rows:
-                tables.append(t)
+                pieces.append((chunk.tp, t, chunk.single))
                 rows += t.num_rows
-                self._book.delivered_columns(chunk.tp, t, chunk.single, self._requests.lock_timeout_ms)
         self._drop_exhausted()
-        self._prefetch(rows)
-        if not tables:
-            return None
-        if len(tables) == 1:
-            batch = tables[0]
-        else:
-            import pyarrow as pa
+        self._prefetch(min(rows, max_records))
+        return pieces
 
-            batch = pa.Table.from_batches(tables).combine_chunks().to_batches()[0]
-        return batch
+    def hand_over_columns(self, piece: ColumnPiece) -> None:
+        """The rows of a piece are the application's now (thread-safe)."""
+        tp, table, single = piece
+        self._book.delivered_columns(tp, table, single, self._requests.lock_timeout_ms)
+
+    def release_column_pieces(self, pieces: list[ColumnPiece]) -> None:
+        """Give back rows taken by ``poll_column_pieces`` and never handed over (thread-safe)."""
+        for tp, table, _ in pieces:
+            self._book.release_offsets(tp, table.column("offset").to_pylist())
 
     async def _poll(self, timeout_ms: float) -> list[Chunk]:
         self._check_open()

@@ -8,12 +8,24 @@ from typing import Any
 
 from kafka_core._sync import SyncFace, sync_face
 from kafka_core.share.consumer import KafkaShareConsumer as AsyncKafkaShareConsumer
+from kafka_core.share.consumer import join_tables
 from kafka_core.share.records import AcknowledgeType, ShareRecord
 
 AHEAD = 8  # polls' worth of records one hop to the loop thread brings
 
 
-@sync_face(AsyncKafkaShareConsumer, exclude=("poll_pieces", "hand_over", "release_pieces", "settle_for_poll"))
+PLUMBING = (
+    "poll_pieces",
+    "hand_over",
+    "release_pieces",
+    "settle_for_poll",
+    "poll_column_pieces",
+    "hand_over_columns",
+    "release_column_pieces",
+)
+
+
+@sync_face(AsyncKafkaShareConsumer, exclude=PLUMBING)
 class KafkaShareConsumer(SyncFace):
     """Same constructor and methods as :class:`kafka_core.aio.KafkaShareConsumer`, but blocking.
 
@@ -25,6 +37,7 @@ class KafkaShareConsumer(SyncFace):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._held: list[tuple[Any, list[ShareRecord]]] = []
+        self._held_columns: list[Any] = []
         self._held_lock = threading.Lock()
 
     @classmethod
@@ -47,6 +60,31 @@ class KafkaShareConsumer(SyncFace):
                 return self._hand(limit)
             self._held = self._run(obj.poll_pieces(timeout_ms, limit, AHEAD))
             return self._hand(limit)
+
+    def poll_columns(self, timeout_ms: float = 1_000, max_records: int | None = None) -> Any:
+        """Like poll, as one ``pyarrow.RecordBatch`` with a delivery_count column, or None."""
+        obj = self._async_obj
+        limit = max_records or obj.max_poll_records
+        with self._held_lock:
+            if self._held_columns:
+                obj.settle_for_poll()
+            else:
+                self._held_columns = self._run(obj.poll_column_pieces(timeout_ms, limit, AHEAD))
+            held = self._held_columns
+            tables = []
+            rows = 0
+            while held and rows < limit:
+                tp, table, single = held[0]
+                room = limit - rows
+                if table.num_rows <= room:
+                    held.pop(0)
+                else:
+                    held[0] = (tp, table.slice(room), single)
+                    table = table.slice(0, room)
+                obj.hand_over_columns((tp, table, single))
+                tables.append(table)
+                rows += table.num_rows
+            return join_tables(tables)
 
     def _hand(self, limit: int) -> list[ShareRecord]:
         out: list[ShareRecord] = []
@@ -74,8 +112,11 @@ class KafkaShareConsumer(SyncFace):
     def _release_held(self) -> None:
         with self._held_lock:
             held, self._held = self._held, []
+            columns, self._held_columns = self._held_columns, []
         if held:
             self._async_obj.release_pieces(held)
+        if columns:
+            self._async_obj.release_column_pieces(columns)
 
     def unsubscribe(self) -> None:
         """See :meth:`kafka_core.aio.KafkaShareConsumer.unsubscribe` (records held here released)."""
