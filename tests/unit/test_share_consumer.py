@@ -212,3 +212,28 @@ def test_a_refused_fetch_is_raised_by_poll() -> None:
         await c.close()
 
     run(main)
+
+
+def test_blocking_face_hands_out_held_records_and_releases_the_rest_on_close() -> None:
+    from kafka_core import KafkaShareConsumer as BlockingShareConsumer
+
+    broker = FakeShareBroker({T: 1})
+    broker.produce(T, [b"a", b"b", b"c", b"d"])
+    c = BlockingShareConsumer(T, group_id="g", client=broker, share_acknowledgement_mode="explicit")
+    try:
+        first: list[Any] = []
+        deadline = time.monotonic() + 10
+        while not first and time.monotonic() < deadline:
+            first = c.poll(100, max_records=1)
+        assert [r.value for r in first] == [b"a"]
+        with pytest.raises(KafkaAcknowledgementError, match="not acknowledged"):
+            c.poll(100, max_records=1)  # held records too: the last poll's first
+        c.acknowledge(first[0], "accept")
+        second = c.poll(100, max_records=2)
+        assert [r.value for r in second] == [b"b", b"c"]  # from the records held here
+        for r in second:
+            c.acknowledge(r, "accept")
+    finally:
+        c.close()
+    # b"d" was taken but never handed out: released, not lost
+    assert broker.states(T) == [("done", 1), ("done", 1), ("done", 1), ("available", 1)]
