@@ -61,7 +61,8 @@ def check_sink_schema(fields: dict[str, str], topic_option: str | None) -> None:
     for name, allowed in (("value", ("string", "binary")), ("key", ("string", "binary"))):
         if name in lower and lower[name] not in allowed:
             raise KafkaConfigError(f"column {name!r} must be string or binary, not {lower[name]}")
-    if "topic" in lower and lower["topic"] != "string":
+    # As Spark's connector: with the option set the column is ignored, whatever its type.
+    if "topic" in lower and topic_option is None and lower["topic"] != "string":
         raise KafkaConfigError(f"column 'topic' must be a string, not {lower['topic']}")
     if "topic" not in lower and topic_option is None:
         raise KafkaConfigError(
