@@ -106,8 +106,8 @@ from bench.common import (
     our_module,
     unique_topic,
 )
-from bench.proc_tree import TreeSampler, tree_usage
-from bench.spark_env import broker_cpu, run_children_in, spark_env
+from bench.proc_tree import TreeSampler
+from bench.spark_env import broker_cpu, cpu_between, run_children_in, spark_env, tree_cpu
 from bench.spark_methods import (
     CEILING_SOURCE,
     CLIENTS,
@@ -300,7 +300,7 @@ def _timed(
     short_rows: list[int] = []  # rows a read returned short of ``rows`` (the connector on Tansu)
     with TreeSampler() as sampler:
         for index in range(passes):
-            cpu0, _ = tree_usage(os.getpid())
+            cpu0 = tree_cpu(os.getpid())
             broker0 = broker_cpu(bootstrap) if role != "ceiling" else None
             span = Span().start()
             if op == "write":
@@ -310,7 +310,7 @@ def _timed(
                 df = _read_frame(importable, spark, method, fmt, bootstrap, topic, rows)
                 got = _drain(df)
             span.stop()
-            spans.append((span.wall, tree_usage(os.getpid())[0] - cpu0))
+            spans.append((span.wall, cpu_between(cpu0, tree_cpu(os.getpid()))))
             broker1 = broker_cpu(bootstrap) if broker0 is not None else None
             brokers.append(broker1 - broker0 if broker0 is not None and broker1 is not None else None)
             if op == "read" and got != (want := (rows, rows * VALUE_SIZE, rows * KEY_SIZE)):

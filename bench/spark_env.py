@@ -105,6 +105,35 @@ def run_children_in(
     return out
 
 
+def tree_cpu(root: int) -> dict[int, float]:
+    """CPU seconds (own and reaped children's) of ``root`` and each live descendant, by pid. The
+    difference of two of these (:func:`cpu_between`) counts every process alive at the end, so a
+    Python worker that exits in between cannot make it negative (its last share goes uncounted)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    table: dict[int, tuple[int, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            raw = (entry / "stat").read_text()
+            fields = raw[raw.rindex(")") + 2 :].split()
+            table[int(entry.name)] = (int(fields[1]), sum(int(x) for x in fields[11:15]) / tick)
+    children: dict[int, list[int]] = {}
+    for pid, (ppid, _) in table.items():
+        children.setdefault(ppid, []).append(pid)
+    out, stack = {}, [root]
+    while stack:
+        pid = stack.pop()
+        if pid in table:
+            out[pid] = table[pid][1]
+        stack.extend(children.get(pid, ()))
+    return out
+
+
+def cpu_between(before: dict[int, float], after: dict[int, float]) -> float:
+    return sum(max(0.0, cpu - before.get(pid, 0.0)) for pid, cpu in after.items())
+
+
 def broker_cpu(bootstrap: str | None) -> float | None:
     """CPU seconds so far of the local broker at ``bootstrap``: Tansu by its listener URL, else the
     process listening on the port (Apache Kafka's JVM); None when it is not on this machine."""
