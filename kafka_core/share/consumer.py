@@ -27,7 +27,15 @@ from kafka_core.errors import (
     KafkaTimeoutError,
 )
 from kafka_core.share.acks import AckBook
-from kafka_core.share.fetch import AckResults, Chunk, NodeSession, ShareRequests
+from kafka_core.share.fetch import (
+    AckResults,
+    Chunk,
+    ColumnPiece,
+    NodeSession,
+    ShareRequests,
+    join_tables,
+    leader_of,
+)
 from kafka_core.share.membership import ShareMembership
 from kafka_core.share.records import (
     AcknowledgeMode,
@@ -37,20 +45,6 @@ from kafka_core.share.records import (
 )
 
 log = logging.getLogger(__name__)
-
-ColumnPiece = tuple[TopicPartition, Any, "tuple[int, int, int] | None"]
-
-
-def join_tables(tables: list[Any]) -> Any:
-    """One RecordBatch of ``tables`` (same schema), or None."""
-    if not tables:
-        return None
-    if len(tables) == 1:
-        return tables[0]
-    import pyarrow as pa
-
-    return pa.Table.from_batches(tables).combine_chunks().to_batches()[0]
-
 
 # Records held (handed over, not yet acknowledged) plus a prefetch must stay under this: half of
 # the broker's default in-flight limit per share partition (group.share.partition.max.record.locks).
@@ -407,7 +401,7 @@ class KafkaShareConsumer:
         by_node: dict[int, list[TopicPartition]] = {}
         meta = self._client.cached_metadata()
         for tp in self._member.assignment:
-            node = _leader(meta, tp)
+            node = leader_of(meta, tp)
             if node is None:
                 self._client.invalidate_metadata(tp.topic)
                 self._spawn(self._refresh(tp.topic))
@@ -538,7 +532,7 @@ class KafkaShareConsumer:
         by_node: dict[int, dict[TopicPartition, dict[int, int]]] = {}
         results: AckResults = {}
         for tp, acks in pending.items():
-            node = _leader(meta, tp)
+            node = leader_of(meta, tp)
             if node is None:
                 try:
                     node = await self._client.leader_for(tp.topic, tp.partition)
@@ -598,13 +592,3 @@ class KafkaShareConsumer:
 
 async def _await(aw: Any) -> None:
     await aw
-
-
-def _leader(meta: Any, tp: TopicPartition) -> int | None:
-    topic = meta.topic(tp.topic)
-    if topic is None:
-        return None
-    p = topic.partition(tp.partition)
-    if p is None or p.leader < 0:
-        return None
-    return int(p.leader)

@@ -26,7 +26,6 @@ from kafka_core.errors import KafkaConnectionError, KafkaError, KafkaTimeoutErro
 from kafka_core.protocol.errors import ErrorCode, error_for
 from kafka_core.protocol.messages import ShareAcknowledgeRequest, ShareFetchRequest
 from kafka_core.share.records import (
-    GAP,
     LEADER_CODES,
     ShareRecord,
     ack_ranges,
@@ -450,5 +449,26 @@ def _failed(acks: dict[TopicPartition, dict[int, int]], err: BaseException) -> A
     return {tp: (set(offsets), err) for tp, offsets in acks.items()}
 
 
-def gap_acks(chunk: Chunk) -> dict[int, int]:
-    return dict.fromkeys(chunk.gaps, GAP)
+ColumnPiece = tuple[TopicPartition, Any, "tuple[int, int, int] | None"]
+
+
+def join_tables(tables: list[Any]) -> Any:
+    """One RecordBatch of ``tables`` (same schema), or None."""
+    if not tables:
+        return None
+    if len(tables) == 1:
+        return tables[0]
+    import pyarrow as pa
+
+    return pa.Table.from_batches(tables).combine_chunks().to_batches()[0]
+
+
+def leader_of(meta: Any, tp: TopicPartition) -> int | None:
+    """The partition's leader in cached metadata, or None when unknown."""
+    topic = meta.topic(tp.topic)
+    if topic is None:
+        return None
+    p = topic.partition(tp.partition)
+    if p is None or p.leader < 0:
+        return None
+    return int(p.leader)

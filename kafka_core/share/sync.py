@@ -8,7 +8,7 @@ from typing import Any
 
 from kafka_core._sync import SyncFace, sync_face
 from kafka_core.share.consumer import KafkaShareConsumer as AsyncKafkaShareConsumer
-from kafka_core.share.consumer import join_tables
+from kafka_core.share.fetch import join_tables
 from kafka_core.share.records import AcknowledgeType, ShareRecord
 
 AHEAD = 8  # polls' worth of records one hop to the loop thread brings
