@@ -65,7 +65,8 @@ def connector_jars(version: str = SPARK_CONNECTOR_VERSION, *, timeout: float = 9
 
 def venv_requirements(version: str = SPARK_CONNECTOR_VERSION) -> list[str]:
     """What the pinned venv installs: that pyspark, kafka_core's own dependencies, and the test
-    runner of the differential suite (kafka_core itself comes from the checkout, not pip)."""
+    runner of the differential suite and the embedded broker's needs (kafka_core itself comes
+    from the checkout, not pip)."""
     return [
         f"pyspark=={version}",
         "pyarrow>=15",
@@ -73,6 +74,7 @@ def venv_requirements(version: str = SPARK_CONNECTOR_VERSION) -> list[str]:
         "cramjam>=2.8",
         "pytest>=8",
         "pytest-timeout>=2.3",
+        "cryptography>=42",  # the embedded Apache Kafka's TLS listeners
     ]
 
 
@@ -185,7 +187,13 @@ def connector_session(
             f"{pyspark.__version__}: use the interpreter connector_python({version!r}) returns"
         )
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if master.startswith("local"):  # a local session stays on loopback
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     builder = SparkSession.builder.master(master).appName(app_name)
+    if master.startswith("local"):
+        builder = builder.config("spark.driver.host", "127.0.0.1").config(
+            "spark.driver.bindAddress", "127.0.0.1"
+        )
     jars = connector_jars(version)
     builder = builder.config("spark.jars", ",".join(str(j) for j in jars))
     for key, value in (conf or {}).items():

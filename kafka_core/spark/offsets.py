@@ -91,9 +91,11 @@ class OffsetReader:
             return out
         if opts.pattern is not None:
             meta = client.metadata(None, allow_auto_topic_creation=False)
+            # Spark's offset reader matches a pattern anywhere in the name (Regex.findFirstIn),
+            # not the whole name: "orders" matches "orders-dlq" too.
             regex = re.compile(opts.pattern)
             topics = [
-                t for t in meta.topics if not t.is_internal and not t.error_code and regex.fullmatch(t.name)
+                t for t in meta.topics if not t.is_internal and not t.error_code and regex.search(t.name)
             ]
         else:
             meta = client.metadata(list(opts.subscribe), allow_auto_topic_creation=False)

@@ -19,6 +19,7 @@ from kafka_core.spark.options import EARLIEST, LATEST, OffsetSpec
 __all__ = [
     "DataLossError",
     "OffsetRange",
+    "check_specs",
     "from_json",
     "rate_limit",
     "resolve",
@@ -87,7 +88,43 @@ def _per_partition(
     if missing:
         names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
         raise KafkaConfigError(f"option {name!r} does not give {what} for every partition: missing {names}")
+    extra = sorted(set(given) - set(tps))
+    if extra:  # as Spark: the partitions given must be exactly those read
+        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in extra)
+        raise KafkaConfigError(
+            f"option {name!r} gives {what} for partitions that are not read: {names} "
+            f"(read: {', '.join(f'{tp.topic}-{tp.partition}' for tp in sorted(tps))})"
+        )
     return {tp: given[tp] for tp in tps}
+
+
+def check_specs(starting: OffsetSpec, ending: OffsetSpec) -> None:
+    """A batch read's start and end, before any lookup (as Spark checks them when the DataFrame is
+    made): per-partition offsets (or timestamps) on both sides name the same partitions, and no
+    start is after its end (-2/-1 are not compared)."""
+    for kind, what, names in (
+        ("offsets", "offset", ("startingOffsets", "endingOffsets")),
+        ("timestamps", "timestamp", ("startingOffsetsByTimestamp", "endingOffsetsByTimestamp")),
+    ):
+        if starting.kind != kind or ending.kind != kind:
+            continue
+        start = {TopicPartition(t, p): v for t, ps in starting.offsets.items() for p, v in ps.items()}
+        end = {TopicPartition(t, p): v for t, ps in ending.offsets.items() for p, v in ps.items()}
+        if set(start) != set(end):
+            raise KafkaConfigError(
+                f"options {names[0]!r} and {names[1]!r} must name the same partitions: "
+                f"{_names(start)} against {_names(end)}"
+            )
+        for tp in sorted(start):
+            if start[tp] > end[tp] >= 0:
+                raise KafkaConfigError(
+                    f"option {names[0]!r} gives {tp.topic}-{tp.partition} the start {what} {start[tp]}, "
+                    f"after the end {what} {end[tp]} that {names[1]!r} gives it"
+                )
+
+
+def _names(tps: Iterable[TopicPartition]) -> str:
+    return ", ".join(f"{tp.topic}-{tp.partition}" for tp in sorted(tps)) or "none"
 
 
 def resolve(
@@ -118,8 +155,8 @@ def resolve(
     if spec.kind == "timestamp":
         assert spec.timestamp is not None
         wanted = dict.fromkeys(tps, spec.timestamp)
-    else:
-        wanted = _per_partition(spec, tps, name, "a timestamp")
+    else:  # startingOffsetsByTimestamp / endingOffsetsByTimestamp
+        wanted = _per_partition(spec, tps, name.replace("Offsets", "OffsetsByTimestamp"), "a timestamp")
     found = lookups.for_times(wanted)
     out = {}
     none_found = [tp for tp in tps if found.get(tp) is None]
@@ -150,11 +187,32 @@ def _divide(r: OffsetRange, parts: int) -> list[OffsetRange]:
     return out
 
 
+def _part_count(size: int, total: int, parts: int) -> int:
+    """Spark's share of ``parts`` for a range: Scala's ``math.round`` (half up), at least one."""
+    return max(math.floor(size / total * parts + 0.5), 1) if total > 0 else 1
+
+
 def split_ranges(
-    ranges: Iterable[OffsetRange], min_partitions: int | None, max_records: int | None
+    ranges: Iterable[OffsetRange],
+    min_partitions: int | None,
+    max_records: int | None,
+    *,
+    keep_empty: bool = False,
 ) -> list[OffsetRange]:
-    """Spark's rule: empty ranges dropped; ``maxRecordsPerPartition`` caps each task; then, while
-    there are fewer tasks than ``minPartitions``, big ranges are cut in proportion to their size."""
+    """Spark's rule (its KafkaOffsetRangeCalculator): empty ranges dropped;
+    ``maxRecordsPerPartition`` caps each task; then, while there are fewer tasks than
+    ``minPartitions``, big ranges are cut in proportion to their size, the ranges that would
+    get one piece anyway left whole and out of the sum.
+
+    ``keep_empty``: a batch read that needs no cutting (no more ``minPartitions`` than
+    partitions, no partition over ``maxRecordsPerPartition``) plans one task per partition, empty
+    ones included, as Spark's batch relation does; streaming always drops them, as Spark does."""
+    ranges = list(ranges)
+    if keep_empty and not (
+        (min_partitions is not None and min_partitions > len(ranges))
+        or (max_records is not None and any(r.size > max_records for r in ranges))
+    ):
+        return ranges
     nonempty = [r for r in ranges if r.size > 0]
     if max_records is None and (min_partitions is None or len(nonempty) >= min_partitions):
         return nonempty
@@ -165,10 +223,14 @@ def split_ranges(
         ]
     if min_partitions is not None and len(divided) < min_partitions:
         total = sum(r.size for r in divided)
+        whole = [r for r in divided if _part_count(r.size, total, min_partitions) == 1]
+        whole_tps = {r.tp for r in whole}
+        split_total = total - sum(r.size for r in whole)
+        split_parts = max(min_partitions - len(whole), 1)
         divided = [
             piece
             for r in divided
-            for piece in _divide(r, max(round(r.size / total * min_partitions), 1))
+            for piece in _divide(r, 1 if r.tp in whole_tps else _part_count(r.size, split_total, split_parts))
             if piece.size > 0
         ]
     return divided

@@ -106,7 +106,26 @@ def read_partition(partition: InputPartition) -> Iterator[Any]:
         return iter(())
     from kafka_core.spark.read import read_range
 
-    return read_range(partition.options, partition.range)
+    batches = read_range(partition.options, partition.range)
+    if partition.options.include_headers:
+        return (_null_empty_headers(b) for b in batches)
+    return batches
+
+
+def _null_empty_headers(batch: Any) -> Any:
+    """A record without headers has ``headers`` null, not an empty array, as in Spark's connector
+    (its row converter writes null when the record has none)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    index = batch.schema.get_field_index("headers")
+    column = batch.column(index)
+    empty = pc.fill_null(pc.equal(pc.list_value_length(column), 0), True)
+    if not pc.any(empty).as_py():
+        return batch
+    fixed = pc.if_else(empty, pa.scalar(None, type=column.type), column)
+    arrays = [fixed if i == index else batch.column(i) for i in range(batch.num_columns)]
+    return pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
 
 
 class KafkaBatchReader(DataSourceReader):
@@ -115,9 +134,11 @@ class KafkaBatchReader(DataSourceReader):
 
     def partitions(self) -> Sequence[InputPartition]:
         from kafka_core.spark.offsets import OffsetReader
-        from kafka_core.spark.planning import check_ranges, resolve, split_ranges
+        from kafka_core.spark.planning import check_ranges, check_specs, resolve, split_ranges
 
         opts = self.options
+        assert opts.ending is not None
+        check_specs(opts.starting, opts.ending)
         reader = OffsetReader(opts)
         try:
             tps = reader.partitions()
@@ -129,7 +150,7 @@ class KafkaBatchReader(DataSourceReader):
         finally:
             reader.close()
         ranges = check_ranges(start, end, fail_on_data_loss=opts.fail_on_data_loss, on_loss=log.warning)
-        tasks = split_ranges(ranges, opts.min_partitions, opts.max_records_per_partition)
+        tasks = split_ranges(ranges, opts.min_partitions, opts.max_records_per_partition, keep_empty=True)
         return [RangePartition(opts, r) for r in tasks]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:

@@ -242,7 +242,9 @@ def test_split_follows_spark() -> None:
     assert split_ranges(r, None, None) == r[:2]  # empty range dropped, nothing split
     assert split_ranges(r, 2, None) == r[:2]  # already as many tasks as asked
     got = split_ranges(r, 10, None)
-    assert [x.size for x in got if x.partition == 0] == [100] * 10  # round(1000 / 1010 * 10) pieces
+    # partition 1 would get one piece anyway: it stays whole and out of the sum, and partition 0
+    # gets the other 9 (Spark 4's rule; before, round(1000 / 1010 * 10) = 10 pieces)
+    assert [x.size for x in got if x.partition == 0] == [111] * 8 + [112]
     assert [x for x in got if x.partition == 1] == [r[1]]
     got = split_ranges(r, None, 300)
     assert [(x.start, x.end) for x in got if x.partition == 0] == [
@@ -251,6 +253,21 @@ def test_split_follows_spark() -> None:
         (500, 750),
         (750, 1000),
     ]
+
+
+def test_batch_split_keeps_empty_partitions_unless_it_cuts() -> None:
+    """Spark's batch relation plans a task per partition, empty ones too, unless it must cut."""
+    r = [OffsetRange("a", 0, 0, 100), OffsetRange("a", 1, 7, 7), OffsetRange("a", 2, 0, 50)]
+    assert split_ranges(r, None, None, keep_empty=True) == r
+    assert split_ranges(r, 3, 100, keep_empty=True) == r
+    # cutting: the empty partition is dropped; partition 2 (one piece by its share) stays whole
+    assert split_ranges(r, 4, None, keep_empty=True) == [
+        OffsetRange("a", 0, 0, 33),
+        OffsetRange("a", 0, 33, 66),
+        OffsetRange("a", 0, 66, 100),
+        OffsetRange("a", 2, 0, 50),
+    ]
+    assert [x.size for x in split_ranges(r, None, 60, keep_empty=True)] == [50, 50, 50]
 
 
 ranges_strategy = st.lists(
