@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The differential suite (tests/spark_diff): every case through Spark's own Kafka connector
+# (format "kafka", the JVM jar) and format "kafka_core", compared. The connector runs only in the
+# pyspark of its own version, so the suite runs in .venv-spark-<version> (made on first use, pinned
+# to that pyspark, this checkout importable); the jars come from Maven Central into the cache.
+# Against KAFKA_BOOTSTRAP_SERVERS when set, else an embedded Apache Kafka. Extra arguments go to
+# pytest (e.g. tests/spark_diff/test_diff_batch.py -k timestamp).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+[ -x .venv/bin/python ] || bash ci/bootstrap.sh
+began=$(date +%s)
+# prints the pinned venv's python on stdout (the jars and the venv on stderr)
+PY=$(.venv/bin/python -m kafka_core.devbroker.spark_connector)
+echo "==> spark_diff: $("$PY" -c 'import pyspark, kafka_core.codec as c; print(f"pyspark {pyspark.__version__}, codec {c.IMPLEMENTATION}")') ready in $(( $(date +%s) - began )) s"
+export PYSPARK_PYTHON="$PY"
+if [ "$#" -eq 0 ]; then
+  set -- tests/spark_diff
+fi
+status=0
+"$PY" -m pytest "$@" || status=$?
+echo "==> spark_diff: $(( $(date +%s) - began )) s in all"
+exit "$status"
