@@ -31,7 +31,7 @@ LATEST = -1
 # Spark refuses these: its source manages offsets and deserialisation itself.
 _SOURCE_REFUSED = {
     "auto.offset.reset": "set the source option 'startingOffsets' instead",
-    "enable.auto.commit": "the source never commits offsets to Kafka; Spark checkpoints them",
+    "enable.auto.commit": "Spark checkpoints the offsets; to see lag in a group, set 'commitOffsetsToGroup'",
     "key.deserializer": "keys are always read as binary; cast the column in Spark",
     "value.deserializer": "values are always read as binary; cast the column in Spark",
     "interceptor.classes": "interceptors are a Java client feature",
