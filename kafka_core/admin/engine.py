@@ -137,6 +137,27 @@ async def gather_outcomes(
     return out
 
 
+async def per_coordinator(
+    find_coordinator: Callable[[str], Awaitable[Any]],
+    group_ids: list[str],
+    keys_of_group: Callable[[str], list[K]],
+    ask: Callable[[int, list[str]], Awaitable[Mapping[K, Any]]],
+) -> dict[K, Any]:
+    """Find each group's coordinator, then ask each coordinator once about its groups (a group
+    whose coordinator cannot be found gets that error for each of its keys)."""
+    found = await asyncio.gather(*(find_coordinator(g) for g in group_ids), return_exceptions=True)
+    by_node: dict[int, list[str]] = {}
+    out: dict[K, Any] = {}
+    for gid, coord in zip(group_ids, found, strict=True):
+        if isinstance(coord, BaseException):
+            out.update(dict.fromkeys(keys_of_group(gid), coord))
+        else:
+            by_node.setdefault(coord.node_id, []).append(gid)
+    keys_of = {n: [k for g in gs for k in keys_of_group(g)] for n, gs in by_node.items()}
+    out.update(await gather_outcomes({n: ask(n, gs) for n, gs in by_node.items()}, keys_of))
+    return out
+
+
 def _wrap(exc: BaseException) -> KafkaError:
     return KafkaError(f"{type(exc).__name__}: {exc}")
 

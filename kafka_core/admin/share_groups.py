@@ -10,12 +10,11 @@ KafkaUnsupportedVersionError saying so, rather than an empty answer that looks l
 
 from __future__ import annotations
 
-import asyncio
 from collections import defaultdict
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kafka_core.admin.engine import gather_outcomes, per_resource
+from kafka_core.admin.engine import gather_outcomes, per_coordinator, per_resource
 from kafka_core.admin.offsets import OffsetsMixin
 from kafka_core.admin.results import (
     GroupDescription,
@@ -130,20 +129,9 @@ class ShareGroupsMixin(OffsetsMixin):
         keys_of_group: Callable[[str], list[K]],
         ask: Callable[[int, list[str]], Awaitable[Mapping[K, Any]]],
     ) -> dict[K, Any]:
-        """Find each group's coordinator, then ask each coordinator once about its groups."""
-        found = await asyncio.gather(
-            *(self.client.find_coordinator(g, 0) for g in group_ids), return_exceptions=True
+        return await per_coordinator(
+            lambda g: self.client.find_coordinator(g, 0), group_ids, keys_of_group, ask
         )
-        by_node: dict[int, list[str]] = defaultdict(list)
-        out: dict[K, Any] = {}
-        for gid, coord in zip(group_ids, found, strict=True):
-            if isinstance(coord, BaseException):
-                out.update(dict.fromkeys(keys_of_group(gid), coord))
-            else:
-                by_node[coord.node_id].append(gid)
-        keys_of = {n: [k for g in gs for k in keys_of_group(g)] for n, gs in by_node.items()}
-        out.update(await gather_outcomes({n: ask(n, gs) for n, gs in by_node.items()}, keys_of))
-        return out
 
     # -- groups ---------------------------------------------------------------------------------
 
