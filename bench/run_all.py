@@ -28,13 +28,11 @@ from pathlib import Path
 from typing import Any
 
 from bench import report
+from bench.brokers import bench_broker, broker_description, broker_key
 from bench.common import (
     BENCH_DIR,
     REPO_DIR,
     RunResult,
-    bench_broker,
-    broker_description,
-    broker_key,
     git_revision,
     machine_summary,
     version_of,
