@@ -4,7 +4,7 @@
 # pyspark of its own version, so the suite runs in .venv-spark-<version> (made on first use, pinned
 # to that pyspark, this checkout importable); the jars come from Maven Central into the cache.
 # Against KAFKA_BOOTSTRAP_SERVERS when set, else an embedded Apache Kafka. Extra arguments go to
-# pytest (e.g. tests/spark_diff/test_diff_batch.py -k timestamp).
+# pytest (e.g. `-x`, or tests/spark_diff/test_diff_batch.py -k timestamp).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 [ -x .venv/bin/python ] || bash ci/bootstrap.sh
@@ -13,9 +13,10 @@ began=$(date +%s)
 PY=$(.venv/bin/python -m kafka_core.devbroker.spark_connector)
 echo "==> spark_diff: $("$PY" -c 'import pyspark, kafka_core.codec as c; print(f"pyspark {pyspark.__version__}, codec {c.IMPLEMENTATION}")') ready in $(( $(date +%s) - began )) s"
 export PYSPARK_PYTHON="$PY"
-if [ "$#" -eq 0 ]; then
-  set -- tests/spark_diff
-fi
+# Options alone (as ci/test.sh passes its own) run the whole suite; a path under tests/ picks.
+picked=0
+for arg in "$@"; do case "$arg" in tests/*) picked=1 ;; esac; done
+[ "$picked" -eq 1 ] || set -- tests/spark_diff "$@"
 status=0
 "$PY" -m pytest "$@" || status=$?
 echo "==> spark_diff: $(( $(date +%s) - began )) s in all"

@@ -582,7 +582,11 @@ def transactional(
     from kafka_core import KafkaProducer
 
     topic = make_topic(1)
-    with KafkaProducer(bootstrap_servers=bootstrap, transactional_id=f"diff-{uuid.uuid4().hex[:8]}") as p:
+    with KafkaProducer(
+        bootstrap_servers=bootstrap,
+        transactional_id=f"diff-{uuid.uuid4().hex[:8]}",
+        transaction_timeout_ms=600_000,  # the open one outlives this module's tests
+    ) as p:
         p.init_transactions()
         for tag, commit in (("c1-", True), ("a-", False), ("c2-", True)):
             p.begin_transaction()

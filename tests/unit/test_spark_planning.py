@@ -17,6 +17,7 @@ from kafka_core.spark.planning import (
     OffsetLookups,
     OffsetRange,
     check_ranges,
+    check_specs,
     from_json,
     rate_limit,
     resolve,
@@ -211,6 +212,34 @@ def test_resolve_specs() -> None:
     with pytest.raises(KafkaConfigError, match="missing a-0"):
         resolve(OffsetSpec("timestamps", offsets={"a": {1: 1}}), tps, lk, starting=True)
     assert resolve(OffsetSpec("earliest"), [], lk, starting=True) == {}
+
+
+def test_specs_name_exactly_the_partitions_read() -> None:
+    """As Spark: JSON offsets or timestamps for a partition not read are refused too."""
+    log = FakeLog({tp("a", 0): [10], tp("a", 1): [5]}, {tp("a", 0): 0, tp("a", 1): 0})
+    tps = [tp("a", 0), tp("a", 1)]
+    with pytest.raises(
+        KafkaConfigError, match="'startingOffsets' gives an offset for partitions that are not read: a-2"
+    ):
+        resolve(OffsetSpec("offsets", offsets={"a": {0: 1, 1: 1, 2: 1}}), tps, log.lookups(), starting=True)
+    with pytest.raises(KafkaConfigError, match="'endingOffsetsByTimestamp' does not give a timestamp"):
+        spec = OffsetSpec("timestamps", offsets={"a": {0: 1}})
+        resolve(spec, tps, log.lookups(), starting=False, name="endingOffsets")
+
+
+def test_check_specs_before_any_lookup() -> None:
+    def offsets(kind: str, **parts: int) -> OffsetSpec:
+        return OffsetSpec(kind, offsets={"a": {int(p[1:]): v for p, v in parts.items()}})
+
+    check_specs(offsets("offsets", p0=5, p1=-2), offsets("offsets", p0=9, p1=-1))
+    check_specs(offsets("offsets", p0=5), OffsetSpec("latest"))
+    check_specs(offsets("offsets", p0=-2), offsets("offsets", p0=-1))
+    with pytest.raises(KafkaConfigError, match="start offset 10, after the end offset 5"):
+        check_specs(offsets("offsets", p0=10), offsets("offsets", p0=5))
+    with pytest.raises(KafkaConfigError, match="must name the same partitions: a-0, a-1 against a-0"):
+        check_specs(offsets("offsets", p0=1, p1=1), offsets("offsets", p0=5))
+    with pytest.raises(KafkaConfigError, match="'startingOffsetsByTimestamp' gives a-0 the start timestamp"):
+        check_specs(offsets("timestamps", p0=900), offsets("timestamps", p0=100))
 
 
 def test_offset_json_round_trip() -> None:
