@@ -60,6 +60,10 @@ class AckBook:
         self._done: OrderedDict[tuple[str, int, int], None] = OrderedDict()
         self._lock_deadline: dict[TopicPartition, float] = {}
         self.acquired_total = 0
+        # acquired offsets whose acknowledgement has not gone out in a request yet: what the
+        # broker still counts against its in-flight limit per share partition
+        self.outstanding = 0
+        self._pending_n = 0  # acknowledgements in ``pending`` (kept, not summed per poll)
         self.redelivered = 0
         self.counts = {_ACCEPT: 0, _RELEASE: 0, _REJECT: 0}
         self.ack_failures = 0
@@ -76,6 +80,7 @@ class AckBook:
         """Count what ShareFetch acquired (redelivered: acquired with a delivery count above 1)."""
         for c in chunks:
             self.acquired_total += len(c.counts)
+            self.outstanding += len(c.counts)
             self.redelivered += sum(last - first + 1 for first, last, count in c.ranges if count > 1)
 
     def _deadline(self, tp: TopicPartition, lock_ms: float) -> None:
@@ -158,7 +163,7 @@ class AckBook:
         for tp, offsets in self.delivered.items():
             if offsets:
                 self._check_lock(tp)
-                self.pending.setdefault(tp, {}).update(dict.fromkeys(offsets, kind))
+                self._add_pending(tp, dict.fromkeys(offsets, kind))
                 self.counts[kind] += len(offsets)
                 self._remember(tp, offsets)
         self.delivered = {}
@@ -167,12 +172,22 @@ class AckBook:
     def release_offsets(self, tp: TopicPartition, offsets: list[int]) -> None:
         """Acquired but never handed over: released (not counted as the application's)."""
         if offsets:
-            self.pending.setdefault(tp, {}).update(dict.fromkeys(offsets, _RELEASE))
+            self._add_pending(tp, dict.fromkeys(offsets, _RELEASE))
 
     @_locked
     def gaps(self, tp: TopicPartition, offsets: list[int]) -> None:
         if offsets:
-            self.pending.setdefault(tp, {}).update(dict.fromkeys(offsets, GAP))
+            self._add_pending(tp, dict.fromkeys(offsets, GAP))
+
+    def _add_pending(self, tp: TopicPartition, acks: dict[int, int]) -> None:
+        book = self.pending.get(tp)
+        if book is None:
+            self.pending[tp] = acks
+            self._pending_n += len(acks)
+        else:
+            before = len(book)
+            book.update(acks)
+            self._pending_n += len(book) - before
 
     # -- the application's acknowledgements -------------------------------------------------------
 
@@ -215,7 +230,7 @@ class AckBook:
             del self.delivered[tp][offset]
             if not self.delivered[tp]:
                 del self.delivered[tp]
-            self.pending.setdefault(tp, {})[offset] = kind
+            self._add_pending(tp, {offset: kind})
             self.counts[kind] += 1
             self._remember(tp, (offset,))
 
@@ -244,9 +259,17 @@ class AckBook:
         """Remove and return the pending acknowledgements (of ``tps``, or all)."""
         if tps is None:
             out, self.pending = self.pending, {}
-            return out
-        out = {tp: self.pending.pop(tp) for tp in list(self.pending) if tp in tps}
+        else:
+            out = {tp: self.pending.pop(tp) for tp in list(self.pending) if tp in tps}
+        n = sum(map(len, out.values()))
+        self._pending_n -= n
+        self.outstanding = max(self.outstanding - n, 0)
         return out
+
+    def unacknowledged_after_send(self) -> int:
+        """Acquired records the broker would still count as in flight once the pending
+        acknowledgements went out (a ShareFetch acquires nothing while that is at its limit)."""
+        return self.outstanding - self._pending_n
 
     @_locked
     def outcomes(self, results: dict[TopicPartition, tuple[set[int], BaseException | None]]) -> None:

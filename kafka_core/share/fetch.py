@@ -16,6 +16,7 @@ handed over; offsets acquired without a record (transaction markers) are acknowl
 from __future__ import annotations
 
 import asyncio
+import gc
 import uuid
 from typing import Any
 
@@ -102,8 +103,16 @@ class Chunk:
 
     def _decode_items(self) -> list[ShareRecord]:
         if self._items is None:
-            recs = decode_record_batches(self.records) if self.records is not None else []
-            items = share_records(self.tp.topic, self.tp.partition, recs, self.counts, self.single)
+            # Bulk object creation, as the consumer's fetch results do: the cyclic GC would
+            # otherwise rescan the growing lists many times over; none of these form cycles.
+            gc_was_enabled = gc.isenabled()
+            gc.disable()
+            try:
+                recs = decode_record_batches(self.records) if self.records is not None else []
+                items = share_records(self.tp.topic, self.tp.partition, recs, self.counts, self.single)
+            finally:
+                if gc_was_enabled:
+                    gc.enable()
             self._items = items
             if len(items) != len(self.counts):
                 self._note_gaps([r.offset for r in items])

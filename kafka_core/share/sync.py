@@ -11,7 +11,7 @@ from kafka_core.share.consumer import KafkaShareConsumer as AsyncKafkaShareConsu
 from kafka_core.share.fetch import join_tables
 from kafka_core.share.records import AcknowledgeType, ShareRecord
 
-AHEAD = 8  # polls' worth of records one hop to the loop thread brings
+AHEAD = 32  # polls' worth of records one hop to the loop thread brings
 
 
 PLUMBING = (
@@ -58,7 +58,7 @@ class KafkaShareConsumer(SyncFace):
             if self._held:
                 obj.settle_for_poll()
                 return self._hand(limit)
-            self._held = self._run(obj.poll_pieces(timeout_ms, limit, AHEAD))
+            self._held = self._run(obj.poll_pieces(timeout_ms, limit, AHEAD, False))
             return self._hand(limit)
 
     def poll_columns(self, timeout_ms: float = 1_000, max_records: int | None = None) -> Any:
@@ -69,7 +69,7 @@ class KafkaShareConsumer(SyncFace):
             if self._held_columns:
                 obj.settle_for_poll()
             else:
-                self._held_columns = self._run(obj.poll_column_pieces(timeout_ms, limit, AHEAD))
+                self._held_columns = self._run(obj.poll_column_pieces(timeout_ms, limit, AHEAD, False))
             held = self._held_columns
             tables = []
             rows = 0
