@@ -196,9 +196,9 @@ def _wait_full_isr(cluster: KafkaCluster, topics: list[str], timeout: float = IS
     replicas in sync: the next fault must not find a replica still catching up (a second fault)."""
     began = time.monotonic()
     deadline = began + timeout
-    lagging: dict[str, list[int]] = {}
+    lagging: dict[str, list[int]] | str = {}
     while True:
-        with contextlib.suppress(Exception):
+        try:
             lagging = {}
             for topic in topics:
                 parts = _partitions(_running_bootstrap(cluster), topic)
@@ -209,6 +209,8 @@ def _wait_full_isr(cluster: KafkaCluster, topics: list[str], timeout: float = IS
                     lagging[topic] = short
             if not lagging:
                 return round(time.monotonic() - began, 3)
+        except Exception as exc:  # asked again until the deadline; the last failure is told
+            lagging = f"metadata failed: {type(exc).__name__}: {exc}"
         if time.monotonic() > deadline:
             raise BrokerStartError(f"replicas not back in sync within {timeout:.0f} s: {lagging}")
         time.sleep(0.2)
