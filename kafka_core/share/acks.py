@@ -14,7 +14,7 @@ import functools
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from operator import attrgetter
 from typing import Any, TypeVar, cast
 
@@ -28,7 +28,6 @@ from kafka_core.share.records import (
 )
 
 _OFFSET = attrgetter("offset")
-_COUNT = attrgetter("delivery_count")
 _ONE = 1
 DONE_MEMORY = 1_000_000  # acknowledged records remembered to tell "twice" from "never"
 _ACCEPT, _RELEASE, _REJECT = (
@@ -56,6 +55,7 @@ class AckBook:
         self.mode = mode
         # tp -> {offset: delivery count}: handed over, not acknowledged yet
         self.delivered: dict[TopicPartition, dict[int, int]] = {}
+        self._runs: list[tuple[TopicPartition, int, int]] = []  # implicit: delivered ranges
         self.pending: dict[TopicPartition, dict[int, int]] = {}  # tp -> {offset: type}
         self._done: OrderedDict[tuple[str, int, int], None] = OrderedDict()
         self._lock_deadline: dict[TopicPartition, float] = {}
@@ -88,39 +88,53 @@ class AckBook:
 
     @_locked
     def delivered_records(self, tp: TopicPartition, records: list[Any], lock_ms: float) -> None:
-        """``records`` (all of ``tp``) were handed over by a poll."""
+        """``records`` (all of ``tp``, in offset order) were handed over by a poll."""
         if not records:
             return
-        first, last = records[0], records[-1]
-        if (
-            last.offset - first.offset + 1 == len(records)
-            and first.delivery_count == last.delivery_count == 1
-        ):
-            # contiguous first deliveries (the usual case): built in C
-            offsets = dict.fromkeys(range(first.offset, last.offset + 1), 1)
-            if all(map(_ONE.__eq__, map(_COUNT, records))):
-                self._delivered({(tp.topic, tp.partition): offsets}, lock_ms)
-                return
-        offsets = dict(zip(map(_OFFSET, records), map(_COUNT, records), strict=True))
-        self._delivered({(tp.topic, tp.partition): offsets}, lock_ms)
+        first, last = records[0].offset, records[-1].offset
+        if last - first + 1 == len(records):  # contiguous (the usual case): a range, no pass
+            self._delivered_range(tp, first, last)
+        else:
+            self._delivered(tp, dict.fromkeys(map(_OFFSET, records), _ONE))
+        self._deadline(tp, lock_ms)
 
     @_locked
     def delivered_columns(
         self, tp: TopicPartition, table: Any, single: tuple[int, int, int] | None, lock_ms: float
     ) -> None:
         """The rows of ``table`` (all of ``tp``) were handed over by poll_columns."""
-        offsets = table.column("offset").to_pylist()
-        if single is not None:
-            delivered = dict.fromkeys(offsets, single[2])
+        n = table.num_rows
+        if not n:
+            return
+        col = table.column("offset")
+        first, last = col[0].as_py(), col[n - 1].as_py()
+        if single is not None and last - first + 1 == n:  # one acquired range, no gaps: no pass
+            self._delivered_range(tp, first, last)
         else:
-            delivered = dict(zip(offsets, table.column("delivery_count").to_pylist(), strict=True))
-        self._delivered({(tp.topic, tp.partition): delivered}, lock_ms)
+            self._delivered(tp, dict.fromkeys(col.to_pylist(), _ONE))
+        self._deadline(tp, lock_ms)
 
-    def _delivered(self, by_tp: dict[tuple[str, int], dict[int, int]], lock_ms: float) -> None:
-        for (topic, part), offsets in by_tp.items():
-            tp = TopicPartition(topic, part)
-            self.delivered.setdefault(tp, {}).update(offsets)
-            self._deadline(tp, lock_ms)
+    def _delivered(self, tp: TopicPartition, offsets: dict[int, int]) -> None:
+        self._flush_runs()
+        book = self.delivered.get(tp)
+        if book is None:
+            self.delivered[tp] = offsets
+        else:
+            book.update(offsets)
+
+    def _delivered_range(self, tp: TopicPartition, first: int, last: int) -> None:
+        """Implicit mode keeps contiguous deliveries as ranges (no per-offset entry: it never
+        looks one up, everything is accepted at the next poll); explicit mode needs them."""
+        if self.mode is AcknowledgeMode.IMPLICIT and not self.delivered:
+            self._runs.append((tp, first, last))
+        else:
+            self._delivered(tp, dict.fromkeys(range(first, last + 1), _ONE))
+
+    def _flush_runs(self) -> None:
+        """Ranges as per-offset entries (before anything that looks offsets up)."""
+        runs, self._runs = self._runs, []
+        for tp, first, last in runs:
+            self.delivered.setdefault(tp, {}).update(dict.fromkeys(range(first, last + 1), _ONE))
 
     # -- settling ---------------------------------------------------------------------------------
 
@@ -160,6 +174,11 @@ class AckBook:
         self._move_all(_ACCEPT)
 
     def _move_all(self, kind: int) -> None:
+        runs, self._runs = self._runs, []
+        for tp, first, last in runs:
+            self._check_lock(tp)
+            self._add_pending(tp, dict.fromkeys(range(first, last + 1), kind))
+            self.counts[kind] += last - first + 1
         for tp, offsets in self.delivered.items():
             if offsets:
                 self._check_lock(tp)
@@ -198,6 +217,7 @@ class AckBook:
                 "every record at the next poll)"
             )
         tp = TopicPartition(topic, partition)
+        self._flush_runs()
         offsets = self.delivered.get(tp)
         if offsets is not None and offset in offsets:
             return tp
@@ -272,7 +292,7 @@ class AckBook:
         return self.outstanding - self._pending_n
 
     @_locked
-    def outcomes(self, results: dict[TopicPartition, tuple[set[int], BaseException | None]]) -> None:
+    def outcomes(self, results: dict[TopicPartition, tuple[Collection[int], BaseException | None]]) -> None:
         for offsets, err in results.values():
             if err is not None:
                 self.ack_failures += len(offsets)
@@ -294,7 +314,8 @@ class AckBook:
             "records_released": self.counts[_RELEASE],
             "records_rejected": self.counts[_REJECT],
             "records_redelivered": self.redelivered,
-            "records_awaiting_acknowledgement": sum(len(v) for v in self.delivered.values()),
+            "records_awaiting_acknowledgement": sum(len(v) for v in self.delivered.values())
+            + sum(last - first + 1 for _, first, last in self._runs),
             "acknowledgements_pending": sum(len(v) for v in self.pending.values()),
             "acknowledgement_failures": self.ack_failures,
             "lock_expiries": self.lock_expiries,

@@ -549,7 +549,7 @@ class KafkaShareConsumer:
                 try:
                     node = await self._client.leader_for(tp.topic, tp.partition)
                 except KafkaError as exc:
-                    results[tp] = (set(acks), exc)
+                    results[tp] = (acks.keys(), exc)
                     continue
             by_node.setdefault(node, {})[tp] = acks
         nodes = set(by_node) | (set(self._sessions) if close else set())
@@ -574,7 +574,7 @@ class KafkaShareConsumer:
             return
         for tp, (offsets, err) in results.items():
             try:
-                out = cb({tp: offsets}, err)
+                out = cb({tp: set(offsets)}, err)
                 if inspect.isawaitable(out):
                     self._spawn(_await(out))
             except Exception:

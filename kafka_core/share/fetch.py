@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import uuid
+from collections.abc import Collection
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
@@ -36,8 +37,9 @@ from kafka_core.share.records import (
 INT32_MAX = 2**31 - 1
 CLOSE_EPOCH = -1
 
-# {TopicPartition: (offsets, error or None)}: the outcome of acknowledgements, per partition.
-AckResults = dict[TopicPartition, tuple[set[int], BaseException | None]]
+# {TopicPartition: (offsets, error or None)}: the outcome of acknowledgements, per partition
+# (the offsets as the acknowledgements' key view: a set is made only for a callback).
+AckResults = dict[TopicPartition, tuple[Collection[int], BaseException | None]]
 
 
 class NodeSession:
@@ -369,7 +371,7 @@ class ShareRequests:
                 tp = TopicPartition(name, p.partition_index)
                 if tp in acks:
                     results[tp] = (
-                        set(acks[tp]),
+                        acks[tp].keys(),
                         _ack_error(p.acknowledge_error_code, p.acknowledge_error_message, tp),
                     )
                 if p.error_code:
@@ -383,7 +385,7 @@ class ShareRequests:
         for tp, offsets in acks.items():  # not answered for: not acknowledged
             if tp not in results:
                 results[tp] = (
-                    set(offsets),
+                    offsets.keys(),
                     error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"ShareFetch {tp}"),
                 )
         return chunks, results, error
@@ -438,11 +440,11 @@ class ShareRequests:
             for p in t.partitions:
                 tp = TopicPartition(name or str(t.topic_id), p.partition_index)
                 if tp in acks:
-                    results[tp] = (set(acks[tp]), _ack_error(p.error_code, p.error_message, tp))
+                    results[tp] = (acks[tp].keys(), _ack_error(p.error_code, p.error_message, tp))
         for tp, offsets in acks.items():
             if tp not in results:
                 results[tp] = (
-                    set(offsets),
+                    offsets.keys(),
                     error_for(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"ShareAcknowledge {tp}"),
                 )
         return results
@@ -455,7 +457,7 @@ def _ack_error(code: int, message: str | None, tp: TopicPartition) -> BaseExcept
 
 
 def _failed(acks: dict[TopicPartition, dict[int, int]], err: BaseException) -> AckResults:
-    return {tp: (set(offsets), err) for tp, offsets in acks.items()}
+    return {tp: (offsets.keys(), err) for tp, offsets in acks.items()}
 
 
 ColumnPiece = tuple[TopicPartition, Any, "tuple[int, int, int] | None"]

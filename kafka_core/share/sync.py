@@ -37,6 +37,7 @@ class KafkaShareConsumer(SyncFace):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self._held: list[tuple[Any, list[ShareRecord]]] = []
+        self._held_pos = 0  # records of _held[0] handed out already (no re-slicing per poll)
         self._held_columns: list[Any] = []
         self._held_lock = threading.Lock()
 
@@ -91,13 +92,17 @@ class KafkaShareConsumer(SyncFace):
         held = self._held
         while held and len(out) < limit:
             tp, records = held[0]
-            room = limit - len(out)
-            if len(records) <= room:
+            pos = self._held_pos
+            end = min(len(records), pos + limit - len(out))
+            taken = records if pos == 0 and end == len(records) else records[pos:end]
+            if end == len(records):
                 held.pop(0)
-                taken = records
+                self._held_pos = 0
             else:
-                taken, held[0] = records[:room], (tp, records[room:])
+                self._held_pos = end
             self._async_obj.hand_over(tp, taken)
+            if not out and len(taken) >= limit:
+                return taken
             out.extend(taken)
         return out
 
@@ -112,6 +117,9 @@ class KafkaShareConsumer(SyncFace):
     def _release_held(self) -> None:
         with self._held_lock:
             held, self._held = self._held, []
+            if held and self._held_pos:
+                held[0] = (held[0][0], held[0][1][self._held_pos :])
+            self._held_pos = 0
             columns, self._held_columns = self._held_columns, []
         if held:
             self._async_obj.release_pieces(held)
