@@ -24,6 +24,7 @@ from kafka_core.share.records import (
     LOCK_LOST_CODES,
     AcknowledgeMode,
     AcknowledgeType,
+    Acks,
     KafkaAcknowledgementError,
 )
 
@@ -56,7 +57,7 @@ class AckBook:
         # tp -> {offset: delivery count}: handed over, not acknowledged yet
         self.delivered: dict[TopicPartition, dict[int, int]] = {}
         self._runs: list[tuple[TopicPartition, int, int]] = []  # implicit: delivered ranges
-        self.pending: dict[TopicPartition, dict[int, int]] = {}  # tp -> {offset: type}
+        self.pending: dict[TopicPartition, Acks] = {}
         self._done: OrderedDict[tuple[str, int, int], None] = OrderedDict()
         self._lock_deadline: dict[TopicPartition, float] = {}
         self.acquired_total = 0
@@ -79,8 +80,8 @@ class AckBook:
     def acquired(self, chunks: Iterable[Any]) -> None:
         """Count what ShareFetch acquired (redelivered: acquired with a delivery count above 1)."""
         for c in chunks:
-            self.acquired_total += len(c.counts)
-            self.outstanding += len(c.counts)
+            self.acquired_total += c.size
+            self.outstanding += c.size
             self.redelivered += sum(last - first + 1 for first, last, count in c.ranges if count > 1)
 
     def _deadline(self, tp: TopicPartition, lock_ms: float) -> None:
@@ -177,7 +178,7 @@ class AckBook:
         runs, self._runs = self._runs, []
         for tp, first, last in runs:
             self._check_lock(tp)
-            self._add_pending(tp, dict.fromkeys(range(first, last + 1), kind))
+            self._pending_n += self._pending_of(tp).add_range(first, last, kind)
             self.counts[kind] += last - first + 1
         for tp, offsets in self.delivered.items():
             if offsets:
@@ -199,14 +200,13 @@ class AckBook:
             self._add_pending(tp, dict.fromkeys(offsets, GAP))
 
     def _add_pending(self, tp: TopicPartition, acks: dict[int, int]) -> None:
+        self._pending_n += self._pending_of(tp).add(acks)
+
+    def _pending_of(self, tp: TopicPartition) -> Acks:
         book = self.pending.get(tp)
         if book is None:
-            self.pending[tp] = acks
-            self._pending_n += len(acks)
-        else:
-            before = len(book)
-            book.update(acks)
-            self._pending_n += len(book) - before
+            book = self.pending[tp] = Acks()
+        return book
 
     # -- the application's acknowledgements -------------------------------------------------------
 
@@ -275,7 +275,7 @@ class AckBook:
         return set(self.pending)
 
     @_locked
-    def take_pending(self, tps: set[TopicPartition] | None) -> dict[TopicPartition, dict[int, int]]:
+    def take_pending(self, tps: set[TopicPartition] | None) -> dict[TopicPartition, Acks]:
         """Remove and return the pending acknowledgements (of ``tps``, or all)."""
         if tps is None:
             out, self.pending = self.pending, {}

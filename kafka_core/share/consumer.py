@@ -40,6 +40,7 @@ from kafka_core.share.membership import ShareMembership
 from kafka_core.share.records import (
     AcknowledgeMode,
     AcknowledgeType,
+    Acks,
     ShareRecord,
     deserialize,
 )
@@ -541,7 +542,7 @@ class KafkaShareConsumer:
         ``only``, or all); ``close`` also closes every share session."""
         meta = self._client.cached_metadata()
         pending = self._book.take_pending(only)
-        by_node: dict[int, dict[TopicPartition, dict[int, int]]] = {}
+        by_node: dict[int, dict[TopicPartition, Acks]] = {}
         results: AckResults = {}
         for tp, acks in pending.items():
             node = leader_of(meta, tp)

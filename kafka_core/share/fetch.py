@@ -29,8 +29,8 @@ from kafka_core.protocol.errors import ErrorCode, error_for
 from kafka_core.protocol.messages import ShareAcknowledgeRequest, ShareFetchRequest
 from kafka_core.share.records import (
     LEADER_CODES,
+    Acks,
     ShareRecord,
-    ack_ranges,
     share_records,
 )
 
@@ -65,7 +65,8 @@ class Chunk:
     __slots__ = (
         "tp",
         "records",
-        "counts",
+        "size",
+        "_counts",
         "ranges",
         "single",
         "acquired_at",
@@ -86,15 +87,14 @@ class Chunk:
     ) -> None:
         self.tp = tp
         self.records = records
-        self.counts: dict[int, int] = {}
+        self._counts: dict[int, int] | None = None  # built only when a path needs lookups
         self.ranges = acquired
-        for first, last, count in acquired:
-            self.counts.update(dict.fromkeys(range(first, last + 1), count))
+        self.size = sum(last - first + 1 for first, last, _ in acquired)  # offsets acquired
         # (low, high, count) when the acquired offsets are one range with one delivery count
         self.single: tuple[int, int, int] | None = None
         if acquired:
             low, high = acquired[0][0], acquired[-1][1]
-            if high - low + 1 == len(self.counts) and len({a[2] for a in acquired}) == 1:
+            if high - low + 1 == self.size and len({a[2] for a in acquired}) == 1:
                 self.single = (low, high, acquired[0][2])
         self.acquired_at = now
         self.lock_s = lock_s
@@ -102,6 +102,15 @@ class Chunk:
         self._cols: Any = None
         self._cursor = 0
         self.gaps: list[int] = []  # acquired offsets without a record, found when decoded
+
+    @property
+    def counts(self) -> dict[int, int]:
+        """{acquired offset: delivery count} (per offset: only when the ranges do not do)."""
+        if self._counts is None:
+            self._counts = {}
+            for first, last, count in self.ranges:
+                self._counts.update(dict.fromkeys(range(first, last + 1), count))
+        return self._counts
 
     def _decode_items(self) -> list[ShareRecord]:
         if self._items is None:
@@ -111,17 +120,18 @@ class Chunk:
             gc.disable()
             try:
                 recs = decode_record_batches(self.records) if self.records is not None else []
-                items = share_records(self.tp.topic, self.tp.partition, recs, self.counts, self.single)
+                counts = {} if self.single is not None else self.counts
+                items = share_records(self.tp.topic, self.tp.partition, recs, counts, self.single)
             finally:
                 if gc_was_enabled:
                     gc.enable()
             self._items = items
-            if len(items) != len(self.counts):
+            if len(items) != self.size:
                 self._note_gaps([r.offset for r in items])
         return self._items
 
     def _note_gaps(self, offsets: list[int]) -> None:
-        if len(offsets) != len(self.counts):
+        if len(offsets) != self.size:
             self.gaps = sorted(set(self.counts).difference(offsets))
 
     def take(self, n: int | None) -> list[ShareRecord]:
@@ -258,8 +268,10 @@ def share_schema(base: Any) -> Any:
     return schema
 
 
-def _batches(cls: Any, acks: dict[int, int]) -> list[Any]:
-    return [cls(first_offset=f, last_offset=last, acknowledge_types=[t]) for f, last, t in ack_ranges(acks)]
+def _batches(cls: Any, acks: Acks | None) -> list[Any]:
+    if not acks:
+        return []
+    return [cls(first_offset=f, last_offset=last, acknowledge_types=[t]) for f, last, t in acks.ranges()]
 
 
 class ShareRequests:
@@ -300,7 +312,7 @@ class ShareRequests:
         return out
 
     async def fetch(
-        self, sess: NodeSession, parts: list[TopicPartition], acks: dict[TopicPartition, dict[int, int]]
+        self, sess: NodeSession, parts: list[TopicPartition], acks: dict[TopicPartition, Acks]
     ) -> tuple[list[Chunk], AckResults, BaseException | None]:
         """One ShareFetch on ``sess`` (the caller holds its lock): (chunks, ack outcomes, error)."""
         if sess.epoch == 0 and acks:  # no acknowledgements on a session being opened
@@ -320,7 +332,7 @@ class ShareRequests:
                     partitions=[
                         fp_cls(
                             partition_index=tp.partition,
-                            acknowledgement_batches=_batches(ab_cls, acks.get(tp, {})),
+                            acknowledgement_batches=_batches(ab_cls, acks.get(tp)),
                         )
                         for tp in tps
                     ],
@@ -391,7 +403,7 @@ class ShareRequests:
         return chunks, results, error
 
     async def acknowledge(
-        self, sess: NodeSession, acks: dict[TopicPartition, dict[int, int]], *, close: bool = False
+        self, sess: NodeSession, acks: dict[TopicPartition, Acks], *, close: bool = False
     ) -> AckResults:
         """One ShareAcknowledge on ``sess`` (the caller holds its lock); ``close`` ends the session."""
         if sess.epoch == 0:
@@ -456,7 +468,7 @@ def _ack_error(code: int, message: str | None, tp: TopicPartition) -> BaseExcept
     return error_for(code, f"acknowledging records of {tp}: {message or ''}")
 
 
-def _failed(acks: dict[TopicPartition, dict[int, int]], err: BaseException) -> AckResults:
+def _failed(acks: dict[TopicPartition, Acks], err: BaseException) -> AckResults:
     return {tp: (offsets.keys(), err) for tp, offsets in acks.items()}
 
 

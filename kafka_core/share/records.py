@@ -9,7 +9,7 @@ record, which the consumer acknowledges for itself).
 from __future__ import annotations
 
 import enum
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable, Iterator
 from operator import attrgetter
 from typing import Any
 
@@ -254,3 +254,80 @@ def ack_ranges(acks: dict[int, int]) -> list[tuple[int, int, int]]:
         else:
             out.append((offset, offset, t))
     return out
+
+
+class Acks:
+    """One partition's acknowledgements awaiting a request: ranges of one type (an implicit
+    accept of a whole poll: no entry per offset) plus single offsets (explicit, releases, gaps)."""
+
+    __slots__ = ("runs", "offsets")
+
+    def __init__(self) -> None:
+        self.runs: list[tuple[int, int, int]] = []  # (first, last, type)
+        self.offsets: dict[int, int] = {}  # offset -> type
+
+    def add_range(self, first: int, last: int, kind: int) -> int:
+        """Add first..last as ``kind``; returns how many entries that adds."""
+        self.runs.append((first, last, kind))
+        return last - first + 1
+
+    def add(self, acks: dict[int, int]) -> int:
+        before = len(self.offsets)
+        self.offsets.update(acks)
+        return len(self.offsets) - before
+
+    def __len__(self) -> int:
+        return len(self.offsets) + sum(last - first + 1 for first, last, _ in self.runs)
+
+    def __bool__(self) -> bool:
+        return bool(self.runs or self.offsets)
+
+    def ranges(self) -> list[tuple[int, int, int]]:
+        """(first, last, type) runs in offset order, adjacent runs of one type merged."""
+        if self.offsets:
+            if not self.runs:
+                return ack_ranges(self.offsets)
+            merged = dict(self.offsets)
+            for first, last, kind in self.runs:
+                merged.update(dict.fromkeys(range(first, last + 1), kind))
+            return ack_ranges(merged)
+        out: list[tuple[int, int, int]] = []
+        for first, last, kind in sorted(self.runs):
+            if out and out[-1][1] + 1 == first and out[-1][2] == kind:
+                out[-1] = (out[-1][0], last, kind)
+            else:
+                out.append((first, last, kind))
+        return out
+
+    def as_dict(self) -> dict[int, int]:
+        """{offset: type} (per offset: for tests and callbacks, never on the hot path)."""
+        out = {}
+        for first, last, kind in self.runs:
+            out.update(dict.fromkeys(range(first, last + 1), kind))
+        out.update(self.offsets)
+        return out
+
+    def keys(self) -> AckedOffsets:
+        return AckedOffsets(self)
+
+
+class AckedOffsets(Collection[int]):
+    """The offsets of an :class:`Acks`, as a set-like view (made into a set only on demand)."""
+
+    __slots__ = ("_acks",)
+
+    def __init__(self, acks: Acks) -> None:
+        self._acks = acks
+
+    def __len__(self) -> int:
+        return len(self._acks)
+
+    def __iter__(self) -> Iterator[int]:
+        for first, last, _ in self._acks.runs:
+            yield from range(first, last + 1)
+        yield from self._acks.offsets
+
+    def __contains__(self, offset: object) -> bool:
+        if offset in self._acks.offsets:
+            return True
+        return isinstance(offset, int) and any(f <= offset <= last for f, last, _ in self._acks.runs)

@@ -81,7 +81,7 @@ def test_explicit_book_refuses_twice_never_and_unacknowledged_polls() -> None:
         assert book.delivered == {TP: {1: 1, 2: 1}}
         book.acknowledge_many([("t", 0, 1), ("t", 0, 2)], AcknowledgeType.RELEASE)
         book.settle_before_poll()  # all acknowledged: polling is fine
-        assert book.take_pending(None) == {TP: {0: 1, 1: 2, 2: 2}}
+        assert {tp: a.as_dict() for tp, a in book.take_pending(None).items()} == {TP: {0: 1, 1: 2, 2: 2}}
         snap = book.snapshot()
         assert (snap["records_accepted"], snap["records_released"], snap["records_rejected"]) == (1, 2, 0)
 
@@ -94,7 +94,7 @@ def test_implicit_book_accepts_at_the_next_poll_and_refuses_acknowledge() -> Non
         with pytest.raises(KafkaAcknowledgementError, match="explicit"):
             book.acknowledge("t", 0, 4, AcknowledgeType.ACCEPT)
         book.settle_before_poll()
-        assert book.take_pending({TP}) == {TP: {4: 1, 5: 1}}
+        assert {tp: a.as_dict() for tp, a in book.take_pending({TP}).items()} == {TP: {4: 1, 5: 1}}
         book.acquired([Chunk(TP, None, [(4, 5, 2), (6, 6, 1)], 0.0, 30.0)])
         snap = book.snapshot()
         assert (snap["records_acquired"], snap["records_redelivered"]) == (3, 2)
@@ -107,7 +107,7 @@ def test_explicit_close_releases_what_was_not_acknowledged() -> None:
         book = _book(AcknowledgeMode.EXPLICIT, [0, 1])
         book.acknowledge("t", 0, 1, AcknowledgeType.REJECT)
         book.settle_for_close()
-        assert book.take_pending(None) == {TP: {0: 2, 1: 3}}
+        assert {tp: a.as_dict() for tp, a in book.take_pending(None).items()} == {TP: {0: 2, 1: 3}}
 
     run(body)
 
@@ -170,3 +170,32 @@ def test_from_config_maps_java_names_and_refuses_consumer_group_ones() -> None:
         share_keywords({"max.poll.records": "many"}, {})
     with pytest.raises(KafkaConfigError, match="unknown"):
         share_keywords({"no.such.option": "1"}, {})
+
+
+def test_pending_acknowledgements_keep_ranges_and_merge_them() -> None:
+    from kafka_core.share.records import Acks
+
+    acks = Acks()
+    assert not acks and acks.ranges() == []
+    assert acks.add_range(10, 19, 1) == 10
+    assert acks.add_range(0, 9, 1) == 10
+    assert acks.add_range(20, 20, 2) == 1
+    assert acks.ranges() == [(0, 19, 1), (20, 20, 2)]  # sorted, one type merged
+    offsets = acks.keys()
+    assert len(acks) == 21 and 5 in offsets and 21 not in offsets
+    assert acks.add({21: 0, 23: 3}) == 2  # a gap and a single reject
+    assert acks.ranges() == [(0, 19, 1), (20, 20, 2), (21, 21, 0), (23, 23, 3)]
+    assert set(acks.keys()) == set(range(22)) | {23}
+
+
+def test_implicit_book_accepts_a_whole_poll_as_one_range() -> None:
+    def body() -> None:
+        book = _book(AcknowledgeMode.IMPLICIT, list(range(100, 600)))
+        assert book.snapshot()["records_awaiting_acknowledgement"] == 500
+        book.settle_before_poll()
+        pending = book.take_pending(None)
+        assert pending[TP].runs == [(100, 599, 1)] and not pending[TP].offsets
+        assert book.snapshot()["records_accepted"] == 500
+        assert book.unacknowledged_after_send() == 0
+
+    run(body)
