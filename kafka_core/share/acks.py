@@ -13,8 +13,9 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Collection, Iterable
+from itertools import pairwise, repeat
 from operator import attrgetter
 from typing import Any, TypeVar, cast
 
@@ -244,6 +245,39 @@ class AckBook:
             checked.append((self._check(topic, partition, offset), offset))
         self._apply(checked, int(kind))
 
+    @_locked
+    def acknowledge_ranges(self, ranges: list[tuple[str, int, int, int]], kind: AcknowledgeType) -> bool:
+        """Acknowledge (topic, partition, first, last) ranges as ``kind`` with no per-offset
+        Python (a columnar batch); False (nothing changed) when a check fails: the caller then
+        goes offset by offset for the exact error."""
+        if self.mode is AcknowledgeMode.IMPLICIT:
+            return False
+        self._flush_runs()
+        by_tp: dict[TopicPartition, list[tuple[int, int]]] = {}
+        for topic, partition, first, last in ranges:
+            tp = TopicPartition(topic, partition)
+            offsets = self.delivered.get(tp)
+            if offsets is None or not all(map(offsets.__contains__, range(first, last + 1))):
+                return False
+            by_tp.setdefault(tp, []).append((first, last))
+        for spans in by_tp.values():  # one offset twice: refused, by the offset-by-offset path
+            spans.sort()
+            if any(a[1] >= b[0] for a, b in pairwise(spans)):
+                return False
+        k = int(kind)
+        for tp, spans in by_tp.items():
+            self._check_lock(tp)
+            offsets = self.delivered[tp]
+            acks = self._pending_of(tp)
+            for first, last in spans:
+                deque(map(offsets.pop, range(first, last + 1)), maxlen=0)
+                self._pending_n += acks.add_range(first, last, k)
+                self.counts[k] += last - first + 1
+                self._remember(tp, range(first, last + 1))
+            if not offsets:
+                del self.delivered[tp]
+        return True
+
     def _apply(self, items: list[tuple[TopicPartition, int]], kind: int) -> None:
         for tp, offset in items:
             self._check_lock(tp)
@@ -263,8 +297,7 @@ class AckBook:
         if self.mode is AcknowledgeMode.IMPLICIT:
             return  # acknowledge() is refused in implicit mode anyway
         done = self._done
-        for o in offsets:
-            done[(tp.topic, tp.partition, o)] = None
+        done.update(dict.fromkeys(zip(repeat(tp.topic), repeat(tp.partition), offsets)))
         while len(done) > DONE_MEMORY:
             done.popitem(last=False)
 

@@ -33,6 +33,7 @@ from kafka_core.share.fetch import (
     ColumnPiece,
     NodeSession,
     ShareRequests,
+    batch_ranges,
     join_tables,
     leader_of,
 )
@@ -495,6 +496,8 @@ class KafkaShareConsumer:
         in one call; checked first, so a bad row changes nothing."""
         self._check_open()
         kind = AcknowledgeType.parse(type)
+        if rows is None and self._book.acknowledge_ranges(batch_ranges(batch), kind):
+            return  # the whole batch as ranges; else offset by offset, for the exact error
         topics = batch.column("topic").to_pylist()
         parts = batch.column("partition").to_pylist()
         offsets = batch.column("offset").to_pylist()

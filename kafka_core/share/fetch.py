@@ -486,6 +486,31 @@ def join_tables(tables: list[Any]) -> Any:
     return pa.Table.from_batches(tables).combine_chunks().to_batches()[0]
 
 
+def batch_ranges(batch: Any) -> list[tuple[str, int, int, int]]:
+    """A share batch's rows as (topic, partition, first, last) runs of consecutive offsets,
+    found by Arrow compute (no Python per row): a poll_columns batch is a few such runs."""
+    n = batch.num_rows
+    if n == 0:
+        return []
+    topic, part, off = batch.column("topic"), batch.column("partition"), batch.column("offset")
+    starts, ends = [0], [n - 1]
+    if n > 1:
+        import pyarrow.compute as pc
+
+        def changed(col: Any) -> Any:
+            return pc.not_equal(col.slice(1), col.slice(0, n - 1))
+
+        step = pc.not_equal(pc.subtract(off.slice(1), off.slice(0, n - 1)), 1)
+        cut = pc.or_(pc.or_(step, changed(part)), changed(topic))
+        idx = pc.indices_nonzero(cut).to_pylist()  # row i + 1 starts a new run
+        starts += [i + 1 for i in idx]
+        ends = [*idx, n - 1]
+    return [
+        (topic[a].as_py(), part[a].as_py(), off[a].as_py(), off[b].as_py())
+        for a, b in zip(starts, ends, strict=True)
+    ]
+
+
 def leader_of(meta: Any, tp: TopicPartition) -> int | None:
     """The partition's leader in cached metadata, or None when unknown."""
     topic = meta.topic(tp.topic)

@@ -237,3 +237,31 @@ def test_blocking_face_hands_out_held_records_and_releases_the_rest_on_close() -
         c.close()
     # b"d" was taken but never handed out: released, not lost
     assert broker.states(T) == [("done", 1), ("done", 1), ("done", 1), ("available", 1)]
+
+
+def test_acknowledge_batch_takes_a_whole_columnar_batch_as_ranges() -> None:
+    broker = FakeShareBroker({T: 2})
+    broker.produce(T, [b"a", b"b", b"c"], partition=0)
+    broker.produce(T, [b"x", b"y"], partition=1)
+
+    async def main() -> None:
+        c = KafkaShareConsumer(T, group_id="g", client=broker, share_acknowledgement_mode="explicit")
+        rows = 0
+        batches = []
+        deadline = time.monotonic() + 10
+        while rows < 5 and time.monotonic() < deadline:
+            batch = await c.poll_columns(100)
+            if batch is not None:
+                c.acknowledge_batch(batch, "reject")  # each poll's rows, before the next poll
+                batches.append(batch)
+                rows += batch.num_rows
+        assert rows == 5
+        with pytest.raises(KafkaAcknowledgementError, match="already acknowledged"):
+            c.acknowledge_batch(batches[0])  # nothing changes: it goes offset by offset
+        assert c.metrics()["share"]["records_rejected"] == 5
+        await c.commit_sync()
+        assert broker.states(T, 0) == [("done", 1)] * 3
+        assert broker.states(T, 1) == [("done", 1)] * 2
+        await c.close()
+
+    run(main)
