@@ -416,6 +416,7 @@ def run_spark_bench(
     repeat: int = 1,
     passes: int = 1,
     shared: bool = False,
+    first_round: int = 0,
     timeout: float = 400.0,
     log: Any = print,
 ) -> list[RunResult]:
@@ -424,7 +425,8 @@ def run_spark_bench(
     of that, each method's median reported. With ``passes`` > 1 every method times its job that many
     times in its session (writes each to a fresh topic): the last, warm one and the first beside.
     ``shared``: the methods of an operation share one session per round (one start, one warm-up),
-    their order rotated round by round; otherwise each method has a fresh process and session."""
+    their order rotated round by round (``first_round``: where the rotation starts, for a round run
+    on its own later); otherwise each method has a fresh process and session."""
     env = spark_env(clients, log)
     if env.problem:
         log(f"  spark: {env.problem}")
@@ -435,7 +437,7 @@ def run_spark_bench(
     read: list[str] = []  # [the topic every reader reads, who wrote it], once picked
     order = sorted(clients, key=lambda c: (*OPERATIONS, method_role(c)[0]).index(method_role(c)[0]))
     try:
-        for round_ in range(repeat):
+        for round_ in range(first_round, first_round + repeat):
             for group in _groups(order, shared, round_):
                 op = method_role(group[0])[0]
                 topics = []
@@ -523,6 +525,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--shared", action="store_true", help="the methods of an operation share one session per round"
     )
+    parser.add_argument("--first-round", type=int, default=0, help="--shared: the rotation's first round")
     args = parser.parse_args(argv)
 
     if args.child:
@@ -547,6 +550,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             repeat=args.repeat,
             passes=args.passes,
             shared=args.shared,
+            first_round=args.first_round,
         )
     else:
         with bench_broker() as bootstrap:
@@ -557,6 +561,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 repeat=args.repeat,
                 passes=args.passes,
                 shared=args.shared,
+                first_round=args.first_round,
             )
     print(spark_table(results))
     return 0
