@@ -32,11 +32,12 @@ for version in sys.argv[1:]:
     print(f"    {version}: {kafka_classpath(version)} ({time.monotonic() - began:.1f} s)")
 PY
 
+# The unit suite needs no broker: it runs on every core (pytest-xdist).
 stage "unit suite, Cython codec"
-python -m pytest tests/unit -p no:cacheprovider "$@"
+python -m pytest tests/unit -n auto -p no:cacheprovider "$@"
 
 stage "unit suite, pure-Python codec"
-KAFKA_CORE_REQUIRE_EXTENSION= KAFKA_CORE_PURE_PYTHON=1 python -m pytest tests/unit -p no:cacheprovider "$@"
+KAFKA_CORE_REQUIRE_EXTENSION= KAFKA_CORE_PURE_PYTHON=1 python -m pytest tests/unit -n auto -p no:cacheprovider "$@"
 
 if [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
   stage "integration and interop suites against $KAFKA_BOOTSTRAP_SERVERS"
