@@ -73,6 +73,9 @@ Python source near its peer. With ``--repeat`` the rounds go round-robin over th
 each method's median is reported. The read ceiling's 10,000-row batches are its best size here
 (50,000 the same, 2,000 and 200,000 slower).
 
+``--shared`` runs the methods of an operation in one session per round (one start and warm-up,
+their order rotated each round; a method's first job is then its first in that session, after
+the others warmed the JVM): three rounds of 2,000,000 rows then fit on a loaded machine.
 With ``--passes 2`` the first job and a warm one are both reported; with ``--repeat 3`` each is
 the median of its three rounds (the first job's rate and CPU have their own medians).
 ``KAFKA_CORE_BENCH_BROKER=kafka`` runs on Apache Kafka instead of the embedded Tansu.
