@@ -12,16 +12,18 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
+import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Self
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.options import DEFAULT_BOOTSTRAP, check_int, deserializers, resolve_client
+from kafka_core.consumer.outage import OutageTracker
 from kafka_core.errors import (
     KafkaClosedError,
     KafkaConfigError,
+    KafkaConnectionError,
     KafkaError,
     KafkaProtocolError,
     KafkaTimeoutError,
@@ -34,6 +36,8 @@ from kafka_core.share.fetch import (
     NodeSession,
     ShareRequests,
     batch_ranges,
+    by_leader,
+    call_back,
     join_tables,
     leader_of,
 )
@@ -41,7 +45,6 @@ from kafka_core.share.membership import ShareMembership
 from kafka_core.share.records import (
     AcknowledgeMode,
     AcknowledgeType,
-    Acks,
     ShareRecord,
     deserialize,
 )
@@ -106,12 +109,16 @@ class KafkaShareConsumer:
         self._topics = sorted(set(list(topics_args) + list(topics or [])))
         self._max_poll_records = max_poll_records
         self._changed = asyncio.Event()
+        # The regular consumer's outage policy (kafka_core.consumer.outage): poll raises a named
+        # "cut off" error only when no broker answered for request_timeout_ms.
+        self._outage = OutageTracker(request_timeout_ms / 1000.0)
         self._member = ShareMembership(
             self._client,
             group_id,
             on_change=self._changed.set,
             rack_id=client_rack,
             request_timeout_ms=request_timeout_ms,
+            outage=self._outage,
         )
         self._requests = ShareRequests(
             self._client,
@@ -360,6 +367,9 @@ class KafkaShareConsumer:
             self._launch()
             remaining = deadline - loop.time()
             if remaining <= 0:
+                err = self._outage.due()
+                if err is not None:
+                    raise err
                 return []
             self._changed.clear()
             waits: list[Any] = [asyncio.ensure_future(self._changed.wait())]
@@ -368,20 +378,13 @@ class KafkaShareConsumer:
             waits[0].cancel()
 
     def _prefetch(self, handed: int = 1) -> None:
-        """The next ShareFetch goes now, while the application works on what it has: it carries
-        the acknowledgements pending by then (the next poll's go on the one after).
-
-        Only when the broker can acquire for it: the records it would still count in flight
-        once the pending acknowledgements are sent must be under its limit per share partition
-        (``group.share.partition.max.record.locks``, 2000 by default; the broker acquires whole
-        batches while under it). A prefetch that came back empty although records were in
-        flight means the limit is lower here: the budget is halved (down to none).
-
-        The asyncio consumer gains from it: the answer is read when the application awaits
-        again. The blocking face does not prefetch: there the answer would be read on the loop
-        thread while the application's thread runs Python, and the two threads taking the GIL
-        from each other made every ShareFetch several times slower (measured: a third of the
-        throughput); fetched in the hop, while the application's thread waits, it is not."""
+        """The next ShareFetch goes now, while the application works (it carries the pending
+        acknowledgements), if the broker can acquire for it: what it would still count in flight
+        once they are sent is under its limit per share partition (max.record.locks, 2000 by
+        default); a prefetch back empty while records were in flight halves the budget.
+        Only the asyncio consumer prefetches: in the blocking face the answer would be read on
+        the loop thread while the application's thread runs Python, and the two fighting for
+        the GIL made each ShareFetch several times slower (a third of the throughput)."""
         if (
             handed
             and not self._tasks
@@ -451,7 +454,12 @@ class KafkaShareConsumer:
             acks = self._book.take_pending(set(tps)) if sess.epoch != 0 else {}
             in_flight = self._book.outstanding
             started = asyncio.get_running_loop().time()
+            sent = time.monotonic()
             chunks, results, error = await self._requests.fetch(sess, tps, acks)
+            if isinstance(error, KafkaConnectionError | KafkaTimeoutError):  # no answer
+                self._outage.failed_all(tps, error, since=sent)
+            else:
+                self._outage.ok_all(tps)
             if acks:
                 self._book.ack_latency(asyncio.get_running_loop().time() - started)
         if prefetch and not chunks and error is None and in_flight:
@@ -543,19 +551,7 @@ class KafkaShareConsumer:
     async def _send_acks(self, *, close: bool = False, only: set[TopicPartition] | None = None) -> AckResults:
         """ShareAcknowledge to each session's broker for the pending acknowledgements (of
         ``only``, or all); ``close`` also closes every share session."""
-        meta = self._client.cached_metadata()
-        pending = self._book.take_pending(only)
-        by_node: dict[int, dict[TopicPartition, Acks]] = {}
-        results: AckResults = {}
-        for tp, acks in pending.items():
-            node = leader_of(meta, tp)
-            if node is None:
-                try:
-                    node = await self._client.leader_for(tp.topic, tp.partition)
-                except KafkaError as exc:
-                    results[tp] = (acks.keys(), exc)
-                    continue
-            by_node.setdefault(node, {})[tp] = acks
+        by_node, results = await by_leader(self._client, self._book.take_pending(only))
         nodes = set(by_node) | (set(self._sessions) if close else set())
 
         async def one(node: int) -> AckResults:
@@ -574,15 +570,9 @@ class KafkaShareConsumer:
     def _report(self, results: AckResults, callback: AckCallback | None = None) -> None:
         self._book.outcomes(results)
         cb = callback or self._callback
-        if cb is None:
-            return
-        for tp, (offsets, err) in results.items():
-            try:
-                out = cb({tp: set(offsets)}, err)
-                if inspect.isawaitable(out):
-                    self._spawn(_await(out))
-            except Exception:
-                log.exception("the acknowledgement commit callback raised")
+        if cb is not None:
+            for out in call_back(cb, results):
+                self._spawn(_await(out))
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

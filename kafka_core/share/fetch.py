@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import inspect
+import logging
 import uuid
 from collections.abc import Collection
 from typing import Any
@@ -34,6 +36,7 @@ from kafka_core.share.records import (
     share_records,
 )
 
+log = logging.getLogger("kafka_core.share.consumer")  # the callback's errors, as before
 INT32_MAX = 2**31 - 1
 CLOSE_EPOCH = -1
 
@@ -509,6 +512,40 @@ def batch_ranges(batch: Any) -> list[tuple[str, int, int, int]]:
         (topic[a].as_py(), part[a].as_py(), off[a].as_py(), off[b].as_py())
         for a, b in zip(starts, ends, strict=True)
     ]
+
+
+async def by_leader(
+    client: Any, pending: dict[TopicPartition, Acks]
+) -> tuple[dict[int, dict[TopicPartition, Acks]], AckResults]:
+    """Pending acknowledgements grouped by their partition's leader; those whose leader
+    cannot be found are failed outcomes already."""
+    meta = client.cached_metadata()
+    by_node: dict[int, dict[TopicPartition, Acks]] = {}
+    failed: AckResults = {}
+    for tp, acks in pending.items():
+        node = leader_of(meta, tp)
+        if node is None:
+            try:
+                node = await client.leader_for(tp.topic, tp.partition)
+            except KafkaError as exc:
+                failed[tp] = (acks.keys(), exc)
+                continue
+        by_node.setdefault(node, {})[tp] = acks
+    return by_node, failed
+
+
+def call_back(cb: Any, results: AckResults) -> list[Any]:
+    """``cb({tp: offsets}, error)`` per partition (a raising callback is logged); returns the
+    awaitables it gave back (an async callback), for the caller to run."""
+    awaitables = []
+    for tp, (offsets, err) in results.items():
+        try:
+            out = cb({tp: set(offsets)}, err)
+            if inspect.isawaitable(out):
+                awaitables.append(out)
+        except Exception:
+            log.exception("the acknowledgement commit callback raised")
+    return awaitables
 
 
 def leader_of(meta: Any, tp: TopicPartition) -> int | None:

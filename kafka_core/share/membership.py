@@ -19,6 +19,7 @@ from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.heartbeat_group import new_member_id
+from kafka_core.consumer.outage import OutageTracker
 from kafka_core.errors import (
     KafkaAuthenticationError,
     KafkaClosedError,
@@ -62,8 +63,12 @@ class ShareMembership:
         on_change: Callable[[], None],
         rack_id: str | None = None,
         request_timeout_ms: float = 30_000,
+        outage: OutageTracker | None = None,
     ) -> None:
         self._client = client
+        # the consumer's outage policy: heartbeats failing are one streak of it
+        self._outage = outage if outage is not None else OutageTracker(request_timeout_ms / 1000.0)
+        self._outage_key = f"share group {group_id!r} heartbeat"
         self.group_id = group_id
         self._on_change = on_change
         self._rack_id = rack_id
@@ -146,12 +151,14 @@ class ShareMembership:
                 if not exc.retriable:
                     self._fail(exc)
                     return
+                self._outage.failed(self._outage_key, exc)
                 self.last_error = exc
                 self._full = True
                 await self._pause(backoff.next_s())
                 continue
             except KafkaError as exc:
                 log.info("share group %s: heartbeat failed: %r; retrying", self.group_id, exc)
+                self._outage.failed(self._outage_key, exc)
                 self.last_error = exc
                 self._full = True
                 self._client.note_error(ErrorCode.COORDINATOR_NOT_AVAILABLE, coordinator_key=self.group_id)
@@ -190,6 +197,7 @@ class ShareMembership:
     async def _answer(self, resp: Any, backoff: Backoff) -> float | None:
         code = resp.error_code
         if not code:
+            self._outage.ok(self._outage_key)
             backoff.reset()
             self._full = False
             self.last_error = None
@@ -215,6 +223,7 @@ class ShareMembership:
         what = f"ShareGroupHeartbeat for group {self.group_id!r}"
         err = error_for(code, f"{what}: {resp.error_message}" if resp.error_message else what)
         self.last_error = err
+        self._outage.failed(self._outage_key, err)  # an answer: the cluster is there
         if code in REJOIN_CODES:
             log.warning("share group %s: %s; joining again", self.group_id, err.name)
             self.epoch = 0

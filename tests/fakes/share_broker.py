@@ -11,7 +11,7 @@ from typing import Any
 
 from kafka_core.client.metadata import BrokerMeta, ClusterMeta, PartitionMeta, TopicMeta, TopicPartition
 from kafka_core.codec import KafkaRecord, encode_record_batch
-from kafka_core.errors import KafkaUnsupportedVersionError
+from kafka_core.errors import KafkaConnectionError, KafkaUnsupportedVersionError
 from kafka_core.protocol.errors import ErrorCode
 from kafka_core.protocol.messages import (
     ShareAcknowledgeRequest,
@@ -52,6 +52,7 @@ class FakeShareBroker:
         self.ack_error: int = 0  # answer every acknowledgement with this code
         self.fetch_error: int = 0  # answer the next ShareFetch with this top-level code
         self.closed = False
+        self.down = False  # every request fails as against a broker that refuses connections
 
     # -- the script's side ------------------------------------------------------------------------
 
@@ -75,7 +76,12 @@ class FakeShareBroker:
     # -- the client interface the share consumer uses ----------------------------------------------
 
     async def find_coordinator(self, key: str, key_type: int = 0, *, timeout_ms: float | None = None) -> Any:
+        self._check_up()
         return Coordinator(NODE)
+
+    def _check_up(self) -> None:
+        if self.down:
+            raise KafkaConnectionError("cannot connect to 127.0.0.1:1: [Errno 111] Connect call failed")
 
     async def api_version(self, node_id: int, api_key: int, *, max_version: int | None = None) -> int:
         if not self.share_groups:
@@ -112,6 +118,9 @@ class FakeShareBroker:
 
     async def send(self, node_id: int, body: Any, version: int | None = None, **_: Any) -> Any:
         await asyncio.sleep(0)
+        if self.down:
+            await asyncio.sleep(0.01)
+            self._check_up()
         self.requests.append(body)
         if isinstance(body, ShareGroupHeartbeatRequest):
             return self._heartbeat(body)

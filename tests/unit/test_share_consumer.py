@@ -265,3 +265,27 @@ def test_acknowledge_batch_takes_a_whole_columnar_batch_as_ranges() -> None:
         await c.close()
 
     run(main)
+
+
+def test_poll_says_cut_off_when_no_broker_answers_for_request_timeout() -> None:
+    from kafka_core.errors import KafkaConnectionError
+
+    broker = FakeShareBroker({T: 1})
+    broker.request_timeout_ms = 300  # the bound (the client's request_timeout_ms)
+    broker.produce(T, [b"a"])
+
+    async def main() -> None:
+        c = KafkaShareConsumer(T, group_id="g", client=broker)
+        assert [r.value for r in await poll_until(c, 1)] == [b"a"]
+        broker.down = True
+        deadline = time.monotonic() + 20
+        with pytest.raises(KafkaConnectionError, match="cut off") as info:
+            while time.monotonic() < deadline:
+                assert await c.poll(100) == []  # quiet until the bound has passed
+        assert "request_timeout_ms=300" in str(info.value)
+        broker.down = False  # it retried all along: records flow again
+        broker.produce(T, [b"b"])
+        assert [r.value for r in await poll_until(c, 1)] == [b"b"]
+        await c.close()
+
+    run(main)
