@@ -134,6 +134,7 @@ def main(argv: list[str] | None = None) -> int:
         create_topic(bootstrap, topic, args.partitions)
         fill_topic(bootstrap, topic, make_values(args.records, args.size))
         rows: dict[str, list[dict[str, Any]]] = {}
+        load_before = os.getloadavg()
         for _ in range(args.repeat):
             for client in args.clients.split(","):
                 group = _group(bootstrap, topic)
@@ -146,13 +147,17 @@ def main(argv: list[str] | None = None) -> int:
                 rows.setdefault(client, []).append(json.loads(line[7:]))
         best = {c: max(rs, key=lambda r: r["rate"]) for c, rs in rows.items()}
         anchor = best.get("confluent-kafka")
+        load_after = os.getloadavg()
         print(
-            f"{args.records} records of {args.size} B, {args.partitions} partition(s), best of {args.repeat}"
+            f"{args.records} records of {args.size} B, {args.partitions} partition(s), best of {args.repeat}; "
+            f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after "
+            f"({os.cpu_count()} CPUs: judge by CPU per record and by the ratios)"
         )
-        print(f"{'client':28} {'records/s':>12} {'CPU s/M rec':>12} {'vs confluent':>13}")
+        print(f"{'client':28} {'records/s':>12} {'CPU s/M rec':>12} {'vs confluent':>13} {'CPU vs':>8}")
         for c, r in best.items():
             ratio = f"{r['rate'] / anchor['rate']:.2f}x" if anchor else "-"
-            print(f"{c:28} {r['rate']:12,.0f} {r['cpu_s_per_million']:12.2f} {ratio:>13}")
+            cpu = f"{r['cpu_s_per_million'] / anchor['cpu_s_per_million']:.2f}x" if anchor else "-"
+            print(f"{c:28} {r['rate']:12,.0f} {r['cpu_s_per_million']:12.2f} {ratio:>13} {cpu:>8}")
     finally:
         if cluster is not None:
             cluster.close()
