@@ -23,7 +23,10 @@ import uuid
 from typing import Any
 
 CLIENTS = ("confluent-kafka", "kafka_core", "kafka_core-poll_columns")
-MAX_RECORDS = int(os.environ.get("BENCH_SHARE_MAX_RECORDS", "500"))
+# kafka_core's max_poll_records (also its ShareFetch max_records). confluent-kafka's ShareConsumer
+# has no such limit: each poll hands over what it acquired (a whole producer batch, 9082 records
+# of 100 B here); 10,000 is what bench/e2e_consumer.py gives every client per poll.
+MAX_RECORDS = int(os.environ.get("BENCH_SHARE_MAX_RECORDS", "10000"))
 DEADLINE_S = 180.0
 
 
@@ -149,7 +152,8 @@ def main(argv: list[str] | None = None) -> int:
         anchor = best.get("confluent-kafka")
         load_after = os.getloadavg()
         print(
-            f"{args.records} records of {args.size} B, {args.partitions} partition(s), best of {args.repeat}; "
+            f"{args.records} records of {args.size} B, {args.partitions} partition(s), best of {args.repeat}, "
+            f"kafka_core max_poll_records={MAX_RECORDS}; "
             f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after "
             f"({os.cpu_count()} CPUs: judge by CPU per record and by the ratios)"
         )
