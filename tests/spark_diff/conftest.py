@@ -19,7 +19,8 @@ Fixtures for every test module here (batch, stream, sink):
   connector's jars in ``spark.jars`` and ``kafka_core`` registered. Create no other session.
 - ``make_topic(partitions=1, configs=None, prefix="diff", name=None)`` (session): a new topic
   (``name``, else a unique one under ``prefix``), every partition answering ListOffsets at its leader; returns the name.
-- ``produce(topic, records)`` (session): writes :class:`Rec` records, waits for every delivery.
+- ``produce(topic, records)`` (session): writes :class:`Rec` records, waits for every delivery;
+  :func:`sample_records` makes some (null keys and values, headers, set timestamps).
 - ``differ`` (session): a :class:`Differ`, which runs a batch read through both formats:
   ``differ.read(options, layout=...)`` asserts they agree and returns kafka_core's
   :class:`Outcome`; ``differ.refuse(options, *names)`` asserts both refuse before any job runs,
@@ -114,6 +115,22 @@ class Rec:
     value: bytes | None
     headers: tuple[tuple[str, bytes | None], ...] = ()
     timestamp_ms: int | None = None
+
+
+def sample_records(partition: int, count: int, *, tag: str = "v") -> list[Rec]:
+    """``count`` records for ``partition``: keys and values tagged, every 7th key null, one null
+    value (partition 0, index 5), headers on even ones (one with a null value), timestamps
+    ``T0 + i s + partition ms``."""
+    return [
+        Rec(
+            partition=partition,
+            key=None if i % 7 == 3 else f"k{partition}-{i}".encode(),
+            value=None if (partition, i) == (0, 5) else f"{tag}{partition}-{i}".encode(),
+            headers=(("h", str(i).encode()), ("n", None)) if i % 2 == 0 else (),
+            timestamp_ms=T0 + i * 1000 + partition,
+        )
+        for i in range(count)
+    ]
 
 
 def wait_ready(admin: Any, topic: str, partitions: int, timeout: float = 30.0) -> None:
