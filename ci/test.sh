@@ -2,7 +2,8 @@
 # The whole test suite: lint, mypy (configured in pyproject.toml), the unit suite twice (Cython
 # codec, then the pure-Python twin), the integration and interop suites against Apache Kafka (the
 # reference broker, from its Maven Central jars; the replication tests on three nodes of it), the
-# compatibility subset against the other servers we support, and the bench self-check.
+# compatibility subset against the other servers we support, the differential suite beside Spark's
+# own Kafka connector, and the bench self-check.
 # With KAFKA_BOOTSTRAP_SERVERS set, the broker suites run against that cluster only. Extra
 # arguments go to every pytest run.
 set -euo pipefail
@@ -56,6 +57,10 @@ else
   KAFKA_CORE_TEST_BROKER=kafka KAFKA_CORE_KAFKA_VERSION="$KAFKA_OLDEST" KAFKA_CORE_COMPAT_REPORT=build/compat/kafka-oldest.json \
     python -m pytest tests/integration -m compat -p no:cacheprovider "$@"
 fi
+
+# Spark's own connector runs only on the pyspark of its version: its own venv (ci/spark_diff.sh).
+stage "differential suite: format kafka (Spark's connector) against format kafka_core"
+bash ci/spark_diff.sh -p no:cacheprovider "$@"
 
 stage "benchmark harness self-check (correctness only, no timings)"
 python -m pytest bench/test_harness.py bench/test_codec_bench.py --benchmark-disable -p no:cacheprovider "$@"
