@@ -136,7 +136,13 @@ def test_gzip_bomb_is_capped():
 
 @pytest.mark.parametrize(
     "garbage",
-    [b"", b"\x1f\x8b", b"not gzip at all", gzip.compress(b"abc", mtime=0)[:-3], gzip.compress(b"abc", mtime=0) + b"junk"],
+    [
+        b"",
+        b"\x1f\x8b",
+        b"not gzip at all",
+        gzip.compress(b"abc", mtime=0)[:-3],
+        gzip.compress(b"abc", mtime=0) + b"junk",
+    ],
     ids=["empty", "magic-only", "not-gzip", "truncated", "trailing-junk"],
 )
 def test_gzip_bad_frames(garbage):
