@@ -311,7 +311,12 @@ def fill_topic(bootstrap: str, topic: str, values: Sequence[bytes]) -> None:
 def count_topic(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60.0) -> int:
     """Records on the topic, read back with confluent-kafka: a producer's figure counts only if
     every record landed. Reads until ``expected`` are seen (then briefly on, to catch
-    duplicates) or nothing new comes for a few seconds; end offsets are not trusted (Tansu)."""
+    duplicates) or nothing new comes for a few seconds. A short count is not taken at once: a
+    loaded broker (Tansu) can stall a fetch for seconds, so each partition is then read on to the
+    high watermark the broker reports after the quiet period (a lower bound on Tansu, which lists
+    a partition's end as its last batch's base offset + 1), up to three rounds within
+    ``timeout``. A count still short is printed per partition (records read, first and next
+    offset, watermarks) to stderr, so a gap in offsets can be told from a read that ended early."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
     consumer = Consumer(
@@ -323,16 +328,51 @@ def count_topic(bootstrap: str, topic: str, partitions: int, expected: int, time
             "log_level": 3,
         }
     )
+    per_partition = [0] * partitions
+    first = [-1] * partitions
+    next_offset = [0] * partitions
+    deadline = time.monotonic() + timeout
+
+    def drain(quiet_s: float, until: list[int] | None) -> None:
+        quiet_until = time.monotonic() + quiet_s
+        while time.monotonic() < min(deadline, quiet_until):
+            if until is not None and all(next_offset[p] >= until[p] for p in range(partitions)):
+                return
+            messages = consumer.consume(100_000, 0.2)
+            for m in messages:
+                p, offset = m.partition(), m.offset()
+                if m.error() is None and p is not None and offset is not None:
+                    per_partition[p] += 1
+                    if first[p] < 0:
+                        first[p] = offset
+                    next_offset[p] = max(next_offset[p], offset + 1)
+            if messages:
+                done = sum(per_partition) >= expected
+                quiet_until = time.monotonic() + (0.5 if done else quiet_s)
+
     try:
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
-        count = 0
-        deadline = time.monotonic() + timeout
-        quiet_until = time.monotonic() + 5.0
-        while time.monotonic() < min(deadline, quiet_until):
-            messages = consumer.consume(100_000, 0.2)
-            count += sum(1 for m in messages if m.error() is None)
-            if messages:
-                quiet_until = time.monotonic() + (0.5 if count >= expected else 5.0)
+        drain(5.0, None)
+        highs = [-1] * partitions
+        for _ in range(3):
+            if sum(per_partition) >= expected or time.monotonic() >= deadline:
+                break
+            for p in range(partitions):
+                with contextlib.suppress(Exception):
+                    highs[p] = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=5.0)[1]
+            drain(10.0, highs)
+        count = sum(per_partition)
+        if count < expected:
+            print(
+                f"count_topic {topic}: {count} of {expected}; per partition "
+                "(records, first offset, next offset, high watermark): "
+                + ", ".join(
+                    f"{p}:({per_partition[p]}, {first[p]}, {next_offset[p]}, {highs[p]})"
+                    for p in range(partitions)
+                ),
+                file=sys.stderr,
+                flush=True,
+            )
         return count
     finally:
         consumer.close()

@@ -49,14 +49,18 @@ def check_result(
             count_topic(bootstrap, pass_topic(topic, i), PARTITIONS, rows) if result.status == OK else -1
             for i in range(passes)
         ]
+        # A short topic is kept (named in the detail) so its offsets can be examined afterwards.
+        short = [pass_topic(topic, i) for i, n in enumerate(landed) if 0 <= n < rows]
         if result.status == OK and landed != [rows] * passes:
             result.status = ERROR
-            result.detail = f"{landed} of {rows} rows on the topic (per pass) after the run"
+            kept = f"; kept for inspection: {', '.join(short)}" if short else ""
+            result.detail = f"{landed} of {rows} rows on the topic (per pass) after the run{kept}"
         for index in range(1, passes):
-            delete_topic(bootstrap, pass_topic(topic, index))
+            if pass_topic(topic, index) not in short:
+                delete_topic(bootstrap, pass_topic(topic, index))
         if landed[0] == rows and not read and result.client not in written:
             written[result.client] = topic  # kept for the reads
-        else:
+        elif topic not in short:
             delete_topic(bootstrap, topic)
     if op == "read" and topic and result.status == OK:
         result.extra["note"] += f"; topic written by {read[1]}"
