@@ -31,6 +31,9 @@ def main() -> int:
     ap.add_argument("--max-records", type=int, default=9)
     ap.add_argument("--pause-at", choices=("mid-send", "after-send", "after-offsets"))
     ap.add_argument("--pause-txn", type=int, default=1)
+    # a pause inside each transaction, after its sends: a kill at a random moment then lands
+    # inside a transaction, and cannot come after the worker already finished everything
+    ap.add_argument("--pace-ms", type=int, default=0)
     args = ap.parse_args()
 
     def say(line: str) -> None:
@@ -78,6 +81,8 @@ def main() -> int:
         if pause == "after-send":
             producer.flush(30)
             pause_here(say, pause)
+        if args.pace_ms:
+            time.sleep(args.pace_ms / 1000)
         producer.send_offsets_to_transaction(offsets, consumer.group_metadata(), timeout=30)
         if pause == "after-offsets":
             producer.flush(30)

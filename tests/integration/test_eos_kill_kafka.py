@@ -137,7 +137,12 @@ def test_sigkilled_mid_transaction_the_output_holds_each_input_exactly_once(real
     protocol = expected_protocol(real_kafka)
     killed = []
     for phase, txn in KILLS:
-        extra = [] if phase == "random" else ["--pause-at", phase, "--pause-txn", str(txn)]
+        # A random kill paces the worker (3 records and 40 ms a transaction, the rest of 180 take
+        # seconds): unpaced, a fast machine could finish every transaction before the kill came.
+        if phase == "random":
+            extra = ["--max-records", "3", "--pace-ms", "40"]
+        else:
+            extra = ["--pause-at", phase, "--pause-txn", str(txn)]
         child = Child(base + extra)
         try:
             assert child.expect("PROTOCOL") == f"PROTOCOL {protocol}", child.report()
@@ -147,7 +152,7 @@ def test_sigkilled_mid_transaction_the_output_holds_each_input_exactly_once(real
             else:
                 child.expect(f"PAUSED {phase}")
             child.kill()
-            assert child.proc.returncode == -signal.SIGKILL, f"seed {seed}: {child.report()}"
+            assert child.proc.returncode == -signal.SIGKILL, f"seed {seed}, not killed: {child.report()}"
             killed.append((phase, [s for s in child.seen if s.startswith("COMMITTED")][-1:]))
         finally:
             child.close()
