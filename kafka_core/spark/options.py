@@ -384,14 +384,6 @@ class SinkOptions:
         return f"{self.transactional_id_prefix}-{task_partition}"
 
 
-# The transactional sink's client options. Its tasks prepare transactions that the driver ends
-# from another process under (producer id, epoch), and the driver fences the ids of attempts that
-# returned nothing: a design proven on transactions v1. Under v2 (KIP-890 part 2) every EndTxn
-# bumps the epoch, and one CI run left a failed task's transaction open at an epoch only v2's
-# bumps reach; until that is explained the sink holds EndTxn below v5, i.e. transactions v1.
-TXN_SINK_CLIENT: dict[str, Any] = {"api_version_caps": {26: 4}}  # ApiKey.END_TXN: 4
-
-
 _SINK_TXN_REFUSED = {
     "transactional.id": "set the sink option 'transactionalIdPrefix': every task needs an id of its own",
     "transaction.timeout.ms": "set the sink option 'transactionTimeoutMs'",

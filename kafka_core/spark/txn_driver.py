@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kafka_core.errors import KafkaTimeoutError, KafkaTransactionError
-from kafka_core.spark.options import TXN_SINK_CLIENT, SinkOptions
+from kafka_core.spark.options import SinkOptions
 
 if TYPE_CHECKING:
     from kafka_core.producer import PreparedTransaction
@@ -44,7 +44,6 @@ def _run_all(options: SinkOptions, jobs: Sequence[Job], timeout: float) -> list[
     from kafka_core.config import client_keywords
 
     client_options, _ = client_keywords(options.producer)
-    client_options.update(TXN_SINK_CLIENT)  # the tasks' transaction protocol (v1), the driver's too
 
     async def run() -> list[BaseException | None]:
         gate = asyncio.Semaphore(_CONCURRENCY)

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_core.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
 from kafka_core.spark.cache import WorkerCache
-from kafka_core.spark.options import TXN_SINK_CLIENT, SinkOptions
+from kafka_core.spark.options import SinkOptions
 
 if TYPE_CHECKING:
     from kafka_core.producer import PreparedTransaction
@@ -316,10 +316,7 @@ def _run_transactional(options: SinkOptions, feed: Any, task_partition: int) -> 
     txn_id = options.transactional_id(task_partition)
     delivery_s = float(options.producer.get("delivery_timeout_ms", 120_000)) / 1000.0
     producer = KafkaProducer(
-        **options.producer,
-        **TXN_SINK_CLIENT,
-        transactional_id=txn_id,
-        transaction_timeout_ms=options.transaction_timeout_ms,
+        **options.producer, transactional_id=txn_id, transaction_timeout_ms=options.transaction_timeout_ms
     )
     try:
         try:
