@@ -32,13 +32,6 @@ class DataLossError(KafkaConfigError):
     """Offsets that should be readable are not (aged out, topic deleted or recreated)."""
 
 
-LOSS_HINT = (
-    "Some data may have been lost because it is not available in Kafka any more: it was aged out by "
-    "retention, or the topic was deleted or recreated before all of it was processed. If you do not want "
-    "the query to fail in such cases, set the source option 'failOnDataLoss' to 'false'."
-)
-
-
 @dataclass(frozen=True, slots=True)
 class OffsetRange:
     """Offsets [start, end) of one partition: one Spark task's work."""
