@@ -32,10 +32,11 @@ from kafka_core.share.records import (
 _OFFSET = attrgetter("offset")
 _ONE = 1
 DONE_MEMORY = 1_000_000  # acknowledged records remembered to tell "twice" from "never"
-_ACCEPT, _RELEASE, _REJECT = (
+_ACCEPT, _RELEASE, _REJECT, _RENEW = (
     int(AcknowledgeType.ACCEPT),
     int(AcknowledgeType.RELEASE),
     int(AcknowledgeType.REJECT),
+    int(AcknowledgeType.RENEW),
 )
 
 
@@ -59,6 +60,9 @@ class AckBook:
         self.delivered: dict[TopicPartition, dict[int, int]] = {}
         self._runs: list[tuple[TopicPartition, int, int]] = []  # implicit: delivered ranges
         self.pending: dict[TopicPartition, Acks] = {}
+        # RENEWs (KIP-1222) awaiting a ShareAcknowledge of their own: the record stays delivered
+        self.renewals: dict[TopicPartition, dict[int, int]] = {}
+        self.renewed = 0
         self._done: OrderedDict[tuple[str, int, int], None] = OrderedDict()
         self._lock_deadline: dict[TopicPartition, float] = {}
         self.acquired_total = 0
@@ -176,6 +180,7 @@ class AckBook:
         self._move_all(_ACCEPT)
 
     def _move_all(self, kind: int) -> None:
+        self.renewals = {}  # every delivered record gets a final type now
         runs, self._runs = self._runs, []
         for tp, first, last in runs:
             self._check_lock(tp)
@@ -232,7 +237,17 @@ class AckBook:
     @_locked
     def acknowledge(self, topic: str, partition: int, offset: int, kind: AcknowledgeType) -> None:
         tp = self._check(topic, partition, offset)
+        if kind is AcknowledgeType.RENEW:
+            self._renew([(tp, offset)])
+            return
         self._apply([(tp, offset)], int(kind))
+
+    def _renew(self, items: list[tuple[TopicPartition, int]]) -> None:
+        """The records stay delivered (acknowledged again later); a RENEW goes out at the next
+        commit, and their lock deadline starts again once it is sent."""
+        for tp, offset in items:
+            self.renewals.setdefault(tp, {})[offset] = _RENEW
+        self.renewed += len(items)
 
     @_locked
     def acknowledge_many(self, keys: list[tuple[str, int, int]], kind: AcknowledgeType) -> None:
@@ -243,6 +258,9 @@ class AckBook:
                 raise KafkaAcknowledgementError(f"{topic}[{partition}] offset {offset} appears twice")
             seen.add((topic, partition, offset))
             checked.append((self._check(topic, partition, offset), offset))
+        if kind is AcknowledgeType.RENEW:
+            self._renew(checked)
+            return
         self._apply(checked, int(kind))
 
     @_locked
@@ -250,7 +268,7 @@ class AckBook:
         """Acknowledge (topic, partition, first, last) ranges as ``kind`` with no per-offset
         Python (a columnar batch); False (nothing changed) when a check fails: the caller then
         goes offset by offset for the exact error."""
-        if self.mode is AcknowledgeMode.IMPLICIT:
+        if self.mode is AcknowledgeMode.IMPLICIT or kind is AcknowledgeType.RENEW:
             return False
         self._flush_runs()
         by_tp: dict[TopicPartition, list[tuple[int, int]]] = {}
@@ -269,7 +287,10 @@ class AckBook:
             self._check_lock(tp)
             offsets = self.delivered[tp]
             acks = self._pending_of(tp)
+            renewing = self.renewals.get(tp)
             for first, last in spans:
+                if renewing:
+                    deque(map(renewing.pop, range(first, last + 1), repeat(None)), maxlen=0)
                 deque(map(offsets.pop, range(first, last + 1)), maxlen=0)
                 self._pending_n += acks.add_range(first, last, k)
                 self.counts[k] += last - first + 1
@@ -281,6 +302,9 @@ class AckBook:
     def _apply(self, items: list[tuple[TopicPartition, int]], kind: int) -> None:
         for tp, offset in items:
             self._check_lock(tp)
+            renewing = self.renewals.get(tp)
+            if renewing is not None:  # acknowledged for good: no need to renew it any more
+                renewing.pop(offset, None)
             del self.delivered[tp][offset]
             if not self.delivered[tp]:
                 del self.delivered[tp]
@@ -319,6 +343,45 @@ class AckBook:
         self.outstanding = max(self.outstanding - n, 0)
         return out
 
+    @_locked
+    def take_renewals(self) -> dict[TopicPartition, Acks]:
+        """Remove and return the pending RENEWs (sent in a ShareAcknowledge of their own)."""
+        out: dict[TopicPartition, Acks] = {}
+        for tp, offsets in self.renewals.items():
+            if offsets:
+                out[tp] = Acks()
+                out[tp].add(offsets)
+        self.renewals = {}
+        return out
+
+    @_locked
+    def renewal_sent(self, tps: Iterable[TopicPartition], lock_ms: float) -> None:
+        """The broker took the RENEWs of ``tps``: their lock deadline starts again."""
+        for tp in tps:
+            self._deadline(tp, lock_ms)
+
+    @_locked
+    def restore(self, acks: dict[TopicPartition, Acks]) -> None:
+        """Acknowledgements taken for a request that never went out are pending again (a commit
+        that timed out while waiting must not lose them)."""
+        for tp, book in acks.items():
+            n = len(book)
+            mine = self.pending.get(tp)
+            if mine is None:
+                self.pending[tp] = book
+            else:
+                for first, last, kind in book.runs:
+                    mine.add_range(first, last, kind)
+                mine.add(book.offsets)
+            self._pending_n += n
+            self.outstanding += n
+
+    @_locked
+    def restore_renewals(self, acks: dict[TopicPartition, Acks]) -> None:
+        """RENEWs taken for a request that never went out are pending again."""
+        for tp, book in acks.items():
+            self.renewals.setdefault(tp, {}).update(book.offsets)
+
     def unacknowledged_after_send(self) -> int:
         """Acquired records the broker would still count as in flight once the pending
         acknowledgements went out (a ShareFetch acquires nothing while that is at its limit)."""
@@ -346,6 +409,7 @@ class AckBook:
             "records_accepted": self.counts[_ACCEPT],
             "records_released": self.counts[_RELEASE],
             "records_rejected": self.counts[_REJECT],
+            "records_renewed": self.renewed,
             "records_redelivered": self.redelivered,
             "records_awaiting_acknowledgement": sum(len(v) for v in self.delivered.values())
             + sum(last - first + 1 for _, first, last in self._runs),

@@ -28,6 +28,7 @@ from kafka_core.errors import (
     KafkaProtocolError,
     KafkaTimeoutError,
 )
+from kafka_core.share.acking import AckSender
 from kafka_core.share.acks import AckBook
 from kafka_core.share.fetch import (
     AckResults,
@@ -36,7 +37,6 @@ from kafka_core.share.fetch import (
     NodeSession,
     ShareRequests,
     batch_ranges,
-    by_leader,
     call_back,
     join_tables,
     leader_of,
@@ -134,6 +134,9 @@ class KafkaShareConsumer:
         )
         self._book = AckBook(self.mode)
         self._sessions: dict[int, NodeSession] = {}
+        self._acker = AckSender(
+            self._client, self._requests, self._book, self._session, lambda: list(self._sessions)
+        )
         self._tasks: dict[int, asyncio.Task[None]] = {}
         self._buffer: list[Chunk] = []
         self._callback: AckCallback | None = None
@@ -190,16 +193,19 @@ class KafkaShareConsumer:
         error: BaseException | None = None
         try:
             async with asyncio.timeout(timeout):
+                # What is pending goes now, beside a ShareFetch in flight (not behind it) ...
+                self._release_buffer()
+                self._book.settle_for_close()
+                self._report(await self._send_acks())
+                # ... then what that fetch brings is released, and the sessions close.
                 await self._drain_tasks()
                 if self._orphan_task is not None:
                     await asyncio.gather(self._orphan_task, return_exceptions=True)
                 self._release_buffer()
-                self._book.settle_for_close()
-                results = await self._send_acks(close=True)
-                self._report(results)
+                self._report(await self._send_acks(close=True))
                 await self._member.leave()
         except TimeoutError:
-            error = KafkaTimeoutError(f"share consumer close did not finish within {timeout}s")
+            error = KafkaTimeoutError(self._timeout_message("share consumer close", timeout))
         finally:
             tasks = [*self._tasks.values(), *self._background]
             if self._orphan_task is not None:
@@ -455,7 +461,8 @@ class KafkaShareConsumer:
             in_flight = self._book.outstanding
             started = asyncio.get_running_loop().time()
             sent = time.monotonic()
-            chunks, results, error = await self._requests.fetch(sess, tps, acks)
+            async with self._acker.fetching(sess):  # acknowledgements may go beside it meanwhile
+                chunks, results, error = await self._requests.fetch(sess, tps, acks)
             if isinstance(error, KafkaConnectionError | KafkaTimeoutError):  # no answer
                 self._outage.failed_all(tps, error, since=sent)
             else:
@@ -530,11 +537,39 @@ class KafkaShareConsumer:
         self._book.settle_for_commit()
         try:
             async with asyncio.timeout(timeout):
-                results = await self._send_acks()
+                results = await self._commit_all()
         except TimeoutError:
-            raise KafkaTimeoutError(f"commit_sync did not finish within {timeout}s") from None
+            raise KafkaTimeoutError(self._timeout_message("commit_sync", timeout)) from None
         self._report(results)
         return {tp: err for tp, (_, err) in results.items()}
+
+    def _timeout_message(self, what: str, timeout: float | None) -> str:
+        cause = self._acker.describe_wait()
+        if not cause and self._tasks:
+            cause = "waited for " + " and ".join(self._acker.fetch_wait(n) for n in self._tasks)
+        return (
+            f"{what} did not finish within {timeout}s"
+            + (f": {cause}" if cause else "")
+            + (
+                "; acknowledgements not sent stay pending (sent with the next poll or commit)"
+                if what == "commit_sync"
+                else "; records not acknowledged come back once their acquisition lock expires"
+            )
+        )
+
+    async def _commit_all(self) -> AckResults:
+        """The pending acknowledgements, then the RENEWs in a ShareAcknowledge of their own."""
+        results = await self._send_acks()
+        renewals = self._book.take_renewals()
+        if renewals:
+            renewed = await self._acker.send(renewals, renew=True)
+            self._book.renewal_sent(
+                [tp for tp, (_, err) in renewed.items() if err is None], self._requests.lock_timeout_ms
+            )
+            for tp, (offsets, err) in renewed.items():
+                if tp not in results or (err is not None and results[tp][1] is None):
+                    results[tp] = (offsets, err)  # a refused RENEW is its partition's outcome
+        return results
 
     async def commit_async(self, callback: AckCallback | None = None) -> None:
         """Send the pending acknowledgements in the background; the outcome goes to ``callback``
@@ -543,29 +578,15 @@ class KafkaShareConsumer:
         self._book.settle_for_commit()
 
         async def run() -> None:
-            results = await self._send_acks()
+            results = await self._commit_all()
             self._report(results, callback)
 
         self._spawn(run())
 
     async def _send_acks(self, *, close: bool = False, only: set[TopicPartition] | None = None) -> AckResults:
-        """ShareAcknowledge to each session's broker for the pending acknowledgements (of
-        ``only``, or all); ``close`` also closes every share session."""
-        by_node, results = await by_leader(self._client, self._book.take_pending(only))
-        nodes = set(by_node) | (set(self._sessions) if close else set())
-
-        async def one(node: int) -> AckResults:
-            sess = self._session(node)
-            async with sess.lock:
-                started = asyncio.get_running_loop().time()
-                out = await self._requests.acknowledge(sess, by_node.get(node, {}), close=close)
-                if by_node.get(node):
-                    self._book.ack_latency(asyncio.get_running_loop().time() - started)
-                return out
-
-        for part in await asyncio.gather(*(one(n) for n in nodes)):
-            results.update(part)
-        return results
+        """ShareAcknowledge for the pending acknowledgements (of ``only``, or all), beside any
+        ShareFetch in flight (kafka_core.share.acking); ``close`` also closes every share session."""
+        return await self._acker.send(self._book.take_pending(only), close=close)
 
     def _report(self, results: AckResults, callback: AckCallback | None = None) -> None:
         self._book.outcomes(results)

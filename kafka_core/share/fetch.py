@@ -39,6 +39,9 @@ from kafka_core.share.records import (
 log = logging.getLogger("kafka_core.share.consumer")  # the callback's errors, as before
 INT32_MAX = 2**31 - 1
 CLOSE_EPOCH = -1
+# ShareFetch goes on a connection of its own: a broker serves one connection's requests in
+# order, so a long-polling ShareFetch would hold up the ShareAcknowledge and heartbeats behind it.
+FETCH_LANE = 1 << 17
 
 # {TopicPartition: (offsets, error or None)}: the outcome of acknowledgements, per partition
 # (the offsets as the acknowledgements' key view: a set is made only for a callback).
@@ -359,7 +362,7 @@ class ShareRequests:
         )
         try:
             resp = await self._client.send(
-                sess.node_id, body, timeout_ms=self.request_timeout_ms + self.max_wait_ms
+                sess.node_id, body, timeout_ms=self.request_timeout_ms + self.max_wait_ms, lane=FETCH_LANE
             )
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             sess.reset()
@@ -406,9 +409,10 @@ class ShareRequests:
         return chunks, results, error
 
     async def acknowledge(
-        self, sess: NodeSession, acks: dict[TopicPartition, Acks], *, close: bool = False
+        self, sess: NodeSession, acks: dict[TopicPartition, Acks], *, close: bool = False, renew: bool = False
     ) -> AckResults:
-        """One ShareAcknowledge on ``sess`` (the caller holds its lock); ``close`` ends the session."""
+        """One ShareAcknowledge on ``sess`` (the caller holds its lock); ``close`` ends the session;
+        ``renew``: the acknowledgements are RENEWs (KIP-1222, ShareAcknowledge v2)."""
         if sess.epoch == 0:
             if close:
                 return {}
@@ -434,6 +438,8 @@ class ShareRequests:
             share_session_epoch=CLOSE_EPOCH if close else sess.epoch,
             topics=topics,
         )
+        if renew:
+            body.is_renew_ack = True
         try:
             resp = await self._client.send(sess.node_id, body, timeout_ms=self.request_timeout_ms)
         except KafkaError as exc:

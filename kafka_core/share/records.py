@@ -26,11 +26,14 @@ class AcknowledgeType(enum.IntEnum):
 
     ACCEPT: processed, never delivered again. RELEASE: give it back now, to be delivered again
     (to any member) with its delivery count raised. REJECT: unprocessable, never delivered again.
+    RENEW (KIP-1222, Kafka 4.2+): still working on it: its acquisition lock starts again and it
+    stays this consumer's, to be acknowledged again later.
     """
 
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4
 
     @classmethod
     def parse(cls, value: Any) -> AcknowledgeType:
@@ -48,7 +51,7 @@ class AcknowledgeType(enum.IntEnum):
                 pass
         raise KafkaConfigError(
             f"acknowledgement type must be an AcknowledgeType or one of 'accept', 'release', "
-            f"'reject', not {value!r}"
+            f"'reject', 'renew', not {value!r}"
         )
 
 

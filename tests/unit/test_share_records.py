@@ -27,11 +27,12 @@ def test_exports_and_acknowledge_type_parsing() -> None:
     assert kafka_core.AcknowledgeType is AcknowledgeType
     assert kafka_core.KafkaShareConsumer.__name__ == "KafkaShareConsumer"
     assert kafka_core.aio.KafkaShareConsumer.__module__ == "kafka_core.share.consumer"
-    assert [int(t) for t in AcknowledgeType] == [1, 2, 3]
+    assert [int(t) for t in AcknowledgeType] == [1, 2, 3, 4]  # 4: RENEW (KIP-1222)
+    assert AcknowledgeType.parse("renew") is AcknowledgeType.RENEW
     assert AcknowledgeType.parse("accept") is AcknowledgeType.ACCEPT
     assert AcknowledgeType.parse(" Release ") is AcknowledgeType.RELEASE
     assert AcknowledgeType.parse(3) is AcknowledgeType.REJECT
-    for bad in ("renew", 0, 4, True, None, 1.0):
+    for bad in ("renewal", 0, 5, True, None, 1.0):
         with pytest.raises(KafkaConfigError, match="acknowledgement type"):
             AcknowledgeType.parse(bad)
     with pytest.raises(KafkaConfigError, match="implicit' or 'explicit"):
