@@ -3,8 +3,9 @@
 ``mock_cluster`` is librdkafka's 3-broker mock cluster (kafka_core/chaos/mockcluster.py), fresh per test.
 The broker is ``KAFKA_BOOTSTRAP_SERVERS`` when set (any cluster; Apache Kafka unless
 ``KAFKA_BROKER_FLAVOR`` says otherwise), else the one ``KAFKA_CORE_TEST_BROKER`` names, started
-once per session: ``tansu`` (the default) or ``kafka`` (Apache Kafka from its Maven Central jars,
-``KAFKA_CORE_KAFKA_VERSION`` or the newest supported). ``kafka_three`` is a three-node Apache
+once per session: ``tansu`` (the default), ``kafka`` (Apache Kafka from its Maven Central jars,
+``KAFKA_CORE_KAFKA_VERSION`` or the newest supported) or ``seaweedfs`` (the SeaweedFS Kafka
+gateway, ``$SEAWEEDFS_GATEWAY_BIN`` or built from tools/seaweedfs-gateway). ``kafka_three`` is a three-node Apache
 Kafka cluster, started on demand for the replication tests. Under ``CI=true`` a broker that
 cannot be had fails the run; it is never skipped there.
 """
@@ -25,17 +26,24 @@ from report_guard import with_line_numbers
 import kafka_core.codec
 from kafka_core._env import env_flag
 from kafka_core.chaos.mockcluster import MockCluster, MockClusterError
-from kafka_core.devbroker import KAFKA_VERSION, BrokerStartError, KafkaCluster, TansuBroker
+from kafka_core.devbroker import KAFKA_VERSION, BrokerStartError, KafkaCluster, SeaweedGateway, TansuBroker
 
 IN_CI = env_flag("CI")
 EXTERNAL_BROKER = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
 EMBEDDED = os.environ.get("KAFKA_CORE_TEST_BROKER", "tansu").strip().lower()
-if EMBEDDED not in ("tansu", "kafka"):
-    raise pytest.UsageError(f"KAFKA_CORE_TEST_BROKER must be tansu or kafka, not {EMBEDDED!r}")
+if EMBEDDED not in ("tansu", "kafka", "seaweedfs"):
+    raise pytest.UsageError(f"KAFKA_CORE_TEST_BROKER must be tansu, kafka or seaweedfs, not {EMBEDDED!r}")
 KAFKA_TEST_VERSION = os.environ.get("KAFKA_CORE_KAFKA_VERSION", "").strip() or KAFKA_VERSION
 # An external broker is Apache Kafka unless said otherwise.
 BROKER_FLAVOR = os.environ.get("KAFKA_BROKER_FLAVOR", "kafka" if EXTERNAL_BROKER else EMBEDDED)
 ON_TANSU = BROKER_FLAVOR == "tansu"
+ON_SEAWEED = BROKER_FLAVOR == "seaweedfs"
+# How the compatibility report (tools/compat_table.py) names each embedded server's column.
+_SERVER_NAMES = {
+    "kafka": f"Apache Kafka {KAFKA_TEST_VERSION}",
+    "tansu": "Tansu",
+    "seaweedfs": "SeaweedFS gateway",
+}
 
 
 def pytest_report_header(config: pytest.Config) -> list[str]:
@@ -43,6 +51,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         broker = EXTERNAL_BROKER
     elif EMBEDDED == "kafka":
         broker = f"embedded Apache Kafka {KAFKA_TEST_VERSION} (started on demand)"
+    elif EMBEDDED == "seaweedfs":
+        broker = "embedded SeaweedFS Kafka gateway (started on demand)"
     else:
         broker = "embedded tansu (started on demand)"
     return [f"kafka_core codec: {kafka_core.codec.IMPLEMENTATION}; broker: {broker} ({BROKER_FLAVOR})"]
@@ -55,6 +65,11 @@ def _broker_unavailable(what: str, exc: Exception) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "seaweed_deviation(reason): asserts Apache Kafka's behaviour where the SeaweedFS Kafka "
+        "gateway differs (strict xfail on the gateway only)",
+    )
     if env_flag("KAFKA_CORE_REQUIRE_EXTENSION") and kafka_core.codec.IMPLEMENTATION != "cython":
         raise pytest.UsageError(
             "KAFKA_CORE_REQUIRE_EXTENSION is set but the Cython codec did not load "
@@ -92,6 +107,11 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if marker is not None and ON_TANSU:
             reason = marker.args[0] if marker.args else marker.kwargs.get("reason", "Tansu deviates")
             item.add_marker(pytest.mark.xfail(reason=f"Tansu deviation: {reason}", strict=True))
+        marker = item.get_closest_marker("seaweed_deviation")
+        if marker is not None and ON_SEAWEED:
+            reason = marker.args[0] if marker.args else marker.kwargs.get("reason", "the gateway deviates")
+            strict = marker.kwargs.get("strict", True)
+            item.add_marker(pytest.mark.xfail(reason=f"SeaweedFS gateway deviation: {reason}", strict=strict))
         needs = item.get_closest_marker("needs_kafka")
         if needs is not None and BROKER_FLAVOR == "kafka" and not EXTERNAL_BROKER:
             wanted, reason = needs.args[0], needs.args[1] if len(needs.args) > 1 else "a newer Kafka"
@@ -120,7 +140,7 @@ def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     if path and _COMPAT_RESULTS:
         import json
 
-        broker = EXTERNAL_BROKER or (f"Apache Kafka {KAFKA_TEST_VERSION}" if EMBEDDED == "kafka" else "Tansu")
+        broker = EXTERNAL_BROKER or _SERVER_NAMES[EMBEDDED]
         modules = {
             nodeid: COMPAT_MODULES.get(nodeid.split("::")[0].rsplit("/", 1)[-1].removesuffix(".py"), "other")
             for nodeid in _COMPAT_RESULTS
@@ -184,9 +204,29 @@ def real_kafka(kafka_cluster: KafkaCluster | None) -> Iterator[KafkaCluster]:
 
 
 @pytest.fixture(scope="session")
-def tansu(kafka_cluster: KafkaCluster | None) -> Iterator[TansuBroker | None]:
-    """The embedded Tansu, or None when the session's broker is another (external or Kafka)."""
-    if EXTERNAL_BROKER or kafka_cluster is not None:
+def seaweed_gateway() -> Iterator[SeaweedGateway | None]:
+    """The embedded SeaweedFS Kafka gateway when ``KAFKA_CORE_TEST_BROKER=seaweedfs``, else None.
+    One per session: it takes some 30 s to be ready (its MQ broker must win a balancer lock)."""
+    if EXTERNAL_BROKER or EMBEDDED != "seaweedfs":
+        yield None
+        return
+    gateway = SeaweedGateway()
+    try:
+        gateway.start()
+    except BrokerStartError as exc:
+        gateway.close()
+        _broker_unavailable("the SeaweedFS Kafka gateway", exc)
+    try:
+        yield gateway
+    finally:
+        gateway.close()
+
+
+@pytest.fixture(scope="session")
+def tansu() -> Iterator[TansuBroker | None]:
+    """The embedded Tansu, or None when the session's broker is another (external, Kafka, the
+    SeaweedFS gateway)."""
+    if EXTERNAL_BROKER or EMBEDDED != "tansu":
         yield None
         return
     try:
@@ -230,12 +270,13 @@ def persistent_tansu(
 
 
 @pytest.fixture(scope="session")
-def bootstrap_servers(tansu: TansuBroker | None, kafka_cluster: KafkaCluster | None) -> str:
+def bootstrap_servers(request: pytest.FixtureRequest) -> str:
+    """The session's broker; only the one ``KAFKA_CORE_TEST_BROKER`` names is started."""
     if EXTERNAL_BROKER:
         return EXTERNAL_BROKER
-    if kafka_cluster is not None:
-        return kafka_cluster.bootstrap
-    return tansu.bootstrap  # type: ignore[union-attr]
+    fixture = {"kafka": "kafka_cluster", "tansu": "tansu", "seaweedfs": "seaweed_gateway"}[EMBEDDED]
+    broker: KafkaCluster | TansuBroker | SeaweedGateway = request.getfixturevalue(fixture)
+    return broker.bootstrap
 
 
 @pytest.fixture(scope="session")
@@ -244,13 +285,20 @@ def on_tansu() -> bool:
 
 
 @pytest.fixture
-def new_topic(bootstrap_servers: str, tansu: TansuBroker | None) -> Callable[..., str]:
+def new_topic(
+    bootstrap_servers: str, tansu: TansuBroker | None, seaweed_gateway: SeaweedGateway | None
+) -> Callable[..., str]:
     """Create a fresh, uniquely named topic (3 partitions by default) and return its name."""
 
     def create(partitions: int = 3, prefix: str = "t") -> str:
         name = f"{prefix}-{uuid.uuid4().hex[:12]}"
         if tansu is not None:
             tansu.create_topic(name, partitions)
+        elif seaweed_gateway is not None:
+            # CreateTopics through kafka_core's admin; the gateway's MQ broker then places each
+            # partition, so the topic is handed out once every partition answers ListOffsets.
+            seaweed_gateway.create_topic(name, partitions)
+            wait_writable(bootstrap_servers, name, partitions)
         else:
             from confluent_kafka.admin import AdminClient, NewTopic
 
