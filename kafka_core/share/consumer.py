@@ -134,10 +134,15 @@ class KafkaShareConsumer:
         )
         self._book = AckBook(self.mode)
         self._sessions: dict[int, NodeSession] = {}
-        self._acker = AckSender(
-            self._client, self._requests, self._book, self._session, lambda: list(self._sessions)
-        )
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._acker = AckSender(
+            self._client,
+            self._requests,
+            self._book,
+            self._session,
+            lambda: list(self._sessions),
+            self._tasks.__contains__,
+        )
         self._buffer: list[Chunk] = []
         self._callback: AckCallback | None = None
         self._errors: list[BaseException] = []
@@ -193,15 +198,11 @@ class KafkaShareConsumer:
         error: BaseException | None = None
         try:
             async with asyncio.timeout(timeout):
-                # What is pending goes now, beside a ShareFetch in flight (not behind it) ...
-                self._release_buffer()
-                self._book.settle_for_close()
-                self._report(await self._send_acks())
-                # ... then what that fetch brings is released, and the sessions close.
-                await self._drain_tasks()
+                await self._drain_tasks()  # a fetch waits no longer than its poll did
                 if self._orphan_task is not None:
                     await asyncio.gather(self._orphan_task, return_exceptions=True)
                 self._release_buffer()
+                self._book.settle_for_close()
                 self._report(await self._send_acks(close=True))
                 await self._member.leave()
         except TimeoutError:
@@ -370,8 +371,10 @@ class KafkaShareConsumer:
             ready = [c for c in self._buffer if not c.exhausted]
             if ready:
                 return ready
-            self._launch()
             remaining = deadline - loop.time()
+            # a ShareFetch waits at the broker no longer than this poll: one still waiting after
+            # it would hold up the commit or close that follows (one request per share session)
+            self._launch(max_wait_ms=max(int(remaining * 1000), 0))
             if remaining <= 0:
                 err = self._outage.due()
                 if err is not None:
@@ -398,7 +401,7 @@ class KafkaShareConsumer:
             and self._member.assignment
             and self._book.unacknowledged_after_send() < self._lock_budget
         ):
-            self._launch(prefetch=True)
+            self._launch(prefetch=True, max_wait_ms=0)  # no long poll while the application works
 
     def _drop_exhausted(self) -> None:
         for c in self._buffer:
@@ -418,7 +421,7 @@ class KafkaShareConsumer:
                     if not isinstance(exc, KafkaError):
                         self._errors.append(exc)
 
-    def _launch(self, prefetch: bool = False) -> None:
+    def _launch(self, prefetch: bool = False, max_wait_ms: int = 0) -> None:
         """A ShareFetch to each leader of assigned partitions that has none in flight."""
         by_node: dict[int, list[TopicPartition]] = {}
         meta = self._client.cached_metadata()
@@ -432,7 +435,7 @@ class KafkaShareConsumer:
         for node, tps in by_node.items():
             if node not in self._tasks:
                 self._tasks[node] = asyncio.get_running_loop().create_task(
-                    self._fetch_node(node, tps, prefetch)
+                    self._fetch_node(node, tps, prefetch, min(max_wait_ms, self._requests.max_wait_ms))
                 )
         fetched = {tp for tps in by_node.values() for tp in tps}
         orphans = self._book.pending_partitions() - fetched
@@ -454,15 +457,16 @@ class KafkaShareConsumer:
             sess = self._sessions[node] = NodeSession(node)
         return sess
 
-    async def _fetch_node(self, node: int, tps: list[TopicPartition], prefetch: bool = False) -> None:
+    async def _fetch_node(
+        self, node: int, tps: list[TopicPartition], prefetch: bool = False, max_wait_ms: int = 0
+    ) -> None:
         sess = self._session(node)
         async with sess.lock:
             acks = self._book.take_pending(set(tps)) if sess.epoch != 0 else {}
             in_flight = self._book.outstanding
             started = asyncio.get_running_loop().time()
             sent = time.monotonic()
-            async with self._acker.fetching(sess):  # acknowledgements may go beside it meanwhile
-                chunks, results, error = await self._requests.fetch(sess, tps, acks)
+            chunks, results, error = await self._requests.fetch(sess, tps, acks, max_wait_ms)
             if isinstance(error, KafkaConnectionError | KafkaTimeoutError):  # no answer
                 self._outage.failed_all(tps, error, since=sent)
             else:

@@ -318,9 +318,15 @@ class ShareRequests:
         return out
 
     async def fetch(
-        self, sess: NodeSession, parts: list[TopicPartition], acks: dict[TopicPartition, Acks]
+        self,
+        sess: NodeSession,
+        parts: list[TopicPartition],
+        acks: dict[TopicPartition, Acks],
+        max_wait_ms: int | None = None,
     ) -> tuple[list[Chunk], AckResults, BaseException | None]:
-        """One ShareFetch on ``sess`` (the caller holds its lock): (chunks, ack outcomes, error)."""
+        """One ShareFetch on ``sess`` (the caller holds its lock): (chunks, ack outcomes, error).
+        ``max_wait_ms`` (default ``self.max_wait_ms``): how long the broker may hold it."""
+        wait_ms = self.max_wait_ms if max_wait_ms is None else max_wait_ms
         if sess.epoch == 0 and acks:  # no acknowledgements on a session being opened
             raise AssertionError("acknowledgements on a new share session")
         wanted = set(parts)
@@ -352,7 +358,7 @@ class ShareRequests:
             group_id=self.group_id,
             member_id=self._member_id(),
             share_session_epoch=sess.epoch,
-            max_wait_ms=self.max_wait_ms,
+            max_wait_ms=wait_ms,
             min_bytes=self.min_bytes,
             max_bytes=self.max_bytes,
             max_records=self.max_records,
@@ -362,7 +368,7 @@ class ShareRequests:
         )
         try:
             resp = await self._client.send(
-                sess.node_id, body, timeout_ms=self.request_timeout_ms + self.max_wait_ms, lane=FETCH_LANE
+                sess.node_id, body, timeout_ms=self.request_timeout_ms + wait_ms, lane=FETCH_LANE
             )
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             sess.reset()
