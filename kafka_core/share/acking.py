@@ -16,7 +16,7 @@ A send cut short by its caller's timeout puts what it had not sent back (not los
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
@@ -57,6 +57,32 @@ class AckSender:
             f"most fetch_max_wait_ms={self._requests.max_wait_ms})"
         )
 
+    async def commit(self, pending: dict[TopicPartition, Acks]) -> AckResults:
+        """``pending``, then the RENEWs in a ShareAcknowledge of their own (IsRenewAck)."""
+        results = await self.send(pending)
+        renewals = self._book.take_renewals()
+        if renewals:
+            renewed = await self.send(renewals, renew=True)
+            self._book.renewal_sent(
+                [tp for tp, (_, err) in renewed.items() if err is None], self._requests.lock_timeout_ms
+            )
+            for tp, (offsets, err) in renewed.items():
+                if tp not in results or (err is not None and results[tp][1] is None):
+                    results[tp] = (offsets, err)  # a refused RENEW is its partition's outcome
+        return results
+
+    def timeout_message(self, what: str, timeout: float | None, fetching: Iterable[int]) -> str:
+        """``what`` ran out of ``timeout``: what it waited for, and what became of the rest."""
+        cause = self.describe_wait()
+        if not cause and fetching:
+            cause = "waited for " + " and ".join(self.fetch_wait(n) for n in fetching)
+        rest = (
+            "acknowledgements not sent stay pending (sent with the next poll or commit)"
+            if what == "commit_sync"
+            else "records not acknowledged come back once their acquisition lock expires"
+        )
+        return f"{what} did not finish within {timeout}s" + (f": {cause}" if cause else "") + f"; {rest}"
+
     def describe_wait(self) -> str:
         """What sends still wait for (for a timeout's message), or ''."""
         return "; ".join(f"acknowledgements for broker {n} waited for {w}" for n, w in self.waiting.items())
@@ -66,7 +92,11 @@ class AckSender:
     ) -> AckResults:
         """ShareAcknowledge to each leader for ``pending``; ``close`` also closes every share
         session; ``renew``: they are RENEWs."""
-        by_node, results = await by_leader(self._client, pending)
+        try:
+            by_node, results = await by_leader(self._client, pending)
+        except asyncio.CancelledError:  # timed out looking a leader up: nothing went out
+            (self._book.restore_renewals if renew else self._book.restore)(pending)
+            raise
         nodes = set(by_node) | (set(self._sessions()) if close else set())
         parts = await asyncio.gather(*(self._one(n, by_node.get(n, {}), close, renew) for n in nodes))
         for part in parts:

@@ -206,7 +206,9 @@ class KafkaShareConsumer:
                 self._report(await self._send_acks(close=True))
                 await self._member.leave()
         except TimeoutError:
-            error = KafkaTimeoutError(self._timeout_message("share consumer close", timeout))
+            error = KafkaTimeoutError(
+                self._acker.timeout_message("share consumer close", timeout, self._tasks)
+            )
         finally:
             tasks = [*self._tasks.values(), *self._background]
             if self._orphan_task is not None:
@@ -473,8 +475,10 @@ class KafkaShareConsumer:
                 self._outage.ok_all(tps)
             if acks:
                 self._book.ack_latency(asyncio.get_running_loop().time() - started)
-        if prefetch and not chunks and error is None and in_flight:
-            self._lock_budget //= 2  # held records filled the broker's in-flight limit
+        if prefetch and not chunks and error is None and in_flight >= self._lock_budget // 2:
+            # near the budget: held records likely filled the broker's in-flight limit (a
+            # prefetch does not wait, so empty alone may just mean nothing new yet)
+            self._lock_budget //= 2
         self._buffer.extend(chunks)
         self._book.acquired(chunks)
         self._report(results)
@@ -536,44 +540,20 @@ class KafkaShareConsumer:
         self._callback = callback
 
     async def commit_sync(self, timeout: float | None = None) -> dict[TopicPartition, BaseException | None]:
-        """Send the pending acknowledgements now and wait: per partition, None or the error."""
+        """Send the pending acknowledgements (then RENEWs) now and wait: per partition, None or
+        the error. Past ``timeout`` (seconds) KafkaTimeoutError names what it waited for; what
+        was not sent stays pending."""
         self._check_open()
         self._book.settle_for_commit()
         try:
             async with asyncio.timeout(timeout):
-                results = await self._commit_all()
+                results = await self._acker.commit(self._book.take_pending(None))
         except TimeoutError:
-            raise KafkaTimeoutError(self._timeout_message("commit_sync", timeout)) from None
+            raise KafkaTimeoutError(
+                self._acker.timeout_message("commit_sync", timeout, self._tasks)
+            ) from None
         self._report(results)
         return {tp: err for tp, (_, err) in results.items()}
-
-    def _timeout_message(self, what: str, timeout: float | None) -> str:
-        cause = self._acker.describe_wait()
-        if not cause and self._tasks:
-            cause = "waited for " + " and ".join(self._acker.fetch_wait(n) for n in self._tasks)
-        return (
-            f"{what} did not finish within {timeout}s"
-            + (f": {cause}" if cause else "")
-            + (
-                "; acknowledgements not sent stay pending (sent with the next poll or commit)"
-                if what == "commit_sync"
-                else "; records not acknowledged come back once their acquisition lock expires"
-            )
-        )
-
-    async def _commit_all(self) -> AckResults:
-        """The pending acknowledgements, then the RENEWs in a ShareAcknowledge of their own."""
-        results = await self._send_acks()
-        renewals = self._book.take_renewals()
-        if renewals:
-            renewed = await self._acker.send(renewals, renew=True)
-            self._book.renewal_sent(
-                [tp for tp, (_, err) in renewed.items() if err is None], self._requests.lock_timeout_ms
-            )
-            for tp, (offsets, err) in renewed.items():
-                if tp not in results or (err is not None and results[tp][1] is None):
-                    results[tp] = (offsets, err)  # a refused RENEW is its partition's outcome
-        return results
 
     async def commit_async(self, callback: AckCallback | None = None) -> None:
         """Send the pending acknowledgements in the background; the outcome goes to ``callback``
@@ -582,7 +562,7 @@ class KafkaShareConsumer:
         self._book.settle_for_commit()
 
         async def run() -> None:
-            results = await self._commit_all()
+            results = await self._acker.commit(self._book.take_pending(None))
             self._report(results, callback)
 
         self._spawn(run())
