@@ -4,16 +4,20 @@ compatibility subset of the tests.
 SeaweedFS is not on PyPI: a small Go program of ours (``tools/seaweedfs-gateway`` in the repository)
 runs a one-node SeaweedFS (master, volume server, filer, MQ broker) and the gateway in one process,
 with no schema registry. It is built with ``go`` on first use into a cache outside the repository
-(``~/.cache/kafka_core/seaweedfs/``, keyed by the program's sources); the first build downloads
-SeaweedFS's modules and compiles them, which takes many minutes on two cores. Ready takes about
-30 s (the MQ broker must win its balancer lock before it can create a topic).
+(``~/.cache/kafka_core/seaweedfs/``, keyed by the program's sources and build flags), from
+SeaweedFS without the plugins it never runs; a cold build (450 MB of modules, some 1,200 packages)
+takes about 4 minutes on two cores (CI: :func:`download_seaweedfs_gateway_modules` early,
+:func:`seaweedfs_gateway_binary` later). Ready
+takes about 30 s (the MQ broker must win its balancer lock before it can create a topic).
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -33,11 +37,52 @@ from kafka_core.devbroker.common import (
 )
 from kafka_core.devbroker.kafka_jars import cache_root
 
-__all__ = ["SeaweedGateway", "seaweedfs_gateway_binary"]
+__all__ = ["SeaweedGateway", "download_seaweedfs_gateway_modules", "seaweedfs_gateway_binary"]
 
 _READY = b"seaweedfs-gateway ready "  # the Go program's one line on stdout (main.go: ReadyPrefix)
 _SOURCES = ("go.mod", "go.sum", "main.go")
 _NAME = "seaweedfs-gateway"
+_MODULE = "github.com/seaweedfs/seaweedfs"
+# A cold build is compile-bound: some 1,200 packages on two cores. SeaweedFS registers its optional
+# plugins (filer stores, notification queues, credential stores, KMS, remote and tiered storage,
+# replication sinks, worker tasks) by blank imports; the gateway's node runs none of them (the filer
+# keeps its default leveldb2 store), so the build compiles a copy of the module whose blank imports
+# of plugins are dropped, but for these. No other line of SeaweedFS changes.
+_PLUGINS_KEPT = frozenset(
+    f"{_MODULE}/weed/{name}"
+    for name in (
+        "filer/leveldb",
+        "filer/leveldb2",
+        "filer/leveldb3",
+        "notification/log",
+        "credential/filer_etc",
+        "credential/memory",
+        "kms/local",
+    )
+)
+_BLANK_IMPORT = re.compile(r'^[ \t]*_[ \t]+"(github\.com/seaweedfs/seaweedfs/[^"]+)"[^\n]*\n', re.MULTILINE)
+# -N -l (no optimisation, no inlining) compile faster; given to every package but those the
+# gateway runs (the standard library, SeaweedFS, gRPC, protobuf, HTTP/2, leveldb, compression),
+# the latest pattern winning. -s -w skip the symbol table and DWARF (half the link), -trimpath keeps
+# the build's paths out of the binary. Part of the cache key: other flags give another binary.
+_FAST_PACKAGES = (
+    "std",
+    f"{_MODULE}/...",
+    "google.golang.org/grpc/...",
+    "google.golang.org/protobuf/...",
+    "golang.org/x/net/...",
+    "github.com/syndtr/goleveldb/...",
+    "github.com/klauspost/compress/...",
+    "github.com/golang/snappy/...",
+    "github.com/pierrec/lz4/...",
+)
+_BUILD_FLAGS: tuple[str, ...] = (
+    "-trimpath",
+    "-buildvcs=false",
+    "-ldflags=-s -w",
+    "-gcflags=all=-N -l",
+    *(f"-gcflags={pattern}=" for pattern in _FAST_PACKAGES),
+)
 
 
 def _source_dir() -> Path:
@@ -48,29 +93,18 @@ def _source_dir() -> Path:
     return Path(__file__).resolve().parents[2] / "tools" / _NAME
 
 
-def seaweedfs_gateway_binary(*, timeout: float = 3600.0) -> str:
-    """Path of the gateway program: ``$SEAWEEDFS_GATEWAY_BIN``, else built from the sources.
-
-    The build is keyed by the sources' hash, so an edit (a new SeaweedFS version) builds anew;
-    concurrent callers wait for one build (a file lock). Raises :class:`BrokerStartError` naming
-    what to install when ``go`` is missing, and go's own complaint when the build fails.
-    """
-    explicit = os.environ.get("SEAWEEDFS_GATEWAY_BIN")
-    if explicit:
-        return explicit
+def _sources() -> Path:
+    """The Go sources' directory, checked to hold every file the build and the cache key use."""
     source = _source_dir()
     if not all((source / name).is_file() for name in _SOURCES):
         raise BrokerStartError(
             f"the SeaweedFS gateway's Go sources are not at {source} (they ship with the repository, "
             "not the wheel): run from a checkout, or set SEAWEEDFS_GATEWAY_SRC or SEAWEEDFS_GATEWAY_BIN"
         )
-    digest = hashlib.sha256()
-    for name in _SOURCES:
-        digest.update((source / name).read_bytes())
-    target_dir = cache_root() / "seaweedfs" / digest.hexdigest()[:16]
-    target = target_dir / _NAME
-    if target.is_file():
-        return str(target)
+    return source
+
+
+def _go(source: Path) -> str:
     go = shutil.which("go")
     if go is None:
         raise BrokerStartError(
@@ -78,33 +112,148 @@ def seaweedfs_gateway_binary(*, timeout: float = 3600.0) -> str:
             "Go 1.26 or newer (https://go.dev/doc/install; Debian's golang-go may be too old), "
             "or set KAFKA_BOOTSTRAP_SERVERS to a running gateway"
         )
+    return go
+
+
+def _run_go(command: list[str], source: Path, what: str, timeout: float) -> bytes:
+    """Run one go command in the sources (nice'd: it shares the machine with the tests); its stdout."""
+    env = dict(os.environ)
+    env["GOFLAGS"] = "-mod=readonly"  # go.sum is committed: never rewrite it
+    if shutil.which("nice"):
+        command = ["nice", *command]
+    try:
+        result = subprocess.run(
+            command, cwd=source, env=env, capture_output=True, timeout=timeout, check=False
+        )
+    except subprocess.TimeoutExpired as exc:
+        raise BrokerStartError(
+            f"{what} of the SeaweedFS gateway ({source}) took over {timeout:.0f} s"
+        ) from exc
+    if result.returncode != 0:
+        output = (result.stdout + result.stderr).decode(errors="replace")
+        raise BrokerStartError(
+            f"{what} of the SeaweedFS gateway in {source} failed ({result.returncode}); "
+            f"is the Go module proxy reachable? {output[-2000:]}"
+        )
+    return result.stdout
+
+
+def _link_or_copy(src: str, dst: str) -> None:
+    try:
+        os.link(src, dst)  # the module cache's files are never written: a hard link is a copy
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def _without_plugins(text: str) -> str | None:
+    """``text`` without its blank imports of SeaweedFS plugins not kept, or None if it has none."""
+    dropped = False
+
+    def drop(match: re.Match[str]) -> str:
+        nonlocal dropped
+        if match.group(1) in _PLUGINS_KEPT:
+            return match.group(0)
+        dropped = True
+        return ""
+
+    kept = _BLANK_IMPORT.sub(drop, text)
+    return kept if dropped else None
+
+
+def _trimmed_module(go: str, source: Path, workdir: Path, timeout: float) -> list[str]:
+    """Lay out SeaweedFS without its unused plugins in ``workdir``; the go flags that build with it.
+
+    Downloads the module (the version go.mod pins, checked against go.sum), links its files into
+    ``workdir`` and rewrites the files that blank-import a plugin not kept; the build then reads a
+    go.mod of its own (``-modfile``: go.mod plus a replace to that copy) and the committed go.sum.
+    """
+    info = json.loads(
+        _run_go([go, "mod", "download", "-json", _MODULE], source, "downloading SeaweedFS", timeout)
+    )
+    module = Path(info["Dir"])
+    tree = workdir / "seaweedfs"
+    for folder, _dirs, files in os.walk(module):
+        target = tree / Path(folder).relative_to(module)
+        target.mkdir(parents=True, exist_ok=True)
+        for name in files:
+            _link_or_copy(os.path.join(folder, name), str(target / name))
+            if not name.endswith(".go") or name.endswith("_test.go"):
+                continue
+            trimmed = _without_plugins((target / name).read_text(encoding="utf-8"))
+            if trimmed is not None:
+                (target / name).unlink()  # a link: writing through it would change the module cache
+                (target / name).write_text(trimmed, encoding="utf-8")
+    modfile = workdir / "build.mod"
+    modfile.write_text(f"{(source / 'go.mod').read_text()}\nreplace {_MODULE} => {tree}\n")
+    shutil.copyfile(source / "go.sum", workdir / "build.sum")  # -modfile's go.sum sits beside it
+    return [f"-modfile={modfile}"]
+
+
+def download_seaweedfs_gateway_modules(*, timeout: float = 1800.0) -> None:
+    """Fetch the Go modules the gateway's build needs into Go's module cache, compiling nothing.
+
+    For CI to start the download early, in the background, while other stages use the CPU: the
+    later :func:`seaweedfs_gateway_binary` then only compiles. Loading the program's package graph
+    fetches the modules that provide its packages and no other (``go mod download`` would take
+    every module go.mod lists). Does nothing when ``$SEAWEEDFS_GATEWAY_BIN`` is set.
+    """
+    if os.environ.get("SEAWEEDFS_GATEWAY_BIN"):
+        return
+    source = _sources()
+    go = _go(source)
+    _building_dir().mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="download-", dir=_building_dir()) as workdir:
+        flags = _trimmed_module(go, source, Path(workdir), timeout)
+        _run_go(
+            [go, "list", *flags, "-deps", "-f", "{{.ImportPath}}", "."],
+            source,
+            "downloading the modules",
+            timeout,
+        )
+
+
+def _building_dir() -> Path:
+    return cache_root() / "seaweedfs" / "building"
+
+
+def seaweedfs_gateway_binary(*, timeout: float = 3600.0) -> str:
+    """Path of the gateway program: ``$SEAWEEDFS_GATEWAY_BIN``, else built from the sources.
+
+    The build is keyed by the sources' hash and the build flags, so an edit (a new SeaweedFS
+    version) builds anew; concurrent callers wait for one build (a file lock). Raises
+    :class:`BrokerStartError` naming what to install when ``go`` is missing, and go's own complaint
+    when the build fails.
+    """
+    explicit = os.environ.get("SEAWEEDFS_GATEWAY_BIN")
+    if explicit:
+        return explicit
+    source = _sources()
+    digest = hashlib.sha256()
+    for name in _SOURCES:
+        digest.update((source / name).read_bytes())
+    digest.update("\0".join([*_BUILD_FLAGS, *sorted(_PLUGINS_KEPT)]).encode())
+    target_dir = cache_root() / "seaweedfs" / digest.hexdigest()[:16]
+    target = target_dir / _NAME
+    if target.is_file():
+        return str(target)
+    go = _go(source)
     target_dir.mkdir(parents=True, exist_ok=True)
     with (target_dir / ".lock").open("w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process may be building the same sources
         if target.is_file():
             return str(target)
         staging = target_dir / f".{_NAME}.{os.getpid()}"
-        env = dict(os.environ)
-        env["GOFLAGS"] = "-mod=readonly"  # go.sum is committed: never rewrite it
-        command = [go, "build", "-o", str(staging), "."]
-        if shutil.which("nice"):
-            command = ["nice", *command]
+        _building_dir().mkdir(parents=True, exist_ok=True)
         try:
-            result = subprocess.run(
-                command, cwd=source, env=env, capture_output=True, timeout=timeout, check=False
-            )
-        except subprocess.TimeoutExpired as exc:
+            with tempfile.TemporaryDirectory(prefix="build-", dir=_building_dir()) as workdir:
+                flags = _trimmed_module(go, source, Path(workdir), timeout)
+                command = [go, "build", *flags, *_BUILD_FLAGS, "-o", str(staging), "."]
+                _run_go(command, source, "`go build`", timeout)
+            if not staging.is_file():
+                raise BrokerStartError(f"`go build` of the SeaweedFS gateway in {source} wrote no {staging}")
+        except BaseException:
             staging.unlink(missing_ok=True)
-            raise BrokerStartError(
-                f"building the SeaweedFS gateway ({source}) took over {timeout:.0f} s"
-            ) from exc
-        if result.returncode != 0 or not staging.is_file():
-            staging.unlink(missing_ok=True)
-            output = (result.stdout + result.stderr).decode(errors="replace")
-            raise BrokerStartError(
-                f"`go build` of the SeaweedFS gateway in {source} failed ({result.returncode}); "
-                f"is the Go module proxy reachable? {output[-2000:]}"
-            )
+            raise
         staging.rename(target)
     return str(target)
 
