@@ -60,11 +60,12 @@ _PLUGINS_KEPT = frozenset(
         "kms/local",
     )
 )
-_BLANK_IMPORT = re.compile(r'^[ \t]*_[ \t]+"(github\.com/seaweedfs/seaweedfs/[^"]+)"[^\n]*\n', re.MULTILINE)
+_BLANK_IMPORT = re.compile(rb'^[ \t]*_[ \t]+"(github\.com/seaweedfs/seaweedfs/[^"]+)"[^\n]*\n', re.MULTILINE)
 # -N -l (no optimisation, no inlining) compile faster; given to every package but those the
-# gateway runs (the standard library, SeaweedFS, gRPC, protobuf, HTTP/2, leveldb, compression),
-# the latest pattern winning. -s -w skip the symbol table and DWARF (half the link), -trimpath keeps
-# the build's paths out of the binary. Part of the cache key: other flags give another binary.
+# gateway runs (the standard library, SeaweedFS, gRPC, protobuf, HTTP/2, leveldb, compression, the
+# MQ broker's parquet log store), the latest pattern winning. -s -w leave out the symbol table and
+# DWARF (a shorter link, a smaller binary); -trimpath keeps the build's paths out of the binary.
+# Part of the cache key: other flags give another binary.
 _FAST_PACKAGES = (
     "std",
     f"{_MODULE}/...",
@@ -75,6 +76,8 @@ _FAST_PACKAGES = (
     "github.com/klauspost/compress/...",
     "github.com/golang/snappy/...",
     "github.com/pierrec/lz4/...",
+    "github.com/parquet-go/...",
+    "golang.org/x/sys/...",
 )
 _BUILD_FLAGS: tuple[str, ...] = (
     "-trimpath",
@@ -145,16 +148,16 @@ def _link_or_copy(src: str, dst: str) -> None:
         shutil.copyfile(src, dst)
 
 
-def _without_plugins(text: str) -> str | None:
+def _without_plugins(text: bytes) -> bytes | None:
     """``text`` without its blank imports of SeaweedFS plugins not kept, or None if it has none."""
     dropped = False
 
-    def drop(match: re.Match[str]) -> str:
+    def drop(match: re.Match[bytes]) -> bytes:
         nonlocal dropped
-        if match.group(1) in _PLUGINS_KEPT:
+        if match.group(1).decode() in _PLUGINS_KEPT:
             return match.group(0)
         dropped = True
-        return ""
+        return b""
 
     kept = _BLANK_IMPORT.sub(drop, text)
     return kept if dropped else None
@@ -179,12 +182,13 @@ def _trimmed_module(go: str, source: Path, workdir: Path, timeout: float) -> lis
             _link_or_copy(os.path.join(folder, name), str(target / name))
             if not name.endswith(".go") or name.endswith("_test.go"):
                 continue
-            trimmed = _without_plugins((target / name).read_text(encoding="utf-8"))
+            trimmed = _without_plugins((target / name).read_bytes())
             if trimmed is not None:
                 (target / name).unlink()  # a link: writing through it would change the module cache
-                (target / name).write_text(trimmed, encoding="utf-8")
+                (target / name).write_bytes(trimmed)
     modfile = workdir / "build.mod"
-    modfile.write_text(f"{(source / 'go.mod').read_text()}\nreplace {_MODULE} => {tree}\n")
+    replace = f"replace {_MODULE} => {json.dumps(str(tree))}"  # a Go string: the path may hold spaces
+    modfile.write_text(f"{(source / 'go.mod').read_text()}\n{replace}\n")
     shutil.copyfile(source / "go.sum", workdir / "build.sum")  # -modfile's go.sum sits beside it
     return [f"-modfile={modfile}"]
 
