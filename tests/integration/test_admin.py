@@ -79,6 +79,9 @@ def consume(consumer: KafkaConsumer, n: int, timeout: float = 40.0) -> int:
 # -- topics ------------------------------------------------------------------------------------
 
 
+@pytest.mark.seaweed_deviation(
+    "DescribeCluster names node 1 while Metadata names another node id (a large per-run number)"
+)
 def test_create_topic_with_configs_then_describe(admin: KafkaAdmin) -> None:
     topic = name()
     res = admin.create_topics([NewTopic(topic, 3, 1, {"retention.ms": "123456"})])
@@ -95,6 +98,7 @@ def test_create_topic_with_configs_then_describe(admin: KafkaAdmin) -> None:
     assert topic in admin.list_topics()
 
 
+@pytest.mark.seaweed_deviation("CreateTopics accepts a topic that already exists (no TOPIC_ALREADY_EXISTS)")
 def test_duplicate_topic_gets_its_own_error_while_others_succeed(admin: KafkaAdmin) -> None:
     existing, fresh = name(), name()
     assert admin.create_topics([NewTopic(existing, 1, 1)])[existing].ok
@@ -109,6 +113,7 @@ def test_duplicate_topic_gets_its_own_error_while_others_succeed(admin: KafkaAdm
     assert len(admin.describe_topics([fresh])[fresh].result().partitions) == 2
 
 
+@pytest.mark.seaweed_deviation("CreateTopics ignores validate_only and creates the topic")
 @pytest.mark.tansu_deviation("CreateTopics validate_only creates the topic anyway")
 def test_validate_only_creates_nothing(admin: KafkaAdmin) -> None:
     topic = name()
@@ -117,6 +122,9 @@ def test_validate_only_creates_nothing(admin: KafkaAdmin) -> None:
     assert topic not in admin.list_topics()
 
 
+@pytest.mark.seaweed_deviation(
+    "advertises DeleteTopics v4 but encodes its answer non-flexible (garbled response)"
+)
 def test_delete_topics_per_topic_results(admin: KafkaAdmin) -> None:
     a, b, missing = name(), name(), name("missing")
     admin.create_topics([NewTopic(a, 1, 1), NewTopic(b, 1, 1)])
@@ -127,6 +135,9 @@ def test_delete_topics_per_topic_results(admin: KafkaAdmin) -> None:
     assert a not in topics and b not in topics
 
 
+@pytest.mark.seaweed_deviation(
+    "creates unknown topics on Metadata: describing a missing topic answers it, no UNKNOWN_TOPIC_OR_PARTITION"
+)
 def test_list_and_describe_topics(admin: KafkaAdmin) -> None:
     names = sorted(name() for _ in range(3))
     admin.create_topics([NewTopic(n, 1, 1) for n in names])
@@ -150,6 +161,7 @@ def test_describe_cluster(admin: KafkaAdmin, bootstrap_servers: str) -> None:
     assert ports & {b.port for b in cluster.brokers}
 
 
+@pytest.mark.seaweed_deviation("no IncrementalAlterConfigs (not in ApiVersions)")
 def test_incremental_alter_configs(admin: KafkaAdmin) -> None:
     topic = name()
     admin.create_topics([NewTopic(topic, 1, 1, {"retention.ms": "100000"})])
@@ -159,6 +171,9 @@ def test_incremental_alter_configs(admin: KafkaAdmin) -> None:
     assert configs["retention.ms"].value == "5000"
 
 
+@pytest.mark.seaweed_deviation(
+    "DescribeCluster names node 1, which Metadata does not know (its node id differs), so no broker to ask"
+)
 def test_broker_configs_go_to_that_broker(admin: KafkaAdmin) -> None:
     node = admin.describe_cluster().brokers[0].node_id
     res = admin.describe_configs([ConfigResource.broker(node)])
@@ -189,6 +204,7 @@ def test_list_offsets_each_spec(admin: KafkaAdmin, bootstrap_servers: str) -> No
         admin.list_offsets({p0: "newest"})
 
 
+@pytest.mark.seaweed_deviation("ListOffsets for a timestamp past the end answers offset 0, not -1")
 @pytest.mark.tansu_deviation("ListOffsets by timestamp uses write time and never answers -1 for a future one")
 def test_list_offsets_future_timestamp_finds_nothing(admin: KafkaAdmin, bootstrap_servers: str) -> None:
     topic = name()
@@ -198,6 +214,7 @@ def test_list_offsets_future_timestamp_finds_nothing(admin: KafkaAdmin, bootstra
     assert admin.list_offsets({(topic, 0): future})[TopicPartition(topic, 0)].result().offset == -1
 
 
+@pytest.mark.seaweed_deviation("ListOffsets only to v2: no max timestamp (v7)")
 @pytest.mark.tansu_deviation("ListOffsets max_timestamp (-3) makes the broker drop the connection")
 def test_list_offsets_max_timestamp(admin: KafkaAdmin, bootstrap_servers: str) -> None:
     topic = name()
@@ -220,6 +237,7 @@ def test_latest_after_a_multi_record_batch(admin: KafkaAdmin, bootstrap_servers:
     assert admin.list_offsets({(topic, 0): "latest"})[TopicPartition(topic, 0)].result().offset == 10
 
 
+@pytest.mark.seaweed_deviation("no DeleteRecords (not in ApiVersions)")
 @pytest.mark.tansu_deviation("DeleteRecords panics a broker worker (the connection drops)")
 def test_delete_records(admin: KafkaAdmin, bootstrap_servers: str) -> None:
     topic = name()
@@ -233,6 +251,7 @@ def test_delete_records(admin: KafkaAdmin, bootstrap_servers: str) -> None:
     assert admin.list_offsets({tp: "earliest"})[tp].result().offset == 3
 
 
+@pytest.mark.seaweed_deviation("no CreatePartitions (not in ApiVersions)")
 @pytest.mark.tansu_deviation("CreatePartitions is not offered (KafkaUnsupportedVersionError)")
 def test_create_partitions(admin: KafkaAdmin) -> None:
     topic = name()
@@ -250,6 +269,9 @@ def test_create_partitions(admin: KafkaAdmin) -> None:
 # -- groups ------------------------------------------------------------------------------------
 
 
+@pytest.mark.seaweed_deviation(
+    "advertises ListGroups v4 but encodes its answer non-flexible (garbled response)"
+)
 def test_group_lifecycle_with_a_real_consumer(admin: KafkaAdmin, bootstrap_servers: str) -> None:
     topic, group = name(), name("grp")
     admin.create_topics([NewTopic(topic, 3, 1)])
@@ -287,6 +309,9 @@ def test_group_lifecycle_with_a_real_consumer(admin: KafkaAdmin, bootstrap_serve
 @pytest.mark.tansu_deviation(
     "DescribeGroups answers members with empty assignment and metadata; DeleteGroups deletes an active group"
 )
+@pytest.mark.seaweed_deviation(
+    "advertises DescribeGroups v5 but encodes its answer non-flexible (garbled response)"
+)
 def test_active_group_assignment_and_no_delete(admin: KafkaAdmin, bootstrap_servers: str) -> None:
     topic, group = name(), name("grp")
     admin.create_topics([NewTopic(topic, 3, 1)])
@@ -302,6 +327,9 @@ def test_active_group_assignment_and_no_delete(admin: KafkaAdmin, bootstrap_serv
         consumer.close()
 
 
+@pytest.mark.seaweed_deviation(
+    "an OffsetCommit from outside a group (generation -1) answers without the committed partition"
+)
 def test_lag_reports_partitions_without_a_commit(admin: KafkaAdmin, bootstrap_servers: str) -> None:
     topic, group = name(), name("grp")
     admin.create_topics([NewTopic(topic, 2, 1)])
@@ -313,6 +341,9 @@ def test_lag_reports_partitions_without_a_commit(admin: KafkaAdmin, bootstrap_se
     assert lag.total == 2
 
 
+@pytest.mark.seaweed_deviation(
+    "advertises DescribeGroups v5 but encodes its answer non-flexible (garbled response)"
+)
 @pytest.mark.tansu_deviation("an unknown group is described as Empty and deleted without error")
 def test_unknown_group(admin: KafkaAdmin) -> None:
     ghost = name("ghost")
@@ -322,6 +353,7 @@ def test_unknown_group(admin: KafkaAdmin) -> None:
     assert isinstance(err, KafkaProtocolError) and err.code == GROUP_ID_NOT_FOUND
 
 
+@pytest.mark.seaweed_deviation("no OffsetDelete (not in ApiVersions)")
 @pytest.mark.tansu_deviation("OffsetDelete is not offered (KafkaUnsupportedVersionError)")
 def test_delete_group_offsets(admin: KafkaAdmin, bootstrap_servers: str) -> None:
     topic, group = name(), name("grp")
@@ -358,6 +390,7 @@ def admin_without_authorizer(
 @pytest.mark.tansu_deviation(
     "no authorizer: DescribeAcls answers an empty list, CreateAcls a null result array"
 )
+@pytest.mark.seaweed_deviation("no ACL APIs (DescribeAcls not in ApiVersions)")
 def test_acls_without_an_authorizer_say_security_disabled(admin_without_authorizer: KafkaAdmin) -> None:
     """ACL calls on a broker without an authorizer: SECURITY_DISABLED (the same calls against an
     authorizing broker are in test_kafka_security.py and test_acls_on_an_authorizing_broker)."""
@@ -398,6 +431,7 @@ def test_metrics_count_admin_requests(admin: KafkaAdmin) -> None:
     assert snapshot["network"]["requests"]["CREATE_TOPICS"]
 
 
+@pytest.mark.seaweed_deviation("CreateTopics accepts a topic that already exists (no TOPIC_ALREADY_EXISTS)")
 def test_asyncio_face(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
     async def main() -> None:
         async with AsyncKafkaAdmin(bootstrap_servers) as admin:

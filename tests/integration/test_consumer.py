@@ -51,6 +51,7 @@ def drain(c: Any, n: int, *, timeout: float = 30.0, columns: bool = False) -> li
     return out
 
 
+@pytest.mark.seaweed_deviation("drops record headers")
 def test_static_assignment_reads_all_partitions(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
@@ -95,6 +96,7 @@ def test_fetches_by_topic_id_when_the_broker_can(
         assert used >= 13  # by topic id, as Kafka 4 clients do
 
 
+@pytest.mark.seaweed_deviation("drops record headers")
 def test_poll_columns(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
     topic = new_topic(3)
     produce(bootstrap_servers, topic, 90)
@@ -165,6 +167,9 @@ def test_run_handler_in_caller_thread(bootstrap_servers: str, new_topic: Callabl
     assert threads == {threading.get_ident()} and len(seen) == 30
 
 
+@pytest.mark.seaweed_deviation(
+    "refuses an OffsetCommit from outside a group (generation -1): INVALID_GROUP_ID"
+)
 def test_group_offsets_with_explicit_partitions(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
@@ -194,6 +199,7 @@ def test_group_offsets_with_explicit_partitions(
         assert c.poll(300) == []
 
 
+@pytest.mark.seaweed_deviation("ListOffsets for a timestamp past the end answers offset 0, not -1")
 @pytest.mark.tansu_deviation("ListOffsets by timestamp searches broker write times, not record timestamps")
 def test_offsets_for_times(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
     topic = new_topic(1)
@@ -284,6 +290,7 @@ def _corrupt_stored_batch(cluster: KafkaCluster, topic: str, index: int) -> None
         f.write(bytes([data[last] ^ 0xFF]))
 
 
+@pytest.mark.seaweed_deviation("accepts a batch whose CRC is wrong and serves its records as good")
 def test_corrupt_batch_from_the_broker_is_a_typed_error(
     bootstrap_servers: str, new_topic: Callable[..., str], kafka_cluster: KafkaCluster | None
 ) -> None:
@@ -370,6 +377,9 @@ def test_fetch_concurrency_must_be_positive(bootstrap_servers: str) -> None:
         KafkaConsumer(bootstrap_servers=bootstrap_servers, topics=["x"], fetch_concurrency=0)
 
 
+@pytest.mark.seaweed_deviation(
+    "refuses an OffsetCommit from outside a group (generation -1): INVALID_GROUP_ID"
+)
 def test_from_config_with_deserializers_against_the_broker(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:

@@ -286,6 +286,7 @@ def test_a_broker_without_the_api_gives_the_clear_error(cluster: MockCluster) ->
 # -- the broker of the test session (Tansu embedded, or Apache Kafka from the environment) ----
 
 
+@pytest.mark.seaweed_deviation("no KIP-848 (ConsumerGroupHeartbeat not in ApiVersions)")
 @pytest.mark.broker
 @pytest.mark.tansu_deviation("no ConsumerGroupHeartbeat (KIP-848 consumer groups)")
 @pytest.mark.needs_kafka("4.0", "KIP-848 consumer groups")
@@ -336,6 +337,7 @@ def test_broker_without_the_api_says_so(bootstrap_servers: str, new_topic: Calla
         c.close(10)
 
 
+@pytest.mark.seaweed_deviation("no KIP-848 (ConsumerGroupHeartbeat not in ApiVersions)")
 @pytest.mark.broker
 @pytest.mark.tansu_deviation("no ConsumerGroupHeartbeat (KIP-848 consumer groups)")
 @pytest.mark.needs_kafka("4.0", "KIP-848 consumer groups")
@@ -474,6 +476,7 @@ MOCK_REGEX_ANYWHERE = (
 )
 
 
+@pytest.mark.seaweed_deviation("no KIP-848 (ConsumerGroupHeartbeat not in ApiVersions)")
 @pytest.mark.needs_kafka("4.0", "KIP-848 consumer groups")
 @mock_or_kafka(MOCK_REGEX_ANYWHERE)
 def test_a_regex_must_match_the_whole_topic_name(
@@ -498,6 +501,7 @@ MOCK_HELD_INSTANCE = (
 )
 
 
+@pytest.mark.seaweed_deviation("no KIP-848 (ConsumerGroupHeartbeat not in ApiVersions)")
 @pytest.mark.needs_kafka("4.0", "KIP-848 consumer groups")
 @mock_or_kafka(MOCK_HELD_INSTANCE)
 def test_a_held_instance_id_is_refused_as_unreleased(

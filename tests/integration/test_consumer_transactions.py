@@ -33,6 +33,7 @@ def write_transactions(bootstrap: str, topic: str) -> None:
     assert plain.flush(30) == 0
 
 
+@pytest.mark.seaweed_deviation("no transactions (AddPartitionsToTxn not in ApiVersions)")
 def test_read_uncommitted_skips_markers_only(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
     topic = new_topic(1)
     write_transactions(bootstrap_servers, topic)
@@ -90,6 +91,7 @@ def write_interleaved(bootstrap: str, topic: str) -> list[bytes]:
 READ_COMMITTED_TANSU = "aborted records are still delivered to read_committed consumers"
 
 
+@pytest.mark.seaweed_deviation("no transactions (AddPartitionsToTxn not in ApiVersions)")
 @pytest.mark.tansu_deviation(READ_COMMITTED_TANSU)
 @pytest.mark.parametrize("columns", [False, True], ids=["poll", "poll_columns"])
 def test_read_committed_hides_aborted(
@@ -102,6 +104,7 @@ def test_read_committed_hides_aborted(
     ]
 
 
+@pytest.mark.seaweed_deviation("no transactions (AddPartitionsToTxn not in ApiVersions)")
 @pytest.mark.tansu_deviation(READ_COMMITTED_TANSU)
 @pytest.mark.parametrize("columns", [False, True], ids=["poll", "poll_columns"])
 def test_read_committed_hides_aborted_transactions_interleaved_with_committed_ones(

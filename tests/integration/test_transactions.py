@@ -111,6 +111,7 @@ def assert_invalid_state(exc: BaseException) -> None:
 # -- commit and abort ---------------------------------------------------------------------------
 
 
+@pytest.mark.seaweed_deviation("no transactions (AddPartitionsToTxn and AddOffsetsToTxn not in ApiVersions)")
 def test_committed_transaction_is_read_whole_at_both_isolation_levels(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
@@ -134,6 +135,7 @@ def test_committed_transaction_is_read_whole_at_both_isolation_levels(
         assert {(m.partition, m.offset) for m in got} == {(m.partition, m.offset) for m in metas}
 
 
+@pytest.mark.seaweed_deviation("no transactions (AddPartitionsToTxn and AddOffsetsToTxn not in ApiVersions)")
 def test_several_transactions_in_a_row_are_each_read_once(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
@@ -168,6 +170,7 @@ def _committed_aborted_committed(bootstrap: str, topic: str) -> None:
         assert (counters["commits"], counters["aborts"]) == (2, 1), counters
 
 
+@pytest.mark.seaweed_deviation("no transactions (AddPartitionsToTxn and AddOffsetsToTxn not in ApiVersions)")
 def test_read_uncommitted_sees_aborted_records_too(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
@@ -177,6 +180,7 @@ def test_read_uncommitted_sees_aborted_records_too(
     assert by_partition(got) == expected_values([("A", 9), ("B", 9), ("C", 9)], 3)
 
 
+@pytest.mark.seaweed_deviation("no transactions (AddPartitionsToTxn and AddOffsetsToTxn not in ApiVersions)")
 @pytest.mark.tansu_deviation(ABORTED_DELIVERED)
 def test_read_committed_hides_aborted_records(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
     topic = new_topic(3)
@@ -185,6 +189,7 @@ def test_read_committed_hides_aborted_records(bootstrap_servers: str, new_topic:
     assert by_partition(got) == expected_values([("A", 9), ("C", 9)], 3)
 
 
+@pytest.mark.seaweed_deviation("no transactions (AddPartitionsToTxn and AddOffsetsToTxn not in ApiVersions)")
 def test_abort_fails_the_records_not_yet_sent_and_the_next_transaction_commits(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
@@ -256,6 +261,7 @@ def _fence(bootstrap: str, topic: str, *, send_after: bool) -> None:
         zombie.close(5)
 
 
+@pytest.mark.seaweed_deviation("no transactions (AddPartitionsToTxn and AddOffsetsToTxn not in ApiVersions)")
 def test_zombie_is_fenced_on_its_next_send_and_its_successor_commits(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
@@ -266,11 +272,13 @@ def test_zombie_is_fenced_on_its_next_send_and_its_successor_commits(
     assert by_partition(got) == expected_values([("zombie", 6), ("successor", 6)], 3)
 
 
+@pytest.mark.seaweed_deviation("no transactions (AddPartitionsToTxn and AddOffsetsToTxn not in ApiVersions)")
 @pytest.mark.tansu_deviation(TANSU_FENCED_END_TXN)
 def test_zombie_is_fenced_on_its_commit(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
     _fence(bootstrap_servers, new_topic(3), send_after=False)
 
 
+@pytest.mark.seaweed_deviation("no transactions (AddPartitionsToTxn and AddOffsetsToTxn not in ApiVersions)")
 @pytest.mark.tansu_deviation(ABORTED_DELIVERED + " (the fenced zombie's transaction too)")
 def test_fenced_zombie_records_are_not_visible(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
     topic = new_topic(3)
@@ -303,6 +311,7 @@ def _join(c: KafkaConsumer, timeout: float = 60.0) -> None:
     assert c.assignment(), "the consumer did not join its group"
 
 
+@pytest.mark.seaweed_deviation("no transactions (AddPartitionsToTxn and AddOffsetsToTxn not in ApiVersions)")
 def test_offsets_sent_to_a_committed_transaction_are_the_group_offsets(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
@@ -323,6 +332,7 @@ def test_offsets_sent_to_a_committed_transaction_are_the_group_offsets(
         assert c.committed(tps) == {tps[0]: 7, tps[1]: 11, tps[2]: 13}
 
 
+@pytest.mark.seaweed_deviation("no transactions (AddPartitionsToTxn and AddOffsetsToTxn not in ApiVersions)")
 @pytest.mark.tansu_deviation(TANSU_OFFSETS_KEPT)
 def test_offsets_of_each_transaction_replace_the_last_with_a_plain_group_id(
     bootstrap_servers: str, new_topic: Callable[..., str]
@@ -340,6 +350,7 @@ def test_offsets_of_each_transaction_replace_the_last_with_a_plain_group_id(
         assert c.committed([tp]) == {tp: 9}
 
 
+@pytest.mark.seaweed_deviation("no transactions (AddPartitionsToTxn and AddOffsetsToTxn not in ApiVersions)")
 def test_offsets_sent_to_an_aborted_transaction_are_not_committed(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
@@ -361,6 +372,7 @@ def test_offsets_sent_to_an_aborted_transaction_are_not_committed(
 # -- wrong calls for the state ------------------------------------------------------------------
 
 
+@pytest.mark.seaweed_deviation("no transactions (AddPartitionsToTxn and AddOffsetsToTxn not in ApiVersions)")
 def test_calls_in_the_wrong_state_fail_at_once_and_send_nothing(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
@@ -404,6 +416,7 @@ def test_calls_in_the_wrong_state_fail_at_once_and_send_nothing(
 # -- the asyncio face ---------------------------------------------------------------------------
 
 
+@pytest.mark.seaweed_deviation("no transactions (AddPartitionsToTxn and AddOffsetsToTxn not in ApiVersions)")
 def test_asyncio_face_commits_and_aborts(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
     from kafka_core.aio import KafkaProducer as AioProducer
 
@@ -430,6 +443,7 @@ def test_asyncio_face_commits_and_aborts(bootstrap_servers: str, new_topic: Call
     assert by_partition(got) == expected_values([("a1", 6), ("a2", 6), ("a3", 6)], 3)
 
 
+@pytest.mark.seaweed_deviation("no transactions (AddPartitionsToTxn and AddOffsetsToTxn not in ApiVersions)")
 def test_from_config_maps_the_transaction_options(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
