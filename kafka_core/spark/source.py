@@ -178,7 +178,7 @@ def _warn_unmatched(opts: SourceOptions, tps: Sequence[Any]) -> None:
 
 class KafkaArrowWriter(DataSourceArrowWriter):
     def __init__(self, options: SinkOptions) -> None:
-        self.options = options
+        self.options = _with_write_id(options)
 
     def write(self, iterator: Iterator[Any]) -> KafkaCommitMessage:
         from kafka_core.spark.write import write_arrow
@@ -194,7 +194,7 @@ class KafkaArrowWriter(DataSourceArrowWriter):
 
 class KafkaStreamWriter(_StreamWriterBase):
     def __init__(self, options: SinkOptions) -> None:
-        self.options = options
+        self.options = _with_write_id(options)
 
     def write(self, iterator: Iterator[Any]) -> KafkaCommitMessage:
         from kafka_core.spark.write import write_any
@@ -206,6 +206,17 @@ class KafkaStreamWriter(_StreamWriterBase):
 
     def abort(self, messages: list[Any], batchId: int) -> None:
         _abort(self.options, messages, batchId)
+
+
+def _with_write_id(options: SinkOptions) -> SinkOptions:
+    """A transactional write gets an id of its own on the driver, shipped to its tasks: it names
+    the mark by which a task attempt that outlived an aborted write knows to begin nothing."""
+    if options.transactional_id_prefix is None or options.write_id is not None:
+        return options
+    import dataclasses
+    import uuid
+
+    return dataclasses.replace(options, write_id=uuid.uuid4().hex[:16])
 
 
 def _where(batch_id: int | None) -> str:
@@ -235,8 +246,7 @@ def _abort(options: SinkOptions, messages: list[Any], batch_id: int | None) -> N
         from kafka_core.spark.txn_driver import abort_all
 
         # Spark's list has a place per task partition: None where the task failed or never ended.
-        unfinished = [i for i, m in enumerate(messages) if not isinstance(m, KafkaCommitMessage)]
-        abort_all(options, ours, unfinished, _where(batch_id))
+        abort_all(options, ours, len(messages), _where(batch_id))
         return
     log.warning(
         "Kafka write%s aborted; %d rows had already been delivered by tasks that succeeded",

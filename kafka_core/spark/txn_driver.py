@@ -6,7 +6,8 @@ message; the driver commits them all, or aborts them. A task that failed or was 
 nothing, and its transaction may still be open: left alone the broker aborts it only after
 ``transactionTimeoutMs`` (15 minutes by default), and until then read_committed readers of its
 partitions stop at its first record. So on abort the driver also fences the transactional id of
-every task that returned nothing, which aborts what it left open at once.
+every task partition, which aborts what any attempt left open at once, after marking the write
+aborted so that an attempt still starting then begins nothing (``txn_mark``).
 """
 
 from __future__ import annotations
@@ -124,24 +125,37 @@ def complete_prepared(options: SinkOptions, tasks: list[KafkaCommitMessage], whe
 
 
 def abort_all(
-    options: SinkOptions, tasks: list[KafkaCommitMessage], unfinished: list[int], where: str
+    options: SinkOptions, tasks: list[KafkaCommitMessage], task_partitions: int, where: str
 ) -> None:
-    """Abort the prepared transactions of the tasks that finished, and fence the transactional
-    ids of the task partitions in ``unfinished`` (failed, killed or never run), which aborts
-    whatever their attempts left open. Never raises: Spark is failing the write already."""
+    """Mark the write aborted, then fence the transactional id of every task partition (those
+    that prepared, failed, were killed or never ran), which aborts whatever any of their attempts
+    left open. The mark first: an attempt still starting when the job failed (Spark does not wait
+    for a task's Python writer) finds it after its own InitProducerId and begins nothing, and one
+    whose InitProducerId came earlier is fenced here (``kafka_core.spark.txn_mark``). Never
+    raises: Spark is failing the write already."""
     from kafka_core.aio import fence_transactional_id
 
-    prepared = _prepared(tasks)
-
-    def fence(task_partition: int) -> Job:
-        txn_id = options.transactional_id(task_partition)
+    def fence(txn_id: str) -> Job:
         return lambda left, kw: fence_transactional_id(
             txn_id, transaction_timeout_ms=options.transaction_timeout_ms, timeout=left, **kw
         )
 
-    jobs = [_end(txn, False) for _, txn in prepared] + [fence(i) for i in unfinished]
+    timeout = min(options.transaction_timeout_ms / 1000.0, _ABORT_TIMEOUT_S)
+    prepared = {m.task_partition: m for m in tasks if m.prepared is not None}
+    ids = [options.transactional_id(i) for i in range(task_partitions)]
     try:  # best effort, a minute at most: the broker aborts them after transactionTimeoutMs anyway
-        errors = _run_all(options, jobs, min(options.transaction_timeout_ms / 1000.0, _ABORT_TIMEOUT_S))
+        marked: BaseException | None = None
+        if options.write_id is not None:
+            (marked,) = _run_all(options, [fence(options.abort_mark_id())], timeout)
+        if marked is not None:  # go on: the fences still end what is open now
+            log.warning(
+                "Kafka transactional write%s: could not mark it aborted (%r: %s); a task attempt "
+                "starting after the fences below may leave a transaction open until transactionTimeoutMs",
+                where,
+                options.abort_mark_id(),
+                marked,
+            )
+        errors = _run_all(options, [fence(txn_id) for txn_id in ids], timeout)
     except Exception as exc:
         log.warning(
             "Kafka transactional write%s aborted, but its transactions could not be ended (%s): the "
@@ -150,27 +164,22 @@ def abort_all(
             exc,
         )
         return
-    ended = [(m, error) for (m, _), error in zip(prepared, errors, strict=False)]
-    fenced = errors[len(prepared) :]
-    for m, error in ended:
+    for task_partition, (txn_id, error) in enumerate(zip(ids, errors, strict=True)):
         if error is not None:
-            log.warning("Kafka transactional write%s: aborting %s: %s", where, _txn_name(m), error)
-    for task_partition, error in zip(unfinished, fenced, strict=True):
-        if error is not None:
+            what = _txn_name(prepared[task_partition]) if task_partition in prepared else repr(txn_id)
             log.warning(
-                "Kafka transactional write%s: fencing %r (task partition %d, which returned nothing): %s; "
-                "the broker aborts what it left open after transactionTimeoutMs",
+                "Kafka transactional write%s: fencing %s (task partition %d): %s; the broker aborts "
+                "what it left open after transactionTimeoutMs",
                 where,
-                options.transactional_id(task_partition),
+                what,
                 task_partition,
                 error,
             )
     log.warning(
-        "Kafka transactional write%s aborted: %d of %d prepared task transactions aborted; the "
-        "transactional ids of %d of %d task partitions that returned nothing fenced (what they left open aborted)",
+        "Kafka transactional write%s aborted: the transactional ids of %d of %d task partitions fenced "
+        "(what they left open aborted, %d of them prepared)",
         where,
-        sum(1 for _, error in ended if error is None),
-        len(ended),
-        sum(1 for error in fenced if error is None),
-        len(fenced),
+        sum(1 for error in errors if error is None),
+        len(ids),
+        len(prepared),
     )

@@ -11,7 +11,7 @@ import re
 import tempfile
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 import pytest
@@ -256,20 +256,15 @@ def test_read_committed_never_sees_a_failed_attempt(
     assert _read_committed(spark, bootstrap_servers, topic) == _expected(BIG + SMALL)
 
 
-# A known bug, not a broker deviation: twice on 2026-11-26 (both on Apache Kafka 4.4 under a loaded
-# machine, once with transactions v1 forced) a failed task's last transaction was left open (epoch
-# 3, no marker) and would hold read_committed readers back until transactionTimeoutMs; four quiet
-# runs passed. Nothing was committed either time. Kept running (not strict) until it is explained.
-@pytest.mark.xfail(
-    strict=False, reason="known bug: a failed task's transaction is sometimes left open (issue 23)"
-)
 def test_a_failed_job_commits_nothing(spark: SparkSession, bootstrap_servers: str, new_topic: Any) -> None:
     """Task 0 fails on every attempt once its records are in the log: the job fails, no
     transaction commits, and none is left open: each failed attempt's is aborted by the task
     itself, by the next attempt's fencing, or (the last attempt, whose writer Spark kills) by the
     driver fencing the ids of the tasks that returned nothing; task 1's prepared one is aborted
     by the driver, its id fenced if Spark cancelled it first. Left open, a transaction would hold
-    read_committed readers back for transactionTimeoutMs."""
+    read_committed readers back for transactionTimeoutMs. Task 0's last attempt may still be
+    starting its writer when Spark fails the job: the write's aborted mark keeps it from opening
+    a transaction after the driver's fences (issue 23: it was left open at epoch 3)."""
     topic, prefix = new_topic(partitions=2), f"job-{uuid.uuid4().hex[:8]}"
     df = _two_tasks(spark, _gated_partition(bootstrap_servers, topic, always=True))
     with pytest.raises(Exception, match="injected failure"):
@@ -279,6 +274,45 @@ def test_a_failed_job_commits_nothing(spark: SparkSession, bootstrap_servers: st
     assert not [t for t in txns if t.outcome == COMMIT], txns
     assert sum(len(t.values) for t in txns if t.outcome == ABORT) > SMALL, txns
     assert all(t.outcome == ABORT for t in txns), [t._replace(values=len(t.values)) for t in txns]
+
+
+def test_an_attempt_starting_after_the_abort_begins_nothing(
+    spark: SparkSession, bootstrap_servers: str, new_topic: Any
+) -> None:
+    """Spark fails a job without waiting for its tasks' Python writers: one still starting runs
+    after the driver's abort. Played here by the aborted writer's own write() in a later Spark
+    task (same write, task partition 0): it must refuse to begin, leaving nothing in the log.
+    Without the mark it wrote and prepared a transaction at a newer epoch than the driver's
+    fence, open until transactionTimeoutMs."""
+    from kafka_core.errors import KafkaTransactionError
+    from kafka_core.spark.source import KafkaDataSource
+
+    topic, prefix = new_topic(partitions=2), f"job-{uuid.uuid4().hex[:8]}"
+    source = KafkaDataSource(
+        {
+            "kafka.bootstrap.servers": bootstrap_servers,
+            "topic": topic,
+            "transactionalIdPrefix": prefix,
+            "transactionTimeoutMs": "60000",
+        }
+    )
+    writer = source.writer(spark.range(1).select(F.lit(b"x").alias("value")).schema, False)
+    writer.abort([None, None])  # the job failed: no task returned
+
+    def late_attempt(_: Iterable[int]) -> Iterator[str]:
+        import pyarrow as pa
+
+        batch = pa.record_batch({"value": pa.array([f"late-{i}".encode() for i in range(10)], pa.binary())})
+        try:
+            writer.write(iter([batch]))
+        except KafkaTransactionError as exc:
+            yield str(exc)
+            return
+        yield "prepared"
+
+    outcome = spark.sparkContext.parallelize([0], 1).mapPartitions(late_attempt).collect()
+    assert len(outcome) == 1 and "the driver already aborted this write" in outcome[0], outcome
+    assert transactions(bootstrap_servers, topic, 2) == []
 
 
 def _driver_commit_with_one_fenced(bootstrap: str, topic: str) -> tuple[Any, list[Txn]]:
