@@ -142,7 +142,26 @@ def abort_all(
 
     timeout = min(options.transaction_timeout_ms / 1000.0, _ABORT_TIMEOUT_S)
     prepared = {m.task_partition: m for m in tasks if m.prepared is not None}
-    ids = [options.transactional_id(i) for i in range(task_partitions)]
+
+    def end_and_fence(task_partition: int, txn_id: str) -> Job:
+        """A prepared transaction is aborted by its own EndTxn first (a fence alone does not end
+        it on every broker: librdkafka's mock cluster writes no marker), then the id is fenced."""
+
+        async def job(left: float, kw: dict[str, Any]) -> None:
+            m = prepared.get(task_partition)
+            if m is not None and m.prepared is not None:
+                start = asyncio.get_running_loop().time()
+                try:
+                    await _end(m.prepared, False)(left, kw)
+                except Exception as exc:  # fenced already, or timed out: the fence below still runs
+                    log.warning("Kafka transactional write%s: aborting %s: %s", where, _txn_name(m), exc)
+                left -= asyncio.get_running_loop().time() - start
+            await fence(txn_id)(max(left, 0.001), kw)
+
+        return job
+
+    partitions = sorted(set(range(task_partitions)) | set(prepared))
+    ids = [options.transactional_id(i) for i in partitions]
     try:  # best effort, a minute at most: the broker aborts them after transactionTimeoutMs anyway
         marked: BaseException | None = None
         if options.write_id is not None:
@@ -155,7 +174,9 @@ def abort_all(
                 options.abort_mark_id(),
                 marked,
             )
-        errors = _run_all(options, [fence(txn_id) for txn_id in ids], timeout)
+        errors = _run_all(
+            options, [end_and_fence(i, txn_id) for i, txn_id in zip(partitions, ids, strict=True)], timeout
+        )
     except Exception as exc:
         log.warning(
             "Kafka transactional write%s aborted, but its transactions could not be ended (%s): the "
@@ -164,7 +185,7 @@ def abort_all(
             exc,
         )
         return
-    for task_partition, (txn_id, error) in enumerate(zip(ids, errors, strict=True)):
+    for task_partition, txn_id, error in zip(partitions, ids, errors, strict=True):
         if error is not None:
             what = _txn_name(prepared[task_partition]) if task_partition in prepared else repr(txn_id)
             log.warning(

@@ -256,7 +256,9 @@ def test_read_committed_never_sees_a_failed_attempt(
     assert _read_committed(spark, bootstrap_servers, topic) == _expected(BIG + SMALL)
 
 
-def test_a_failed_job_commits_nothing(spark: SparkSession, bootstrap_servers: str, new_topic: Any) -> None:
+def test_a_failed_job_commits_nothing(
+    spark: SparkSession, bootstrap_servers: str, new_topic: Any, on_tansu: bool
+) -> None:
     """Task 0 fails on every attempt once its records are in the log: the job fails, no
     transaction commits, and none is left open: each failed attempt's is aborted by the task
     itself, by the next attempt's fencing, or (the last attempt, whose writer Spark kills) by the
@@ -273,9 +275,16 @@ def test_a_failed_job_commits_nothing(spark: SparkSession, bootstrap_servers: st
     txns = transactions(bootstrap_servers, topic, 2)
     assert not [t for t in txns if t.outcome == COMMIT], txns
     assert sum(len(t.values) for t in txns if t.outcome == ABORT) > SMALL, txns
-    assert all(t.outcome == ABORT for t in txns), [t._replace(values=len(t.values)) for t in txns]
+    left_open = [t._replace(values=len(t.values)) for t in txns if t.outcome != ABORT]
+    if left_open and on_tansu:  # see test_an_attempt_starting_after_the_abort_begins_nothing
+        pytest.xfail(f"Tansu has no DescribeTransactions: a late attempt cannot see the abort ({left_open})")
+    assert not left_open, left_open
 
 
+@pytest.mark.tansu_deviation(
+    "Tansu has no DescribeTransactions (KIP-664): a task cannot see that the driver aborted its "
+    "write, so a late attempt writes and prepares (open until transactionTimeoutMs)"
+)
 def test_an_attempt_starting_after_the_abort_begins_nothing(
     spark: SparkSession, bootstrap_servers: str, new_topic: Any
 ) -> None:
