@@ -4,9 +4,18 @@ ShareConsumer, in the same run on Apache Kafka (share groups need Kafka 4.1+; Ta
 Every client reads the same preloaded topic as a fresh share group (its start set to the
 earliest offset), implicit acknowledgement (each poll accepts the previous one's records; the
 last ones are accepted by a final commit_sync), in its own fresh process. Rate and CPU (all the
-process's threads) span the first non-empty poll to the commit of the last record.
+process's threads) span the first non-empty poll to the commit of the last record. Figures are
+medians of ``--repeat`` rounds (each round runs every client once, in turn).
 
-    python -m bench.bench_share [--records 200000] [--size 100] [--partitions 1] [--repeat 2]
+``raw-sharefetch`` is the broker's ceiling in the same run: ShareFetch after ShareFetch on one
+share session, each accepting (piggybacked) everything the one before acquired, no record
+decoded. A share partition lets a member hold at most group.share.partition.max.record.locks
+(2000 by default) unacknowledged records and acquires whole producer batches, so the next
+ShareFetch can acquire only once the previous records are acknowledged: consuming is one
+broker round trip per producer batch (or per 2000 records of small batches), in series, for
+every client. ``--batch-records N`` preloads with small producer batches to show that case.
+
+    python -m bench.bench_share [--records 200000] [--size 100] [--partitions 1] [--repeat 3] [--batch-records 100]
 
 Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a one-node Apache Kafka. Not part of run_all.
 """
@@ -14,6 +23,7 @@ Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a one-node Apache Kafka. Not 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import subprocess
@@ -22,7 +32,7 @@ import time
 import uuid
 from typing import Any
 
-CLIENTS = ("confluent-kafka", "kafka_core", "kafka_core-poll_columns")
+CLIENTS = ("confluent-kafka", "kafka_core", "kafka_core-poll_columns", "raw-sharefetch")
 # kafka_core's max_poll_records (also its ShareFetch max_records). confluent-kafka's ShareConsumer
 # has no such limit: each poll hands over what it acquired (a whole producer batch, 9082 records
 # of 100 B here); 10,000 is what bench/e2e_consumer.py gives every client per poll.
@@ -100,12 +110,107 @@ def run_ours(bootstrap: str, topic: str, group: str, n: int, columns: bool) -> d
     return out
 
 
+def run_raw(bootstrap: str, topic: str, group: str, n: int) -> dict[str, Any]:
+    """The broker's ceiling: ShareFetch after ShareFetch on one share session, each accepting
+    (piggybacked) every offset the one before acquired, no record decoded, no poll machinery."""
+
+    return asyncio.run(_raw(bootstrap, topic, group, n))
+
+
+async def _raw(bootstrap: str, topic: str, group: str, n: int) -> dict[str, Any]:
+    from kafka_core.client.cluster import KafkaClient
+    from kafka_core.share.fetch import NodeSession, ShareRequests, leader_of
+    from kafka_core.share.membership import ShareMembership
+    from kafka_core.share.records import AcknowledgeType, Acks
+
+    client = KafkaClient(bootstrap)
+    member = ShareMembership(client, group, on_change=lambda: None)
+    await member.start([topic])
+    requests = ShareRequests(
+        client,
+        group,
+        member_id=lambda: member.member_id,
+        topic_id=member.topic_id,
+        topic_name=member.topic_name,
+        max_wait_ms=500,
+        min_bytes=1,
+        max_bytes=52_428_800,
+        max_records=MAX_RECORDS,
+        request_timeout_ms=30_000,
+    )
+    while not member.assignment:
+        await member.wait_joined(1.0)
+        await asyncio.sleep(0.05)
+    tps = sorted(member.assignment)
+    await client.metadata([topic])
+    sessions: dict[int, NodeSession] = {}
+    acks: dict[Any, Acks] = {}
+    tally = Tally(n)
+    while tally.count < n:
+        meta = client.cached_metadata()
+        by_node: dict[int, list[Any]] = {}
+        for tp in tps:
+            by_node.setdefault(leader_of(meta, tp) or 0, []).append(tp)
+        got = 0
+        for node, parts in by_node.items():
+            sess = sessions.setdefault(node, NodeSession(node))
+            mine = {tp: a for tp, a in acks.items() if tp in parts} if sess.epoch else {}
+            chunks, _, _ = await requests.fetch(sess, parts, mine)
+            for tp in mine:
+                acks.pop(tp)
+            for c in chunks:
+                a = acks.setdefault(c.tp, Acks())
+                for first, last, _count in c.ranges:
+                    a.add_range(first, last, int(AcknowledgeType.ACCEPT))
+                got += c.size
+        tally.add(got)
+    for node, sess in sessions.items():
+        mine = {tp: a for tp, a in acks.items() if leader_of(client.cached_metadata(), tp) == node}
+        await requests.acknowledge(sess, mine, close=True)
+    out = tally.result()
+    await member.leave()
+    await client.close()
+    return out
+
+
 def child(client: str, bootstrap: str, topic: str, group: str, n: int) -> None:
     if client == "confluent-kafka":
         out = run_confluent(bootstrap, topic, group, n)
+    elif client == "raw-sharefetch":
+        out = run_raw(bootstrap, topic, group, n)
     else:
         out = run_ours(bootstrap, topic, group, n, columns=client.endswith("poll_columns"))
     print("RESULT " + json.dumps(out), flush=True)
+
+
+def _median(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """The median round by rate and, apart, the median CPU per record."""
+    import statistics
+
+    return {
+        "rate": statistics.median(r["rate"] for r in rounds),
+        "cpu_s_per_million": statistics.median(r["cpu_s_per_million"] for r in rounds),
+    }
+
+
+def fill_small_batches(bootstrap: str, topic: str, values: list[bytes], batch_records: int) -> None:
+    """Preload with producer batches of at most ``batch_records`` records (confluent-kafka's
+    batch.num.messages): the broker acquires whole batches, so this sets how a ShareFetch fills."""
+    from confluent_kafka import Producer
+
+    p = Producer(
+        {"bootstrap.servers": bootstrap, "batch.num.messages": batch_records, "linger.ms": 5, "log_level": 3}
+    )
+    for v in values:
+        while True:
+            try:
+                p.produce(topic, v)
+                break
+            except BufferError:
+                p.poll(0.05)
+        p.poll(0)
+    if p.flush(60.0):
+        raise RuntimeError(f"preloading {topic}: records still unsent after 60 s")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -113,7 +218,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--records", type=int, default=200_000)
     ap.add_argument("--size", type=int, default=100)
     ap.add_argument("--partitions", type=int, default=1)
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument(
+        "--batch-records", type=int, default=0, help="producer batches of at most N records (0: large)"
+    )
     ap.add_argument("--clients", default=",".join(CLIENTS))
     ap.add_argument("--child", nargs=5, metavar=("CLIENT", "BOOTSTRAP", "TOPIC", "GROUP", "N"))
     args = ap.parse_args(argv)
@@ -135,7 +243,10 @@ def main(argv: list[str] | None = None) -> int:
     try:
         topic = f"bench-share-{uuid.uuid4().hex[:8]}"
         create_topic(bootstrap, topic, args.partitions)
-        fill_topic(bootstrap, topic, make_values(args.records, args.size))
+        if args.batch_records:
+            fill_small_batches(bootstrap, topic, make_values(args.records, args.size), args.batch_records)
+        else:
+            fill_topic(bootstrap, topic, make_values(args.records, args.size))
         rows: dict[str, list[dict[str, Any]]] = {}
         load_before = os.getloadavg()
         for _ in range(args.repeat):
@@ -148,20 +259,29 @@ def main(argv: list[str] | None = None) -> int:
                     print(f"{client}: failed: {done.stderr[-2000:]}", file=sys.stderr)
                     continue
                 rows.setdefault(client, []).append(json.loads(line[7:]))
-        best = {c: max(rs, key=lambda r: r["rate"]) for c, rs in rows.items()}
-        anchor = best.get("confluent-kafka")
+        med = {c: _median(rs) for c, rs in rows.items()}
+        anchor = med.get("confluent-kafka")
+        ceiling = med.get("raw-sharefetch")
         load_after = os.getloadavg()
         print(
-            f"{args.records} records of {args.size} B, {args.partitions} partition(s), best of {args.repeat}, "
-            f"kafka_core max_poll_records={MAX_RECORDS}; "
+            f"{args.records} records of {args.size} B, {args.partitions} partition(s), "
+            f"producer batches of {f'{args.batch_records} records' if args.batch_records else 'up to 1 MB'}, median of "
+            f"{args.repeat} rounds, kafka_core max_poll_records={MAX_RECORDS}; "
             f"load average {load_before[0]:.1f} before, {load_after[0]:.1f} after "
             f"({os.cpu_count()} CPUs: judge by CPU per record and by the ratios)"
         )
-        print(f"{'client':28} {'records/s':>12} {'CPU s/M rec':>12} {'vs confluent':>13} {'CPU vs':>8}")
-        for c, r in best.items():
+        print(
+            f"{'client':28} {'records/s':>12} {'CPU s/M rec':>12} {'vs confluent':>13} {'CPU vs':>8} "
+            f"{'of ceiling':>11}  rounds (records/s)"
+        )
+        for c, r in med.items():
             ratio = f"{r['rate'] / anchor['rate']:.2f}x" if anchor else "-"
             cpu = f"{r['cpu_s_per_million'] / anchor['cpu_s_per_million']:.2f}x" if anchor else "-"
-            print(f"{c:28} {r['rate']:12,.0f} {r['cpu_s_per_million']:12.2f} {ratio:>13} {cpu:>8}")
+            ceil = f"{r['rate'] / ceiling['rate']:.0%}" if ceiling else "-"
+            each = " ".join(f"{x['rate']:,.0f}" for x in rows[c])
+            print(
+                f"{c:28} {r['rate']:12,.0f} {r['cpu_s_per_million']:12.2f} {ratio:>13} {cpu:>8} {ceil:>11}  {each}"
+            )
     finally:
         if cluster is not None:
             cluster.close()
