@@ -32,7 +32,13 @@ import time
 import uuid
 from typing import Any
 
-CLIENTS = ("confluent-kafka", "kafka_core", "kafka_core-poll_columns", "raw-sharefetch")
+CLIENTS = (
+    "confluent-kafka",
+    "kafka_core",
+    "kafka_core-poll_columns",
+    "kafka_core-columns+ack_batch",
+    "raw-sharefetch",
+)
 # kafka_core's max_poll_records (also its ShareFetch max_records). confluent-kafka's ShareConsumer
 # has no such limit: each poll hands over what it acquired (a whole producer batch, 9082 records
 # of 100 B here); 10,000 is what bench/e2e_consumer.py gives every client per poll.
@@ -92,14 +98,26 @@ def run_confluent(bootstrap: str, topic: str, group: str, n: int) -> dict[str, A
     return out
 
 
-def run_ours(bootstrap: str, topic: str, group: str, n: int, columns: bool) -> dict[str, Any]:
+def run_ours(
+    bootstrap: str, topic: str, group: str, n: int, columns: bool, ack_batch: bool = False
+) -> dict[str, Any]:
+    """``ack_batch``: explicit mode, each poll_columns batch accepted by acknowledge_batch."""
     from kafka_core import KafkaShareConsumer
 
-    c = KafkaShareConsumer(topic, bootstrap_servers=bootstrap, group_id=group, max_poll_records=MAX_RECORDS)
+    mode = "explicit" if ack_batch else "implicit"
+    c = KafkaShareConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        max_poll_records=MAX_RECORDS,
+        share_acknowledgement_mode=mode,
+    )
     tally = Tally(n)
     while tally.count < n:
         if columns:
             batch = c.poll_columns(500)
+            if batch is not None and ack_batch:
+                c.acknowledge_batch(batch)
             tally.add(0 if batch is None else batch.num_rows)
         else:
             recs = c.poll(500)
@@ -179,7 +197,8 @@ def child(client: str, bootstrap: str, topic: str, group: str, n: int) -> None:
     elif client == "raw-sharefetch":
         out = run_raw(bootstrap, topic, group, n)
     else:
-        out = run_ours(bootstrap, topic, group, n, columns=client.endswith("poll_columns"))
+        ack_batch = client.endswith("ack_batch")
+        out = run_ours(bootstrap, topic, group, n, "columns" in client, ack_batch)
     print("RESULT " + json.dumps(out), flush=True)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import threading
 import time
-from collections import OrderedDict, deque
+from collections import deque
 from collections.abc import Callable, Collection, Iterable
 from itertools import pairwise, repeat
 from operator import attrgetter
@@ -26,6 +26,7 @@ from kafka_core.share.records import (
     AcknowledgeMode,
     AcknowledgeType,
     Acks,
+    DoneMemory,
     KafkaAcknowledgementError,
 )
 
@@ -63,7 +64,7 @@ class AckBook:
         # RENEWs (KIP-1222) awaiting a ShareAcknowledge of their own: the record stays delivered
         self.renewals: dict[TopicPartition, dict[int, int]] = {}
         self.renewed = 0
-        self._done: OrderedDict[tuple[str, int, int], None] = OrderedDict()
+        self._done = DoneMemory(DONE_MEMORY)
         self._lock_deadline: dict[TopicPartition, float] = {}
         self.acquired_total = 0
         # acquired offsets whose acknowledgement has not gone out in a request yet: what the
@@ -320,10 +321,7 @@ class AckBook:
     def _remember(self, tp: TopicPartition, offsets: Iterable[int]) -> None:
         if self.mode is AcknowledgeMode.IMPLICIT:
             return  # acknowledge() is refused in implicit mode anyway
-        done = self._done
-        done.update(dict.fromkeys(zip(repeat(tp.topic), repeat(tp.partition), offsets)))
-        while len(done) > DONE_MEMORY:
-            done.popitem(last=False)
+        self._done.add_offsets(tp.topic, tp.partition, offsets)
 
     # -- sending ----------------------------------------------------------------------------------
 

@@ -9,6 +9,7 @@ record, which the consumer acknowledges for itself).
 from __future__ import annotations
 
 import enum
+from collections import deque
 from collections.abc import Collection, Iterable, Iterator
 from operator import attrgetter
 from typing import Any
@@ -334,3 +335,62 @@ class AckedOffsets(Collection[int]):
         if offset in self._acks.offsets:
             return True
         return isinstance(offset, int) and any(f <= offset <= last for f, last, _ in self._acks.runs)
+
+
+class DoneMemory:
+    """Acknowledged offsets remembered to tell "acknowledged twice" from "never delivered": the
+    newest ``limit`` of them, kept as runs (topic, partition, first, last). Adding costs per run,
+    not per offset (a columnar batch accepted whole is one run; before, a tuple per offset made
+    acknowledge_batch cost a microsecond a row); a lookup, only on the error path, scans runs."""
+
+    __slots__ = ("limit", "_runs", "_size")
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._runs: deque[list[Any]] = deque()  # [topic, partition, first, last], oldest first
+        self._size = 0
+
+    def add(self, topic: str, partition: int, first: int, last: int) -> None:
+        runs = self._runs
+        if runs:
+            r = runs[-1]
+            if r[3] + 1 == first and r[1] == partition and r[0] == topic:
+                r[3] = last
+                self._size += last - first + 1
+                self._trim()
+                return
+        runs.append([topic, partition, first, last])
+        self._size += last - first + 1
+        self._trim()
+
+    def add_offsets(self, topic: str, partition: int, offsets: Iterable[int]) -> None:
+        if isinstance(offsets, range) and offsets.step == 1:
+            if offsets:
+                self.add(topic, partition, offsets.start, offsets.stop - 1)
+            return
+        for offset in offsets:
+            self.add(topic, partition, offset, offset)
+
+    def _trim(self) -> None:
+        runs = self._runs
+        while self._size > self.limit:
+            r = runs[0]
+            extra = self._size - self.limit
+            n = r[3] - r[2] + 1
+            if n <= extra:
+                runs.popleft()
+                self._size -= n
+            else:
+                r[2] += extra
+                self._size -= extra
+
+    def __len__(self) -> int:
+        return self._size
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, tuple) or len(key) != 3:
+            return False
+        topic, partition, offset = key
+        return any(
+            r[2] <= offset <= r[3] and r[1] == partition and r[0] == topic for r in reversed(self._runs)
+        )
