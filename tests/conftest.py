@@ -252,8 +252,8 @@ def persistent_tansu(
         return
     if tansu is None:
         pytest.skip(
-            "these tests stop the broker: they need an embedded broker, and an external "
-            "KAFKA_BOOTSTRAP_SERVERS cluster cannot be stopped from here"
+            "these tests stop the broker: they need an embedded Tansu or Apache Kafka, and an "
+            "external KAFKA_BOOTSTRAP_SERVERS cluster or the SeaweedFS gateway session has neither"
         )
     broker: TansuBroker | None = None
     try:
