@@ -14,7 +14,7 @@ decoded. A share partition lets a member hold at most group.share.partition.max.
 ShareFetch can acquire only once the previous records are acknowledged: consuming is one
 broker round trip per producer batch (or per 2000 records of small batches), in series, for
 every client. ``--batch-records N`` preloads with small producer batches to show that case:
-there a ShareFetch acquires at most max_poll_records (kafka_core asks for that many, as Java),
+there a ShareFetch acquires at most max_poll_records (what kafka_core asks for),
 so the default 500 makes four times the round trips of 2000 (BENCH_SHARE_MAX_RECORDS=500).
 It stays so on purpose: records acquired but not polled within the lock duration come back
 with their delivery count raised, so a fetch never acquires more than the application said
