@@ -15,6 +15,16 @@ KAFKA_NEWEST=$(python -c 'from kafka_core.devbroker import KAFKA_VERSION; print(
 KAFKA_OLDEST=$(python -c 'from kafka_core.devbroker import OLDEST_KAFKA_VERSION; print(OLDEST_KAFKA_VERSION)')
 stage() { echo "==> $* ($(date -u +%H:%M:%S))"; }
 
+# The SeaweedFS gateway is a Go program of ours built on first use (minutes, nice'd): it builds in
+# the background from here, beside the unit and integration suites, for the last broker stage.
+mkdir -p build
+SEAWEEDFS_BUILD_LOG=build/seaweedfs-build.log
+if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
+  python -c 'from kafka_core.devbroker import seaweedfs_gateway_binary; print(seaweedfs_gateway_binary())' \
+    >build/seaweedfs-bin.txt 2>"$SEAWEEDFS_BUILD_LOG" &
+  SEAWEEDFS_BUILD_PID=$!
+fi
+
 stage "ruff"
 ruff check .
 ruff format --check .
@@ -55,6 +65,19 @@ else
 
   stage "compatibility subset against Apache Kafka $KAFKA_OLDEST"
   KAFKA_CORE_TEST_BROKER=kafka KAFKA_CORE_KAFKA_VERSION="$KAFKA_OLDEST" KAFKA_CORE_COMPAT_REPORT=build/compat/kafka-oldest.json \
+    python -m pytest tests/integration -m compat -p no:cacheprovider "$@"
+
+  stage "SeaweedFS Kafka gateway: waiting for its build"
+  if ! wait "$SEAWEEDFS_BUILD_PID"; then
+    echo "the SeaweedFS gateway could not be built; its build log:" >&2
+    tail -n 60 "$SEAWEEDFS_BUILD_LOG" >&2
+    exit 1
+  fi
+  SEAWEEDFS_GATEWAY_BIN=$(tail -n 1 build/seaweedfs-bin.txt)
+  export SEAWEEDFS_GATEWAY_BIN
+
+  stage "compatibility subset against the SeaweedFS Kafka gateway"
+  KAFKA_CORE_TEST_BROKER=seaweedfs KAFKA_CORE_COMPAT_REPORT=build/compat/seaweedfs.json \
     python -m pytest tests/integration -m compat -p no:cacheprovider "$@"
 fi
 
