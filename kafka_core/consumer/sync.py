@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import logging
 import queue
 import threading
 import weakref
@@ -20,6 +21,8 @@ from kafka_core.consumer.consumer import KafkaConsumer as AsyncKafkaConsumer
 from kafka_core.consumer.message import ConsumedMessage
 from kafka_core.consumer.polling import rewind
 from kafka_core.errors import KafkaClosedError, KafkaError
+
+_log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -219,6 +222,8 @@ def _finalize(loop_thread: Any, obj: Any, relay: _CallbackRelay, owns_loop: bool
     try:
         if loop_thread.alive:
             loop_thread.run(obj.close())
+    except Exception as exc:  # from GC nobody can take it; an explicit close() raised its own
+        _log.warning("closing a KafkaConsumer that was not closed failed: %s", exc)
     finally:
         if owns_loop:
             loop_thread.stop()

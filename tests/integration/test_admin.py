@@ -167,7 +167,14 @@ def test_incremental_alter_configs(admin: KafkaAdmin) -> None:
     admin.create_topics([NewTopic(topic, 1, 1, {"retention.ms": "100000"})])
     res = admin.incremental_alter_configs({ConfigResource.topic(topic): {"retention.ms": "5000"}})
     assert res[ConfigResource.topic(topic)].ok
-    configs = admin.describe_configs([("topic", topic)])[ConfigResource.topic(topic)].result()
+    # KRaft answers the alter once the controller has it; the broker that answers DescribeConfigs
+    # applies it when it reads the metadata log, a moment later (seen: the old value 0.5 s on).
+    deadline = time.monotonic() + 30
+    while True:
+        configs = admin.describe_configs([("topic", topic)])[ConfigResource.topic(topic)].result()
+        if configs["retention.ms"].value == "5000" or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
     assert configs["retention.ms"].value == "5000"
 
 
