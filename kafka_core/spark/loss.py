@@ -11,6 +11,7 @@ Pure string building: no Spark, no broker.
 from __future__ import annotations
 
 __all__ = [
+    "added_late",
     "backwards",
     "gone",
     "log_end_before",
@@ -52,6 +53,14 @@ def backwards(before: int, now: int) -> str:
     return (
         f"the partition's offsets went backwards from {before} to {now}: the topic was deleted and "
         "recreated, or its log was truncated (an unclean leader election)"
+    )
+
+
+def added_late(first: int) -> str:
+    """A partition added mid-query whose first offset is above 0 (Spark's connector calls it loss too)."""
+    return (
+        f"the partition was added while the query ran and its first offset is {first}, not 0: its first "
+        "records were deleted (DeleteRecords) or aged out before the query saw the partition"
     )
 
 

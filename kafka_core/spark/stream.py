@@ -146,7 +146,12 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if earliest_needed:
             # New partitions (and recreated topics) are read from their earliest offset.
             begin = {tp: o for tp, o in begin.items() if tp.topic not in self._restart}
-            begin.update(self._offsets().earliest(earliest_needed))
+            first = self._offsets().earliest(earliest_needed)
+            for tp in sorted(first):
+                # As Spark's connector: an added partition that no longer starts at 0 lost records.
+                if first[tp] > 0 and tp.topic not in self._restart:
+                    self._loss(tp, loss.lost_offsets(0, first[tp]), loss.added_late(first[tp]))
+            begin.update(first)
         end = self._admit(begin, latest, limit)
         self._last_end = end
         return to_json(end)

@@ -102,7 +102,7 @@ def test_min_offsets_wait_until_max_trigger_delay() -> None:
 
 def test_new_partitions_start_at_earliest() -> None:
     kafka = FakeKafka()
-    r = reader(kafka)
+    r = reader(kafka, failOnDataLoss="false")
     start = r.initialOffset()
     kafka.first[U0] = 5
     kafka.end[U0] = 25
@@ -111,6 +111,19 @@ def test_new_partitions_start_at_earliest() -> None:
     assert end["u"] == {"0": 25}
     parts = r.partitions(start, end)
     assert [(p.range.topic, p.range.start, p.range.end) for p in parts] == [("u", 5, 25)]
+
+
+def test_added_partition_not_starting_at_zero_is_data_loss() -> None:
+    """As Spark's connector: records of a new partition deleted before the query saw it are lost."""
+    kafka = FakeKafka()
+    r = reader(kafka)
+    start = r.initialOffset()
+    kafka.first[U0], kafka.end[U0] = 5, 25
+    kafka.ids["u"] = "id-u"
+    with pytest.raises(DataLossError, match=r"u.*offsets 0 to 4.*first offset is 5"):
+        r.latestOffset(start, ReadAllAvailable())
+    kafka.first[U0] = 0  # from offset 0: nothing lost
+    assert reader(kafka).latestOffset(start, ReadAllAvailable())["u"] == {"0": 25}
 
 
 def test_recreated_topic_is_data_loss_per_option() -> None:
