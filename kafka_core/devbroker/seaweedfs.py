@@ -37,7 +37,12 @@ from kafka_core.devbroker.common import (
 )
 from kafka_core.devbroker.kafka_jars import cache_root
 
-__all__ = ["SeaweedGateway", "download_seaweedfs_gateway_modules", "seaweedfs_gateway_binary"]
+__all__ = [
+    "SeaweedGateway",
+    "download_seaweedfs_gateway_modules",
+    "seaweedfs_build_key",
+    "seaweedfs_gateway_binary",
+]
 
 _READY = b"seaweedfs-gateway ready "  # the Go program's one line on stdout (main.go: ReadyPrefix)
 _SOURCES = ("go.mod", "go.sum", "main.go")
@@ -220,6 +225,15 @@ def _building_dir() -> Path:
     return cache_root() / "seaweedfs" / "building"
 
 
+def seaweedfs_build_key(source: Path) -> str:
+    """The build cache's key: the Go sources in ``source``, the build flags and the plugins kept."""
+    digest = hashlib.sha256()
+    for name in _SOURCES:
+        digest.update((source / name).read_bytes())
+    digest.update("\0".join([*_BUILD_FLAGS, *sorted(_PLUGINS_KEPT)]).encode())
+    return digest.hexdigest()[:16]
+
+
 def seaweedfs_gateway_binary(*, timeout: float = 3600.0) -> str:
     """Path of the gateway program: ``$SEAWEEDFS_GATEWAY_BIN``, else built from the sources.
 
@@ -232,11 +246,7 @@ def seaweedfs_gateway_binary(*, timeout: float = 3600.0) -> str:
     if explicit:
         return explicit
     source = _sources()
-    digest = hashlib.sha256()
-    for name in _SOURCES:
-        digest.update((source / name).read_bytes())
-    digest.update("\0".join([*_BUILD_FLAGS, *sorted(_PLUGINS_KEPT)]).encode())
-    target_dir = cache_root() / "seaweedfs" / digest.hexdigest()[:16]
+    target_dir = cache_root() / "seaweedfs" / seaweedfs_build_key(source)
     target = target_dir / _NAME
     if target.is_file():
         return str(target)

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from kafka_core.devbroker.common import BrokerStartError, port_open
-from kafka_core.devbroker.seaweedfs import SeaweedGateway, seaweedfs_gateway_binary
+from kafka_core.devbroker.seaweedfs import SeaweedGateway, seaweedfs_build_key, seaweedfs_gateway_binary
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -73,15 +73,11 @@ def test_missing_sources_say_where_they_were_looked_for(
 @pytest.mark.usefixtures("no_prebuilt")
 def test_a_built_program_is_reused_without_go(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """The cache is keyed by the sources: once built, starting needs no Go toolchain."""
-    import hashlib
-
     source = tmp_path / "src"
     source.mkdir()
-    digest = hashlib.sha256()
     for name in ("go.mod", "go.sum", "main.go"):
         (source / name).write_text(f"// {name}\n")
-        digest.update((source / name).read_bytes())
-    built = tmp_path / "cache" / "seaweedfs" / digest.hexdigest()[:16] / "seaweedfs-gateway"
+    built = tmp_path / "cache" / "seaweedfs" / seaweedfs_build_key(source) / "seaweedfs-gateway"
     built.parent.mkdir(parents=True)
     built.write_text("#!/bin/sh\n")
     monkeypatch.setenv("SEAWEEDFS_GATEWAY_SRC", str(source))
