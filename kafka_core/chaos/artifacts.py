@@ -2,7 +2,7 @@
 
 A verdict is PASS only when every cycle ran and its books balance (zero acknowledged records
 lost by the client, zero duplicates, zero corrupt deliveries, recovery within the bound); FAIL
-otherwise; BLOCKED when a prerequisite is missing (named exactly) or the broker stopped serving its
+otherwise; INCOMPLETE when the run was stopped part-way and the books of the cycles run balance; BLOCKED when a prerequisite is missing (named exactly) or the broker stopped serving its
 log to our consumer and to an independent reader alike (nothing else wrong), never a pass by default.
 """
 
@@ -18,9 +18,11 @@ from typing import Any
 
 from kafka_core.chaos.accounting import Tally
 
-__all__ = ["BLOCKED", "FAIL", "PASS", "Outcome", "write_artifact"]
+__all__ = ["BLOCKED", "FAIL", "INCOMPLETE", "PASS", "Outcome", "write_artifact"]
 
-PASS, FAIL, BLOCKED = "PASS", "FAIL", "BLOCKED"
+# INCOMPLETE: stopped part-way (kafka_core.chaos.stopping) with the books of the cycles run
+# balanced; it is never a pass, since not every cycle ran.
+PASS, FAIL, BLOCKED, INCOMPLETE = "PASS", "FAIL", "BLOCKED", "INCOMPLETE"
 
 
 @dataclass
@@ -72,8 +74,14 @@ class Outcome:
                 f"{t.unread} acknowledged records unread: the broker served neither our consumer nor "
                 "an independent confluent-kafka read that far (see details.partition_progress)"
             )
-        self.verdict = FAIL if failures else BLOCKED if self.inconclusive else PASS
+        stopped = self.details.get("stopped")
+        self.verdict = FAIL if failures else BLOCKED if self.inconclusive else INCOMPLETE if stopped else PASS
         notes = []
+        if stopped:
+            notes.append(
+                f"stopped by {stopped['by']} after {stopped['cycles_run']} of {stopped['cycles_planned']} "
+                "cycles; the books cover the cycles run"
+            )
         if t.broker_lost:
             notes.append(
                 f"{t.broker_lost} acknowledged records lost by the broker (Tansu's DUPLICATE_SEQUENCE_NUMBER "
@@ -120,6 +128,7 @@ def write_artifact(outcome: Outcome, out_dir: Path) -> Path:
         "seed": outcome.seed,
         "parameters": outcome.parameters,
         "cycles_run": len(outcome.cycles),
+        "stopped": outcome.details.get("stopped"),
         "pass_count": outcome.pass_count,
         "produced": outcome.tally.produced,
         "acknowledged": outcome.tally.acknowledged,

@@ -2,7 +2,9 @@
 write, summarise. ``--broker kafka`` runs the three-node Apache Kafka set instead of Tansu's.
 
 Exit status 0 when every capability run is PASS, 1 when one FAILs, 2 when one is BLOCKED (and
-none failed): CI can tell a broken client from a machine that lacks a prerequisite.
+none failed), 3 when the run was stopped part-way (SIGINT or SIGTERM: the cycle under way ends,
+its books and artifact are written, later capabilities do not run): CI can tell a broken client
+from a machine that lacks a prerequisite.
 """
 
 from __future__ import annotations
@@ -11,8 +13,9 @@ import argparse
 import sys
 from pathlib import Path
 
-from kafka_core.chaos.artifacts import BLOCKED, FAIL, Outcome, write_artifact
+from kafka_core.chaos.artifacts import BLOCKED, FAIL, INCOMPLETE, Outcome, write_artifact
 from kafka_core.chaos.scenarios import CAPABILITIES, KAFKA_CAPABILITIES, SCALES, Settings, run_capability
+from kafka_core.chaos.stopping import graceful_stop, stop_requested
 
 __all__ = ["main", "summary_rows"]
 
@@ -103,15 +106,19 @@ def main(argv: list[str] | None = None) -> int:
     chosen = [c for name in (args.scenario or SETS[args.broker]) for c in ALIASES.get(name, [name])]
     settings = Settings(args.mode, args.seed, args.cycles)
     outcomes = []
-    for capability in dict.fromkeys(chosen):
-        print(f"running {capability} ({args.mode}, seed {args.seed}) ...", flush=True)
-        outcome = run_capability(capability, settings)
-        path = write_artifact(outcome, args.out)
-        print(f"  {outcome.verdict} in {outcome.duration_s:.0f}s -> {path}", flush=True)
-        outcomes.append(outcome)
+    with graceful_stop():
+        for capability in dict.fromkeys(chosen):
+            if stop_requested() is not None:
+                print(f"not running {capability}: the run was asked to stop", flush=True)
+                continue
+            print(f"running {capability} ({args.mode}, seed {args.seed}) ...", flush=True)
+            outcome = run_capability(capability, settings)
+            path = write_artifact(outcome, args.out)
+            print(f"  {outcome.verdict} in {outcome.duration_s:.0f}s -> {path}", flush=True)
+            outcomes.append(outcome)
     _print_summary(outcomes)
     verdicts = {o.verdict for o in outcomes}
-    return 1 if FAIL in verdicts else 2 if BLOCKED in verdicts else 0
+    return 1 if FAIL in verdicts else 2 if BLOCKED in verdicts else 3 if INCOMPLETE in verdicts else 0
 
 
 if __name__ == "__main__":

@@ -19,10 +19,11 @@ from typing import Any
 
 from kafka_core.chaos import kafka_scenarios, mock_scenarios
 from kafka_core.chaos.accounting import unread_by_both
-from kafka_core.chaos.artifacts import BLOCKED, FAIL, Outcome, tansu_version
+from kafka_core.chaos.artifacts import BLOCKED, FAIL, INCOMPLETE, Outcome, tansu_version
 from kafka_core.chaos.capture import ProduceCapture
 from kafka_core.chaos.evidence import judge_duplicates
 from kafka_core.chaos.proxy import FaultProxy
+from kafka_core.chaos.stopping import stop_requested
 from kafka_core.chaos.workload import Workload, read_log_report
 from kafka_core.devbroker import BrokerStartError, TansuBroker, free_port, tansu_binary
 
@@ -73,6 +74,16 @@ class Settings:
     @property
     def scale(self) -> dict[str, Any]:
         return SCALES[self.mode]
+
+
+def _stopped_before(outcome: Outcome, cycle: int, planned: int) -> bool:
+    """Whether a stop was asked for (:mod:`kafka_core.chaos.stopping`): the cycles run so far
+    then go to the books, and the artifact says how far the run got."""
+    why = stop_requested()
+    if why is None:
+        return False
+    outcome.details["stopped"] = {"by": why, "cycles_run": cycle, "cycles_planned": planned}
+    return True
 
 
 def _round(seconds: float | None) -> float | None:
@@ -178,6 +189,8 @@ def faulted_run(
             return
         for k, (label, inject) in enumerate(faults):
             time.sleep(WARM_S)
+            if _stopped_before(outcome, k, len(faults)):
+                break
             start = time.monotonic()
             extra = inject(wl) or {}
             healed = time.monotonic()
@@ -220,6 +233,8 @@ def cold_start(outcome: Outcome) -> None:
     failures: list[str] = []
     n = outcome.parameters["records"]
     for k in range(outcome.parameters["cycles"]):
+        if _stopped_before(outcome, k, outcome.parameters["cycles"]):
+            break
         with TansuBroker() as broker:
             outcome.broker = _broker_info(broker)
             began = time.monotonic()
@@ -513,5 +528,12 @@ def run_capability(capability: str, settings: Settings) -> Outcome:
         outcome.verdict, outcome.reason = BLOCKED, f"prerequisite missing: {exc}"
     except Exception as exc:
         outcome.verdict, outcome.reason = FAIL, f"the run itself failed: {type(exc).__name__}: {exc}"
+    except KeyboardInterrupt as exc:  # a second stop signal: no books, but the cycles run are kept
+        outcome.details["stopped"] = {
+            "by": str(exc) or "KeyboardInterrupt",
+            "cycles_run": len(outcome.cycles),
+        }
+        outcome.verdict = INCOMPLETE
+        outcome.reason = f"stopped at once ({exc or 'KeyboardInterrupt'}) after {len(outcome.cycles)} cycles: no books made"
     outcome.duration_s = time.monotonic() - began
     return outcome

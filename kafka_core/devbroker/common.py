@@ -4,6 +4,8 @@ the lifecycle (restart, context manager) written once over each kind's start, st
 from __future__ import annotations
 
 import abc
+import contextlib
+import os
 import socket
 import subprocess
 import time
@@ -35,7 +37,10 @@ def free_port(host: str = "127.0.0.1") -> int:
 
 
 def die_with_parent() -> None:
-    """Linux: have the kernel stop the broker if the process that started it dies (even by a crash)."""
+    """Linux: have the kernel stop the broker if the process that started it dies (even by a crash).
+
+    The broker also gets a session of its own, so a terminal's Ctrl-C reaches only the process
+    that owns it, which stops it in order (a chaos run then still settles its books)."""
     try:
         import ctypes
         import signal
@@ -43,6 +48,8 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
     except (OSError, AttributeError):
         pass
+    with contextlib.suppress(OSError):
+        os.setsid()
 
 
 def port_open(host: str, port: int) -> bool:
