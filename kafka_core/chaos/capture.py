@@ -25,7 +25,7 @@ from kafka_core.codec import decode_record_batches
 from kafka_core.errors import KafkaError
 from kafka_core.protocol import decode_request, decode_response
 
-__all__ = ["ProduceCapture", "ProduceWrite", "explain_duplicate"]
+__all__ = ["ProduceCapture", "ProduceWrite", "RequestLog", "RequestTiming", "explain_duplicate"]
 
 _PRODUCE = 0
 _BATCH_HEADER = 61  # a v2 record batch's header, up to and including the record count
@@ -163,6 +163,82 @@ class ProduceCapture:
                     writes.append(w)
             if writes and req.header.api_version >= 0 and req.body.acks != 0:
                 self._pending[(conn, req.header.correlation_id)] = (req.header.api_version, writes)
+
+
+@dataclass
+class RequestTiming:
+    """One request through the proxy, any API: when its header passed and when its answer did.
+
+    ``answered_at`` None with ``closed_at`` set: the connection ended first (dropped by either
+    side); both None: still in flight. A broker answers one connection's requests in order, one at
+    a time, so a slow answer holds up every later request on the same ``conn``.
+    """
+
+    conn: int
+    api_key: int
+    api_version: int
+    correlation_id: int
+    sent_at: float
+    answered_at: float | None = None
+    closed_at: float | None = None
+
+    def waited(self, now: float | None = None) -> float:
+        """Seconds until the answer, the close, or ``now`` (still in flight)."""
+        end = self.answered_at or self.closed_at or (time.time() if now is None else now)
+        return end - self.sent_at
+
+
+class RequestLog:
+    """Every request and the time of its answer, by connection and correlation id (any API).
+
+    Fed by the proxy's event loop (:meth:`sent`, :meth:`answered`, :meth:`closed`); read from
+    any thread. Finds what the broker left waiting, e.g. around a SIGKILL of another node.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._all: list[RequestTiming] = []
+        self._open: dict[tuple[int, int], RequestTiming] = {}
+
+    def sent(self, conn: int, api_key: int, api_version: int, correlation_id: int) -> None:
+        t = RequestTiming(conn, api_key, api_version, correlation_id, time.time())
+        with self._lock:
+            self._all.append(t)
+            self._open[(conn, correlation_id)] = t
+
+    def answered(self, conn: int, correlation_id: int) -> None:
+        with self._lock:
+            t = self._open.pop((conn, correlation_id), None)
+            if t is not None:
+                t.answered_at = time.time()
+
+    def closed(self, conn: int) -> None:
+        now = time.time()
+        with self._lock:
+            for key in [k for k in self._open if k[0] == conn]:
+                self._open.pop(key).closed_at = now
+
+    @property
+    def requests(self) -> list[RequestTiming]:
+        with self._lock:
+            return list(self._all)
+
+    def slow(self, seconds: float, now: float | None = None) -> list[RequestTiming]:
+        """Requests that waited ``seconds`` or more for their answer (or are waiting still)."""
+        return [t for t in self.requests if t.waited(now) >= seconds]
+
+    def before_on_conn(self, t: RequestTiming) -> list[RequestTiming]:
+        """Requests on ``t``'s connection sent before it and not yet answered when it was sent:
+        what it queued behind (the broker reads a connection's next request only after answering
+        the last)."""
+        inf = float("inf")
+        return [
+            o
+            for o in self.requests
+            if o.conn == t.conn
+            and o.sent_at < t.sent_at
+            and (o.answered_at or o.closed_at or inf) > t.sent_at
+        ]
 
 
 def _numbers(data: bytes) -> list[int]:

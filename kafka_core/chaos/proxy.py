@@ -22,7 +22,7 @@ from typing import Any
 
 from crc32c import crc32c
 
-from kafka_core.chaos.capture import ProduceCapture
+from kafka_core.chaos.capture import ProduceCapture, RequestLog
 
 __all__ = ["FaultProxy", "find_record_batch"]
 
@@ -65,9 +65,9 @@ class _RequestScanner:
         self.head = bytearray()
         self.skip = 0
 
-    def feed(self, data: bytes) -> list[tuple[int, int]]:
-        """Return (correlation id, api key) of every request header completed by ``data``."""
-        out: list[tuple[int, int]] = []
+    def feed(self, data: bytes) -> list[tuple[int, int, int]]:
+        """Return (correlation id, api key, version) of every request header completed by ``data``."""
+        out: list[tuple[int, int, int]] = []
         i, n = 0, len(data)
         while i < n:
             if self.skip:
@@ -79,8 +79,8 @@ class _RequestScanner:
             self.head += chunk
             i += len(chunk)
             if len(self.head) == 12:
-                size, api_key, _version, corr = _REQUEST_HEAD.unpack(self.head)
-                out.append((corr, api_key))
+                size, api_key, version, corr = _REQUEST_HEAD.unpack(self.head)
+                out.append((corr, api_key, version))
                 self.skip = max(size - 8, 0)
                 self.head.clear()
         return out
@@ -127,8 +127,10 @@ class _Conn:
         flowing = self.proxy._faults.flowing
         while data := await self.c_reader.read(_CHUNK):
             await flowing.wait()
-            for corr, api_key in self.scanner.feed(data):
+            for corr, api_key, version in self.scanner.feed(data):
                 self.pending[corr] = api_key
+                if self.proxy.requests is not None:
+                    self.proxy.requests.sent(self.id, api_key, version, corr)
             if self.proxy.capture is not None:
                 self.proxy.capture.from_client(self.id, data)
             self.u_writer.write(data)
@@ -159,6 +161,8 @@ class _Conn:
                 del buf[: 4 + size]
                 if self.proxy.capture is not None:
                     self.proxy.capture.from_broker(self.id, frame)
+                if self.proxy.requests is not None:
+                    self.proxy.requests.answered(self.id, int.from_bytes(frame[4:8], "big", signed=True))
                 self._maybe_corrupt(frame)
                 self.out.put_nowait((time.monotonic() + faults.delay, bytes(frame)))
         self.out.put_nowait(None)
@@ -215,13 +219,16 @@ class _Conn:
         self.proxy._conns.discard(self)
         if self.proxy.capture is not None:
             self.proxy.capture.closed(self.id)
+        if self.proxy.requests is not None:
+            self.proxy.requests.closed(self.id)
 
 
 class FaultProxy:
     """Forwards ``host:port`` to ``upstream``; faults are switched on and off while it runs.
 
     ``seed`` makes the corrupt-byte choice reproducible; ``capture`` records every Produce
-    request and answer in :attr:`capture`. Every fault method is thread-safe and
+    request and answer in :attr:`capture`; ``timing`` records when every request (any API) was
+    sent and answered in :attr:`requests`. Every fault method is thread-safe and
     returns once the fault is in force.
     """
 
@@ -234,6 +241,7 @@ class FaultProxy:
         port: int = 0,
         seed: int = 0,
         capture: bool = False,
+        timing: bool = False,
     ) -> None:
         self.upstream = (upstream_host, upstream_port)
         self.host = host
@@ -244,6 +252,8 @@ class FaultProxy:
         self.resets = 0  # connections cut with an RST
         # Every Produce request and its answer, per partition (see kafka_core.chaos.capture).
         self.capture: ProduceCapture | None = ProduceCapture() if capture else None
+        # Every request's sent and answered time, by connection (see RequestLog).
+        self.requests: RequestLog | None = RequestLog() if timing else None
         self._conns: set[_Conn] = set()
         self._loop = asyncio.new_event_loop()
         self._thread: threading.Thread | None = None
