@@ -45,7 +45,7 @@ def java_string_hash(text: str) -> int:
 
 def offsets_partition(group: str, partitions: int) -> int:
     h = java_string_hash(group)
-    return (h & 0x7FFFFFFF if h != -(1 << 31) else 0) % partitions  # Kafka's Utils.abs
+    return (abs(h) if h != -(1 << 31) else 0) % partitions  # Kafka's Utils.abs
 
 
 def api_name(key: int) -> str:
@@ -99,7 +99,7 @@ def describe(
 
 
 def isr_lines(cluster: KafkaCluster, victim: int) -> list[str]:
-    pattern = re.compile(r"ISR|fenc|Fenc|shrink|Shrink|election", re.IGNORECASE)
+    pattern = re.compile(r"ISR|fenced broker|session|shrink|elect", re.IGNORECASE)
     out = []
     for n in cluster.nodes:
         if n.node_id == victim:
@@ -139,7 +139,8 @@ def run(watch: float, slow: float, out: Path | None, victim_arg: int | None, rat
         topic_meta = meta.topic(topic)
         assert topic_meta is not None
         leaders = {p.partition: p.leader for p in topic_meta.partitions}
-        followers = [r for r in op_meta.replicas if r != op_meta.leader]
+        # The coordinator leads the group's offsets partition; every other replica is a follower.
+        followers = [r for r in op_meta.replicas if r not in (op_meta.leader, coordinator)]
         victim = victim_arg if victim_arg is not None else followers[0]
         print(
             f"group {group}: coordinator {coordinator}, __consumer_offsets-{op} leader {op_meta.leader} "

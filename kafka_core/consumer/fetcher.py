@@ -42,6 +42,14 @@ from kafka_core.protocol.errors import RETRIABLE_FETCH_CODES, ErrorCode, error_f
 
 log = logging.getLogger(__name__)
 
+# Fetch lanes are FETCH_LANE_BASE, FETCH_LANE_BASE + 1, ...: never lane 0, the connection of the
+# client's other requests. A broker answers one connection's requests in order, and some answers
+# take seconds: the group coordinator's (OffsetCommit, and Heartbeat, which Kafka's coordinator
+# runtime answers only once its __consumer_offsets high watermark passes the group's last write)
+# wait up to offsets.commit.timeout.ms (5 s) while a killed follower is still in that partition's
+# ISR; a Fetch behind them on the same connection waited as long (issue 21, tools/chaos_timing.py).
+FETCH_LANE_BASE = 1
+
 
 class FetchOutcome(enum.Enum):
     """What one partition's answer in a Fetch response led to."""
@@ -95,7 +103,8 @@ class Fetcher:
         # Up to ``fetch_concurrency`` Fetch requests in flight per broker, each on its own
         # connection (lane): a broker serves one connection's requests one at a time, so this is
         # what lets it work on several partitions at once, and a lane long-polling a caught-up
-        # partition never holds up the others. Partitions keep their lane.
+        # partition never holds up the others. Partitions keep their lane. Lanes start at
+        # FETCH_LANE_BASE: lane 0 carries everything else, the group coordinator's requests too.
         self._lanes = max(1, fetch_concurrency)
         self._lane_of: dict[TopicPartition, int] = {}
         self._next_lane: dict[int, int] = defaultdict(int)
@@ -378,7 +387,7 @@ class Fetcher:
         if lane is None:
             if len(self._lane_of) > 2 * len(self._subs.assigned()) + 64:
                 self._lane_of = {t: n for t, n in self._lane_of.items() if t in self._subs}
-            lane = self._lane_of[tp] = self._next_lane[node] % self._lanes
+            lane = self._lane_of[tp] = FETCH_LANE_BASE + self._next_lane[node] % self._lanes
             self._next_lane[node] += 1
         return lane
 
