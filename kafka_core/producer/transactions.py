@@ -15,8 +15,8 @@ id not authorised, invalid transaction state) ends the producer, every later cal
 A coordinator operation (init, send_offsets, commit, abort) runs as a task: when the caller's
 time runs out it goes on, and calling the same method again waits for it, as the Java client.
 
-Transactions v2 (KIP-890 part 2; txn_version), chosen by init_transactions where the cluster
-offers it: no AddPartitionsToTxn (a Produce v12 adds its partition) and no AddOffsetsToTxn
+Transactions v2 (KIP-890 part 2; txn_version), where the cluster offers it, chosen by
+init_transactions and again at the end of each transaction for the next one (``_next_version``): no AddPartitionsToTxn (a Produce v12 adds its partition) and no AddOffsetsToTxn
 (TxnOffsetCommit v5 adds the group); every EndTxn bumps the epoch and answers the producer id and
 epoch the next transaction uses, so a zombie's late Produce of an ended transaction is fenced.
 """
@@ -476,6 +476,14 @@ class TransactionManager:
             self.bump_required = False
             self._reset_sequences()
 
+    async def _next_version(self) -> None:
+        """Between transactions: the next one's protocol; the epoch bumped if owed or on an upgrade."""
+        self._phase = "re-reading the cluster's transaction.version (ApiVersions)"
+        self.bump_required = await self.coord.refresh_version() or self.bump_required
+        self._phase = "bumping the epoch (InitProducerId)"
+        if self.bump_required:
+            await self._new_id(bump=True)
+
     async def _send_offsets(self, offsets: dict[TopicPartition, OffsetAndMetadata], group: Group) -> None:
         try:
             if not self.coord.v2:  # v2: TxnOffsetCommit v5 adds the group itself
@@ -499,6 +507,7 @@ class TransactionManager:
                 raise self.error or KafkaTransactionError("commit failed", abortable=True)
             if self.started:
                 await self._end_txn(True)
+            await self._next_version()
         except KafkaTransactionError as exc:
             self._enter_error(exc)
             raise
@@ -534,9 +543,7 @@ class TransactionManager:
             self._phase = "ending the transaction (EndTxn)"
             if self.started and not lost_id:
                 await self._end_txn(False)
-            self._phase = "bumping the epoch (InitProducerId)"
-            if self.bump_required:
-                await self._new_id(bump=True)
+            await self._next_version()
         except KafkaTransactionError as exc:
             if exc.fatal:
                 self._enter_error(exc)

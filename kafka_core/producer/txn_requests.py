@@ -6,7 +6,8 @@ moved, a short backoff for CONCURRENT_TRANSACTIONS) and raises the rest as Kafka
 Versions are negotiated by the client, capped where a later version is not a client's to use:
 AddPartitionsToTxn v4+ is the brokers' batched form (KIP-890). EndTxn v5 and TxnOffsetCommit v5
 are transactions v2 (KIP-890 part 2, see txn_version): used only when ``TxnCoordinator.v2`` says
-so, EndTxn v5 then answering the producer id and epoch the next transaction uses.
+so, EndTxn v5 then answering the producer id and epoch the next transaction uses. ``v2`` changes
+only between transactions (``refresh_version``).
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
 from kafka_core.errors import (
     KafkaCodecError,
     KafkaConnectionError,
+    KafkaError,
     KafkaProducerFencedError,
     KafkaProtocolError,
     KafkaTimeoutError,
@@ -30,7 +32,7 @@ from kafka_core.producer.idempotence import IdempotenceState
 from kafka_core.producer.txn_version import (
     END_TXN_V2_VERSION,
     TXN_OFFSET_COMMIT_V2_VERSION,
-    transaction_version,
+    VersionTracker,
 )
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import (
@@ -244,9 +246,11 @@ class TxnCoordinator:
         self.backoff = retry_backoff_ms / 1000.0
         self.last_cause: BaseException | None = None  # why the last attempt is being retried
         self._refresh = False
-        # Transactions v2 (KIP-890 part 2): None until known (init_transactions decides it; a
-        # coordinator made to end a prepared transaction asks the broker at its first EndTxn).
+        # Transactions v2 (KIP-890 part 2): None until known (init_transactions decides it, then
+        # refresh_version between transactions; a coordinator made to end a prepared transaction
+        # asks the broker at its first EndTxn).
         self.v2: bool | None = None
+        self.tracker = VersionTracker()
 
     def ident(self) -> tuple[str, int, int]:
         return (self.transactional_id, self.idem.producer_id, self.idem.producer_epoch)
@@ -338,10 +342,37 @@ class TxnCoordinator:
         """Whether the cluster and the coordinator speak transactions v2 (see txn_version)."""
 
         async def attempt(node: int) -> int:
-            return await transaction_version(self.client, node, self.request_timeout_ms)
+            return await self.tracker.ask(self.client, node, self.request_timeout_ms)
 
         self.v2 = await self.call("ApiVersions", attempt, whole=False) == 2
         return self.v2
+
+    async def refresh_version(self) -> bool:
+        """Between two transactions (never inside one): the next one's protocol, the coordinator
+        re-asked when the tracker says it is due (one attempt: a failure keeps the version and
+        is retried at the next transaction's end). True on an upgrade from v1 to v2: the epoch
+        must be bumped before the first v2 transaction, as the Java client does, so that nothing
+        of the earlier v1 transactions counts as part of it."""
+        if self.v2 is None or not self.tracker.due():
+            return False
+        try:
+            coord = await self.client.find_coordinator(
+                self.transactional_id, 1, timeout_ms=self.request_timeout_ms
+            )
+            version = await self.tracker.ask(self.client, coord.node_id, self.request_timeout_ms)
+        except KafkaError as exc:
+            log.debug("transaction %r: transaction.version not re-read (%s)", self.transactional_id, exc)
+            return False
+        was, self.v2 = self.v2, version == 2
+        if self.v2 != was:
+            log.info(
+                "transactional producer %r: the cluster's transaction.version changed: transactions "
+                "v%d from the next transaction (was v%d)",
+                self.transactional_id,
+                version,
+                2 if was else 1,
+            )
+        return self.v2 and not was
 
     async def end_txn(self, commit: bool) -> tuple[int, int] | None:
         """End the transaction; with v2, the producer id and epoch the coordinator bumped to

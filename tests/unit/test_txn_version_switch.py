@@ -1,0 +1,226 @@
+"""The transaction protocol (KIP-890 part 2) follows the cluster's finalized ``transaction.version``
+between transactions, never inside one, through the in-memory broker (tests/fakes/txn_v2_broker.py):
+raised to 2 by an operator, the next transaction is v2 after an epoch bump (as the Java client);
+lowered to 1, the next transaction is v1 again; the coordinator is re-asked at most once per
+``FEATURE_REFRESH_S`` and an answer of an older features epoch is ignored."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+from fakes.txn_v2_broker import TxnV2Broker
+
+from kafka_core.errors import KafkaConnectionError
+from kafka_core.producer import AsyncKafkaProducer, txn_version
+from kafka_core.protocol import ApiKey
+
+OPTIONS: dict[str, Any] = {
+    "transactional_id": "tx-switch",
+    "linger_ms": 0,
+    "retry_backoff_ms": 1,
+    "delivery_timeout_ms": 20_000,
+    "request_timeout_ms": 10_000,
+    "max_block_ms": 5_000,
+}
+
+
+class FeatureBroker(TxnV2Broker):
+    """TxnV2Broker counting its ApiVersions answers, each with a finalized-features ``epoch``."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.api_versions_asked = 0
+        self.epoch = 10
+        self.api_versions_down = False  # ApiVersions answers are lost
+
+    async def send(self, node: int, body: Any, version: int | None = None, **kw: Any) -> Any:
+        if body.API_KEY == ApiKey.API_VERSIONS:
+            self.api_versions_asked += 1
+            if self.api_versions_down:
+                raise KafkaConnectionError("injected: ApiVersions answer lost")
+            features = [SimpleNamespace(name=k, max_version_level=v) for k, v in self.finalized.items()]
+            return SimpleNamespace(
+                error_code=0, finalized_features=features, finalized_features_epoch=self.epoch
+            )
+        return await super().send(node, body, version, **kw)
+
+    def set_level(self, level: int) -> None:
+        """An operator's kafka-features.sh: a new level under a newer features epoch."""
+        self.finalized["transaction.version"] = level
+        self.epoch += 1
+
+
+@pytest.fixture
+def refresh_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(txn_version, "FEATURE_REFRESH_S", 0.0, raising=False)
+
+
+def _run(broker: FeatureBroker, body: Callable[[AsyncKafkaProducer], Awaitable[Any]]) -> Any:
+    async def main() -> Any:
+        p = AsyncKafkaProducer(client=broker, **OPTIONS)
+        try:
+            return await body(p)
+        finally:
+            await p.close(timeout=5)
+
+    return asyncio.run(main())
+
+
+def _versions(broker: FeatureBroker, since: int) -> list[tuple[str, int]]:
+    return [(n, v) for n, v in broker.versions_used[since:] if n in ("PRODUCE", "END_TXN")]
+
+
+def _calls(broker: FeatureBroker, since: int) -> list[str]:
+    return [name for name, _ in broker.calls[since:]]
+
+
+async def _send(p: AsyncKafkaProducer, value: bytes) -> None:
+    f = await p.send("t", value, partition=0)
+    await p.flush(5)
+    assert f.exception() is None
+
+
+@pytest.mark.usefixtures("refresh_every_time")
+def test_an_upgrade_to_v2_takes_effect_at_the_next_transaction_after_an_epoch_bump(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    broker = FeatureBroker()
+    broker.set_level(1)
+
+    async def body(p: AsyncKafkaProducer) -> list[Any]:
+        await p.init_transactions()
+        seen: list[Any] = [p.transaction_version, p.producer_id_and_epoch]
+        p.begin_transaction()
+        await _send(p, b"a")
+        broker.set_level(2)  # raised while the transaction is open: it stays v1
+        await _send(p, b"b")
+        seen.append(p.transaction_version)
+        mark = (len(broker.versions_used), len(broker.calls))
+        await p.commit_transaction()
+        seen += [p.transaction_version, p.producer_id_and_epoch, _calls(broker, mark[1])]
+        seen.append(_versions(broker, mark[0]))
+        mark = (len(broker.versions_used), len(broker.calls))
+        p.begin_transaction()
+        await _send(p, b"c")
+        await p.commit_transaction()
+        seen += [_calls(broker, mark[1]), _versions(broker, mark[0]), p.producer_id_and_epoch]
+        return seen
+
+    with caplog.at_level(logging.INFO, logger="kafka_core.producer"):
+        (v0, id0, v_mid, v1, id1, calls1, versions1, calls2, versions2, id2) = _run(broker, body)
+    assert (v0, v_mid) == (1, 1)
+    assert ("AddPartitionsToTxn", [("t", 0)]) in broker.calls  # the first transaction was v1
+    assert versions1 == [("END_TXN", 4)]  # ended as it began: v1
+    assert v1 == 2  # the next transaction is v2 ...
+    assert calls1[-1] == "InitProducerId" and broker.init_calls[-1] == id0  # ... after a bump
+    assert id1 == (id0[0], id0[1] + 1)
+    assert "AddPartitionsToTxn" not in calls2  # v2: the Produce adds the partition
+    assert versions2 == [("PRODUCE", 12), ("END_TXN", 5)]
+    assert id2 == (id1[0], id1[1] + 1)  # EndTxn v5 bumped it
+    assert broker.logs[0] == [b"a", b"b", b"c"]
+    assert any("transactions v2 from the next transaction" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.usefixtures("refresh_every_time")
+def test_a_downgrade_to_v1_takes_effect_at_the_next_transaction_not_inside_one() -> None:
+    broker = FeatureBroker()
+
+    async def body(p: AsyncKafkaProducer) -> list[Any]:
+        await p.init_transactions()
+        seen: list[Any] = [p.transaction_version]
+        mark = (len(broker.versions_used), len(broker.calls))
+        p.begin_transaction()
+        await _send(p, b"a")
+        broker.set_level(1)  # lowered while the transaction is open: it stays v2
+        await _send(p, b"b")
+        seen.append(p.transaction_version)
+        await p.abort_transaction()
+        seen += [_calls(broker, mark[1]), _versions(broker, mark[0]), p.transaction_version]
+        seen.append(p.producer_id_and_epoch)
+        mark = (len(broker.versions_used), len(broker.calls))
+        p.begin_transaction()
+        await _send(p, b"c")
+        await p.commit_transaction()
+        seen += [_calls(broker, mark[1]), _versions(broker, mark[0]), p.producer_id_and_epoch]
+        return seen
+
+    v0, v_mid, calls1, versions1, v1, id1, calls2, versions2, id2 = _run(broker, body)
+    assert (v0, v_mid) == (2, 2)
+    assert "AddPartitionsToTxn" not in calls1
+    assert versions1 == [("PRODUCE", 12), ("PRODUCE", 12), ("END_TXN", 5)]
+    assert v1 == 1
+    assert "InitProducerId" not in calls1  # no bump is needed to go down
+    assert "AddPartitionsToTxn" in calls2  # v1 again
+    assert versions2 == [("PRODUCE", 11), ("END_TXN", 4)]
+    assert id2 == id1  # a v1 EndTxn keeps the epoch
+    assert broker.logs[0] == [b"a", b"b", b"c"]  # the log keeps the aborted records too
+
+
+def test_the_cluster_is_re_asked_at_most_once_per_refresh_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    broker = FeatureBroker()
+    monkeypatch.setattr(txn_version, "FEATURE_REFRESH_S", 3600.0, raising=False)
+
+    async def body(p: AsyncKafkaProducer) -> tuple[int, int, int]:
+        await p.init_transactions()
+        asked = broker.api_versions_asked
+        broker.set_level(1)
+        for i in range(3):
+            p.begin_transaction()
+            await _send(p, b"%d" % i)
+            await p.commit_transaction()
+        return asked, broker.api_versions_asked, p.transaction_version
+
+    asked_at_init, asked_after, version = _run(broker, body)
+    assert asked_at_init == 1
+    assert asked_after == asked_at_init  # no round trip per transaction
+    assert version == 2  # not seen yet: within the interval
+
+
+@pytest.mark.usefixtures("refresh_every_time")
+def test_an_answer_of_an_older_features_epoch_is_ignored() -> None:
+    broker = FeatureBroker()
+
+    async def body(p: AsyncKafkaProducer) -> list[int]:
+        await p.init_transactions()
+        seen = [p.transaction_version]
+        broker.finalized["transaction.version"] = 1
+        broker.epoch -= 1  # a broker behind on the cluster's metadata
+        p.begin_transaction()
+        await _send(p, b"a")
+        await p.commit_transaction()
+        seen.append(p.transaction_version)
+        broker.epoch += 2  # caught up, and the level really is 1 now
+        p.begin_transaction()
+        await _send(p, b"b")
+        await p.commit_transaction()
+        seen.append(p.transaction_version)
+        return seen
+
+    assert _run(broker, body) == [2, 2, 1]
+
+
+@pytest.mark.usefixtures("refresh_every_time")
+def test_a_failed_re_read_keeps_the_version_and_the_commit_succeeds() -> None:
+    broker = FeatureBroker()
+
+    async def body(p: AsyncKafkaProducer) -> list[Any]:
+        await p.init_transactions()
+        broker.api_versions_down = True
+        broker.set_level(1)
+        p.begin_transaction()
+        await _send(p, b"a")
+        await p.commit_transaction()
+        seen: list[Any] = [p.transaction_version, p.transaction_state.value]
+        broker.api_versions_down = False
+        p.begin_transaction()
+        await _send(p, b"b")
+        await p.commit_transaction()
+        seen.append(p.transaction_version)
+        return seen
+
+    assert _run(broker, body) == [2, "ready", 1]
