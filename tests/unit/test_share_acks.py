@@ -6,12 +6,13 @@ and RENEW (KIP-1222) renews without releasing, refused clearly by a broker witho
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 from fakes.share_broker import ACQUIRED, DONE, FakeShareBroker
+from fakes.share_helpers import TP, T, first_poll, poll_until
+from fakes.share_helpers import run as run_within
 
 from kafka_core import KafkaShareConsumer as BlockingShareConsumer
 from kafka_core.aio import KafkaShareConsumer
@@ -21,8 +22,6 @@ from kafka_core.protocol.messages import ShareAcknowledgeRequest, ShareFetchRequ
 from kafka_core.share import AcknowledgeType, KafkaAcknowledgementError
 
 pytestmark = pytest.mark.timeout(60)
-T = "jobs"
-TP = TopicPartition(T, 0)
 RENEW = 4
 
 
@@ -68,15 +67,8 @@ class HoldingBroker(FakeShareBroker):
 
 
 def run(fn: Callable[[], Any]) -> Any:
-    return asyncio.run(asyncio.wait_for(fn(), 40))
-
-
-async def poll_until(c: KafkaShareConsumer, n: int) -> list[Any]:
-    got: list[Any] = []
-    deadline = time.monotonic() + 10
-    while len(got) < n and time.monotonic() < deadline:
-        got.extend(await c.poll(100))
-    return got
+    """A longer bound than the other share tests': this broker holds fetches as Kafka does."""
+    return run_within(fn, timeout=40)
 
 
 def test_commit_and_close_are_not_held_up_by_a_long_poll() -> None:
@@ -108,10 +100,7 @@ def test_blocking_face_close_is_not_held_up_by_the_last_poll() -> None:
     broker.produce(T, [b"a"])
     c = BlockingShareConsumer(T, group_id="g", client=broker, fetch_max_wait_ms=60_000)
     try:
-        got: list[Any] = []
-        deadline = time.monotonic() + 10
-        while not got and time.monotonic() < deadline:
-            got = c.poll(200)
+        got = first_poll(c, 200)
         assert [r.value for r in got] == [b"a"]
         assert c.poll(200) == []  # accepts "a"; then nothing to read
         assert c.commit_sync(timeout=2) == {}

@@ -4,13 +4,12 @@ session loss, a broker without share groups, close, and the blocking face's argu
 
 from __future__ import annotations
 
-import asyncio
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 from fakes.share_broker import FakeShareBroker
+from fakes.share_helpers import TP, T, first_poll, poll_until, run
 
 from kafka_core.aio import KafkaShareConsumer
 from kafka_core.client.metadata import TopicPartition
@@ -24,20 +23,6 @@ from kafka_core.protocol.messages import (
 from kafka_core.share import AcknowledgeType, KafkaAcknowledgementError, KafkaShareGroupsUnsupportedError
 
 pytestmark = pytest.mark.timeout(60)
-T = "jobs"
-TP = TopicPartition(T, 0)
-
-
-def run(fn: Callable[[], Any]) -> Any:
-    return asyncio.run(asyncio.wait_for(fn(), 30))
-
-
-async def poll_until(c: KafkaShareConsumer, n: int) -> list[Any]:
-    got: list[Any] = []
-    deadline = time.monotonic() + 10
-    while len(got) < n and time.monotonic() < deadline:
-        got.extend(await c.poll(100))
-    return got
 
 
 def fetches(broker: FakeShareBroker) -> list[ShareFetchRequest]:
@@ -221,10 +206,7 @@ def test_blocking_face_hands_out_held_records_and_releases_the_rest_on_close() -
     broker.produce(T, [b"a", b"b", b"c", b"d"])
     c = BlockingShareConsumer(T, group_id="g", client=broker, share_acknowledgement_mode="explicit")
     try:
-        first: list[Any] = []
-        deadline = time.monotonic() + 10
-        while not first and time.monotonic() < deadline:
-            first = c.poll(100, max_records=1)
+        first = first_poll(c, 100, max_records=1)
         assert [r.value for r in first] == [b"a"]
         with pytest.raises(KafkaAcknowledgementError, match="not acknowledged"):
             c.poll(100, max_records=1)  # held records too: the last poll's first
