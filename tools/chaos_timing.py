@@ -29,7 +29,8 @@ from kafka_core.chaos.capture import RequestLog, RequestTiming
 from kafka_core.chaos.proxy import FaultProxy
 from kafka_core.chaos.workload import Workload
 from kafka_core.devbroker import KafkaCluster
-from kafka_core.protocol import ApiKey
+from kafka_core.errors import KafkaError
+from kafka_core.protocol import ApiKey, ErrorCode, decode_response
 from kafka_core.sync_client import KafkaClient
 
 PARTITIONS = 3
@@ -88,6 +89,7 @@ def describe(
         "answered_s": rel(t.answered_at),
         "closed_s": rel(t.closed_at),
         "waited_s": round(t.waited(), 3),
+        "errors": answer_errors(t),
         "queued_behind": [
             f"{api_name(o.api_key)}#{o.correlation_id} (sent {rel(o.sent_at)}, "
             f"{'answered' if o.answered_at else 'closed' if o.closed_at else 'open'} "
@@ -96,6 +98,28 @@ def describe(
         ],
         "conn_apis": sorted(apis.get(t.conn, set())),
     }
+
+
+def answer_errors(t: RequestTiming) -> list[str]:
+    """The error names in a kept Heartbeat or OffsetCommit answer (empty: none kept or none)."""
+    if t.answer is None:
+        return []
+    try:
+        body = decode_response(t.api_key, t.api_version, t.answer).body
+    except (KafkaError, ValueError) as exc:
+        return [f"undecodable: {exc}"]
+    if t.api_key == ApiKey.HEARTBEAT:
+        codes = [body.error_code]
+    else:
+        codes = [p.error_code for topic in body.topics for p in topic.partitions]
+    return sorted({error_name(c) for c in codes})
+
+
+def error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
 
 
 def isr_lines(cluster: KafkaCluster, victim: int) -> list[str]:
@@ -113,6 +137,8 @@ def isr_lines(cluster: KafkaCluster, victim: int) -> list[str]:
 def run(watch: float, slow: float, out: Path | None, victim_arg: int | None, rate: int) -> dict[str, Any]:
     cluster = KafkaCluster(3)
     proxies = {n.node_id: FaultProxy(cluster.host, n.port, timing=True) for n in cluster.nodes}
+    for proxy in proxies.values():  # the coordinator's answers are kept, for their error codes
+        proxy.requests = RequestLog(keep={ApiKey.HEARTBEAT, ApiKey.OFFSET_COMMIT})
     try:
         for node_id, proxy in proxies.items():
             proxy.start()
@@ -212,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     for r in result["slow_requests"]:
         print(
             f"node {r['node']} conn {r['conn']:>3} {r['api']:<15} #{r['correlation_id']:<6} "
-            f"sent {r['sent_s']:>7} waited {r['waited_s']:>6} "
+            f"sent {r['sent_s']:>7} waited {r['waited_s']:>6} {','.join(r['errors'])} "
             f"{'answered' if r['answered_s'] is not None else 'CLOSED' if r['closed_s'] is not None else 'OPEN'}"
             f"  behind {r['queued_behind']}  conn carries {r['conn_apis']}"
         )

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import threading
 import time
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -181,6 +182,7 @@ class RequestTiming:
     sent_at: float
     answered_at: float | None = None
     closed_at: float | None = None
+    answer: bytes | None = None  # the response (after its size prefix), for the APIs asked to keep
 
     def waited(self, now: float | None = None) -> float:
         """Seconds until the answer, the close, or ``now`` (still in flight)."""
@@ -195,10 +197,12 @@ class RequestLog:
     any thread. Finds what the broker left waiting, e.g. around a SIGKILL of another node.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, keep: Iterable[int] = ()) -> None:
+        """``keep``: API keys whose responses are kept whole (to read their error codes)."""
         self._lock = threading.Lock()
         self._all: list[RequestTiming] = []
         self._open: dict[tuple[int, int], RequestTiming] = {}
+        self._keep = frozenset(keep)
 
     def sent(self, conn: int, api_key: int, api_version: int, correlation_id: int) -> None:
         t = RequestTiming(conn, api_key, api_version, correlation_id, time.time())
@@ -206,11 +210,14 @@ class RequestLog:
             self._all.append(t)
             self._open[(conn, correlation_id)] = t
 
-    def answered(self, conn: int, correlation_id: int) -> None:
+    def answered(self, conn: int, correlation_id: int, frame: bytes | bytearray = b"") -> None:
+        """The response to ``correlation_id`` arrived; ``frame`` is it whole, size prefix included."""
         with self._lock:
             t = self._open.pop((conn, correlation_id), None)
             if t is not None:
                 t.answered_at = time.time()
+                if t.api_key in self._keep and frame:
+                    t.answer = bytes(frame[4:])
 
     def closed(self, conn: int) -> None:
         now = time.time()

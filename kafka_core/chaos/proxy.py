@@ -162,7 +162,8 @@ class _Conn:
                 if self.proxy.capture is not None:
                     self.proxy.capture.from_broker(self.id, frame)
                 if self.proxy.requests is not None:
-                    self.proxy.requests.answered(self.id, int.from_bytes(frame[4:8], "big", signed=True))
+                    corr = int.from_bytes(frame[4:8], "big", signed=True)
+                    self.proxy.requests.answered(self.id, corr, frame)
                 self._maybe_corrupt(frame)
                 self.out.put_nowait((time.monotonic() + faults.delay, bytes(frame)))
         self.out.put_nowait(None)

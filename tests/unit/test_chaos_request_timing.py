@@ -140,3 +140,16 @@ def test_a_request_cut_off_with_its_connection_is_closed_not_answered(broker: In
 def test_timing_is_off_unless_asked(broker: InOrderBroker) -> None:
     with FaultProxy("127.0.0.1", broker.port) as prox:
         assert prox.requests is None
+
+
+def test_answers_of_the_apis_asked_for_are_kept_whole() -> None:
+    log = RequestLog(keep={HEARTBEAT})
+    log.sent(1, HEARTBEAT, 4, 7)
+    log.sent(1, FETCH, 16, 8)
+    answer = struct.pack(">i", 7) + b"\x00" + struct.pack(">ih", 0, 15)  # COORDINATOR_NOT_AVAILABLE
+    log.answered(1, 7, struct.pack(">i", len(answer)) + answer)
+    fetch_answer = struct.pack(">i", 8) + b"data"
+    log.answered(1, 8, struct.pack(">i", len(fetch_answer)) + fetch_answer)
+    by = {t.correlation_id: t for t in log.requests}
+    assert by[7].answer == answer
+    assert by[8].answer is None and by[8].answered_at is not None
