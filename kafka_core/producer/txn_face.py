@@ -47,8 +47,11 @@ class TransactionalProducer:
 
     @property
     def transaction_version(self) -> int:
-        """The transaction protocol in use: 2 (KIP-890 part 2, where the cluster finalized
-        ``transaction.version`` 2), 1 (older brokers), 0 before init_transactions()."""
+        """The transaction protocol of the current transaction, or between transactions of the
+        next one: 2 (KIP-890 part 2, where the cluster finalized ``transaction.version`` 2), 1
+        (older brokers), 0 before init_transactions(). Re-read from the cluster at the end of each
+        transaction (at most every 30 s), so a changed ``transaction.version`` takes effect at the
+        next transaction; never inside one."""
         return self._txn.transaction_version if self._txn is not None else 0
 
     @property
