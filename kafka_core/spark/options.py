@@ -373,7 +373,7 @@ class SinkOptions:
     topic: str | None = None
     transactional_id_prefix: str | None = None
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
-    # Set by the writer on the driver, one per write: names the write's aborted mark.
+    # Set by the writer on the driver, one per write: names the write's end mark.
     write_id: str | None = None
 
     @property
@@ -385,10 +385,10 @@ class SinkOptions:
         older one, whose open transaction the broker then aborts."""
         return f"{self.transactional_id_prefix}-{task_partition}"
 
-    def abort_mark_id(self) -> str:
-        """The transactional id the driver creates when it aborts this write; a task attempt
-        that finds it begins nothing (see ``kafka_core.spark.txn_mark``)."""
-        return f"{self.transactional_id_prefix}-aborted-{self.write_id}"
+    def end_mark_id(self) -> str:
+        """The transactional id the driver creates before it commits or aborts this write; a
+        task attempt that finds it begins nothing (see ``kafka_core.spark.txn_mark``)."""
+        return f"{self.transactional_id_prefix}-ended-{self.write_id}"
 
 
 _SINK_TXN_REFUSED = {

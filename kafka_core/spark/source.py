@@ -228,7 +228,8 @@ def _commit(options: SinkOptions, messages: list[Any], batch_id: int | None) -> 
     if options.transactional_id_prefix is not None:
         from kafka_core.spark.txn_driver import complete_prepared
 
-        complete_prepared(options, ours, _where(batch_id))
+        # A batch write's id is its own; a micro-batch shares it with the next ones: no end mark.
+        complete_prepared(options, ours, _where(batch_id), mark_ended=batch_id is None)
     rows = sum(m.rows for m in ours)
     size = sum(m.bytes for m in ours)
     log.info(

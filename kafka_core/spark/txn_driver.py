@@ -6,8 +6,9 @@ message; the driver commits them all, or aborts them. A task that failed or was 
 nothing, and its transaction may still be open: left alone the broker aborts it only after
 ``transactionTimeoutMs`` (15 minutes by default), and until then read_committed readers of its
 partitions stop at its first record. So on abort the driver also fences the transactional id of
-every task partition, which aborts what any attempt left open at once, after marking the write
-aborted so that an attempt still starting then begins nothing (``txn_mark``).
+every task partition, which aborts what any attempt left open at once. Before either, the
+driver marks the write ended so that an attempt still starting then begins nothing
+(``txn_mark``, which says why the order closes the race).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ __all__ = ["abort_all", "complete_prepared"]
 # broker that answers one bad EndTxn by dropping the connection (Tansu does, for a fenced epoch)
 # must not take the other tasks' commits down with it.
 _CONCURRENCY = 16
-# The driver's abort waits no longer than this (Spark is failing the write already).
+# The driver's abort waits no longer than this (Spark is failing the write already), nor its
+# end mark before a commit.
 _ABORT_TIMEOUT_S = 60.0
 
 Job = Callable[[float, dict[str, Any]], Awaitable[Any]]  # (seconds left, client options)
@@ -87,8 +89,43 @@ def _txn_name(m: KafkaCommitMessage) -> str:
     return f"task partition {m.task_partition} ({p.transactional_id!r}, producer id {p.producer_id}, epoch {p.producer_epoch})"
 
 
-def complete_prepared(options: SinkOptions, tasks: list[KafkaCommitMessage], where: str) -> None:
+def _fence_job(options: SinkOptions, txn_id: str) -> Job:
+    from kafka_core.aio import fence_transactional_id
+
+    return lambda left, kw: fence_transactional_id(
+        txn_id, transaction_timeout_ms=options.transaction_timeout_ms, timeout=left, **kw
+    )
+
+
+def _mark_ended(options: SinkOptions, where: str, timeout: float) -> None:
+    """Create the write's end mark (one InitProducerId) before any task's id is ended. Never
+    raises: without it the write still ends, only a late attempt could then leave its
+    transaction open until transactionTimeoutMs (as without DescribeTransactions)."""
+    if options.write_id is None:
+        return
+    error: BaseException | None
+    try:
+        (error,) = _run_all(options, [_fence_job(options, options.end_mark_id())], timeout)
+    except Exception as exc:
+        error = exc
+    if error is not None:
+        log.warning(
+            "Kafka transactional write%s: could not mark it ended (%r: %s); a task attempt starting "
+            "after it ends may leave a transaction open until transactionTimeoutMs",
+            where,
+            options.end_mark_id(),
+            error,
+        )
+
+
+def complete_prepared(
+    options: SinkOptions, tasks: list[KafkaCommitMessage], where: str, *, mark_ended: bool = False
+) -> None:
     """Commit every task's prepared transaction; raise naming those that did and did not commit.
+
+    With ``mark_ended`` (a batch write: a micro-batch shares its write id with the next ones)
+    the write's end mark is created first, so that a retried or speculative attempt still
+    starting begins nothing after the commit (``txn_mark``).
 
     Not atomic across tasks: when some commits fail the others stay committed, and a fenced or
     timed-out transaction's records were aborted, so the write must fail, never pass silently."""
@@ -103,6 +140,8 @@ def complete_prepared(options: SinkOptions, tasks: list[KafkaCommitMessage], whe
         ", ".join(f"{_txn_name(m)}" for m in tasks if m.prepared is not None and m.prepared.producer_id >= 0)
         or "no transaction (nothing written)",
     )
+    if mark_ended:
+        _mark_ended(options, where, min(options.transaction_timeout_ms / 1000.0, _ABORT_TIMEOUT_S))
     prepared = _prepared(tasks)
     errors = _run_all(
         options, [_end(txn, True) for _, txn in prepared], options.transaction_timeout_ms / 1000.0
@@ -127,19 +166,12 @@ def complete_prepared(options: SinkOptions, tasks: list[KafkaCommitMessage], whe
 def abort_all(
     options: SinkOptions, tasks: list[KafkaCommitMessage], task_partitions: int, where: str
 ) -> None:
-    """Mark the write aborted, then fence the transactional id of every task partition (those
+    """Mark the write ended, then fence the transactional id of every task partition (those
     that prepared, failed, were killed or never ran), which aborts whatever any of their attempts
     left open. The mark first: an attempt still starting when the job failed (Spark does not wait
     for a task's Python writer) finds it after its own InitProducerId and begins nothing, and one
     whose InitProducerId came earlier is fenced here (``kafka_core.spark.txn_mark``). Never
     raises: Spark is failing the write already."""
-    from kafka_core.aio import fence_transactional_id
-
-    def fence(txn_id: str) -> Job:
-        return lambda left, kw: fence_transactional_id(
-            txn_id, transaction_timeout_ms=options.transaction_timeout_ms, timeout=left, **kw
-        )
-
     timeout = min(options.transaction_timeout_ms / 1000.0, _ABORT_TIMEOUT_S)
     prepared = {m.task_partition: m for m in tasks if m.prepared is not None}
 
@@ -156,24 +188,14 @@ def abort_all(
                 except Exception as exc:  # fenced already, or timed out: the fence below still runs
                     log.warning("Kafka transactional write%s: aborting %s: %s", where, _txn_name(m), exc)
                 left -= asyncio.get_running_loop().time() - start
-            await fence(txn_id)(max(left, 0.001), kw)
+            await _fence_job(options, txn_id)(max(left, 0.001), kw)
 
         return job
 
     partitions = sorted(set(range(task_partitions)) | set(prepared))
     ids = [options.transactional_id(i) for i in partitions]
     try:  # best effort, a minute at most: the broker aborts them after transactionTimeoutMs anyway
-        marked: BaseException | None = None
-        if options.write_id is not None:
-            (marked,) = _run_all(options, [fence(options.abort_mark_id())], timeout)
-        if marked is not None:  # go on: the fences still end what is open now
-            log.warning(
-                "Kafka transactional write%s: could not mark it aborted (%r: %s); a task attempt "
-                "starting after the fences below may leave a transaction open until transactionTimeoutMs",
-                where,
-                options.abort_mark_id(),
-                marked,
-            )
+        _mark_ended(options, where, timeout)  # again after a failed commit: one InitProducerId
         errors = _run_all(
             options, [end_and_fence(i, txn_id) for i, txn_id in zip(partitions, ids, strict=True)], timeout
         )

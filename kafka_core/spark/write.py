@@ -322,10 +322,10 @@ def _run_transactional(options: SinkOptions, feed: Any, task_partition: int) -> 
         try:
             producer.init_transactions()  # fences an earlier attempt of this task: its transaction aborts
             if options.write_id is not None:  # after the init, or a late attempt could miss the mark
-                from kafka_core.spark.txn_mark import check_write_not_aborted
+                from kafka_core.spark.txn_mark import check_write_not_ended
 
                 request_s = float(options.producer.get("request_timeout_ms", 30_000)) / 1000.0
-                check_write_not_aborted(producer, options.abort_mark_id(), txn_id, request_s)
+                check_write_not_ended(producer, options.end_mark_id(), txn_id, request_s)
             producer.begin_transaction()
             sender = _Sender(lambda: producer, options.topic)
             feed(sender)

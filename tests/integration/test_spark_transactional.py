@@ -320,8 +320,56 @@ def test_an_attempt_starting_after_the_abort_begins_nothing(
         yield "prepared"
 
     outcome = spark.sparkContext.parallelize([0], 1).mapPartitions(late_attempt).collect()
-    assert len(outcome) == 1 and "the driver already aborted this write" in outcome[0], outcome
+    assert len(outcome) == 1 and "the driver already ended this write" in outcome[0], outcome
     assert transactions(bootstrap_servers, topic, 2) == []
+
+
+@pytest.mark.tansu_deviation(
+    "Tansu has no DescribeTransactions (KIP-664): a task cannot see that the driver committed its "
+    "write, so a late attempt writes and prepares (open until transactionTimeoutMs)"
+)
+def test_an_attempt_starting_after_the_commit_begins_nothing(
+    spark: SparkSession, bootstrap_servers: str, new_topic: Any
+) -> None:
+    """A retried or speculative task's losing attempt may start its writer only after another
+    attempt's transaction was committed: its InitProducerId fences nothing, so without the end
+    mark it wrote and prepared a transaction of its own, open until transactionTimeoutMs (issue
+    23). Played here by the write's own write() in a Spark task after the driver's commit (same
+    write, task partition 0): it must refuse to begin; only the winner's records are in the log,
+    committed."""
+    from kafka_core.errors import KafkaTransactionError
+    from kafka_core.spark.source import KafkaDataSource
+
+    topic, prefix = new_topic(partitions=2), f"job-{uuid.uuid4().hex[:8]}"
+    source = KafkaDataSource(
+        {
+            "kafka.bootstrap.servers": bootstrap_servers,
+            "topic": topic,
+            "transactionalIdPrefix": prefix,
+            "transactionTimeoutMs": "60000",
+        }
+    )
+    writer = source.writer(spark.range(1).select(F.lit(b"x").alias("value")).schema, False)
+
+    def attempt(name: str) -> Any:
+        def run(_: Iterable[int]) -> Iterator[Any]:
+            import pyarrow as pa
+
+            values = [f"{name}-{i}".encode() for i in range(10)]
+            try:
+                yield writer.write(iter([pa.record_batch({"value": pa.array(values, pa.binary())})]))
+            except KafkaTransactionError as exc:
+                yield str(exc)
+
+        return run
+
+    won = spark.sparkContext.parallelize([0], 1).mapPartitions(attempt("won")).collect()
+    writer.commit(won)  # the winning attempt of task 0, committed by the driver
+    late = spark.sparkContext.parallelize([0], 1).mapPartitions(attempt("late")).collect()
+    assert len(late) == 1 and "the driver already ended this write" in str(late[0]), late
+    txns = transactions(bootstrap_servers, topic, 2)
+    assert [t for t in txns if t.outcome != COMMIT] == [], txns
+    assert _values(txns, COMMIT) == Counter(f"won-{i}".encode() for i in range(10))
 
 
 def _driver_commit_with_one_fenced(bootstrap: str, topic: str) -> tuple[Any, list[Txn]]:
