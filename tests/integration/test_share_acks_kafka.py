@@ -7,12 +7,13 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-import uuid
+from typing import Any
 
 import pytest
+from fakes.share_helpers import poll_until
+from fakes.share_kafka import explicit_consumer, share_setup
 
-from kafka_core import AcknowledgeType, KafkaAdmin, KafkaProducer, KafkaShareConsumer
-from kafka_core.admin.results import ConfigResourceType
+from kafka_core import AcknowledgeType, KafkaProducer, KafkaShareConsumer
 from kafka_core.aio import KafkaShareConsumer as AsyncShareConsumer
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.devbroker import OLDEST_KAFKA_VERSION
@@ -23,42 +24,18 @@ pytestmark = pytest.mark.timeout(300)
 DEADLINE_S = 60.0
 
 
-def _setup(kafka: KafkaCluster, n: int, group_config: dict[str, str] | None = None) -> tuple[str, str]:
-    topic, group = f"share-ack-{uuid.uuid4().hex[:10]}", f"share-ack-g-{uuid.uuid4().hex[:10]}"
-    kafka.create_topic(topic, 1)
-    configs = {"share.auto.offset.reset": "earliest", **(group_config or {})}
-    with KafkaAdmin(kafka.bootstrap) as admin:
-        for result in admin.incremental_alter_configs({(ConfigResourceType.GROUP, group): configs}).values():
-            result.result()
-    with KafkaProducer(bootstrap_servers=kafka.bootstrap) as producer:
-        for i in range(n):
-            producer.send(topic, value=str(i).encode())
-        producer.flush()
-    return topic, group
-
-
-async def _poll_n(c: AsyncShareConsumer, n: int) -> list[object]:
-    got: list[object] = []
-    deadline = time.monotonic() + DEADLINE_S
-    while len(got) < n and time.monotonic() < deadline:
-        got.extend(await c.poll(500))
-    return got
+async def _poll_n(c: AsyncShareConsumer, n: int) -> list[Any]:
+    return await poll_until(c, n, timeout_ms=500, deadline_s=DEADLINE_S)
 
 
 def test_commit_and_close_are_not_held_up_by_a_long_poll(real_kafka: KafkaCluster) -> None:
     """fetch_max_wait_ms is 60 s. The asyncio consumer sends a ShareFetch after a poll, while the
     application works: with nothing more to read, one that waited its 60 s at the broker would
     hold up commit_sync(10) (one request per share session at a time)."""
-    topic, group = _setup(real_kafka, 3)
+    topic, group = share_setup(real_kafka, 3, prefix="share-ack")
 
     async def run() -> None:
-        c = AsyncShareConsumer(
-            topic,
-            bootstrap_servers=real_kafka.bootstrap,
-            group_id=group,
-            share_acknowledgement_mode="explicit",
-            fetch_max_wait_ms=60_000,
-        )
+        c = explicit_consumer(real_kafka, topic, group, fetch_max_wait_ms=60_000)
         try:
             got = await _poll_n(c, 3)
             assert len(got) == 3
@@ -72,7 +49,7 @@ def test_commit_and_close_are_not_held_up_by_a_long_poll(real_kafka: KafkaCluste
             with KafkaProducer(bootstrap_servers=real_kafka.bootstrap) as producer:
                 producer.send(topic, value=b"late")
             more = await _poll_n(c, 1)
-            assert [r.value for r in more] == [b"late"]  # type: ignore[attr-defined]
+            assert [r.value for r in more] == [b"late"]
             c.acknowledge(more[0])
             assert await c.commit_sync(timeout=10) == {TopicPartition(topic, 0): None}
             assert await c.poll(500) == []
@@ -95,21 +72,13 @@ def test_renew_keeps_a_record_past_its_lock_timeout(real_kafka: KafkaCluster) ->
     """A record renewed again and again past the group's lock duration (15 s, the least Kafka
     allows) is never delivered to another member; accepted at last, it is done."""
     lock_ms = 15_000
-    topic, group = _setup(real_kafka, 1, {"share.record.lock.duration.ms": str(lock_ms)})
+    topic, group = share_setup(
+        real_kafka, 1, {"share.record.lock.duration.ms": str(lock_ms)}, prefix="share-ack"
+    )
 
     async def run() -> None:
-        slow = AsyncShareConsumer(
-            topic,
-            bootstrap_servers=real_kafka.bootstrap,
-            group_id=group,
-            share_acknowledgement_mode="explicit",
-        )
-        other = AsyncShareConsumer(
-            topic,
-            bootstrap_servers=real_kafka.bootstrap,
-            group_id=group,
-            share_acknowledgement_mode="explicit",
-        )
+        slow = explicit_consumer(real_kafka, topic, group)
+        other = explicit_consumer(real_kafka, topic, group)
         try:
             got = await _poll_n(slow, 1)
             assert len(got) == 1

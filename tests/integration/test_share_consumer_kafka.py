@@ -12,14 +12,13 @@ import subprocess
 import sys
 import textwrap
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.share_kafka import share_setup
 
-from kafka_core import AcknowledgeType, KafkaAdmin, KafkaProducer, KafkaShareConsumer
-from kafka_core.admin.results import ConfigResourceType
+from kafka_core import AcknowledgeType, KafkaProducer, KafkaShareConsumer
 from kafka_core.aio import KafkaShareConsumer as AsyncShareConsumer
 from kafka_core.devbroker.kafka import KafkaCluster
 from kafka_core.errors import KafkaClosedError
@@ -29,30 +28,9 @@ ROOT = Path(__file__).resolve().parents[2]
 DEADLINE_S = 90.0
 
 
-def _name(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-def _setup(kafka: KafkaCluster, n: int, group_config: dict[str, str] | None = None) -> tuple[str, str]:
-    """A fresh topic with ``n`` records (values b"0".. b"n-1") and a share group reading it from
-    the earliest offset (a share group starts at the latest by default)."""
-    topic, group = _name("share-t"), _name("share-g")
-    kafka.create_topic(topic, 1)
-    configs = {"share.auto.offset.reset": "earliest", **(group_config or {})}
-    with KafkaAdmin(kafka.bootstrap) as admin:
-        out = admin.incremental_alter_configs({(ConfigResourceType.GROUP, group): configs})
-        for result in out.values():
-            result.result()
-    with KafkaProducer(bootstrap_servers=kafka.bootstrap) as producer:
-        for i in range(n):
-            producer.send(topic, value=str(i).encode())
-        producer.flush()
-    return topic, group
-
-
 def test_three_members_share_one_partition_exactly_once(real_kafka: KafkaCluster) -> None:
     n = 300
-    topic, group = _setup(real_kafka, n)
+    topic, group = share_setup(real_kafka, n)
 
     async def run() -> list[list[bytes]]:
         consumers = [
@@ -81,7 +59,7 @@ def test_three_members_share_one_partition_exactly_once(real_kafka: KafkaCluster
 
 
 def test_release_comes_back_and_reject_never_does(real_kafka: KafkaCluster) -> None:
-    topic, group = _setup(real_kafka, 4)
+    topic, group = share_setup(real_kafka, 4)
     with KafkaShareConsumer(
         topic, bootstrap_servers=real_kafka.bootstrap, group_id=group, share_acknowledgement_mode="explicit"
     ) as c:
@@ -111,7 +89,7 @@ def test_release_comes_back_and_reject_never_does(real_kafka: KafkaCluster) -> N
 
 
 def test_delivery_attempt_limit_archives_a_failing_record(real_kafka: KafkaCluster) -> None:
-    topic, group = _setup(real_kafka, 1, {"share.delivery.count.limit": "2"})
+    topic, group = share_setup(real_kafka, 1, {"share.delivery.count.limit": "2"})
     counts = []
     with KafkaShareConsumer(
         topic, bootstrap_servers=real_kafka.bootstrap, group_id=group, share_acknowledgement_mode="explicit"
@@ -141,7 +119,7 @@ HOLDER = textwrap.dedent(
 
 
 def test_records_of_a_killed_member_go_to_another_after_the_lock(real_kafka: KafkaCluster) -> None:
-    topic, group = _setup(real_kafka, 5, {"share.record.lock.duration.ms": "15000"})
+    topic, group = share_setup(real_kafka, 5, {"share.record.lock.duration.ms": "15000"})
     child = subprocess.Popen(
         [sys.executable, "-c", HOLDER, real_kafka.bootstrap, topic, group],
         stdout=subprocess.PIPE,
@@ -169,7 +147,7 @@ def test_records_of_a_killed_member_go_to_another_after_the_lock(real_kafka: Kaf
 def test_kafka_core_and_confluent_share_the_work(real_kafka: KafkaCluster) -> None:
     confluent_kafka = pytest.importorskip("confluent_kafka")
     n = 400
-    topic, group = _setup(real_kafka, 0)
+    topic, group = share_setup(real_kafka, 0)
     ours = KafkaShareConsumer(
         topic, bootstrap_servers=real_kafka.bootstrap, group_id=group, max_poll_records=10
     )
@@ -201,7 +179,7 @@ def test_kafka_core_and_confluent_share_the_work(real_kafka: KafkaCluster) -> No
 
 
 def test_bad_acknowledgements_are_clear_errors_and_lose_nothing(real_kafka: KafkaCluster) -> None:
-    topic, group = _setup(real_kafka, 3)
+    topic, group = share_setup(real_kafka, 3)
     c = KafkaShareConsumer(
         topic, bootstrap_servers=real_kafka.bootstrap, group_id=group, share_acknowledgement_mode="explicit"
     )
@@ -237,7 +215,7 @@ def test_bad_acknowledgements_are_clear_errors_and_lose_nothing(real_kafka: Kafk
 
 
 def test_columnar_poll_and_batch_acknowledgement(real_kafka: KafkaCluster) -> None:
-    topic, group = _setup(real_kafka, 6)
+    topic, group = share_setup(real_kafka, 6)
     with KafkaShareConsumer(
         topic, bootstrap_servers=real_kafka.bootstrap, group_id=group, share_acknowledgement_mode="explicit"
     ) as c:
@@ -264,7 +242,7 @@ def test_columnar_poll_and_batch_acknowledgement(real_kafka: KafkaCluster) -> No
 
 
 def test_from_config_takes_java_names(real_kafka: KafkaCluster) -> None:
-    topic, group = _setup(real_kafka, 1)
+    topic, group = share_setup(real_kafka, 1)
     c = KafkaShareConsumer.from_config(
         {
             "bootstrap.servers": real_kafka.bootstrap,
