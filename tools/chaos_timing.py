@@ -28,6 +28,7 @@ from typing import Any
 from kafka_core.chaos.capture import RequestLog, RequestTiming
 from kafka_core.chaos.proxy import FaultProxy
 from kafka_core.chaos.workload import Workload
+from kafka_core.consumer import fetcher
 from kafka_core.devbroker import KafkaCluster
 from kafka_core.errors import KafkaError
 from kafka_core.protocol import ApiKey, ErrorCode, decode_response
@@ -73,6 +74,27 @@ def wait_healthy(bootstrap: str, topics: list[str], timeout: float = 120.0) -> N
         time.sleep(0.5)
 
 
+def resume_per_partition(wl: Workload, since: float, watch: float) -> dict[str, dict[int, float]]:
+    """Per partition, seconds from ``since`` to its first acknowledgement and its first delivery
+    beyond everything acknowledged or delivered then (as the chaos scenarios time a resume),
+    watched for ``watch`` seconds."""
+    base = {
+        p: max(e["acked_max_offset"], e.get("delivered_max_offset", -1))
+        for p, e in wl.ledger.partition_progress().items()
+    }
+    acked0 = {p: e["acked"] for p, e in wl.ledger.partition_progress().items()}
+    ack: dict[int, float] = {}
+    got: dict[int, float] = {}
+    while (now := time.monotonic()) < since + watch:
+        for p, e in wl.ledger.partition_progress().items():
+            if p not in ack and e["acked"] > acked0.get(p, 0):
+                ack[p] = round(now - since, 3)
+            if p not in got and e.get("delivered_max_offset", -1) > base.get(p, -1):
+                got[p] = round(now - since, 3)
+        time.sleep(0.05)
+    return {"ack": dict(sorted(ack.items())), "delivery": dict(sorted(got.items()))}
+
+
 def describe(
     node: int, log: RequestLog, t: RequestTiming, killed_at: float, apis: dict[int, set[str]]
 ) -> dict[str, Any]:
@@ -101,7 +123,7 @@ def describe(
 
 
 def answer_errors(t: RequestTiming) -> list[str]:
-    """The error names in a kept Heartbeat or OffsetCommit answer (empty: none kept or none)."""
+    """The error names in a kept Heartbeat, OffsetCommit or Produce answer (empty: none kept)."""
     if t.answer is None:
         return []
     try:
@@ -110,6 +132,8 @@ def answer_errors(t: RequestTiming) -> list[str]:
         return [f"undecodable: {exc}"]
     if t.api_key == ApiKey.HEARTBEAT:
         codes = [body.error_code]
+    elif t.api_key == ApiKey.PRODUCE:
+        codes = [p.error_code for topic in body.responses for p in topic.partition_responses]
     else:
         codes = [p.error_code for topic in body.topics for p in topic.partitions]
     return sorted({error_name(c) for c in codes})
@@ -123,7 +147,7 @@ def error_name(code: int) -> str:
 
 
 def isr_lines(cluster: KafkaCluster, victim: int) -> list[str]:
-    pattern = re.compile(r"ISR|fenced broker|session|shrink|elect", re.IGNORECASE)
+    pattern = re.compile(r"ISR updated|fencing broker|fenced broker|session timed out|shrink", re.IGNORECASE)
     out = []
     for n in cluster.nodes:
         if n.node_id == victim:
@@ -138,7 +162,7 @@ def run(watch: float, slow: float, out: Path | None, victim_arg: int | None, rat
     cluster = KafkaCluster(3)
     proxies = {n.node_id: FaultProxy(cluster.host, n.port, timing=True) for n in cluster.nodes}
     for proxy in proxies.values():  # the coordinator's answers are kept, for their error codes
-        proxy.requests = RequestLog(keep={ApiKey.HEARTBEAT, ApiKey.OFFSET_COMMIT})
+        proxy.requests = RequestLog(keep={ApiKey.HEARTBEAT, ApiKey.OFFSET_COMMIT, ApiKey.PRODUCE})
     try:
         for node_id, proxy in proxies.items():
             proxy.start()
@@ -176,8 +200,7 @@ def run(watch: float, slow: float, out: Path | None, victim_arg: int | None, rat
         killed_at = time.time()
         killed = time.monotonic()
         cluster.kill_node(victim)
-        resumed = wl.wait_progress(killed, watch)
-        time.sleep(max(0.0, watch - (time.monotonic() - killed)))
+        resumed = resume_per_partition(wl, killed, watch)
         lines = isr_lines(cluster, victim)
         ledger = wl.ledger
         wl.close()
@@ -202,7 +225,8 @@ def run(watch: float, slow: float, out: Path | None, victim_arg: int | None, rat
             "offsets_leader": op_meta.leader,
             "topic_leaders": leaders,
             "victim": victim,
-            "resume_ack_delivery_s": resumed,
+            "resume_s": resumed,
+            "fetch_lane_base": fetcher.FETCH_LANE_BASE,
             "consumer_errors": [str(e) for e in getattr(ledger, "errors", [])][:20],
             "slow_requests": slow_rows,
             "survivor_isr_log": lines,
@@ -223,6 +247,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--victim", type=int, default=None, help="node to kill (default: a follower)")
     parser.add_argument("--rate", type=int, default=400)
     parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument(
+        "--fetch-lane-base",
+        type=int,
+        default=None,
+        help="the consumer's first fetch lane (0: Fetch shares lane 0 with the coordinator's requests)",
+    )
     parser.add_argument("--client-log", type=Path, default=None, help="kafka_core at DEBUG to this file")
     args = parser.parse_args(argv)
     if args.client_log is not None:
@@ -233,8 +263,10 @@ def main(argv: list[str] | None = None) -> int:
             datefmt="%H:%M:%S",
         )
         logging.getLogger("kafka_core.consumer").setLevel(logging.DEBUG)
+    if args.fetch_lane_base is not None:
+        fetcher.FETCH_LANE_BASE = args.fetch_lane_base
     result = run(args.watch, args.slow, args.out, args.victim, args.rate)
-    print(f"resume (ack, delivery) s: {result['resume_ack_delivery_s']}")
+    print(f"resume per partition, s from the SIGKILL: {result['resume_s']}")
     for r in result["slow_requests"]:
         print(
             f"node {r['node']} conn {r['conn']:>3} {r['api']:<15} #{r['correlation_id']:<6} "

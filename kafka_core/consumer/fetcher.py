@@ -42,8 +42,8 @@ from kafka_core.protocol.errors import RETRIABLE_FETCH_CODES, ErrorCode, error_f
 
 log = logging.getLogger(__name__)
 
-# Fetch lanes are FETCH_LANE_BASE, FETCH_LANE_BASE + 1, ...: never lane 0, the connection of the
-# client's other requests. A broker answers one connection's requests in order, and some answers
+# The fetch loop's lanes are FETCH_LANE_BASE, FETCH_LANE_BASE + 1, ...: never lane 0, the
+# connection of the client's other requests. A broker answers one connection's requests in order, and some answers
 # take seconds: the group coordinator's (OffsetCommit, and Heartbeat, which Kafka's coordinator
 # runtime answers only once its __consumer_offsets high watermark passes the group's last write)
 # wait up to offsets.commit.timeout.ms (5 s) while a killed follower is still in that partition's
