@@ -210,7 +210,7 @@ class KafkaStreamWriter(_StreamWriterBase):
 
 def _with_write_id(options: SinkOptions) -> SinkOptions:
     """A transactional write gets an id of its own on the driver, shipped to its tasks: it names
-    the mark by which a task attempt that outlived an aborted write knows to begin nothing."""
+    the mark by which a task attempt that outlived its write (committed or aborted) knows to begin nothing."""
     if options.transactional_id_prefix is None or options.write_id is not None:
         return options
     import dataclasses
