@@ -7,13 +7,13 @@ same connection is held too, which is what the timing record must show.
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import struct
 import threading
 from collections.abc import Iterator
 
 import pytest
+from fakes.framed_upstream import FramedUpstream, recv_exact
 
 from kafka_core.chaos.capture import RequestLog
 from kafka_core.chaos.proxy import FaultProxy
@@ -28,47 +28,22 @@ def request(api_key: int, version: int, corr: int) -> bytes:
     return struct.pack(">i", len(head)) + head
 
 
-def recv_exact(sock: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            return b""
-        out += chunk
-    return out
-
-
-class InOrderBroker:
+class InOrderBroker(FramedUpstream):
     """Answers each connection's requests one at a time, in order; an OffsetCommit's answer
     waits until :attr:`release` is set (as a coordinator write waits for its high watermark)."""
 
     def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
         self.release = threading.Event()
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__()
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
-
-    def _answer(self, conn: socket.socket) -> None:
-        with conn, contextlib.suppress(OSError):
-            while head := recv_exact(conn, 4):
-                frame = recv_exact(conn, struct.unpack(">i", head)[0])
-                api_key, _, corr = struct.unpack(">hhi", frame[:8])
-                if api_key == OFFSET_COMMIT:
-                    self.release.wait(20)
-                body = struct.pack(">i", corr) + b"ok"
-                conn.sendall(struct.pack(">i", len(body)) + body)
+    def body(self, api_key: int) -> bytes:
+        if api_key == OFFSET_COMMIT:
+            self.release.wait(20)
+        return b"ok"
 
     def close(self) -> None:
         self.release.set()
-        self.sock.close()
+        super().close()
 
 
 @pytest.fixture

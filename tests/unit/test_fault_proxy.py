@@ -6,14 +6,13 @@ with one response frame carrying the same correlation id (and, for a Fetch, a re
 
 from __future__ import annotations
 
-import contextlib
 import socket
 import struct
-import threading
 import time
 from collections.abc import Iterator
 
 import pytest
+from fakes.framed_upstream import FramedUpstream, recv_exact
 
 import kafka_core.codec as K
 from kafka_core.chaos.proxy import FaultProxy, find_record_batch
@@ -37,44 +36,11 @@ def response_body(api_key: int) -> bytes:
     return b"\x00" * 10 + struct.pack(">i", len(BATCH)) + BATCH + b"\x00\x00" if api_key == FETCH else b"ok"
 
 
-class Upstream:
-    """Answers each request frame with [size][correlation id][body] (thread per connection)."""
+class Upstream(FramedUpstream):
+    """Answers every request at once (a Fetch with a real record batch)."""
 
-    def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.received = 0
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._answer, args=(conn,), daemon=True).start()
-
-    def _answer(self, conn: socket.socket) -> None:
-        with conn, contextlib.suppress(OSError):
-            while head := recv_exact(conn, 4):
-                frame = recv_exact(conn, struct.unpack(">i", head)[0])
-                api_key, _, corr = struct.unpack(">hhi", frame[:8])
-                self.received += 1
-                body = struct.pack(">i", corr) + response_body(api_key)
-                conn.sendall(struct.pack(">i", len(body)) + body)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
-def recv_exact(sock: socket.socket, n: int) -> bytes:
-    out = b""
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            return b""
-        out += chunk
-    return out
+    def body(self, api_key: int) -> bytes:
+        return response_body(api_key)
 
 
 def read_response(sock: socket.socket) -> tuple[int, bytes]:
