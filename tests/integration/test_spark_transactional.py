@@ -281,6 +281,22 @@ def test_a_failed_job_commits_nothing(
     assert not left_open, left_open
 
 
+def _driver_writer(spark: SparkSession, bootstrap: str, topic: str) -> Any:
+    """The transactional write the driver plans for ``topic`` (a fresh prefix), called by hand:
+    the late-attempt tests play its tasks and its commit or abort themselves."""
+    from kafka_core.spark.source import KafkaDataSource
+
+    source = KafkaDataSource(
+        {
+            "kafka.bootstrap.servers": bootstrap,
+            "topic": topic,
+            "transactionalIdPrefix": f"job-{uuid.uuid4().hex[:8]}",
+            "transactionTimeoutMs": "60000",
+        }
+    )
+    return source.writer(spark.range(1).select(F.lit(b"x").alias("value")).schema, False)
+
+
 @pytest.mark.tansu_deviation(
     "Tansu has no DescribeTransactions (KIP-664): a task cannot see that the driver aborted its "
     "write, so a late attempt writes and prepares (open until transactionTimeoutMs)"
@@ -294,18 +310,9 @@ def test_an_attempt_starting_after_the_abort_begins_nothing(
     Without the mark it wrote and prepared a transaction at a newer epoch than the driver's
     fence, open until transactionTimeoutMs."""
     from kafka_core.errors import KafkaTransactionError
-    from kafka_core.spark.source import KafkaDataSource
 
-    topic, prefix = new_topic(partitions=2), f"job-{uuid.uuid4().hex[:8]}"
-    source = KafkaDataSource(
-        {
-            "kafka.bootstrap.servers": bootstrap_servers,
-            "topic": topic,
-            "transactionalIdPrefix": prefix,
-            "transactionTimeoutMs": "60000",
-        }
-    )
-    writer = source.writer(spark.range(1).select(F.lit(b"x").alias("value")).schema, False)
+    topic = new_topic(partitions=2)
+    writer = _driver_writer(spark, bootstrap_servers, topic)
     writer.abort([None, None])  # the job failed: no task returned
 
     def late_attempt(_: Iterable[int]) -> Iterator[str]:
@@ -338,18 +345,9 @@ def test_an_attempt_starting_after_the_commit_begins_nothing(
     write, task partition 0): it must refuse to begin; only the winner's records are in the log,
     committed."""
     from kafka_core.errors import KafkaTransactionError
-    from kafka_core.spark.source import KafkaDataSource
 
-    topic, prefix = new_topic(partitions=2), f"job-{uuid.uuid4().hex[:8]}"
-    source = KafkaDataSource(
-        {
-            "kafka.bootstrap.servers": bootstrap_servers,
-            "topic": topic,
-            "transactionalIdPrefix": prefix,
-            "transactionTimeoutMs": "60000",
-        }
-    )
-    writer = source.writer(spark.range(1).select(F.lit(b"x").alias("value")).schema, False)
+    topic = new_topic(partitions=2)
+    writer = _driver_writer(spark, bootstrap_servers, topic)
 
     def attempt(name: str) -> Any:
         def run(_: Iterable[int]) -> Iterator[Any]:
