@@ -43,11 +43,12 @@ from kafka_core.protocol.errors import RETRIABLE_FETCH_CODES, ErrorCode, error_f
 log = logging.getLogger(__name__)
 
 # The fetch loop's lanes are FETCH_LANE_BASE, FETCH_LANE_BASE + 1, ...: never lane 0, the
-# connection of the client's other requests. A broker answers one connection's requests in order, and some answers
-# take seconds: the group coordinator's (OffsetCommit, and Heartbeat, which Kafka's coordinator
-# runtime answers only once its __consumer_offsets high watermark passes the group's last write)
-# wait up to offsets.commit.timeout.ms (5 s) while a killed follower is still in that partition's
-# ISR; a Fetch behind them on the same connection waited as long (issue 21, tools/chaos_timing.py).
+# connection of the client's other requests. A broker answers one connection's requests in
+# order, and some answers take seconds: the group coordinator's (OffsetCommit, and Heartbeat,
+# which Kafka's coordinator runtime answers only once its __consumer_offsets high watermark
+# passes the group's last write) wait up to offsets.commit.timeout.ms (5 s) while a killed
+# follower is still in that partition's ISR; a Fetch behind them on the same connection waited
+# as long (issue 21, tools/chaos_timing.py).
 FETCH_LANE_BASE = 1
 
 

@@ -16,9 +16,11 @@ A coordinator operation (init, send_offsets, commit, abort) runs as a task: when
 time runs out it goes on, and calling the same method again waits for it, as the Java client.
 
 Transactions v2 (KIP-890 part 2; txn_version), where the cluster offers it, chosen by
-init_transactions and again at the end of each transaction for the next one (``_next_version``): no AddPartitionsToTxn (a Produce v12 adds its partition) and no AddOffsetsToTxn
-(TxnOffsetCommit v5 adds the group); every EndTxn bumps the epoch and answers the producer id and
-epoch the next transaction uses, so a zombie's late Produce of an ended transaction is fenced.
+init_transactions and again at the end of each transaction for the next one
+(``_next_version``): no AddPartitionsToTxn (a Produce v12 adds its partition) and no
+AddOffsetsToTxn (TxnOffsetCommit v5 adds the group); every EndTxn bumps the epoch and answers
+the producer id and epoch the next transaction uses, so a zombie's late Produce of an ended
+transaction is fenced.
 """
 
 from __future__ import annotations
