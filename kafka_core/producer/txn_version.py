@@ -38,7 +38,6 @@ __all__ = [
     "TRANSACTION_VERSION_FEATURE",
     "TXN_OFFSET_COMMIT_V2_VERSION",
     "VersionTracker",
-    "transaction_version",
 ]
 
 TRANSACTION_VERSION_FEATURE = "transaction.version"
@@ -68,11 +67,6 @@ async def finalized_features(client: Any, node: int, timeout_ms: float) -> tuple
     return (epoch if isinstance(epoch, int) else -1), levels
 
 
-async def finalized_level(client: Any, node: int, feature: str, timeout_ms: float) -> int:
-    """The finalized level of ``feature`` as ``node`` answers ApiVersions (0: not finalized)."""
-    return (await finalized_features(client, node, timeout_ms))[1].get(feature, 0)
-
-
 async def version_for(client: Any, node: int, level: int) -> int:
     """1 or 2: the protocol for a finalized ``transaction.version`` ``level`` with ``node``'s
     request versions (v2 needs them all)."""
@@ -93,13 +87,6 @@ async def version_for(client: Any, node: int, level: int) -> int:
             )
             return 1
     return 2
-
-
-async def transaction_version(client: Any, node: int, timeout_ms: float) -> int:
-    """1 or 2: the transaction protocol to use with the coordinator ``node`` (see the module
-    docstring). A broker that cannot tell (no finalized features, an older ApiVersions) is v1."""
-    level = await finalized_level(client, node, TRANSACTION_VERSION_FEATURE, timeout_ms)
-    return await version_for(client, node, level)
 
 
 class VersionTracker:
