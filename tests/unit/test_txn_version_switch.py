@@ -85,6 +85,33 @@ async def _send(p: AsyncKafkaProducer, value: bytes) -> None:
     assert f.exception() is None
 
 
+async def _level_set_inside_a_transaction(
+    p: AsyncKafkaProducer, broker: FeatureBroker, level: int, *, commit: bool
+) -> dict[str, Any]:
+    """init; a transaction during which an operator sets transaction.version ``level`` (it keeps
+    the protocol it began with), committed or aborted; then one more transaction. What each
+    used: ``v0``/``id0`` after init, ``v_mid`` inside the first, ``calls1``/``versions1``/``v1``/
+    ``id1`` of the first and after it, ``calls2``/``versions2``/``id2`` of the second."""
+    await p.init_transactions()
+    seen: dict[str, Any] = {"v0": p.transaction_version, "id0": p.producer_id_and_epoch}
+    mark = (len(broker.versions_used), len(broker.calls))
+    p.begin_transaction()
+    await _send(p, b"a")
+    broker.set_level(level)
+    await _send(p, b"b")
+    seen["v_mid"] = p.transaction_version
+    await (p.commit_transaction() if commit else p.abort_transaction())
+    seen |= {"calls1": _calls(broker, mark[1]), "versions1": _versions(broker, mark[0])}
+    seen |= {"v1": p.transaction_version, "id1": p.producer_id_and_epoch}
+    mark = (len(broker.versions_used), len(broker.calls))
+    p.begin_transaction()
+    await _send(p, b"c")
+    await p.commit_transaction()
+    seen |= {"calls2": _calls(broker, mark[1]), "versions2": _versions(broker, mark[0])}
+    seen["id2"] = p.producer_id_and_epoch
+    return seen
+
+
 @pytest.mark.usefixtures("refresh_every_time")
 def test_an_upgrade_to_v2_takes_effect_at_the_next_transaction_after_an_epoch_bump(
     caplog: pytest.LogCaptureFixture,
@@ -92,36 +119,18 @@ def test_an_upgrade_to_v2_takes_effect_at_the_next_transaction_after_an_epoch_bu
     broker = FeatureBroker()
     broker.set_level(1)
 
-    async def body(p: AsyncKafkaProducer) -> list[Any]:
-        await p.init_transactions()
-        seen: list[Any] = [p.transaction_version, p.producer_id_and_epoch]
-        p.begin_transaction()
-        await _send(p, b"a")
-        broker.set_level(2)  # raised while the transaction is open: it stays v1
-        await _send(p, b"b")
-        seen.append(p.transaction_version)
-        mark = (len(broker.versions_used), len(broker.calls))
-        await p.commit_transaction()
-        seen += [p.transaction_version, p.producer_id_and_epoch, _calls(broker, mark[1])]
-        seen.append(_versions(broker, mark[0]))
-        mark = (len(broker.versions_used), len(broker.calls))
-        p.begin_transaction()
-        await _send(p, b"c")
-        await p.commit_transaction()
-        seen += [_calls(broker, mark[1]), _versions(broker, mark[0]), p.producer_id_and_epoch]
-        return seen
-
     with caplog.at_level(logging.INFO, logger="kafka_core.producer"):
-        (v0, id0, v_mid, v1, id1, calls1, versions1, calls2, versions2, id2) = _run(broker, body)
-    assert (v0, v_mid) == (1, 1)
-    assert ("AddPartitionsToTxn", [("t", 0)]) in broker.calls  # the first transaction was v1
-    assert versions1 == [("END_TXN", 4)]  # ended as it began: v1
-    assert v1 == 2  # the next transaction is v2 ...
-    assert calls1[-1] == "InitProducerId" and broker.init_calls[-1] == id0  # ... after a bump
+        seen = _run(broker, lambda p: _level_set_inside_a_transaction(p, broker, 2, commit=True))
+    assert (seen["v0"], seen["v_mid"]) == (1, 1)  # raised while the transaction is open: it stays v1
+    assert "AddPartitionsToTxn" in seen["calls1"]  # the first transaction was v1
+    assert seen["versions1"] == [("PRODUCE", 11), ("PRODUCE", 11), ("END_TXN", 4)]  # ended as it began
+    assert seen["v1"] == 2  # the next transaction is v2 ...
+    id0, id1 = seen["id0"], seen["id1"]
+    assert seen["calls1"][-1] == "InitProducerId" and broker.init_calls[-1] == id0  # ... after a bump
     assert id1 == (id0[0], id0[1] + 1)
-    assert "AddPartitionsToTxn" not in calls2  # v2: the Produce adds the partition
-    assert versions2 == [("PRODUCE", 12), ("END_TXN", 5)]
-    assert id2 == (id1[0], id1[1] + 1)  # EndTxn v5 bumped it
+    assert "AddPartitionsToTxn" not in seen["calls2"]  # v2: the Produce adds the partition
+    assert seen["versions2"] == [("PRODUCE", 12), ("END_TXN", 5)]
+    assert seen["id2"] == (id1[0], id1[1] + 1)  # EndTxn v5 bumped it
     assert broker.logs[0] == [b"a", b"b", b"c"]
     assert any("transactions v2 from the next transaction" in r.getMessage() for r in caplog.records)
 
@@ -130,34 +139,15 @@ def test_an_upgrade_to_v2_takes_effect_at_the_next_transaction_after_an_epoch_bu
 def test_a_downgrade_to_v1_takes_effect_at_the_next_transaction_not_inside_one() -> None:
     broker = FeatureBroker()
 
-    async def body(p: AsyncKafkaProducer) -> list[Any]:
-        await p.init_transactions()
-        seen: list[Any] = [p.transaction_version]
-        mark = (len(broker.versions_used), len(broker.calls))
-        p.begin_transaction()
-        await _send(p, b"a")
-        broker.set_level(1)  # lowered while the transaction is open: it stays v2
-        await _send(p, b"b")
-        seen.append(p.transaction_version)
-        await p.abort_transaction()
-        seen += [_calls(broker, mark[1]), _versions(broker, mark[0]), p.transaction_version]
-        seen.append(p.producer_id_and_epoch)
-        mark = (len(broker.versions_used), len(broker.calls))
-        p.begin_transaction()
-        await _send(p, b"c")
-        await p.commit_transaction()
-        seen += [_calls(broker, mark[1]), _versions(broker, mark[0]), p.producer_id_and_epoch]
-        return seen
-
-    v0, v_mid, calls1, versions1, v1, id1, calls2, versions2, id2 = _run(broker, body)
-    assert (v0, v_mid) == (2, 2)
-    assert "AddPartitionsToTxn" not in calls1
-    assert versions1 == [("PRODUCE", 12), ("PRODUCE", 12), ("END_TXN", 5)]
-    assert v1 == 1
-    assert "InitProducerId" not in calls1  # no bump is needed to go down
-    assert "AddPartitionsToTxn" in calls2  # v1 again
-    assert versions2 == [("PRODUCE", 11), ("END_TXN", 4)]
-    assert id2 == id1  # a v1 EndTxn keeps the epoch
+    seen = _run(broker, lambda p: _level_set_inside_a_transaction(p, broker, 1, commit=False))
+    assert (seen["v0"], seen["v_mid"]) == (2, 2)  # lowered while the transaction is open: it stays v2
+    assert "AddPartitionsToTxn" not in seen["calls1"]
+    assert seen["versions1"] == [("PRODUCE", 12), ("PRODUCE", 12), ("END_TXN", 5)]
+    assert seen["v1"] == 1
+    assert "InitProducerId" not in seen["calls1"]  # no bump is needed to go down
+    assert "AddPartitionsToTxn" in seen["calls2"]  # v1 again
+    assert seen["versions2"] == [("PRODUCE", 11), ("END_TXN", 4)]
+    assert seen["id2"] == seen["id1"]  # a v1 EndTxn keeps the epoch
     assert broker.logs[0] == [b"a", b"b", b"c"]  # the log keeps the aborted records too
 
 
