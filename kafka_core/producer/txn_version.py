@@ -15,7 +15,8 @@ next transaction without a restart. ``VersionTracker`` keeps it: the coordinator
 (ApiVersions, one request, its failure keeping the version) at most once per
 ``FEATURE_REFRESH_S``, so a producer committing often pays no round trip per transaction, and an
 answer of an older finalized-features epoch than one already seen (a broker behind on the
-cluster's metadata) is ignored. An upgrade to v2 bumps the epoch first (txn_requests).
+cluster's metadata) is ignored. An upgrade to v2 bumps the epoch first (txn_epoch:
+owed to the next transaction if that fails, never failing the commit or abort it follows).
 """
 
 from __future__ import annotations
