@@ -274,3 +274,24 @@ def test_a_bump_retried_past_the_commits_timeout_is_waited_for_by_the_next_trans
     assert tried and record_err is None
     assert appends.seen[-1] == (pid, epoch + 1, 0)
     assert broker.logs[0] == [b"a", b"b"]
+
+
+def test_an_empty_transaction_retries_an_owed_bump_at_its_end_and_commits() -> None:
+    broker = _upgrading_broker()
+
+    async def body(p: AsyncKafkaProducer) -> list[Any]:
+        await _commit_with_an_upgrade(p, broker, [FAIL, FAIL])
+        id1 = p.producer_id_and_epoch
+        p.begin_transaction()
+        await p.commit_transaction()  # nothing to end; its step fails again: still owed, no error
+        seen: list[Any] = [id1, p.producer_id_and_epoch, p.transaction_state]
+        mark = len(broker.calls)
+        p.begin_transaction()
+        await _send(p, b"b")
+        await p.commit_transaction()
+        return [*seen, _calls(broker, mark)]
+
+    (pid, epoch), empty, state, calls = _run(broker, body)
+    assert empty == (pid, epoch) and state == "ready"
+    assert calls == ["InitProducerId", "Produce", "EndTxn"]
+    assert broker.logs[0] == [b"a", b"b"]
