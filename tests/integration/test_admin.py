@@ -14,6 +14,7 @@ import uuid
 from collections.abc import Callable, Iterator
 
 import pytest
+from fakes.stamps import RECENT_MS
 
 from kafka_core import KafkaAdmin, KafkaConsumer, KafkaProducer, NewTopic, TopicPartition
 from kafka_core.admin import (
@@ -233,9 +234,9 @@ def test_list_offsets_max_timestamp(admin: KafkaAdmin, bootstrap_servers: str) -
     admin.create_topics([NewTopic(topic, 1, 1)])
     with KafkaProducer(bootstrap_servers) as producer:
         for i, ts in enumerate([1_000, 9_000, 5_000]):
-            producer.send(topic, b"%d" % i, partition=0, timestamp_ms=1_700_000_000_000 + ts).result()
+            producer.send(topic, b"%d" % i, partition=0, timestamp_ms=RECENT_MS + ts).result()
     got = admin.list_offsets({(topic, 0): "max_timestamp"}, timeout_ms=5_000)[TopicPartition(topic, 0)]
-    assert got.result().offset == 1 and got.result().timestamp == 1_700_000_009_000
+    assert got.result().offset == 1 and got.result().timestamp == RECENT_MS + 9_000
 
 
 @pytest.mark.tansu_deviation("ListOffsets latest is the last batch's base offset + 1")

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fakes.stamps import RECENT_MS
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.sync import KafkaConsumer
@@ -33,7 +34,7 @@ def produce(bootstrap: str, topic: str, n: int, partitions: int = 3, start: int 
             value=b"v%d" % i,
             partition=i % partitions,
             headers=[("n", str(i).encode())],
-            timestamp=1_700_000_000_000 + i,
+            timestamp=RECENT_MS + i,
         )
     assert p.flush(30) == 0
 
@@ -69,7 +70,7 @@ def test_static_assignment_reads_all_partitions(
         m = by_key[b"k%d" % i]
         assert (m.topic, m.partition, m.value) == (topic, i % 3, b"v%d" % i)
         assert m.headers == [("n", str(i).encode())]
-        assert m.timestamp == 1_700_000_000_000 + i and m.timestamp_type == 0
+        assert m.timestamp == RECENT_MS + i and m.timestamp_type == 0
     for p in range(3):
         assert [m.offset for m in msgs if m.partition == p] == list(range(100))
 
@@ -207,8 +208,8 @@ def test_offsets_for_times(bootstrap_servers: str, new_topic: Callable[..., str]
     tp = TopicPartition(topic, 0)
     with KafkaConsumer(bootstrap_servers=bootstrap_servers, partitions={topic: [0]}) as c:
         assert c.offsets_for_times({tp: 4_000_000_000_000}) == {tp: None}
-        got = c.offsets_for_times({tp: 1_700_000_000_004})
-        assert got[tp].offset == 4 and got[tp].timestamp == 1_700_000_000_004
+        got = c.offsets_for_times({tp: RECENT_MS + 4})
+        assert got[tp].offset == 4 and got[tp].timestamp == RECENT_MS + 4
 
 
 def test_reconnects_after_broker_restart() -> None:

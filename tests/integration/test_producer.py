@@ -10,6 +10,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fakes.stamps import DAY_MS, RECENT_MS
 
 from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.devbroker import TansuBroker
@@ -19,6 +20,8 @@ from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import ErrorCode
 
 pytestmark = pytest.mark.timeout(180)
+
+PINNED_MS = RECENT_MS - DAY_MS  # a timestamp of the application's, not the send time
 
 
 def consume(bootstrap: str, topic: str, partitions: int, expected: int, timeout: float = 60.0) -> list[Any]:
@@ -72,15 +75,15 @@ def test_keys_headers_timestamps_and_explicit_partition(
     topic = new_topic(3)
     with KafkaProducer(bootstrap_servers) as p:
         keyed = [p.send(topic, b"v%d" % i, key=b"key-%d" % i, headers=[("h", b"%d" % i)]) for i in range(60)]
-        pinned = p.send(topic, b"pinned", partition=2, timestamp_ms=1_600_000_000_000)
+        pinned = p.send(topic, b"pinned", partition=2, timestamp_ms=PINNED_MS)
         p.flush(30)
     for i, f in enumerate(keyed):
         assert f.result(0).partition == murmur2_partition(b"key-%d" % i, 3)
     meta = pinned.result(0)
-    assert meta.partition == 2 and meta.timestamp == 1_600_000_000_000
+    assert meta.partition == 2 and meta.timestamp == PINNED_MS
     got = {m.value(): m for m in consume(bootstrap_servers, topic, 3, 61)}
     assert got[b"v7"].key() == b"key-7" and got[b"v7"].headers() == [("h", b"7")]
-    assert got[b"pinned"].timestamp()[1] == 1_600_000_000_000 and got[b"pinned"].partition() == 2
+    assert got[b"pinned"].timestamp()[1] == PINNED_MS and got[b"pinned"].partition() == 2
 
 
 @pytest.mark.parametrize(
@@ -350,7 +353,7 @@ def test_send_batch_timestamps_and_arrow_headers(
 ) -> None:
     pa = pytest.importorskip("pyarrow")
     topic = new_topic(1)
-    stamps = [1_650_000_000_000 + i for i in range(100)]
+    stamps = [RECENT_MS + i for i in range(100)]
     headers = pa.array(
         [[{"key": "i", "value": b"%d" % i}] for i in range(100)],
         pa.list_(pa.struct([pa.field("key", pa.string(), nullable=False), pa.field("value", pa.binary())])),

@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fakes.stamps import RECENT_MS
 
 from kafka_core.consumer.sync import KafkaConsumer
 
@@ -22,7 +23,7 @@ def expected(n: int, *, null_headers: bool = True) -> list[tuple[bytes | None, b
         value = None if i % 11 == 5 and key is not None else (b"\x00\xff" * (i % 50)) + b"value-%d" % i
         null = None if null_headers else b"-"  # kafka-python refuses null header values
         headers = [] if i % 4 == 0 else [("h1", b"a%d" % i), ("h\u00e9", null), ("h1", b"")]
-        out.append((key, value, headers, 1_650_000_000_000 + i * 1000))
+        out.append((key, value, headers, RECENT_MS + i * 1000))
     return out
 
 

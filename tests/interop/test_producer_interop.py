@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from fakes.stamps import RECENT_MS
 
 from kafka_core.producer import KafkaProducer, murmur2_partition
 
@@ -23,7 +24,7 @@ def _records() -> list[dict[str, Any]]:
             "key": None if i % 7 == 0 else b"key-%d" % (i % 37),
             "value": None if i % 50 == 49 else b"value-%d-" % i + bytes(range(i % 256)),
             "headers": [] if i % 3 else [("h1", b"x%d" % i), ("empty", b""), ("null", None)],
-            "timestamp": 1_700_000_000_000 + i * 1000,
+            "timestamp": RECENT_MS + i * 1000,
         }
         for i in range(N)
     ]
