@@ -5,11 +5,12 @@ the producer usable (KIP-98, KIP-447, KIP-890 part 1's TRANSACTION_ABORTABLE).""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from fakes.produce_broker import ProduceBroker
+from fakes.txn_producer import call_names, run_txn, txn_producer
 
 from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
 from kafka_core.consumer.rebalance import ConsumerGroupMetadata
@@ -22,36 +23,6 @@ from kafka_core.errors import (
 from kafka_core.producer import AsyncKafkaProducer
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import ErrorCode
-
-
-def _producer(broker: ProduceBroker, **options: Any) -> AsyncKafkaProducer:
-    kw: dict[str, Any] = {
-        "client": broker,
-        "transactional_id": "tx-1",
-        "linger_ms": 0,
-        "retry_backoff_ms": 1,
-        "delivery_timeout_ms": 20_000,
-        "request_timeout_ms": 10_000,
-        "max_block_ms": 5_000,
-    }
-    kw.update(options)
-    return AsyncKafkaProducer(**kw)
-
-
-def _run(broker: ProduceBroker, body: Callable[[AsyncKafkaProducer], Awaitable[Any]], **options: Any) -> Any:
-    async def main() -> Any:
-        p = _producer(broker, **options)
-        try:
-            return await body(p)
-        finally:
-            await p.close(timeout=5)
-
-    return asyncio.run(main())
-
-
-def _names(broker: ProduceBroker) -> list[str]:
-    return [name for name, _ in broker.calls]
-
 
 # -- configuration ------------------------------------------------------------------------------
 
@@ -113,8 +84,8 @@ def test_calls_in_the_wrong_state_raise_and_send_nothing() -> None:
             p.begin_transaction()
         assert p.transaction_state == "in_transaction"
 
-    _run(broker, body)
-    assert _names(broker) == ["InitProducerId"]
+    run_txn(broker, body)
+    assert call_names(broker) == ["InitProducerId"]
     assert broker.requests == []
 
 
@@ -145,9 +116,9 @@ def test_commit_adds_partitions_before_producing_then_ends_the_transaction() -> 
         assert p.transaction_state == "ready"
         return [f.result() for f in futures]
 
-    metas = _run(broker, body)
+    metas = run_txn(broker, body)
     assert broker.unadded == []  # every transactional Produce went to a partition added before
-    names = _names(broker)
+    names = call_names(broker)
     assert names[0] == "InitProducerId" and names[-1] == "EndTxn"
     first_produce = names.index("Produce")
     added = {
@@ -170,8 +141,8 @@ def test_an_empty_transaction_commits_without_a_coordinator_request() -> None:
             await p.commit_transaction()
         return p.metrics()["producer"]["transactions"]
 
-    counters = _run(broker, body)
-    assert _names(broker) == ["InitProducerId"]
+    counters = run_txn(broker, body)
+    assert call_names(broker) == ["InitProducerId"]
     assert counters["commits"] == 2 and counters["aborts"] == 0 and counters["state"] == "ready"
 
 
@@ -191,7 +162,7 @@ def test_send_offsets_commits_them_with_the_consumers_group_metadata() -> None:
         await p.send_offsets_to_transaction({("in", 0): 50}, "plain-group")
         await p.abort_transaction()
 
-    _run(broker, body)
+    run_txn(broker, body)
     calls = [c for c in broker.calls if c[0] in ("AddOffsetsToTxn", "TxnOffsetCommit")]
     assert calls[0] == ("AddOffsetsToTxn", "g")
     assert calls[1] == ("TxnOffsetCommit", (("g", 7, "member-1", "static-1"), {("in", 0): 42, ("in", 1): 9}))
@@ -214,7 +185,7 @@ def test_group_metadata_an_old_broker_cannot_carry_is_refused_not_dropped() -> N
         await p.send_offsets_to_transaction({("in", 0): 1}, "g")  # the group id alone still works
         await p.commit_transaction()
 
-    _run(broker, body)
+    run_txn(broker, body)
     assert broker.committed_offsets == {("g", "in", 0): 1}
     assert [c[1][0] for c in broker.calls if c[0] == "TxnOffsetCommit"] == [("g", -1, "", None)]
 
@@ -231,9 +202,9 @@ def test_concurrent_transactions_and_a_moved_coordinator_are_retried() -> None:
         await p.commit_transaction()
         assert (await f).offset == 0
 
-    _run(broker, body)
-    assert _names(broker).count("AddPartitionsToTxn") == 4
-    assert _names(broker).count("EndTxn") == 3
+    run_txn(broker, body)
+    assert call_names(broker).count("AddPartitionsToTxn") == 4
+    assert call_names(broker).count("EndTxn") == 3
     assert ("tx-1", 1, True) in broker.lookups  # the coordinator was looked up again after it moved
     assert broker.ended == [(True, [("t", 0)])]
 
@@ -269,7 +240,7 @@ def test_a_failed_record_makes_the_transaction_abortable_and_abort_goes_on() -> 
         counters = p.metrics()["producer"]["transactions"]
         assert counters["aborts"] == 1 and counters["commits"] == 1
 
-    _run(broker, body)
+    run_txn(broker, body)
     assert broker.ended == [(False, [("t", 0)]), (True, [("t", 0)])]
     assert broker.logs[0] == [b"kept"]
 
@@ -289,7 +260,7 @@ def test_transaction_abortable_on_commit_lets_the_application_abort() -> None:
         await p.abort_transaction()
         assert p.transaction_state == "ready"
 
-    _run(broker, body)
+    run_txn(broker, body)
     assert [c for c in broker.calls if c[0] == "EndTxn"] == [("EndTxn", True), ("EndTxn", False)]
     assert broker.init_calls == [(-1, -1)]  # no epoch bump needed for this one
 
@@ -307,7 +278,7 @@ def test_group_authorization_failed_on_the_offsets_is_abortable() -> None:
         await p.abort_transaction()
         p.begin_transaction()
 
-    _run(broker, body)
+    run_txn(broker, body)
 
 
 def test_unknown_producer_id_in_a_transaction_bumps_the_epoch_on_abort() -> None:
@@ -332,7 +303,7 @@ def test_unknown_producer_id_in_a_transaction_bumps_the_epoch_on_abort() -> None
         await p.commit_transaction()
         assert (await ok).offset >= 0
 
-    _run(broker, body)
+    run_txn(broker, body)
     assert broker.init_calls[1] == (1000, 0)  # KIP-360: the bump names the current id and epoch
     assert broker.logs[0] == [b"a", b"c"]  # the new epoch numbered from 0 again
 
@@ -353,8 +324,8 @@ def test_a_record_timing_out_before_its_partition_is_added_is_abortable() -> Non
         await p.abort_transaction()
         assert p.transaction_state == "ready"
 
-    _run(broker, body, request_timeout_ms=100, delivery_timeout_ms=300)
-    assert "EndTxn" not in _names(broker)  # nothing was added: the coordinator has no transaction
+    run_txn(broker, body, request_timeout_ms=100, delivery_timeout_ms=300)
+    assert "EndTxn" not in call_names(broker)  # nothing was added: the coordinator has no transaction
     assert broker.init_calls == [(-1, -1)]  # nothing was numbered: no epoch bump
 
 
@@ -375,7 +346,7 @@ def test_an_older_epoch_on_produce_is_fatal_fencing() -> None:
         with pytest.raises(KafkaProducerFencedError, match="INVALID_PRODUCER_EPOCH"):
             await p.abort_transaction()
 
-    _run(broker, body)
+    run_txn(broker, body)
 
 
 def test_a_lost_producer_id_mapping_skips_end_txn_and_initialises_afresh() -> None:
@@ -398,7 +369,7 @@ def test_a_lost_producer_id_mapping_skips_end_txn_and_initialises_afresh() -> No
         await p.send("t", b"w")
         await p.commit_transaction()
 
-    _run(broker, body)
+    run_txn(broker, body)
     assert broker.init_calls == [(-1, -1), (1000, 0), (-1, -1)]  # the bump refused: afresh
     assert [c for c in broker.calls if c[0] == "EndTxn"] == [("EndTxn", True)]  # none for the abort
     assert broker.logs[0] == [b"w"]
@@ -423,7 +394,7 @@ def test_records_unsent_at_abort_fail_as_aborted() -> None:
         await p.commit_transaction()
         assert (await ok).offset == 0
 
-    _run(broker, body)
+    run_txn(broker, body)
     assert broker.logs[0] == [b"next"]
 
 
@@ -435,7 +406,7 @@ def test_fenced_by_a_newer_producer_is_fatal_and_sticks() -> None:
 
     async def body(p: AsyncKafkaProducer) -> None:
         await p.init_transactions()
-        newer = _producer(broker)
+        newer = txn_producer(broker)
         try:
             await newer.init_transactions()  # same transactional id: bumps the epoch
         finally:
@@ -459,7 +430,7 @@ def test_fenced_by_a_newer_producer_is_fatal_and_sticks() -> None:
         with pytest.raises(KafkaProducerFencedError):
             p.begin_transaction()
 
-    _run(broker, body)
+    run_txn(broker, body)
     assert broker.logs[0] == []
 
 
@@ -476,7 +447,7 @@ def test_transactional_id_authorization_failed_is_fatal_but_not_fenced() -> None
             p.begin_transaction()
         assert again.value is info.value
 
-    _run(broker, body)
+    run_txn(broker, body)
 
 
 def test_a_bump_the_broker_cannot_do_is_fatal() -> None:
@@ -496,7 +467,7 @@ def test_a_bump_the_broker_cannot_do_is_fatal() -> None:
             p.begin_transaction()
         assert info.value.fatal
 
-    _run(broker, body)
+    run_txn(broker, body)
 
 
 # -- timeouts keep the producer usable ----------------------------------------------------------------
@@ -522,7 +493,7 @@ def test_a_timed_out_commit_goes_on_and_the_same_call_waits_for_it() -> None:
         assert p.transaction_state == "ready"
         p.begin_transaction()
 
-    _run(broker, body)
+    run_txn(broker, body)
     assert [c for c in broker.calls if c[0] == "EndTxn"] == [("EndTxn", True)]
 
 
@@ -542,9 +513,9 @@ def test_while_an_operation_is_pending_other_calls_name_it() -> None:
         await (await p.send("t", b"v"))
         await p.commit_transaction()
 
-    _run(broker, body)
+    run_txn(broker, body)
     assert broker.committed_offsets == {("g", "in", 0): 3}
-    assert [name for name in _names(broker) if name == "TxnOffsetCommit"] == ["TxnOffsetCommit"]
+    assert [name for name in call_names(broker) if name == "TxnOffsetCommit"] == ["TxnOffsetCommit"]
 
 
 def test_a_timed_out_init_names_the_cause_and_can_be_waited_for() -> None:
@@ -558,7 +529,7 @@ def test_a_timed_out_init_names_the_cause_and_can_be_waited_for() -> None:
         await p.init_transactions(timeout=5)
         assert p.transaction_state == "ready"
 
-    _run(broker, body)
+    run_txn(broker, body)
     assert broker.init_calls == [(-1, -1)] * 4
 
 
@@ -570,7 +541,7 @@ def test_close_aborts_an_open_transaction() -> None:
         p.begin_transaction()
         await (await p.send("t", b"v"))
 
-    _run(broker, body)
+    run_txn(broker, body)
     assert broker.ended == [(False, [("t", 0)])]
 
 

@@ -8,11 +8,11 @@ cause; a fenced bump is fatal; a retriable failure only delays it."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from fakes.produce_broker import ProduceBroker
+from fakes.txn_producer import call_names, run_txn
 from fakes.txn_v2_broker import TxnV2Broker
 
 from kafka_core.errors import KafkaConnectionError, KafkaProducerFencedError, KafkaTransactionError
@@ -20,14 +20,6 @@ from kafka_core.producer import AsyncKafkaProducer, txn_version
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import ErrorCode
 
-OPTIONS: dict[str, Any] = {
-    "transactional_id": "tx-step",
-    "linger_ms": 0,
-    "retry_backoff_ms": 1,
-    "delivery_timeout_ms": 20_000,
-    "request_timeout_ms": 10_000,
-    "max_block_ms": 5_000,
-}
 FAIL = ErrorCode.UNKNOWN_SERVER_ERROR  # not retriable, not fatal: the bump fails (abortable)
 
 
@@ -48,21 +40,6 @@ class Recording:
             return append(p, data, pid, epoch, seq, count)
 
         broker.append = wrapped  # type: ignore[method-assign]
-
-
-def _run(broker: ProduceBroker, body: Callable[[AsyncKafkaProducer], Awaitable[Any]]) -> Any:
-    async def main() -> Any:
-        p = AsyncKafkaProducer(client=broker, **OPTIONS)
-        try:
-            return await body(p)
-        finally:
-            await p.close(timeout=5)
-
-    return asyncio.run(main())
-
-
-def _calls(broker: ProduceBroker, since: int) -> list[str]:
-    return [name for name, _ in broker.calls[since:]]
 
 
 async def _send(p: AsyncKafkaProducer, value: bytes) -> None:
@@ -105,9 +82,9 @@ def test_a_commit_whose_bump_fails_succeeds_and_the_next_transaction_bumps_first
         p.begin_transaction()
         await _send(p, b"b")
         await p.commit_transaction()
-        return [*seen, _calls(broker, mark), p.producer_id_and_epoch]
+        return [*seen, call_names(broker, mark), p.producer_id_and_epoch]
 
-    (pid, epoch), version, calls, after = _run(broker, body)
+    (pid, epoch), version, calls, after = run_txn(broker, body)
     assert version == 2
     assert calls == ["InitProducerId", "Produce", "EndTxn"]  # the owed bump first
     assert broker.init_calls[-1] == (pid, epoch)  # KIP-360: a bump of ours, not a new id
@@ -139,7 +116,7 @@ def test_a_bump_failing_again_fails_the_next_transaction_with_a_typed_error(firs
         await p.commit_transaction()
         return seen
 
-    err, state = _run(broker, body)
+    err, state = run_txn(broker, body)
     assert err.abortable and not err.fatal and err.code == FAIL
     assert "UNKNOWN_SERVER_ERROR" in str(err) and "owed since the last transaction" in str(err)
     assert state == "abortable_error"
@@ -161,7 +138,7 @@ def test_a_fenced_bump_after_a_commit_is_fatal_but_the_commit_succeeded() -> Non
         with pytest.raises(KafkaProducerFencedError, match="PRODUCER_FENCED"):
             p.begin_transaction()
 
-    _run(broker, body)
+    run_txn(broker, body)
     assert broker.ended == [(True, [("t", 0)])]
 
 
@@ -177,7 +154,7 @@ def test_a_fenced_bump_in_the_next_transaction_is_fatal() -> None:
             await p.commit_transaction()
         assert p.transaction_state == "fatal_error"
 
-    _run(broker, body)
+    run_txn(broker, body)
     assert broker.logs[0] == [b"a"]
 
 
@@ -210,9 +187,9 @@ def test_an_abort_whose_bump_fails_succeeds_and_the_next_transaction_bumps_first
         p.begin_transaction()
         await _send(p, b"c")
         await p.commit_transaction()
-        return [*seen, _calls(broker, mark), p.producer_id_and_epoch]
+        return [*seen, call_names(broker, mark), p.producer_id_and_epoch]
 
-    (pid, epoch), calls, after = _run(broker, body)
+    (pid, epoch), calls, after = run_txn(broker, body)
     assert calls == ["InitProducerId", "AddPartitionsToTxn", "Produce", "EndTxn"]
     assert after == (pid, epoch + 1)
     assert appends.seen[-1] == (pid, epoch + 1, 0)
@@ -236,7 +213,7 @@ def test_an_abort_whose_bump_fails_twice_fails_the_next_transaction_then_goes_on
         await p.commit_transaction()
         return [*seen, p.producer_id_and_epoch]
 
-    err, record_err, (_pid, epoch) = _run(broker, body)
+    err, record_err, (_pid, epoch) = run_txn(broker, body)
     assert err.abortable and err.code == FAIL and "UNKNOWN_SERVER_ERROR" in str(err)
     assert record_err is err  # the record failed with the transaction's error
     assert epoch == 1
@@ -270,7 +247,7 @@ def test_a_bump_retried_past_the_commits_timeout_is_waited_for_by_the_next_trans
         await p.commit_transaction()
         return seen
 
-    (pid, epoch), tried, record_err = _run(broker, body)
+    (pid, epoch), tried, record_err = run_txn(broker, body)
     assert tried and record_err is None
     assert appends.seen[-1] == (pid, epoch + 1, 0)
     assert broker.logs[0] == [b"a", b"b"]
@@ -289,9 +266,9 @@ def test_an_empty_transaction_retries_an_owed_bump_at_its_end_and_commits() -> N
         p.begin_transaction()
         await _send(p, b"b")
         await p.commit_transaction()
-        return [*seen, _calls(broker, mark)]
+        return [*seen, call_names(broker, mark)]
 
-    (pid, epoch), empty, state, calls = _run(broker, body)
+    (pid, epoch), empty, state, calls = run_txn(broker, body)
     assert empty == (pid, epoch) and state == "ready"
     assert calls == ["InitProducerId", "Produce", "EndTxn"]
     assert broker.logs[0] == [b"a", b"b"]

@@ -8,11 +8,11 @@ less keeps v1 (Produce capped at v11, partitions and groups added first)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-from fakes.produce_broker import ProduceBroker
+from fakes.txn_producer import call_names, run_txn, txn_producer
 from fakes.txn_v2_broker import TxnV2Broker
 
 from kafka_core.client.metadata import TopicPartition
@@ -22,30 +22,6 @@ from kafka_core.producer import AsyncKafkaProducer
 from kafka_core.producer.prepared import complete_transaction
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import ErrorCode
-
-OPTIONS: dict[str, Any] = {
-    "transactional_id": "tx-2",
-    "linger_ms": 0,
-    "retry_backoff_ms": 1,
-    "delivery_timeout_ms": 20_000,
-    "request_timeout_ms": 10_000,
-    "max_block_ms": 5_000,
-}
-
-
-def _run(broker: ProduceBroker, body: Callable[[AsyncKafkaProducer], Awaitable[Any]], **options: Any) -> Any:
-    async def main() -> Any:
-        p = AsyncKafkaProducer(client=broker, **{**OPTIONS, **options})
-        try:
-            return await body(p)
-        finally:
-            await p.close(timeout=5)
-
-    return asyncio.run(main())
-
-
-def _names(broker: ProduceBroker) -> list[str]:
-    return [name for name, _ in broker.calls]
 
 
 async def _one_transaction(
@@ -73,8 +49,8 @@ def test_v2_adds_partitions_and_the_group_by_producing_and_committing() -> None:
         assert all(f.result().offset >= 0 for f in futures)
         return p.metrics()["producer"]["transactions"]
 
-    metrics = _run(broker, body)
-    names = _names(broker)
+    metrics = run_txn(broker, body)
+    names = call_names(broker)
     assert "AddPartitionsToTxn" not in names and "AddOffsetsToTxn" not in names
     assert broker.unadded == []
     assert broker.ended == [(True, [("t", 0), ("t", 1)])]
@@ -96,7 +72,7 @@ def test_every_end_txn_bumps_the_epoch_and_the_next_transaction_uses_it() -> Non
             seen.append(p.producer_id_and_epoch)
         return seen
 
-    seen = _run(broker, body)
+    seen = run_txn(broker, body)
     assert seen == [(1000, e) for e in range(5)]
     assert broker.init_calls == [(-1, -1)]  # the bumps came from EndTxn alone
     assert [c for c in broker.ended] == [
@@ -120,8 +96,8 @@ def test_an_empty_transaction_sends_no_end_txn_and_keeps_the_epoch() -> None:
         await p.abort_transaction()
         return p.producer_id_and_epoch
 
-    assert _run(broker, body) == (1000, 0)
-    assert "EndTxn" not in _names(broker)
+    assert run_txn(broker, body) == (1000, 0)
+    assert "EndTxn" not in call_names(broker)
 
 
 def test_a_lost_end_txn_answer_is_retried_and_answered_the_bumped_epoch() -> None:
@@ -134,8 +110,8 @@ def test_a_lost_end_txn_answer_is_retried_and_answered_the_bumped_epoch() -> Non
         await _one_transaction(p, b"b")
         return p.producer_id_and_epoch
 
-    assert _run(broker, body) == (1000, 2)
-    assert _names(broker).count("EndTxn") == 3  # the first one twice: its answer was lost
+    assert run_txn(broker, body) == (1000, 2)
+    assert call_names(broker).count("EndTxn") == 3  # the first one twice: its answer was lost
     assert broker.logs[0] == [b"a", b"b"]
 
 
@@ -150,7 +126,7 @@ def test_an_exhausted_epoch_gives_a_new_producer_id_the_next_transaction_uses() 
             seen.append(p.producer_id_and_epoch)
         return seen
 
-    assert _run(broker, body) == [(1000, 1), (1000, 2), (1001, 0), (1001, 1)]
+    assert run_txn(broker, body) == [(1000, 1), (1000, 2), (1001, 0), (1001, 1)]
     assert broker.logs[0] == [b"x0", b"x1", b"x2", b"x3"]
 
 
@@ -172,7 +148,7 @@ def test_lost_sequence_numbers_are_renumbered_by_the_abort_without_init_producer
         await _one_transaction(p, b"c")
         return p.producer_id_and_epoch
 
-    assert _run(broker, body) == (1000, 2)
+    assert run_txn(broker, body) == (1000, 2)
     assert broker.init_calls == [(-1, -1)]  # v1 would bump with InitProducerId here
     assert [committed for committed, _ in broker.ended] == [False, True]
     assert broker.logs[0] == [b"a", b"c"]
@@ -197,7 +173,7 @@ def test_transaction_abortable_on_produce_lets_the_application_abort_and_go_on()
         await p.abort_transaction()
         await _one_transaction(p, b"ok")
 
-    _run(broker, body)
+    run_txn(broker, body)
     assert [committed for committed, _ in broker.ended] == [False, True]
     assert broker.logs[0] == [b"ok"]
 
@@ -206,8 +182,8 @@ def test_a_zombie_with_the_older_epoch_is_fenced() -> None:
     broker = TxnV2Broker()
 
     async def main() -> None:
-        zombie = AsyncKafkaProducer(client=broker, **OPTIONS)
-        successor = AsyncKafkaProducer(client=broker, **OPTIONS)
+        zombie = txn_producer(broker)
+        successor = txn_producer(broker)
         try:
             await zombie.init_transactions()
             await _one_transaction(zombie, b"z1")
@@ -238,7 +214,7 @@ def test_a_prepared_v2_transaction_is_completed_with_end_txn_v5() -> None:
         await p.send("t", b"two-phase")
         return await p.prepare_transaction()
 
-    prepared = _run(broker, body)
+    prepared = run_txn(broker, body)
     asyncio.run(complete_transaction(prepared, commit=True, client=broker))  # type: ignore[arg-type]
     assert broker.used("END_TXN") == [5]
     assert broker.ended == [(True, [("t", 0)])]
@@ -263,10 +239,10 @@ def test_v1_where_the_cluster_does_not_offer_v2(change: Callable[[TxnV2Broker], 
             await _one_transaction(p, b"v%d" % i)
         return p.transaction_version, p.producer_id_and_epoch
 
-    version, ident = _run(broker, body)
+    version, ident = run_txn(broker, body)
     assert version == 1
     assert ident == (1000, 0)  # v1: the epoch stays
-    assert _names(broker).count("AddPartitionsToTxn") == 2
+    assert call_names(broker).count("AddPartitionsToTxn") == 2
     assert broker.unadded == []
     assert set(broker.used("PRODUCE")) == {11}  # v12 would ask the broker to add partitions
     assert set(broker.used("END_TXN")) <= {4}

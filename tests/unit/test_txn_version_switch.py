@@ -6,27 +6,17 @@ lowered to 1, the next transaction is v1 again; the coordinator is re-asked at m
 
 from __future__ import annotations
 
-import asyncio
 import logging
-from collections.abc import Awaitable, Callable
 from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from fakes.txn_producer import call_names, run_txn
 from fakes.txn_v2_broker import TxnV2Broker
 
 from kafka_core.errors import KafkaConnectionError
 from kafka_core.producer import AsyncKafkaProducer, txn_version
 from kafka_core.protocol import ApiKey
-
-OPTIONS: dict[str, Any] = {
-    "transactional_id": "tx-switch",
-    "linger_ms": 0,
-    "retry_backoff_ms": 1,
-    "delivery_timeout_ms": 20_000,
-    "request_timeout_ms": 10_000,
-    "max_block_ms": 5_000,
-}
 
 
 class FeatureBroker(TxnV2Broker):
@@ -60,23 +50,8 @@ def refresh_every_time(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(txn_version, "FEATURE_REFRESH_S", 0.0, raising=False)
 
 
-def _run(broker: FeatureBroker, body: Callable[[AsyncKafkaProducer], Awaitable[Any]]) -> Any:
-    async def main() -> Any:
-        p = AsyncKafkaProducer(client=broker, **OPTIONS)
-        try:
-            return await body(p)
-        finally:
-            await p.close(timeout=5)
-
-    return asyncio.run(main())
-
-
 def _versions(broker: FeatureBroker, since: int) -> list[tuple[str, int]]:
     return [(n, v) for n, v in broker.versions_used[since:] if n in ("PRODUCE", "END_TXN")]
-
-
-def _calls(broker: FeatureBroker, since: int) -> list[str]:
-    return [name for name, _ in broker.calls[since:]]
 
 
 async def _send(p: AsyncKafkaProducer, value: bytes) -> None:
@@ -101,13 +76,13 @@ async def _level_set_inside_a_transaction(
     await _send(p, b"b")
     seen["v_mid"] = p.transaction_version
     await (p.commit_transaction() if commit else p.abort_transaction())
-    seen |= {"calls1": _calls(broker, mark[1]), "versions1": _versions(broker, mark[0])}
+    seen |= {"calls1": call_names(broker, mark[1]), "versions1": _versions(broker, mark[0])}
     seen |= {"v1": p.transaction_version, "id1": p.producer_id_and_epoch}
     mark = (len(broker.versions_used), len(broker.calls))
     p.begin_transaction()
     await _send(p, b"c")
     await p.commit_transaction()
-    seen |= {"calls2": _calls(broker, mark[1]), "versions2": _versions(broker, mark[0])}
+    seen |= {"calls2": call_names(broker, mark[1]), "versions2": _versions(broker, mark[0])}
     seen["id2"] = p.producer_id_and_epoch
     return seen
 
@@ -120,7 +95,7 @@ def test_an_upgrade_to_v2_takes_effect_at_the_next_transaction_after_an_epoch_bu
     broker.set_level(1)
 
     with caplog.at_level(logging.INFO, logger="kafka_core.producer"):
-        seen = _run(broker, lambda p: _level_set_inside_a_transaction(p, broker, 2, commit=True))
+        seen = run_txn(broker, lambda p: _level_set_inside_a_transaction(p, broker, 2, commit=True))
     assert (seen["v0"], seen["v_mid"]) == (1, 1)  # raised while the transaction is open: it stays v1
     assert "AddPartitionsToTxn" in seen["calls1"]  # the first transaction was v1
     assert seen["versions1"] == [("PRODUCE", 11), ("PRODUCE", 11), ("END_TXN", 4)]  # ended as it began
@@ -139,7 +114,7 @@ def test_an_upgrade_to_v2_takes_effect_at_the_next_transaction_after_an_epoch_bu
 def test_a_downgrade_to_v1_takes_effect_at_the_next_transaction_not_inside_one() -> None:
     broker = FeatureBroker()
 
-    seen = _run(broker, lambda p: _level_set_inside_a_transaction(p, broker, 1, commit=False))
+    seen = run_txn(broker, lambda p: _level_set_inside_a_transaction(p, broker, 1, commit=False))
     assert (seen["v0"], seen["v_mid"]) == (2, 2)  # lowered while the transaction is open: it stays v2
     assert "AddPartitionsToTxn" not in seen["calls1"]
     assert seen["versions1"] == [("PRODUCE", 12), ("PRODUCE", 12), ("END_TXN", 5)]
@@ -165,7 +140,7 @@ def test_the_cluster_is_re_asked_at_most_once_per_refresh_interval(monkeypatch: 
             await p.commit_transaction()
         return asked, broker.api_versions_asked, p.transaction_version
 
-    asked_at_init, asked_after, version = _run(broker, body)
+    asked_at_init, asked_after, version = run_txn(broker, body)
     assert asked_at_init == 1
     assert asked_after == asked_at_init  # no round trip per transaction
     assert version == 2  # not seen yet: within the interval
@@ -191,7 +166,7 @@ def test_an_answer_of_an_older_features_epoch_is_ignored() -> None:
         seen.append(p.transaction_version)
         return seen
 
-    assert _run(broker, body) == [2, 2, 1]
+    assert run_txn(broker, body) == [2, 2, 1]
 
 
 @pytest.mark.usefixtures("refresh_every_time")
@@ -213,4 +188,4 @@ def test_a_failed_re_read_keeps_the_version_and_the_commit_succeeds() -> None:
         seen.append(p.transaction_version)
         return seen
 
-    assert _run(broker, body) == [2, "ready", 1]
+    assert run_txn(broker, body) == [2, "ready", 1]
