@@ -5,11 +5,8 @@ The loop is woken only when a batch opens (to arm its linger timer) or fills up.
 accounted in estimated encoded bytes; when ``buffer_memory`` is used up, ``append`` blocks up to
 ``max_block_ms`` (the sync face) or raises at once so that the async face can wait instead.
 
-A batch is sealed when it is full, or once its linger has passed *and* its partition can send
-(as the Java client's ``ready`` check): while it waits behind in-flight requests it keeps
-filling, so a slow broker gets bigger batches, not a queue of tiny ones. The time of the records
-such a "late" batch takes is noted by the sender's ticks (``ProducerBatch.stamps``), so they keep
-the fast path and still carry when they were sent, within a tick.
+The batches themselves, the memory accounting and the I/O loop's side (sealing, expiry, flush,
+abort, close) are in :mod:`kafka_core.producer.batch_queues`; this module is the callers' side.
 """
 
 from __future__ import annotations
@@ -19,9 +16,9 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from kafka_core.errors import KafkaClosedError, KafkaConfigError, KafkaTimeoutError
-from kafka_core.producer._speedups import Budget
+from kafka_core.errors import KafkaClosedError, KafkaConfigError
 from kafka_core.producer._speedups import accel as _accel
+from kafka_core.producer.batch_queues import BatchQueues, BufferFull
 from kafka_core.producer.batches import (
     BATCH_OVERHEAD,
     RECORD_OVERHEAD,
@@ -47,7 +44,7 @@ __all__ = [
 ]
 
 
-class Accumulator:
+class Accumulator(BatchQueues):
     """Thread-safe batches per partition; see the module docstring."""
 
     def __init__(
@@ -61,41 +58,22 @@ class Accumulator:
         partitioner: Partitioner,
         wakeup: Callable[[], None],
     ) -> None:
-        self.batch_size = batch_size
-        self.buffer_memory = buffer_memory
-        self.max_block = max_block_ms / 1000.0
-        self.linger = linger_ms / 1000.0
-        self.tick = max(self.linger, 0.01)  # how often a late batch notes the time of its records
-        self.delivery_timeout = delivery_timeout_ms / 1000.0
-        self.partitioner = partitioner
-        self._wakeup = wakeup
-        # Guards the batches, queues, ``topics``, ``fast``, ``mem`` and the partitioner's state:
-        # ``send`` runs in callers' threads while the I/O loop drains.
-        self.lock = threading.Lock()
-        self._space = threading.Condition(self.lock)  # blocking senders wait here for memory
-        self._space_waiters = 0
-        self.mem = Budget(buffer_memory)
-        self.topics: dict[str, TopicState] = {}
-        # topic -> open batch of its sticky partition, while it holds values only: all the
-        # common ``send`` has to look up.
-        self.fast: dict[str, ProducerBatch] = {}
-        self.wake_pending = False
-        self.flushing = 0
-        self.closed = False
+        super().__init__(
+            batch_size=batch_size,
+            buffer_memory=buffer_memory,
+            max_block_ms=max_block_ms,
+            linger_ms=linger_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            partitioner=partitioner,
+            wakeup=wakeup,
+        )
         self.closed_by: BaseException | None = None  # a fatal start error, raised by later sends
-        self.block = True  # False for the async face: it waits for memory itself
-        self.space_event: Any = None  # asyncio.Event of the async face, set when memory frees up
-        self.loop_thread: int | None = None  # the I/O thread of the sync face (must never block)
         # Sync face: wait for a topic's partitions (``max_block_ms``); returns why they could not
         # be had, and the record then fails with it at once (see :meth:`refuse`).
         self.lookup: Callable[[str], BaseException | None] | None = None
         # Told of each record :meth:`refuse` fails (metrics; a transaction cannot commit now).
         # Called in the sender's thread; the sync face makes it hop to the loop.
         self.on_refused: Callable[[str, BaseException], None] | None = None
-        # Whether a partition can take records now (its leader known and not failing); the sticky
-        # partition for null keys is chosen among those, as KIP-794 skips partitions without a
-        # working leader. Set by the sender; called with the lock held.
-        self.available: Callable[[PartitionQueue], bool] | None = None
         # Why records may not be added now (a transactional producer outside a transaction):
         # the error to raise, made per send. Set under the lock by :meth:`gate_sends`.
         self.send_refusal: Callable[[], BaseException] | None = None
@@ -119,7 +97,7 @@ class Accumulator:
         self.block = True
         self.lookup = lookup
         self.on_refused = on_refused
-        self._wakeup = wakeup
+        self.wakeup = wakeup
         self.loop_thread = loop_thread_id
 
     def gate_sends(self, decide: Callable[[], Callable[[], BaseException] | None]) -> None:
@@ -204,7 +182,7 @@ class Accumulator:
             size += headers_size(headers)
         with self.lock:
             if failure is None and self.mem.used + size > self.mem.limit and self.mem.used:
-                self._wait_for_space(size)
+                self.wait_for_space(size)
             if self.closed:
                 raise self.closed_by or KafkaClosedError("the producer is closed")
             if self.send_refusal is not None:
@@ -215,88 +193,13 @@ class Accumulator:
                     raise KafkaConfigError(
                         f"partition {partition} out of range: {topic!r} has {t.num_partitions}"
                     )
-                result, index = self._place(t, key, value, partition, headers, timestamp_ms, size)
+                result, index = self.place(t, key, value, partition, headers, timestamp_ms, size)
                 self.mem.used += size
                 return RecordFuture((result, index))
             if failure is None:
                 return self._park(topic, t, key, value, partition, headers, timestamp_ms, size)
         assert failure is not None
         return self._refused(topic, failure)  # outside the lock: its hook may take it
-
-    @staticmethod
-    def _add_header(b: ProducerBatch, index: int, headers: Sequence[tuple[str, Any]] | None) -> None:
-        if b.headers is None:
-            b.headers = [()] * index
-        b.headers.append(list(headers) if headers else ())
-
-    @staticmethod
-    def _add_timestamp(b: ProducerBatch, index: int, timestamp_ms: int | None) -> None:
-        if b.timestamps is None:
-            b.timestamps = [None] * index
-            b.result.timestamps = b.timestamps
-        b.timestamps.append(timestamp_ms)
-
-    def _new_batch(self, t: TopicState, q: PartitionQueue) -> ProducerBatch:
-        """Seal the open batch of ``q`` (if any) and open another; wake the loop once."""
-        old = q.open
-        now = time.monotonic()
-        if old is not None and old.count:
-            old.stamp()
-            q.sealed.append(old)
-            if t.sticky == q.partition:
-                self._next_sticky(t)
-        b = q.open = ProducerBatch(t.topic, q.partition, now, now + self.delivery_timeout)
-        if t.sticky == q.partition:
-            self.fast[t.topic] = b
-        if not self.wake_pending:
-            self.wake_pending = True
-            self._wakeup()
-        return b
-
-    def _next_sticky(self, t: TopicState) -> None:
-        """The sticky partition's batch is done (KIP-480): let the partitioner pick the next one,
-        passing over partitions that are not available (a few tries; all of them if none is)."""
-        if t.sticky is not None:
-            self.partitioner.on_new_batch(t.topic, t.num_partitions, t.sticky)
-        sticky = t.sticky = self.partitioner.sticky(t.topic, t.num_partitions)
-        available, queues = self.available, t.queues
-        if available is not None and queues and sticky is not None:
-            for _ in range(2 * t.num_partitions):
-                if 0 <= sticky < len(queues) and available(queues[sticky]):
-                    break
-                self.partitioner.on_new_batch(t.topic, t.num_partitions, sticky)
-                moved = self.partitioner.sticky(t.topic, t.num_partitions)
-                if moved is None or moved == sticky:  # a partitioner that does not move: keep its choice
-                    break
-                sticky = t.sticky = moved
-        self._cache_sticky(t)
-
-    def _cache_sticky(self, t: TopicState) -> None:
-        b = _plain(t.queues[t.sticky].open) if t.sticky is not None and t.queues else None
-        if b is None:
-            self.fast.pop(t.topic, None)
-        else:
-            self.fast[t.topic] = b
-
-    def _wait_for_space(self, size: int) -> None:
-        """Called with the lock held when ``size`` more bytes would overflow ``buffer_memory``."""
-        if not self.block:
-            raise BufferFull
-        if threading.get_ident() == self.loop_thread:
-            # A send from a delivery callback: blocking would stop the loop that frees memory.
-            raise KafkaTimeoutError("buffer_memory is full (send from the producer's I/O thread cannot wait)")
-        deadline = time.monotonic() + self.max_block
-        self._space_waiters += 1
-        try:
-            while self.mem.used and self.mem.used + size > self.mem.limit and not self.closed:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise KafkaTimeoutError(
-                        f"buffer_memory ({self.buffer_memory} bytes) still full after max_block_ms"
-                    )
-                self._space.wait(left)
-        finally:
-            self._space_waiters -= 1
 
     def refuse(self, topic: str, value: Any, key: Any, error: BaseException) -> RecordFuture:
         """The asyncio face's record whose topic's partitions could not be had: checked as
@@ -348,7 +251,7 @@ class Accumulator:
         self.mem.used += size
         if not self.wake_pending:
             self.wake_pending = True
-            self._wakeup()
+            self.wakeup()
         return RecordFuture((t.pending_result, index))
 
     # -- columnar (send_batch) -------------------------------------------------------------------
@@ -363,7 +266,7 @@ class Accumulator:
             chunks = plan_chunks(
                 t, self.partitioner, values, keys, partition, headers, timestamps, self.batch_size
             )
-            self._cache_sticky(t)  # the sticky partition may have moved on
+            self.cache_sticky(t)  # the sticky partition may have moved on
             return chunks
 
     def append_chunk(self, topic: str, chunk: Chunk) -> BatchResult:
@@ -396,7 +299,7 @@ class Accumulator:
         """Add one pre-sized chunk as a batch of its own (after the partition's open batch)."""
         with self.lock:
             if self.mem.used + size > self.mem.limit and self.mem.used:
-                self._wait_for_space(size)
+                self.wait_for_space(size)
             if self.closed:
                 raise self.closed_by or KafkaClosedError("the producer is closed")
             t = self.topics[topic]
@@ -416,239 +319,5 @@ class Accumulator:
             self.mem.used += size
             if not self.wake_pending:
                 self.wake_pending = True
-                self._wakeup()
+                self.wakeup()
             return b.result
-
-    # -- the I/O loop's side ----------------------------------------------------------------------
-
-    def set_partitions(self, topic: str, num_partitions: int) -> list[tuple[BatchResult, list[Any]]]:
-        """Metadata arrived: create queues and partition parked records.
-
-        Returns (parked result, targets) pairs for the caller to ``forward`` outside the lock.
-        """
-        forwards: list[tuple[BatchResult, list[Any]]] = []
-        with self.lock:
-            t = self.topics.get(topic)
-            if t is None:
-                t = self.topics[topic] = TopicState(topic)
-            if t.queues is None:
-                t.queues = []
-            if num_partitions > len(t.queues):
-                t.queues.extend(PartitionQueue(topic, p) for p in range(len(t.queues), num_partitions))
-            t.num_partitions = max(num_partitions, t.num_partitions)
-            if t.sticky is None or t.sticky >= t.num_partitions:
-                t.sticky = self.partitioner.sticky(topic, t.num_partitions)
-            self._cache_sticky(t)
-            if t.pending_result is not None:
-                targets = [self._place(t, *rec) for rec in t.pending]
-                forwards.append((t.pending_result, targets))
-                t.pending_result = None
-                t.pending = []
-        return forwards
-
-    def _place(
-        self,
-        t: TopicState,
-        key: Any,
-        value: Any,
-        partition: int | None,
-        headers: Any,
-        ts: int | None,
-        size: int,
-    ) -> tuple[BatchResult, int]:
-        if partition is None:
-            partition = (
-                t.sticky
-                if key is None and t.sticky is not None
-                else self.partitioner.partition(t.topic, key, t.num_partitions)
-            )
-        elif not 0 <= partition < t.num_partitions:
-            failed = BatchResult(t.topic, partition, now_ms())
-            failed.set_error(
-                KafkaConfigError(f"partition {partition} out of range: {t.topic!r} has {t.num_partitions}")
-            )
-            self.mem.used -= size
-            return failed, 0
-        q = t.queues[partition]  # type: ignore[index]
-        current = q.open
-        if current is not None and current.size + size <= self.batch_size:
-            b = current
-        else:
-            b = self._new_batch(t, q)
-        index = b.count
-        b.count = index + 1
-        if key is not None or b.keys is not None:
-            if b.keys is None:
-                b.keys = [None] * index
-            b.keys.append(key)
-        b.values.append(value)
-        b.size += size
-        if headers is not None or b.headers is not None:
-            self._add_header(b, index, headers)
-        if ts is not None or b.timestamps is not None:
-            self._add_timestamp(b, index, ts)
-        if (b.keys is not None or b.headers is not None or b.timestamps is not None) and self.fast.get(
-            t.topic
-        ) is b:
-            del self.fast[t.topic]  # the fast path appends values only
-        return b.result, index
-
-    def expire_parked(self, topic: str) -> tuple[BatchResult, int] | None:
-        """Take a topic's parked records out (their delivery timeout passed); returns result and size."""
-        with self.lock:
-            t = self.topics.get(topic)
-            if t is None or t.pending_result is None:
-                return None
-            result, size = t.pending_result, sum(rec[5] for rec in t.pending)
-            t.pending_result = None
-            t.pending = []
-            self.mem.used -= size
-            self._notify_space()
-            return result, size
-
-    def parked_topics(self) -> list[tuple[str, float]]:
-        with self.lock:
-            return [(t.topic, t.pending_since) for t in self.topics.values() if t.pending_result is not None]
-
-    def seal_ready(
-        self, now: float, can_send: Callable[[PartitionQueue], bool] | None = None
-    ) -> float | None:
-        """Seal open batches whose linger passed (all of them while flushing or closing) and whose
-        partition ``can_send`` now with nothing sealed before them; the others stay open, late.
-
-        Returns the earliest time an open batch will be past its linger or, for a late batch, due
-        to note the time of its records; None if there is no open batch.
-        """
-        next_at: float | None = None
-        with self.lock:
-            self.wake_pending = False
-            force = self.flushing > 0 or self.closed
-            for t in self.topics.values():
-                if t.queues is None:
-                    continue
-                for q in t.queues:
-                    b = q.open
-                    if b is None or not b.count:
-                        continue
-                    ready_at = b.created + self.linger
-                    if force or ready_at <= now:
-                        if not q.sealed and (can_send is None or can_send(q)):
-                            b.stamp()
-                            q.sealed.append(b)
-                            q.open = None
-                            if t.sticky == q.partition:
-                                self._next_sticky(t)
-                            continue
-                        if b.stamps is None:
-                            b.stamps = [(b.count, None)]  # the records so far: the batch's time
-                        else:
-                            b.stamp()
-                        if t.sticky == q.partition and self.available is not None and not self.available(q):
-                            self._next_sticky(t)  # its leader is failing: null keys go elsewhere
-                        ready_at = now + self.tick  # note the time of what it takes meanwhile
-                    if next_at is None or ready_at < next_at:
-                        next_at = ready_at
-        return next_at
-
-    def drop_open(self, t: TopicState, q: PartitionQueue) -> ProducerBatch | None:
-        """Take ``q``'s open batch out (its deadline passed); called with the lock held."""
-        b = q.open
-        if b is None or not b.count:
-            return None
-        q.open = None
-        if self.fast.get(t.topic) is b:
-            del self.fast[t.topic]
-        if t.sticky == q.partition:
-            self._next_sticky(t)
-        return b
-
-    def release(self, batch: ProducerBatch) -> None:
-        """A batch is finished (delivered or failed): give its memory back."""
-        with self.lock:
-            self.mem.used -= batch.size - BATCH_OVERHEAD if batch.columns is None else batch.size
-            batch.keys = None
-            batch.values = []
-            batch.columns = None
-            batch.encoded = None
-            self._notify_space()
-
-    def _notify_space(self) -> None:
-        if self._space_waiters:
-            self._space.notify_all()
-        if self.space_event is not None:
-            self.space_event.set()
-
-    def unfinished(self) -> list[BatchResult]:
-        """Results of every record not yet delivered (for flush)."""
-        with self.lock:
-            out: list[BatchResult] = []
-            for t in self.topics.values():
-                if t.pending_result is not None:
-                    out.append(t.pending_result)
-                for q in t.queues or ():
-                    if q.open is not None and q.open.count:
-                        out.append(q.open.result)
-                    out.extend(b.result for b in q.sealed)
-                    out.extend(b.result for b in q.in_flight)
-                    out.extend(b.result for b in q.retry)
-            return out
-
-    def take_unsent(self) -> tuple[list[ProducerBatch], list[tuple[BatchResult, int]]]:
-        """A transaction is aborted: take every batch not sent yet out of the queues (those in
-        flight stay), and the records parked for metadata as (result, record count). The
-        accumulator stays open; the caller fails what it took (and releases the batches)."""
-        with self.lock:
-            batches: list[ProducerBatch] = []
-            parked: list[tuple[BatchResult, int]] = []
-            for t in self.topics.values():
-                if t.pending_result is not None:
-                    parked.append((t.pending_result, len(t.pending)))
-                    self.mem.used -= sum(rec[5] for rec in t.pending)
-                    t.pending_result = None
-                    t.pending = []
-                self.fast.pop(t.topic, None)
-                for q in t.queues or ():
-                    if q.open is not None and q.open.count:
-                        batches.append(q.open)
-                        q.open = None
-                    batches.extend(q.sealed)
-                    q.sealed.clear()
-                    batches.extend(q.retry)
-                    q.retry.clear()
-            if parked:
-                self._notify_space()
-            return batches, parked
-
-    def abandon_all(self) -> list[tuple[BatchResult, int]]:
-        """Close: take every batch not yet sent out of the queues, as (result, record count)."""
-        with self.lock:
-            self.closed = True
-            out: list[tuple[BatchResult, int]] = []
-            for t in self.topics.values():
-                if t.pending_result is not None:
-                    out.append((t.pending_result, len(t.pending)))
-                    t.pending_result = None
-                    t.pending = []
-                self.fast.pop(t.topic, None)
-                for q in t.queues or ():
-                    if q.open is not None and q.open.count:
-                        out.append((q.open.result, q.open.count))
-                    q.open = None
-                    out.extend((b.result, b.count) for b in q.sealed)
-                    q.sealed.clear()
-                    out.extend((b.result, b.count) for b in q.retry)
-                    q.retry.clear()
-            self.mem.used = 0
-            self._space.notify_all()
-            return out
-
-
-def _plain(b: ProducerBatch | None) -> ProducerBatch | None:
-    """``b`` if the fast path may append to it (values only so far), else None."""
-    if b is None or b.keys is not None or b.headers is not None or b.timestamps is not None:
-        return None
-    return b
-
-
-class BufferFull(Exception):
-    """Memory is full and this accumulator must not block: the asyncio face waits, then retries."""
