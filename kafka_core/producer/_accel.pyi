@@ -1,5 +1,5 @@
 """Types of the producer's optional C extension (source: _codec/_accel.pyx); the pure-Python
-twins are in accumulator.py and futures.py."""
+twins are in _speedups.py and futures.py."""
 
 from collections.abc import Callable, Generator
 from typing import Any
