@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from kafka_core._version import __version__
 
 if TYPE_CHECKING:
     from kafka_core.admin.sync import KafkaAdmin
     from kafka_core.client.metadata import NewTopic, OffsetAndMetadata, TopicPartition
+    from kafka_core.consumer.group.rebalance import ConsumerGroupMetadata
     from kafka_core.consumer.message import KafkaDeserializationError
     from kafka_core.consumer.policies import GroupProtocol, IsolationLevel, OffsetReset
-    from kafka_core.consumer.rebalance import ConsumerGroupMetadata
     from kafka_core.consumer.sync import KafkaConsumer
-    from kafka_core.producer.prepared import PreparedTransaction
     from kafka_core.producer.sync import KafkaProducer, complete_transaction, fence_transactional_id
+    from kafka_core.producer.transactions.prepared import PreparedTransaction
     from kafka_core.protocol.error_codes import ErrorCode
     from kafka_core.share.records import AcknowledgeType
     from kafka_core.share.sync import KafkaShareConsumer
@@ -42,8 +42,8 @@ _LAZY = {
     "OffsetReset": "kafka_core.consumer.policies",
     "IsolationLevel": "kafka_core.consumer.policies",
     "GroupProtocol": "kafka_core.consumer.policies",
-    "ConsumerGroupMetadata": "kafka_core.consumer.rebalance",
-    "PreparedTransaction": "kafka_core.producer.prepared",
+    "ConsumerGroupMetadata": "kafka_core.consumer.group.rebalance",
+    "PreparedTransaction": "kafka_core.producer.transactions.prepared",
     "complete_transaction": "kafka_core.producer.sync",
     "fence_transactional_id": "kafka_core.producer.sync",
 }

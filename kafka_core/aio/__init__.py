@@ -22,8 +22,12 @@ from kafka_core.client.metadata import (
 if TYPE_CHECKING:
     from kafka_core.admin.admin import KafkaAdmin
     from kafka_core.consumer.consumer import KafkaConsumer
-    from kafka_core.producer.prepared import PreparedTransaction, complete_transaction, fence_transactional_id
     from kafka_core.producer.producer import KafkaProducer
+    from kafka_core.producer.transactions.prepared import (
+        PreparedTransaction,
+        complete_transaction,
+        fence_transactional_id,
+    )
     from kafka_core.share.consumer import KafkaShareConsumer
     from kafka_core.transport.transport import KafkaStreamTransport
 
@@ -34,9 +38,9 @@ _LAZY = {
     "KafkaAdmin": "kafka_core.admin.admin",
     "KafkaStreamTransport": "kafka_core.transport.transport",
     "KafkaShareConsumer": "kafka_core.share.consumer",
-    "PreparedTransaction": "kafka_core.producer.prepared",
-    "complete_transaction": "kafka_core.producer.prepared",
-    "fence_transactional_id": "kafka_core.producer.prepared",
+    "PreparedTransaction": "kafka_core.producer.transactions.prepared",
+    "complete_transaction": "kafka_core.producer.transactions.prepared",
+    "fence_transactional_id": "kafka_core.producer.transactions.prepared",
 }
 
 

@@ -15,10 +15,10 @@ from kafka_core.producer.partitioner import (
     murmur2,
     murmur2_partition,
 )
-from kafka_core.producer.prepared import PreparedTransaction
 from kafka_core.producer.producer import KafkaProducer as AsyncKafkaProducer
 from kafka_core.producer.sync import KafkaProducer, complete_transaction, fence_transactional_id
-from kafka_core.producer.transactions import TransactionState
+from kafka_core.producer.transactions.manager import TransactionState
+from kafka_core.producer.transactions.prepared import PreparedTransaction
 
 __all__ = [
     "AsyncKafkaProducer",

@@ -32,8 +32,8 @@ from kafka_core.producer.options import check_options, check_transactional, pars
 from kafka_core.producer.partitioner import Partitioner, make_partitioner
 from kafka_core.producer.sender import Sender
 from kafka_core.producer.topics import TopicWaits, with_cause
-from kafka_core.producer.transactions import TransactionManager
-from kafka_core.producer.txn_face import TransactionalProducer
+from kafka_core.producer.transactions.face import TransactionalProducer
+from kafka_core.producer.transactions.manager import TransactionManager
 from kafka_core.protocol import ApiKey
 
 log = logging.getLogger("kafka_core.producer")

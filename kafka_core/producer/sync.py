@@ -12,10 +12,10 @@ from typing import Any
 
 from kafka_core._sync import LoopThread, SyncFace, sync_face
 from kafka_core.errors import KafkaConfigError
-from kafka_core.producer import prepared as _prepared
 from kafka_core.producer.futures import RecordFuture, SendBatchFuture
-from kafka_core.producer.prepared import PreparedTransaction
 from kafka_core.producer.producer import KafkaProducer as AsyncKafkaProducer
+from kafka_core.producer.transactions import prepared as _prepared
+from kafka_core.producer.transactions.prepared import PreparedTransaction
 
 __all__ = ["KafkaProducer", "complete_transaction", "fence_transactional_id"]
 

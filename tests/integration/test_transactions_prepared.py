@@ -34,8 +34,8 @@ from kafka_core.errors import (
     KafkaTransactionError,
 )
 from kafka_core.producer import PreparedTransaction, complete_transaction, fence_transactional_id
-from kafka_core.producer.prepared import complete_transaction as complete_async
-from kafka_core.producer.prepared import fence_transactional_id as fence_async
+from kafka_core.producer.transactions.prepared import complete_transaction as complete_async
+from kafka_core.producer.transactions.prepared import fence_transactional_id as fence_async
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.error_codes import ErrorCode as E
 from kafka_core.sync_client import KafkaClient

@@ -18,7 +18,8 @@ from test_transactions import by_partition, expected_values, read_topic, send_ta
 
 from kafka_core.client import KafkaClient
 from kafka_core.devbroker import KafkaCluster
-from kafka_core.producer import KafkaProducer, txn_version
+from kafka_core.producer import KafkaProducer
+from kafka_core.producer.transactions import version as txn_version
 from kafka_core.protocol.messages import UpdateFeaturesRequest
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(180)]

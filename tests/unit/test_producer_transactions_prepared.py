@@ -19,7 +19,7 @@ from kafka_core.errors import (
     KafkaTransactionError,
 )
 from kafka_core.producer import AsyncKafkaProducer, PreparedTransaction
-from kafka_core.producer.prepared import complete_transaction
+from kafka_core.producer.transactions.prepared import complete_transaction
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import ErrorCode
 

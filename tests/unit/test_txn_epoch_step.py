@@ -1,4 +1,4 @@
-"""The step between two transactions (kafka_core/producer/txn_epoch.py) through the in-memory
+"""The step between two transactions (kafka_core/producer/transactions/epoch.py) through the in-memory
 brokers: a commit or abort whose EndTxn succeeded returns success even when the epoch bump after
 it (an upgrade to transactions v2, lost sequence numbers) fails or outlasts the call; the bump
 stays owed and is the next transaction's first request (its records then numbered from 0 under
@@ -16,7 +16,8 @@ from fakes.txn_producer import call_names, run_txn
 from fakes.txn_v2_broker import TxnV2Broker
 
 from kafka_core.errors import KafkaConnectionError, KafkaProducerFencedError, KafkaTransactionError
-from kafka_core.producer import AsyncKafkaProducer, txn_version
+from kafka_core.producer import AsyncKafkaProducer
+from kafka_core.producer.transactions import version as txn_version
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import ErrorCode
 

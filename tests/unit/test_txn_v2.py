@@ -16,10 +16,10 @@ from fakes.txn_producer import call_names, run_txn, txn_producer
 from fakes.txn_v2_broker import TxnV2Broker
 
 from kafka_core.client.metadata import TopicPartition
-from kafka_core.consumer.rebalance import ConsumerGroupMetadata
+from kafka_core.consumer.group.rebalance import ConsumerGroupMetadata
 from kafka_core.errors import KafkaProducerFencedError, KafkaTransactionError
 from kafka_core.producer import AsyncKafkaProducer
-from kafka_core.producer.prepared import complete_transaction
+from kafka_core.producer.transactions.prepared import complete_transaction
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import ErrorCode
 

@@ -15,7 +15,8 @@ from fakes.txn_producer import call_names, run_txn
 from fakes.txn_v2_broker import TxnV2Broker
 
 from kafka_core.errors import KafkaConnectionError
-from kafka_core.producer import AsyncKafkaProducer, txn_version
+from kafka_core.producer import AsyncKafkaProducer
+from kafka_core.producer.transactions import version as txn_version
 from kafka_core.protocol import ApiKey
 
 

@@ -1,5 +1,5 @@
 """The transactional calls of the asyncio producer (``TransactionalProducer``, a base class of
-``KafkaProducer``): thin calls into its TransactionManager (transactions.py), timeouts defaulting to
+``KafkaProducer``): thin calls into its TransactionManager (manager.py), timeouts defaulting to
 ``max_block_ms``."""
 
 from __future__ import annotations
@@ -10,12 +10,12 @@ from typing import TYPE_CHECKING, Any
 
 from kafka_core.client.metadata import OffsetAndMetadata
 from kafka_core.errors import KafkaClosedError, KafkaTransactionError
-from kafka_core.producer.prepared import PreparedTransaction
-from kafka_core.producer.transactions import TransactionManager, TransactionState
-from kafka_core.producer.txn_requests import Group
+from kafka_core.producer.transactions.coordinator import Group
+from kafka_core.producer.transactions.manager import TransactionManager, TransactionState
+from kafka_core.producer.transactions.prepared import PreparedTransaction
 
 if TYPE_CHECKING:
-    from kafka_core.consumer.rebalance import ConsumerGroupMetadata
+    from kafka_core.consumer.group.rebalance import ConsumerGroupMetadata
 
 __all__ = ["TransactionalProducer"]
 

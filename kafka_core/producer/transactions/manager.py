@@ -2,10 +2,10 @@
 
 One ``TransactionManager`` per producer with a ``transactional_id``. It owns the producer id and
 epoch (through the IdempotenceState the sender stamps on batches), the partitions added to the
-current transaction, and the operations on the coordinators (txn_requests.TxnCoordinator). It
+current transaction, and the operations on the coordinators (coordinator.TxnCoordinator). It
 never sees the producer: what it needs (wake the sender, wait for every queued record to settle,
 renumber the partitions after an epoch bump) is passed in as callables. ``TransactionalProducer``
-(txn_face) is the producer's public face of it (a base class of the asyncio producer).
+(face.py) is the producer's public face of it (a base class of the asyncio producer).
 
 Errors split as the Java client's: *abortable* (a record failed, TRANSACTION_ABORTABLE, a group
 or topic authorisation, a lost producer id...) lets the application abort and go on, bumping the
@@ -15,13 +15,13 @@ id not authorised, invalid transaction state) ends the producer, every later cal
 A coordinator operation (init, send_offsets, commit, abort) runs as a task: when the caller's
 time runs out it goes on, and calling the same method again waits for it, as the Java client.
 
-The state machine and the send gate are ``TxnStateMachine`` (txn_states), a base class; the
+The state machine and the send gate are ``TxnStateMachine`` (states.py), a base class; the
 producer id and epoch, and the step between two transactions (the next one's protocol re-read,
-the epoch bumped when owed), are ``EpochStep`` (txn_epoch): a commit or abort whose EndTxn
+the epoch bumped when owed), are ``EpochStep`` (epoch.py): a commit or abort whose EndTxn
 succeeded returns success whatever that step does; a step not done is the next transaction's
 first, before it sends anything.
 
-Transactions v2 (KIP-890 part 2; txn_version), where the cluster offers it, chosen by
+Transactions v2 (KIP-890 part 2; version.py), where the cluster offers it, chosen by
 init_transactions and again at the end of each transaction for the next one: no
 AddPartitionsToTxn (a Produce v12 adds its partition) and no AddOffsetsToTxn (TxnOffsetCommit v5
 adds the group); every EndTxn bumps the epoch and answers the producer id and epoch the next
@@ -39,16 +39,16 @@ from typing import Any
 from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition, as_topic_partition
 from kafka_core.errors import KafkaClosedError, KafkaProtocolError, KafkaTimeoutError, KafkaTransactionError
 from kafka_core.producer.idempotence import IdempotenceState
-from kafka_core.producer.txn_epoch import EpochStep
-from kafka_core.producer.txn_requests import (
+from kafka_core.producer.transactions.coordinator import (
     BUMP_CODES,
     PRODUCE_FATAL_CODES,
     Group,
     TxnCoordinator,
     retriable,
 )
-from kafka_core.producer.txn_states import GateSends, TransactionState, TxnStateMachine
-from kafka_core.producer.txn_version import PRODUCE_V1_MAX_VERSION
+from kafka_core.producer.transactions.epoch import EpochStep
+from kafka_core.producer.transactions.states import GateSends, TransactionState, TxnStateMachine
+from kafka_core.producer.transactions.version import PRODUCE_V1_MAX_VERSION
 from kafka_core.protocol.errors import ErrorCode, error_for
 
 log = logging.getLogger("kafka_core.producer")
@@ -241,7 +241,7 @@ class TransactionManager(TxnStateMachine):
 
     async def commit(self, timeout: float) -> None:
         """Commit; then wait, within what is left of ``timeout``, for the step to the next
-        transaction, which never fails the commit (txn_epoch)."""
+        transaction, which never fails the commit (epoch.py)."""
         deadline = time.monotonic() + timeout
         if not self.resuming("commit_transaction"):
             self.require("commit_transaction", S.IN_TRANSACTION, S.PREPARED)

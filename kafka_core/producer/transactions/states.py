@@ -1,9 +1,9 @@
-"""The transactional producer's states and what each allows (the gate half of transactions.py).
+"""The transactional producer's states and what each allows (the gate half of manager.py).
 
 ``TxnStateMachine`` holds the state, the error that put the transaction in an error state, and
 the coordinator operation running (init, send_offsets, commit, abort, prepare): which call is
 allowed now, the error a refused call raises, and the accumulator's gate that lets records in
-only inside a transaction with no operation running. ``TransactionManager`` (transactions.py)
+only inside a transaction with no operation running. ``TransactionManager`` (manager.py)
 is one, adding the operations themselves; this half does no I/O.
 """
 

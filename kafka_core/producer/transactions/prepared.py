@@ -24,7 +24,7 @@ from kafka_core.errors import (
     KafkaTransactionError,
 )
 from kafka_core.producer.idempotence import IdempotenceState
-from kafka_core.producer.txn_requests import TxnCoordinator, code_name
+from kafka_core.producer.transactions.coordinator import TxnCoordinator, code_name
 from kafka_core.protocol.errors import ErrorCode
 
 __all__ = [

@@ -5,7 +5,7 @@ what an error code means for the transaction (retry, abortable, fatal) as the Ja
 moved, a short backoff for CONCURRENT_TRANSACTIONS) and raises the rest as KafkaTransactionError.
 Versions are negotiated by the client, capped where a later version is not a client's to use:
 AddPartitionsToTxn v4+ is the brokers' batched form (KIP-890). EndTxn v5 and TxnOffsetCommit v5
-are transactions v2 (KIP-890 part 2, see txn_version): used only when ``TxnCoordinator.v2`` says
+are transactions v2 (KIP-890 part 2, see version.py): used only when ``TxnCoordinator.v2`` says
 so, EndTxn v5 then answering the producer id and epoch the next transaction uses. ``v2`` changes
 only between transactions (``refresh_version``).
 """
@@ -29,7 +29,7 @@ from kafka_core.errors import (
     KafkaUnsupportedVersionError,
 )
 from kafka_core.producer.idempotence import IdempotenceState
-from kafka_core.producer.txn_version import (
+from kafka_core.producer.transactions.version import (
     END_TXN_V2_VERSION,
     TXN_OFFSET_COMMIT_V2_VERSION,
     VersionTracker,
@@ -339,7 +339,7 @@ class TxnCoordinator:
         )
 
     async def detect_v2(self) -> bool:
-        """Whether the cluster and the coordinator speak transactions v2 (see txn_version)."""
+        """Whether the cluster and the coordinator speak transactions v2 (see version.py)."""
 
         async def attempt(node: int) -> int:
             return await self.tracker.ask(self.client, node, self.request_timeout_ms)

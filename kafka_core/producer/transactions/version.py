@@ -15,7 +15,7 @@ next transaction without a restart. ``VersionTracker`` keeps it: the coordinator
 (ApiVersions, one request, its failure keeping the version) at most once per
 ``FEATURE_REFRESH_S``, so a producer committing often pays no round trip per transaction, and an
 answer of an older finalized-features epoch than one already seen (a broker behind on the
-cluster's metadata) is ignored. An upgrade to v2 bumps the epoch first (txn_epoch:
+cluster's metadata) is ignored. An upgrade to v2 bumps the epoch first (epoch.py:
 owed to the next transaction if that fails, never failing the commit or abort it follows).
 """
 

@@ -23,7 +23,7 @@ from collections.abc import Callable
 
 from kafka_core.errors import KafkaProtocolError, KafkaTransactionError
 from kafka_core.producer.idempotence import IdempotenceState
-from kafka_core.producer.txn_requests import TxnCoordinator
+from kafka_core.producer.transactions.coordinator import TxnCoordinator
 
 log = logging.getLogger("kafka_core.producer")
 
