@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pyspark.sql.datasource import (
@@ -18,7 +17,6 @@ from pyspark.sql.datasource import (
     DataSourceReader,
     DataSourceStreamReader,
     InputPartition,
-    WriterCommitMessage,
 )
 from pyspark.sql.types import (
     ArrayType,
@@ -32,11 +30,7 @@ from pyspark.sql.types import (
 )
 
 from kafka_core.spark.options import SinkOptions, SourceOptions, parse_sink, parse_source
-
-if TYPE_CHECKING:
-    from kafka_core.producer import PreparedTransaction
-    from kafka_core.spark.planning import OffsetRange
-    from kafka_core.spark.write import TaskResult
+from kafka_core.spark.tasks import KafkaCommitMessage, RangePartition, commit_message, read_partition
 
 if TYPE_CHECKING:  # the checker sees the 4.1+ base; at run time 4.0 falls back
     from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamWriterBase
@@ -66,66 +60,6 @@ def read_schema(include_headers: bool = False) -> StructType:
         header = StructType([StructField("key", StringType()), StructField("value", BinaryType())])
         fields.append(StructField("headers", ArrayType(header)))
     return StructType(fields)
-
-
-class RangePartition(InputPartition):
-    """One task: an offset range and the options to read it with (pickled to the executor)."""
-
-    def __init__(self, options: SourceOptions, offsets: OffsetRange) -> None:
-        super().__init__((offsets.topic, offsets.partition, offsets.start, offsets.end))
-        self.options = options
-        self.range = offsets
-
-
-@dataclass
-class KafkaCommitMessage(WriterCommitMessage):
-    """A write task's counts, logged by the driver when the write commits; in a transactional
-    write also the task's partition and the transaction it prepared, which the driver ends."""
-
-    rows: int = 0
-    bytes: int = 0
-    batches: int = 0
-    task_partition: int = -1
-    prepared: PreparedTransaction | None = None
-
-
-def _message(result: TaskResult) -> KafkaCommitMessage:
-    c = result.counts
-    return KafkaCommitMessage(
-        rows=c.rows,
-        bytes=c.bytes,
-        batches=c.batches,
-        task_partition=result.task_partition,
-        prepared=result.prepared,
-    )
-
-
-def read_partition(partition: InputPartition) -> Iterator[Any]:
-    """An executor's task. Spark reads one plain ``InputPartition`` when the plan has none."""
-    if not isinstance(partition, RangePartition):
-        return iter(())
-    from kafka_core.spark.read import read_range
-
-    batches = read_range(partition.options, partition.range)
-    if partition.options.include_headers:
-        return (_null_empty_headers(b) for b in batches)
-    return batches
-
-
-def _null_empty_headers(batch: Any) -> Any:
-    """A record without headers has ``headers`` null, not an empty array, as in Spark's connector
-    (its row converter writes null when the record has none)."""
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    index = batch.schema.get_field_index("headers")
-    column = batch.column(index)
-    empty = pc.fill_null(pc.equal(pc.list_value_length(column), 0), True)
-    if not pc.any(empty).as_py():
-        return batch
-    fixed = pc.if_else(empty, pa.scalar(None, type=column.type), column)
-    arrays = [fixed if i == index else batch.column(i) for i in range(batch.num_columns)]
-    return pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
 
 
 class KafkaBatchReader(DataSourceReader):
@@ -183,7 +117,7 @@ class KafkaArrowWriter(DataSourceArrowWriter):
     def write(self, iterator: Iterator[Any]) -> KafkaCommitMessage:
         from kafka_core.spark.write import write_arrow
 
-        return _message(write_arrow(self.options, iterator))
+        return commit_message(write_arrow(self.options, iterator))
 
     def commit(self, messages: list[Any]) -> None:
         _commit(self.options, messages, None)
@@ -199,7 +133,7 @@ class KafkaStreamWriter(_StreamWriterBase):
     def write(self, iterator: Iterator[Any]) -> KafkaCommitMessage:
         from kafka_core.spark.write import write_any
 
-        return _message(write_any(self.options, iterator))
+        return commit_message(write_any(self.options, iterator))
 
     def commit(self, messages: list[Any], batchId: int) -> None:
         _commit(self.options, messages, batchId)

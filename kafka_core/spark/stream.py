@@ -29,7 +29,7 @@ from kafka_core.spark.planning import (
     split_ranges,
     to_json,
 )
-from kafka_core.spark.source import RangePartition, read_partition
+from kafka_core.spark.tasks import RangePartition, read_partition
 
 try:  # 4.2+: admission control and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (

@@ -24,7 +24,7 @@ from kafka_core.spark.options import SinkOptions
 
 if TYPE_CHECKING:
     from kafka_core.producer import PreparedTransaction
-    from kafka_core.spark.source import KafkaCommitMessage
+    from kafka_core.spark.tasks import KafkaCommitMessage
 
 log = logging.getLogger("kafka_core.spark")
 

@@ -23,7 +23,7 @@ from spark_cluster import local_session  # noqa: E402
 from kafka_core import KafkaProducer  # noqa: E402
 from kafka_core.devbroker import TansuBroker  # noqa: E402
 from kafka_core.spark import KafkaDataSource, read_schema  # noqa: E402
-from kafka_core.spark.source import RangePartition  # noqa: E402
+from kafka_core.spark.tasks import RangePartition  # noqa: E402
 
 FMT = "kafka_core"
 

@@ -375,7 +375,8 @@ def _driver_commit_with_one_fenced(bootstrap: str, topic: str) -> tuple[Any, lis
     commits (as a zombie attempt would): the driver's commit must fail naming who committed."""
     from kafka_core.errors import KafkaTransactionError
     from kafka_core.spark.options import parse_sink
-    from kafka_core.spark.source import KafkaArrowWriter, KafkaCommitMessage
+    from kafka_core.spark.source import KafkaArrowWriter
+    from kafka_core.spark.tasks import KafkaCommitMessage
 
     prefix = f"job-{uuid.uuid4().hex[:8]}"
     messages = []
@@ -459,7 +460,8 @@ def test_the_driver_commits_and_aborts_prepared_transactions_on_the_mock(mock_cl
     """The driver's side against librdkafka's mock cluster: tasks 0-2 prepared (by producers that
     then closed, as executors do); commit ends 0 and 1 with COMMIT markers, abort ends 2 with ABORT."""
     from kafka_core.spark.options import parse_sink
-    from kafka_core.spark.source import KafkaArrowWriter, KafkaCommitMessage
+    from kafka_core.spark.source import KafkaArrowWriter
+    from kafka_core.spark.tasks import KafkaCommitMessage
 
     topic = mock_cluster.create_topic(f"m-{uuid.uuid4().hex[:10]}", 2, 3)
     prefix = f"job-{uuid.uuid4().hex[:8]}"

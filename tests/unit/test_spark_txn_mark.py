@@ -89,7 +89,7 @@ def _write(prefix: str = "job") -> tuple[Any, list[Any]]:
     pytest.importorskip("pyspark")
     from kafka_core.producer import PreparedTransaction
     from kafka_core.spark.options import parse_sink
-    from kafka_core.spark.source import KafkaCommitMessage
+    from kafka_core.spark.tasks import KafkaCommitMessage
 
     options = parse_sink({"kafka.bootstrap.servers": "localhost:9", "transactionalIdPrefix": prefix})
     options = dataclasses.replace(options, write_id="w1")

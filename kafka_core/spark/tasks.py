@@ -1,0 +1,84 @@
+"""What a Spark task carries and does, shared by the batch source, the stream reader and the
+transactional driver: a read task's offset range and its reading, a write task's commit message.
+
+Kept below ``source``, ``stream`` and ``txn_driver`` so that none of them imports another for it;
+the classes are pickled between driver and executors under this module's name.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pyspark.sql.datasource import InputPartition, WriterCommitMessage
+
+from kafka_core.spark.options import SourceOptions
+
+if TYPE_CHECKING:
+    from kafka_core.producer import PreparedTransaction
+    from kafka_core.spark.planning import OffsetRange
+    from kafka_core.spark.write import TaskResult
+
+__all__ = ["KafkaCommitMessage", "RangePartition", "commit_message", "read_partition"]
+
+
+class RangePartition(InputPartition):
+    """One task: an offset range and the options to read it with (pickled to the executor)."""
+
+    def __init__(self, options: SourceOptions, offsets: OffsetRange) -> None:
+        super().__init__((offsets.topic, offsets.partition, offsets.start, offsets.end))
+        self.options = options
+        self.range = offsets
+
+
+@dataclass
+class KafkaCommitMessage(WriterCommitMessage):
+    """A write task's counts, logged by the driver when the write commits; in a transactional
+    write also the task's partition and the transaction it prepared, which the driver ends."""
+
+    rows: int = 0
+    bytes: int = 0
+    batches: int = 0
+    task_partition: int = -1
+    prepared: PreparedTransaction | None = None
+
+
+def commit_message(result: TaskResult) -> KafkaCommitMessage:
+    """The message a write task sends the driver, from what it wrote."""
+    c = result.counts
+    return KafkaCommitMessage(
+        rows=c.rows,
+        bytes=c.bytes,
+        batches=c.batches,
+        task_partition=result.task_partition,
+        prepared=result.prepared,
+    )
+
+
+def read_partition(partition: InputPartition) -> Iterator[Any]:
+    """An executor's task. Spark reads one plain ``InputPartition`` when the plan has none."""
+    if not isinstance(partition, RangePartition):
+        return iter(())
+    from kafka_core.spark.read import read_range
+
+    batches = read_range(partition.options, partition.range)
+    if partition.options.include_headers:
+        return (_null_empty_headers(b) for b in batches)
+    return batches
+
+
+def _null_empty_headers(batch: Any) -> Any:
+    """A record without headers has ``headers`` null, not an empty array, as in Spark's connector
+    (its row converter writes null when the record has none)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    index = batch.schema.get_field_index("headers")
+    column = batch.column(index)
+    empty = pc.fill_null(pc.equal(pc.list_value_length(column), 0), True)
+    if not pc.any(empty).as_py():
+        return batch
+    fixed = pc.if_else(empty, pa.scalar(None, type=column.type), column)
+    arrays = [fixed if i == index else batch.column(i) for i in range(batch.num_columns)]
+    return pa.RecordBatch.from_arrays(arrays, schema=batch.schema)
