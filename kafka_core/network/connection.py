@@ -17,6 +17,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from kafka_core._version import __version__
 from kafka_core.errors import (
     KafkaAuthenticationError,
     KafkaClosedError,
@@ -63,15 +64,6 @@ KAFKA4_MIN_VERSIONS: dict[int, int] = {
 DEFAULT_MAX_RESPONSE_SIZE = 100 * 1024 * 1024 + 4096
 UNSUPPORTED_VERSION = 35
 CLIENT_SOFTWARE_NAME = "kafka-core"
-
-
-def _client_version() -> str:
-    try:
-        from kafka_core import __version__
-
-        return __version__
-    except ImportError:  # pragma: no cover - during partial installs
-        return "0"
 
 
 @dataclass(slots=True)
@@ -238,7 +230,7 @@ class BrokerConnection:
             version = min(version, self._api_versions_version)
         for _ in range(3):
             body = ApiVersionsRequest(
-                client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=_client_version()
+                client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=__version__
             )
             resp = await self._request(body, version, self.connect_timeout)
             if resp.error_code == UNSUPPORTED_VERSION and version > 0:
