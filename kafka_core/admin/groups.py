@@ -1,6 +1,6 @@
 """Consumer group administration: list, describe, delete groups; read, alter, delete their offsets.
 
-Everything about a group is asked of its coordinator (found per group, cached by the client);
+Everything about a group is asked of its coordinator (``coordinator.Coordinators``);
 NOT_COORDINATOR or COORDINATOR_NOT_AVAILABLE forget the cached one and the resource goes round
 again, COORDINATOR_LOAD_IN_PROGRESS just waits. list_groups asks every broker and merges.
 """
@@ -8,15 +8,16 @@ again, COORDINATOR_LOAD_IN_PROGRESS just waits. list_groups asks every broker an
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from kafka_core.admin.engine import gather_outcomes, per_coordinator, per_resource
+from kafka_core.admin.coordinator import Coordinators, assigned_partitions, merge_listings
+from kafka_core.admin.engine import call_timeout, gather_outcomes, per_resource
 from kafka_core.admin.results import GroupDescription, GroupListing, MemberDescription, Result
 from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition, as_topic_partition
 from kafka_core.client.operations import OFFSETS_MAX_VERSION
 from kafka_core.client.requests import offset_commit_request, offsets_by_partition
-from kafka_core.consumer.groupmeta import decode_assignment
+from kafka_core.consumer.group.classic_meta import decode_assignment
 from kafka_core.errors import KafkaError, KafkaProtocolError, KafkaUnsupportedVersionError
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import ErrorCode, error_for
@@ -31,7 +32,6 @@ from kafka_core.protocol.messages import (
 if TYPE_CHECKING:
     from kafka_core.client.cluster import KafkaClient
 
-K = TypeVar("K")
 GROUP_ID_NOT_FOUND = 69
 
 
@@ -68,12 +68,6 @@ _STATES = {
 }
 
 
-def _partitions(assignment: Any) -> list[TopicPartition]:
-    if assignment is None:
-        return []
-    return sorted(TopicPartition(t.topic_name, p) for t in assignment.topic_partitions for p in t.partitions)
-
-
 def _consumer_group(g: Any) -> GroupDescription:
     """A KIP-848 group from its ConsumerGroupDescribe answer."""
     members = [
@@ -81,10 +75,10 @@ def _consumer_group(g: Any) -> GroupDescription:
             member_id=m.member_id,
             client_id=m.client_id,
             host=m.client_host,
-            assignment=_partitions(m.assignment),
+            assignment=assigned_partitions(m.assignment),
             group_instance_id=m.instance_id,
             member_epoch=m.member_epoch,
-            target_assignment=_partitions(m.target_assignment),
+            target_assignment=assigned_partitions(m.target_assignment),
             rack_id=m.rack_id,
             subscribed_topics=list(m.subscribed_topic_names or []),
             subscribed_pattern=m.subscribed_topic_regex or None,
@@ -103,35 +97,19 @@ def _consumer_group(g: Any) -> GroupDescription:
     )
 
 
-class GroupsMixin:
-    """Group admin calls of :class:`kafka_core.aio.KafkaAdmin`."""
+class GroupCalls:
+    """The group calls of :class:`kafka_core.aio.KafkaAdmin` (which documents them)."""
 
-    client: KafkaClient
-    default_timeout_ms: float
-
-    def _timeout(self, timeout_ms: float | None) -> float:
-        return self.default_timeout_ms if timeout_ms is None else timeout_ms
-
-    def _group_error(self, group_id: str, code: int, what: str) -> KafkaProtocolError:
-        """The error for a group's answer; a moved coordinator is forgotten so the retry finds the new one."""
-        self.client.note_error(code, coordinator_key=group_id)
-        return error_for(code, f"{what} group {group_id!r}")
-
-    async def _per_coordinator(
-        self,
-        group_ids: list[str],
-        keys_of_group: Callable[[str], list[K]],
-        ask: Callable[[int, list[str]], Awaitable[Mapping[K, Any]]],
-    ) -> dict[K, Any]:
-        return await per_coordinator(
-            lambda g: self.client.find_coordinator(g, 0), group_ids, keys_of_group, ask
-        )
+    def __init__(self, client: KafkaClient, coordinators: Coordinators, default_timeout_ms: float) -> None:
+        self.client = client
+        self.coordinators = coordinators
+        self.default_timeout_ms = default_timeout_ms
 
     async def list_groups(self, *, timeout_ms: float | None = None) -> list[GroupListing]:
         """Every group known to any broker (each broker lists the groups it coordinates)."""
         await self.client.start()
         meta = await self.client.retry(
-            "list_groups: finding brokers", lambda: self.client.metadata([]), self._timeout(timeout_ms)
+            "list_groups: finding brokers", lambda: self.client.metadata([]), call_timeout(timeout_ms, self.default_timeout_ms)
         )
         nodes = sorted(b.node_id for b in meta.brokers)
 
@@ -154,12 +132,8 @@ class GroupsMixin:
         async def attempt(pending: list[int]) -> dict[int, Any]:
             return await gather_outcomes({n: ask(n) for n in pending}, {n: [n] for n in pending})
 
-        results = await per_resource("list_groups", nodes, attempt, self._timeout(timeout_ms))
-        merged: dict[str, GroupListing] = {}
-        for res in results.values():
-            for listing in res.result():  # a broker that never answered fails the whole listing
-                merged.setdefault(listing.group_id, listing)
-        return [merged[g] for g in sorted(merged)]
+        results = await per_resource("list_groups", nodes, attempt, call_timeout(timeout_ms, self.default_timeout_ms))
+        return merge_listings(results)
 
     async def describe_groups(
         self, group_ids: Iterable[str], *, timeout_ms: float | None = None
@@ -184,7 +158,7 @@ class GroupsMixin:
                 ):
                     unknown.append(g.group_id)
                 elif g.error_code:
-                    out[g.group_id] = self._group_error(g.group_id, g.error_code, "describing")
+                    out[g.group_id] = self.coordinators.error(g.group_id, g.error_code, "describing")
                 else:
                     out[g.group_id] = GroupDescription(
                         g.group_id, g.group_state, g.protocol_type, g.protocol_data, _members(g)
@@ -194,9 +168,9 @@ class GroupsMixin:
             return out
 
         async def attempt(pending: list[str]) -> dict[str, Any]:
-            return await self._per_coordinator(pending, lambda g: [g], ask)
+            return await self.coordinators.ask(pending, lambda g: [g], ask)
 
-        return await per_resource("describe_groups", ids, attempt, self._timeout(timeout_ms))
+        return await per_resource("describe_groups", ids, attempt, call_timeout(timeout_ms, self.default_timeout_ms))
 
     async def _describe_consumer_groups(self, node: int, groups: list[str]) -> dict[str, Any]:
         """ConsumerGroupDescribe (API 69) for groups DescribeGroups did not know; a broker
@@ -217,7 +191,7 @@ class GroupsMixin:
             if g.error_code in (ErrorCode.GROUP_ID_NOT_FOUND, ErrorCode.UNSUPPORTED_VERSION):
                 out[g.group_id] = missing(g.group_id)
             elif g.error_code:
-                out[g.group_id] = self._group_error(g.group_id, g.error_code, "describing")
+                out[g.group_id] = self.coordinators.error(g.group_id, g.error_code, "describing")
             else:
                 out[g.group_id] = _consumer_group(g)
         return out
@@ -232,14 +206,14 @@ class GroupsMixin:
         async def ask(node: int, groups: list[str]) -> dict[str, Any]:
             resp = await self.client.send(node, DeleteGroupsRequest(groups_names=groups))
             return {
-                r.group_id: self._group_error(r.group_id, r.error_code, "deleting") if r.error_code else None
+                r.group_id: self.coordinators.error(r.group_id, r.error_code, "deleting") if r.error_code else None
                 for r in resp.results
             }
 
         async def attempt(pending: list[str]) -> dict[str, Any]:
-            return await self._per_coordinator(pending, lambda g: [g], ask)
+            return await self.coordinators.ask(pending, lambda g: [g], ask)
 
-        return await per_resource("delete_groups", ids, attempt, self._timeout(timeout_ms))
+        return await per_resource("delete_groups", ids, attempt, call_timeout(timeout_ms, self.default_timeout_ms))
 
     async def list_group_offsets(
         self,
@@ -251,7 +225,7 @@ class GroupsMixin:
         """The group's committed offsets (all its partitions, or those named); partitions without
         a committed offset are left out."""
         return await self.client.fetch_committed_offsets(
-            group_id, partitions, timeout_ms=self._timeout(timeout_ms)
+            group_id, partitions, timeout_ms=call_timeout(timeout_ms, self.default_timeout_ms)
         )
 
     async def alter_group_offsets(
@@ -275,7 +249,7 @@ class GroupsMixin:
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition_index)
                     out[tp] = (
-                        self._group_error(
+                        self.coordinators.error(
                             group_id, p.error_code, f"committing {t.name}-{p.partition_index} for"
                         )
                         if p.error_code
@@ -284,11 +258,11 @@ class GroupsMixin:
             return out
 
         async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, Any]:
-            return await self._per_coordinator(
+            return await self.coordinators.ask(
                 [group_id], lambda _g: pending, lambda n, gs: ask(n, gs, pending)
             )
 
-        return await per_resource("alter_group_offsets", wanted, attempt, self._timeout(timeout_ms))
+        return await per_resource("alter_group_offsets", wanted, attempt, call_timeout(timeout_ms, self.default_timeout_ms))
 
     async def delete_group_offsets(
         self,
@@ -316,7 +290,7 @@ class GroupsMixin:
             resp = await self.client.send(node, body, version)
             if resp.error_code:  # the whole group failed (unknown group, coordinator moved...)
                 return dict.fromkeys(
-                    pending, self._group_error(group_id, resp.error_code, "deleting offsets of")
+                    pending, self.coordinators.error(group_id, resp.error_code, "deleting offsets of")
                 )
             out: dict[TopicPartition, Any] = {}
             for t in resp.topics:
@@ -333,6 +307,6 @@ class GroupsMixin:
             return out
 
         async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, Any]:
-            return await self._per_coordinator([group_id], lambda _g: pending, lambda n, _gs: ask(n, pending))
+            return await self.coordinators.ask([group_id], lambda _g: pending, lambda n, _gs: ask(n, pending))
 
-        return await per_resource("delete_group_offsets", wanted, attempt, self._timeout(timeout_ms))
+        return await per_resource("delete_group_offsets", wanted, attempt, call_timeout(timeout_ms, self.default_timeout_ms))

@@ -15,9 +15,10 @@ from typing import Any, Self
 
 from kafka_core.client.metadata import TopicPartition, as_topic_partition
 from kafka_core.config import keywords_from_config
-from kafka_core.consumer.fetcher import Fetcher
-from kafka_core.consumer.group import GroupMembership
-from kafka_core.consumer.heartbeat_group import ConsumerGroupMembership
+from kafka_core.consumer.fetch.fetcher import Fetcher
+from kafka_core.consumer.group.classic import GroupMembership
+from kafka_core.consumer.group.kip848 import ConsumerGroupMembership
+from kafka_core.consumer.group.rebalance import CallbackRunner, ConsumerGroupMetadata, ConsumerRebalance
 from kafka_core.consumer.manual import ManualAssignment
 from kafka_core.consumer.message import Deserializer
 from kafka_core.consumer.offsets import ConsumerOffsets
@@ -32,7 +33,6 @@ from kafka_core.consumer.options import (
 from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.policies import GroupProtocol, IsolationLevel, OffsetReset, parse_choice
 from kafka_core.consumer.polling import ConsumerPolling
-from kafka_core.consumer.rebalance import CallbackRunner, ConsumerGroupMetadata, ConsumerRebalance
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import (
     KafkaClosedError,

@@ -12,7 +12,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
-from kafka_core.consumer.rebalance import ConsumerGroupMetadata, RebalanceListener
+from kafka_core.consumer.group.rebalance import ConsumerGroupMetadata, RebalanceListener
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import KafkaError, KafkaTimeoutError
 

@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any
 
 from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
-from kafka_core.consumer.fetcher import Fetcher
+from kafka_core.consumer.fetch.fetcher import Fetcher
 from kafka_core.consumer.message import ConsumedMessage, Deserializer, deserialize_messages
 from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.subscription import SubscriptionState

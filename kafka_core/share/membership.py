@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
-from kafka_core.consumer.heartbeat_group import new_member_id
+from kafka_core.consumer.group.kip848 import new_member_id
 from kafka_core.consumer.outage import OutageTracker
 from kafka_core.errors import (
     KafkaAuthenticationError,

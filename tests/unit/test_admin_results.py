@@ -29,7 +29,7 @@ from kafka_core.admin.admin import KafkaAdmin
 from kafka_core.admin.engine import per_resource
 from kafka_core.admin.offsets import spec_timestamp
 from kafka_core.client.metadata import BrokerMeta, ClusterMeta, PartitionMeta, TopicMeta
-from kafka_core.consumer.groupmeta import Assignment, encode_assignment
+from kafka_core.consumer.group.classic_meta import Assignment, encode_assignment
 from kafka_core.errors import (
     KafkaConfigError,
     KafkaProtocolError,

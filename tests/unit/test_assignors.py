@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_core.consumer.assignors import (
+from kafka_core.consumer.group.assignors import (
     CooperativeStickyAssignor,
     MemberInfo,
     RangeAssignor,
     RoundRobinAssignor,
     get_assignor,
 )
-from kafka_core.consumer.groupmeta import (
+from kafka_core.consumer.group.classic_meta import (
     Assignment,
     Subscription,
     decode_assignment,

@@ -8,7 +8,7 @@ import pytest
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.codec import encode_record_batch
-from kafka_core.consumer.fetchresult import PartitionFetch, aborted_ranges, scan_batches
+from kafka_core.consumer.fetch.results import PartitionFetch, aborted_ranges, scan_batches
 from kafka_core.errors import KafkaCodecError
 
 TP = TopicPartition("t", 0)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from kafka_core.consumer.groupmeta import (
+from kafka_core.consumer.group.classic_meta import (
     Assignment,
     Subscription,
     decode_assignment,

@@ -14,7 +14,7 @@ from fakes.kip848_coordinator import TP2, FakeCoordinator, member, until
 
 from kafka_core.client.metadata import ClusterMeta, PartitionMeta, TopicMeta, TopicPartition
 from kafka_core.consumer.consumer import KafkaConsumer
-from kafka_core.consumer.heartbeat_group import ConsumerGroupMembership
+from kafka_core.consumer.group.kip848 import ConsumerGroupMembership
 from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.policies import GroupProtocol
 from kafka_core.consumer.subscription import SubscriptionState

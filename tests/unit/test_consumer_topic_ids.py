@@ -11,7 +11,7 @@ from fakes.consumer_helpers import T, consume, fill, new, run
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.consumer import KafkaConsumer
-from kafka_core.consumer.fetchrequest import topics_of
+from kafka_core.consumer.fetch.requests import topics_of
 from kafka_core.errors import KafkaProtocolError
 from kafka_core.protocol.messages import FetchRequest, FetchResponse
 

@@ -17,11 +17,11 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
-from kafka_core.consumer.rebalance import RebalanceListener
+from kafka_core.consumer.group.rebalance import RebalanceListener
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import KafkaClosedError, KafkaError
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("kafka_core.consumer.reconcile")  # its name before the move: log filters keep working
 
 # The broker's assignment: topic id -> partitions.
 Target = dict[uuid.UUID, set[int]]

@@ -10,7 +10,7 @@ from collections import deque
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
-from kafka_core.consumer.fetchresult import PartitionFetch
+from kafka_core.consumer.fetch.results import PartitionFetch
 from kafka_core.consumer.message import ConsumedMessage
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.metrics.registry import ConsumerMetrics

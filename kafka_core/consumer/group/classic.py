@@ -22,16 +22,16 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
-from kafka_core.consumer.assignors import COOPERATIVE, get_assignor
-from kafka_core.consumer.groupmeta import (
+from kafka_core.consumer.group.assignors import COOPERATIVE, get_assignor
+from kafka_core.consumer.group.classic_leader import leader_plan
+from kafka_core.consumer.group.classic_meta import (
     Subscription,
     decode_assignment,
     encode_assignment,
     encode_subscription,
 )
-from kafka_core.consumer.leader import leader_plan
+from kafka_core.consumer.group.rebalance import ConsumerGroupMetadata, RebalanceListener
 from kafka_core.consumer.outage import OutageTracker
-from kafka_core.consumer.rebalance import ConsumerGroupMetadata, RebalanceListener
 from kafka_core.consumer.subscription import SubscriptionState, topics_matching
 from kafka_core.errors import (
     KafkaAuthenticationError,
@@ -52,7 +52,7 @@ from kafka_core.protocol.messages import (
     SyncGroupRequest,
 )
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("kafka_core.consumer.group")  # its name before the move: log filters keep working
 
 METADATA_CHECK_S = 5.0
 # A further connection to the coordinator for JoinGroup/SyncGroup (far above any fetch lane).

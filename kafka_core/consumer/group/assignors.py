@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from kafka_core.consumer.groupmeta import Assignment, Subscription
+from kafka_core.consumer.group.classic_meta import Assignment, Subscription
 
 EAGER = "eager"
 COOPERATIVE = "cooperative"

@@ -27,20 +27,20 @@ from collections.abc import Iterable
 from typing import Any
 
 from kafka_core.client.metadata import EARLIEST, LATEST, EpochEndOffset, TopicPartition
-from kafka_core.consumer.fetchbuffer import FetchBuffer
-from kafka_core.consumer.fetchrequest import FetchRequests, cached_topic_ids, topics_of
-from kafka_core.consumer.fetchresult import PartitionFetch, scan_batches
+from kafka_core.consumer.fetch.buffer import FetchBuffer
+from kafka_core.consumer.fetch.requests import FetchRequests, cached_topic_ids, topics_of
+from kafka_core.consumer.fetch.results import PartitionFetch, scan_batches
+from kafka_core.consumer.fetch.validation import PositionValidator
 from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.policies import IsolationLevel, OffsetReset
 from kafka_core.consumer.subscription import SubscriptionState
-from kafka_core.consumer.validation import PositionValidator
 from kafka_core.errors import KafkaClosedError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from kafka_core.metrics.registry import ConsumerMetrics
 from kafka_core.network.backoff import Backoff
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import RETRIABLE_FETCH_CODES, ErrorCode, error_for
 
-log = logging.getLogger(__name__)
+log = logging.getLogger("kafka_core.consumer.fetcher")  # its name before the move: log filters keep working
 
 # The fetch loop's lanes are FETCH_LANE_BASE, FETCH_LANE_BASE + 1, ...: never lane 0, the
 # connection of the client's other requests. A broker answers one connection's requests in

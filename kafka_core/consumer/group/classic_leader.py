@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kafka_core.consumer.assignors import MemberInfo
-from kafka_core.consumer.groupmeta import Assignment, decode_subscription
+from kafka_core.consumer.group.assignors import MemberInfo
+from kafka_core.consumer.group.classic_meta import Assignment, decode_subscription
 from kafka_core.protocol.errors import ErrorCode, error_for
 
 

@@ -22,9 +22,9 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kafka_core.consumer.group.kip848_reconcile import Reconciler, Target
+from kafka_core.consumer.group.rebalance import ConsumerGroupMetadata, RebalanceListener
 from kafka_core.consumer.outage import OutageTracker
-from kafka_core.consumer.rebalance import ConsumerGroupMetadata, RebalanceListener
-from kafka_core.consumer.reconcile import Reconciler, Target
 from kafka_core.consumer.subscription import SubscriptionState, topics_matching
 from kafka_core.errors import (
     KafkaAuthenticationError,
@@ -46,7 +46,9 @@ from kafka_core.protocol.errors import (
 )
 from kafka_core.protocol.messages import ConsumerGroupHeartbeatRequest
 
-log = logging.getLogger(__name__)
+log = logging.getLogger(
+    "kafka_core.consumer.heartbeat_group"
+)  # its name before the move: log filters keep working
 
 UNSUPPORTED = (
     "the broker does not support the KIP-848 consumer group protocol (ConsumerGroupHeartbeat); "
