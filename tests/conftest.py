@@ -5,9 +5,10 @@ The broker is ``KAFKA_BOOTSTRAP_SERVERS`` when set (any cluster; Apache Kafka un
 ``KAFKA_BROKER_FLAVOR`` says otherwise), else the one ``KAFKA_CORE_TEST_BROKER`` names, started
 once per session: ``tansu`` (the default), ``kafka`` (Apache Kafka from its Maven Central jars,
 ``KAFKA_CORE_KAFKA_VERSION`` or the newest supported) or ``seaweedfs`` (the SeaweedFS Kafka
-gateway, ``$SEAWEEDFS_GATEWAY_BIN`` or built from tools/seaweedfs-gateway). ``kafka_three`` is a three-node Apache
-Kafka cluster, started on demand for the replication tests. Under ``CI=true`` a broker that
-cannot be had fails the run; it is never skipped there.
+gateway, ``$SEAWEEDFS_GATEWAY_BIN`` or built from kafka_core/devtools/brokers/seaweedfs_gateway). ``kafka_three`` is a three-node Apache
+Kafka cluster, started on demand for the replication tests. A broker that cannot be had fails the
+run, in CI or not; only ``KAFKA_CORE_ALLOW_SKIP=1`` makes it a skip, named in the summary
+(tests/prerequisites.py).
 """
 
 from __future__ import annotations
@@ -17,10 +18,11 @@ import os
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import Any, NoReturn
 
 import pytest
 from fakes.topics import wait_writable
+from prerequisites import ALLOW_SKIP, skips_allowed, summary_lines, unavailable
 from report_guard import with_line_numbers
 
 import kafka_core.codec
@@ -28,7 +30,6 @@ from kafka_core._env import env_flag
 from kafka_core.chaos.mockcluster import MockCluster, MockClusterError
 from kafka_core.devbroker import KAFKA_VERSION, BrokerStartError, KafkaCluster, SeaweedGateway, TansuBroker
 
-IN_CI = env_flag("CI")
 EXTERNAL_BROKER = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
 EMBEDDED = os.environ.get("KAFKA_CORE_TEST_BROKER", "tansu").strip().lower()
 if EMBEDDED not in ("tansu", "kafka", "seaweedfs"):
@@ -55,16 +56,33 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         broker = "embedded SeaweedFS Kafka gateway (started on demand)"
     else:
         broker = "embedded tansu (started on demand)"
-    return [f"kafka_core codec: {kafka_core.codec.IMPLEMENTATION}; broker: {broker} ({BROKER_FLAVOR})"]
+    header = [f"kafka_core codec: {kafka_core.codec.IMPLEMENTATION}; broker: {broker} ({BROKER_FLAVOR})"]
+    if skips_allowed():
+        header.append(f"{ALLOW_SKIP}=1: tests whose prerequisites are missing skip instead of failing")
+    return header
 
 
-def _broker_unavailable(what: str, exc: Exception) -> None:
-    if IN_CI:
-        pytest.fail(f"CI needs {what} and it could not be started: {exc}", pytrace=False)
-    pytest.skip(f"no {what}: {exc}")
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    """The skips KAFKA_CORE_ALLOW_SKIP allowed, said last, where a green run cannot hide them."""
+    reasons = [
+        str(report.longrepr[2])
+        for report in terminalreporter.stats.get("skipped", ())
+        if isinstance(report.longrepr, tuple)
+    ]
+    lines = summary_lines(reasons)
+    if lines:
+        terminalreporter.section("skipped for want of a prerequisite", sep="!", yellow=True, bold=True)
+        for line in lines:
+            terminalreporter.write_line(line, yellow=True, bold=True)
+
+
+def _broker_unavailable(what: str, exc: Exception) -> NoReturn:
+    unavailable(what, f"it did not start: {exc}")
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    if skips_allowed() and env_flag("CI"):
+        raise pytest.UsageError(f"{ALLOW_SKIP} is set under CI=true: CI runs every test, it skips none")
     config.addinivalue_line(
         "markers",
         "seaweed_deviation(reason): asserts Apache Kafka's behaviour where the SeaweedFS Kafka "
@@ -96,10 +114,16 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split(".")[:3] if part.isdigit())
 
 
+# tryfirst: before pytest-xdist's own hook reads the xdist_group markers added here.
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if "bootstrap_servers" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.broker)
+        if "kafka_three" in getattr(item, "fixturenames", ()):
+            # Under xdist (`--dist loadgroup`) every test of the three-node cluster goes to one
+            # worker, so a run starts one such cluster, not one per worker.
+            item.add_marker(pytest.mark.xdist_group("kafka_three"))
         module = getattr(item, "module", None)
         if module is not None and module.__name__.rsplit(".", 1)[-1] in COMPAT_MODULES:
             item.add_marker(pytest.mark.compat)
@@ -137,7 +161,9 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
 
 def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
     path = os.environ.get("KAFKA_CORE_COMPAT_REPORT")
-    if path and _COMPAT_RESULTS:
+    # Under xdist the controller sees every worker's reports and writes the file; a worker,
+    # which saw only its own tests, does not.
+    if path and _COMPAT_RESULTS and not hasattr(session.config, "workerinput"):
         import json
 
         broker = EXTERNAL_BROKER or _SERVER_NAMES[EMBEDDED]
@@ -160,7 +186,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 @contextlib.contextmanager
 def _started_kafka(nodes: int, what: str) -> Iterator[KafkaCluster]:
     """An Apache Kafka of ``nodes`` nodes, started, closed after; one that cannot start fails the
-    run in CI (skips elsewhere), naming ``what`` needed it."""
+    test (a skip only under KAFKA_CORE_ALLOW_SKIP=1), naming ``what`` needed it."""
     cluster = KafkaCluster(nodes, version=KAFKA_TEST_VERSION)
     try:
         cluster.start()

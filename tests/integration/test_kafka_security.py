@@ -18,9 +18,9 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from prerequisites import unavailable
 
 from kafka_core import KafkaAdmin, KafkaConsumer, KafkaProducer, NewTopic
-from kafka_core._env import env_flag
 from kafka_core.admin import (
     AclBinding,
     AclBindingFilter,
@@ -58,9 +58,7 @@ def cluster(kafka_cluster: KafkaCluster | None) -> Iterator[KafkaCluster]:
         own.start()
     except BrokerStartError as exc:
         own.close()
-        if env_flag("CI"):
-            pytest.fail(f"CI needs Apache Kafka for the security tests: {exc}", pytrace=False)
-        pytest.skip(f"no Apache Kafka: {exc}")
+        unavailable("Apache Kafka (the security tests)", f"it did not start: {exc}")
     try:
         yield own
     finally:

@@ -7,8 +7,9 @@ kafka_core (installed in that environment) imports there as it would on a cluste
 pip-installed on every node. ``test_spark_submit_with_an_environment_shipped_by_archives`` checks
 the other route of docs/spark-cluster.md: an environment sent with ``--archives``.
 
-Outside CI the module is skipped when pyspark or Java is missing; under ``CI=true`` it fails
-instead, and a cluster that does not start fails everywhere, with the logs in the message.
+The module fails when pyspark or Java is missing (a skip only under ``KAFKA_CORE_ALLOW_SKIP=1``,
+tests/prerequisites.py), and a cluster that does not start fails always, with the logs in the
+message.
 """
 
 from __future__ import annotations
@@ -33,31 +34,24 @@ import pytest
 
 import kafka_core
 import kafka_core.codec
-from kafka_core._env import env_flag
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from prerequisites import unavailable
 from spark_cluster import HOST, SparkClusterError, SparkStandaloneCluster, log_tail
 
-IN_CI = env_flag("CI")
 ROWS = 20_000
 PARTITIONS = 3
 EXECUTORS = 2
 SUBMIT_TIMEOUT = 300.0
 
 
-def _unavailable(reason: str) -> None:
-    if IN_CI:
-        pytest.fail(f"CI runs the Spark cluster tests and they cannot run here: {reason}", pytrace=False)
-    pytest.skip(reason, allow_module_level=True)
-
-
 try:
     from pyspark import cloudpickle
     from pyspark.sql import DataFrame, SparkSession
 except ImportError as exc:  # pragma: no cover - depends on the environment
-    _unavailable(f"pyspark is not installed ({exc}); pip install '.[spark]'")
+    unavailable("pyspark (the Spark cluster tests)", f"{exc}; pip install '.[spark]'")
 if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):  # pragma: no cover
-    _unavailable("no Java on PATH and no JAVA_HOME: Spark needs Java 17")
+    unavailable("Java 17 (the Spark cluster tests)", "no java on PATH and no JAVA_HOME")
 
 # Executors cannot import this test module: ship the functions defined here by value.
 cloudpickle.register_pickle_by_value(sys.modules[__name__])

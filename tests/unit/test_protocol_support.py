@@ -3,8 +3,8 @@
 Strategies are built from the field schemas (messages/_schema.py, the generator's loader model
 written out as data), not from the generated classes' wire code, so a generator bug cannot hide
 by agreeing with itself; and they need no file outside the repository. Only the drift check reads
-the JSON definitions: ``need_definitions()`` skips without them, except under ``CI=true``, where
-their absence fails. ``KAFKA_CORE_PROTOCOL_DEFINITIONS`` points at another definitions folder.
+the JSON definitions: ``need_definitions()`` fails without them (a skip only under
+``KAFKA_CORE_ALLOW_SKIP=1``, tests/prerequisites.py). ``KAFKA_CORE_PROTOCOL_DEFINITIONS`` points at another definitions folder.
 """
 
 from __future__ import annotations
@@ -16,10 +16,9 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-import pytest
 from hypothesis import strategies as st
+from prerequisites import unavailable
 
-from kafka_core._env import env_flag
 from kafka_core.protocol import messages
 from kafka_core.protocol.messages._schema import SCHEMA
 
@@ -45,29 +44,25 @@ def definitions_dir() -> Path:
 
 
 def need_definitions() -> Path:
-    """The definitions folder; a skip without it, a failure under CI=true (the drift check must run)."""
+    """The definitions folder; a failure without it (the drift check must run), a skip only under
+    KAFKA_CORE_ALLOW_SKIP=1."""
     path = definitions_dir()
     if not path.is_dir():
-        message = f"Kafka message definitions not found at {path}"
-        if env_flag("CI"):
-            pytest.fail(f"{message} (CI=true: the drift check must run)")
-        pytest.skip(message)
+        unavailable("Kafka's message definitions (the drift check)", f"not found at {path}")
     return path
 
 
 def need_newer_jar() -> Path:
     """The kafka-clients jar the share-group definitions come from (tools/protocol_gen/newer.py).
 
-    Fetched with Maven into the cache when absent; a skip when that fails, except under CI=true.
+    Fetched with Maven into the cache when absent; a failure when that fails, as the definitions.
     """
     from protocol_gen.newer import newer_jar  # on sys.path once gen_protocol is loaded
 
     try:
         return newer_jar()
     except Exception as exc:  # no Maven, no network: the same rule as the definitions folder
-        if env_flag("CI"):
-            pytest.fail(f"the kafka-clients jar could not be had (CI=true: the drift check must run): {exc}")
-        pytest.skip(f"the kafka-clients jar could not be had: {exc}")
+        unavailable("the kafka-clients jar (the drift check)", exc)
 
 
 @cache

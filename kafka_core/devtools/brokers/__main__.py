@@ -1,0 +1,93 @@
+"""``python -m kafka_core.devbroker [--broker tansu|kafka] [--nodes 3] [--json]``: run a broker
+until interrupted. With ``--json`` the first stdout line is one JSON object (``bootstrap``,
+``listeners``, ``users``, ``nodes``) for scripts; without it, a sentence for people."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import signal
+import sys
+import time
+from types import FrameType
+
+from kafka_core.devbroker.common import BrokerStartError
+from kafka_core.devbroker.kafka import KafkaCluster
+from kafka_core.devbroker.kafka_jars import KAFKA_VERSION
+from kafka_core.devbroker.tansu import TansuBroker
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m kafka_core.devbroker", description=__doc__)
+    parser.add_argument(
+        "port", nargs="?", type=int, help="Tansu's port (default 9092); Kafka picks free ports"
+    )
+    parser.add_argument("--broker", choices=("tansu", "kafka"), default="tansu")
+    parser.add_argument("--nodes", type=int, choices=(1, 3), default=1, help="Apache Kafka nodes")
+    parser.add_argument(
+        "--version", default=KAFKA_VERSION, help=f"Apache Kafka version (default {KAFKA_VERSION})"
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON line describing the broker first")
+    return parser
+
+
+def _describe_tansu(broker: TansuBroker) -> dict[str, object]:
+    return {
+        "broker": "tansu",
+        "bootstrap": broker.bootstrap,
+        "listeners": {"PLAINTEXT": [broker.bootstrap]},
+        "users": [],
+        "nodes": [{"id": 0, "pid": broker.pid, "port": broker.port, "log": str(broker.log_path)}],
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    if args.broker == "tansu" and args.nodes != 1:
+        print("devbroker: Tansu runs as one node; --nodes 3 needs --broker kafka", file=sys.stderr)
+        return 2
+
+    def on_term(signum: int, frame: FrameType | None) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_term)
+    broker: TansuBroker | KafkaCluster
+    try:
+        if args.broker == "kafka":
+            broker = KafkaCluster(args.nodes, version=args.version)
+        else:
+            broker = TansuBroker(args.port or 9092)
+        try:
+            broker.start()
+        except BaseException:
+            broker.close()
+            raise
+    except BrokerStartError as exc:
+        print(f"devbroker: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    try:
+        info = broker.describe() if isinstance(broker, KafkaCluster) else _describe_tansu(broker)
+        if args.json:
+            print(json.dumps(info), flush=True)
+        else:
+            name = (
+                f"Apache Kafka {args.version} ({args.nodes} node{'s' if args.nodes > 1 else ''})"
+                if args.broker == "kafka"
+                else "tansu"
+            )
+            started = f" in {info['start_seconds']} s" if info.get("start_seconds") is not None else ""
+            print(f"{name} listening on {broker.bootstrap}{started}; Ctrl-C stops it", flush=True)
+        while broker.running:
+            time.sleep(0.5)
+        print("devbroker: the broker stopped by itself", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 0
+    finally:
+        broker.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
