@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from kafka_core.admin.engine import per_resource
+from kafka_core.admin.engine import call_timeout, per_resource
 from kafka_core.admin.results import (
     AclBinding,
     AclBindingFilter,
@@ -46,17 +46,16 @@ def _binding(resource: Any, acl: Any) -> AclBinding:
     )
 
 
-class AclsMixin:
-    """ACL admin calls of :class:`kafka_core.aio.KafkaAdmin`."""
+class AclCalls:
+    """The ACL calls of :class:`kafka_core.aio.KafkaAdmin` (which documents them)."""
 
-    client: KafkaClient
-    default_timeout_ms: float
+    def __init__(self, client: KafkaClient, default_timeout_ms: float) -> None:
+        self.client = client
+        self.default_timeout_ms = default_timeout_ms
 
     async def describe_acls(
         self, acl_filter: AclBindingFilter | None = None, *, timeout_ms: float | None = None
     ) -> list[AclBinding]:
-        """The ACLs matching ``acl_filter`` (default: all). SECURITY_DISABLED when the cluster
-        has no authorizer."""
         await self.client.start()
         f = acl_filter or AclBindingFilter()
 
@@ -73,7 +72,6 @@ class AclsMixin:
     async def create_acls(
         self, bindings: Iterable[AclBinding], *, timeout_ms: float | None = None
     ) -> dict[AclBinding, Result[None]]:
-        """Create ACLs; each binding gets its own Result."""
         await self.client.start()
         wanted = list(bindings)
         cls = CreateAclsRequest.AclCreation
@@ -102,13 +100,12 @@ class AclsMixin:
                 for b, r in zip(pending, resp.results, strict=False)
             }
 
-        timeout = self.default_timeout_ms if timeout_ms is None else timeout_ms
+        timeout = call_timeout(timeout_ms, self.default_timeout_ms)
         return await per_resource("create_acls", wanted, attempt, timeout)
 
     async def delete_acls(
         self, filters: Iterable[AclBindingFilter], *, timeout_ms: float | None = None
     ) -> dict[AclBindingFilter, Result[list[AclBinding]]]:
-        """Delete the ACLs matching each filter; each Result lists the ACLs that filter deleted."""
         await self.client.start()
         wanted = list(filters)
 
@@ -127,5 +124,5 @@ class AclsMixin:
                 out[f] = [_binding(m, m) for m in r.matching_acls]
             return out
 
-        timeout = self.default_timeout_ms if timeout_ms is None else timeout_ms
+        timeout = call_timeout(timeout_ms, self.default_timeout_ms)
         return await per_resource("delete_acls", wanted, attempt, timeout)

@@ -1,28 +1,49 @@
 """The asyncio admin client: topics, configs, groups, offsets and ACLs over one ``KafkaClient``.
 
-Each family of calls lives in its own mixin module (topics, configs, groups, share_groups,
-offsets, acls); this class owns the client they share and its lifecycle. Calls over many resources return
+Each family of calls is a part of its own (``topics``, ``configs``, ``groups``, ``share_groups``,
+``offsets``, ``acls``), built here with the client it works over; this class owns that client and
+its lifecycle, documents each call and hands it to its part. Calls over many resources return
 ``{key: Result}``; see ``kafka_core.admin.results``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-from kafka_core.admin.acls import AclsMixin
-from kafka_core.admin.configs import ConfigsMixin
-from kafka_core.admin.groups import GroupsMixin
-from kafka_core.admin.offsets import OffsetsMixin
-from kafka_core.admin.share_groups import ShareGroupsMixin
-from kafka_core.admin.topics import TopicsMixin
+from kafka_core.admin.acls import AclCalls
+from kafka_core.admin.configs import ConfigCalls
+from kafka_core.admin.coordinator import Coordinators
+from kafka_core.admin.groups import GroupCalls
+from kafka_core.admin.offsets import OffsetCalls
+from kafka_core.admin.share_groups import ShareGroupCalls
+from kafka_core.admin.topics import TopicCalls
 from kafka_core.client.cluster import KafkaClient
 from kafka_core.config import keywords_from_config
+
+if TYPE_CHECKING:
+    from kafka_core.admin.configs import ConfigChanges
+    from kafka_core.admin.offsets import OffsetSpec
+    from kafka_core.admin.results import (
+        AclBinding,
+        AclBindingFilter,
+        ClusterDescription,
+        ConfigEntry,
+        ConfigResource,
+        GroupDescription,
+        GroupLag,
+        GroupListing,
+        Result,
+        SharePartitionOffset,
+        TopicDescription,
+    )
+    from kafka_core.client.metadata import ListedOffset, NewTopic, OffsetAndMetadata, TopicPartition
+    from kafka_core.consumer.policies import IsolationLevel
 
 DEFAULT_API_TIMEOUT_MS = 60_000
 
 
-class KafkaAdmin(TopicsMixin, ConfigsMixin, GroupsMixin, ShareGroupsMixin, OffsetsMixin, AclsMixin):
+class KafkaAdmin:
     """Asyncio admin client. ``async with KafkaAdmin(bootstrap_servers=...) as admin: ...``.
 
     Takes the same options as :class:`kafka_core.aio.KafkaClient`; unlike it, the admin never
@@ -37,6 +58,14 @@ class KafkaAdmin(TopicsMixin, ConfigsMixin, GroupsMixin, ShareGroupsMixin, Offse
         client_options.setdefault("client_id", "kafka-core-admin")
         self.client = KafkaClient(bootstrap_servers, **client_options)
         self.default_timeout_ms = float(client_options.get("api_timeout_ms", DEFAULT_API_TIMEOUT_MS))
+        client, timeout = self.client, self.default_timeout_ms
+        coordinators = Coordinators(client)
+        self._topics = TopicCalls(client, timeout)
+        self._configs = ConfigCalls(client, timeout)
+        self._offsets = OffsetCalls(client, timeout)
+        self._groups = GroupCalls(client, coordinators, timeout)
+        self._share_groups = ShareGroupCalls(client, coordinators, self._offsets, timeout)
+        self._acls = AclCalls(client, timeout)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> Self:
@@ -62,6 +91,275 @@ class KafkaAdmin(TopicsMixin, ConfigsMixin, GroupsMixin, ShareGroupsMixin, Offse
     def metrics(self) -> dict[str, Any]:
         """A snapshot of the underlying client's counters (requests, errors, latency by API)."""
         return self.client.metrics()
+
+    # -- topics --------------------------------------------------------------------------------------
+
+    async def create_topics(
+        self,
+        new_topics: Iterable[NewTopic | str],
+        *,
+        validate_only: bool = False,
+        timeout_ms: float = 30_000,
+    ) -> dict[str, Result[None]]:
+        """Create topics; ``{name: Result}`` (TOPIC_ALREADY_EXISTS lands in that topic's Result).
+
+        ``validate_only`` asks the broker to check the request without creating anything."""
+        return await self._topics.create_topics(
+            new_topics, validate_only=validate_only, timeout_ms=timeout_ms
+        )
+
+    async def delete_topics(
+        self, names: Iterable[str], *, timeout_ms: float = 30_000
+    ) -> dict[str, Result[None]]:
+        """Delete topics by name; an unknown topic gets UNKNOWN_TOPIC_OR_PARTITION in its Result."""
+        return await self._topics.delete_topics(names, timeout_ms=timeout_ms)
+
+    async def list_topics(self, *, internal: bool = False, timeout_ms: float | None = None) -> list[str]:
+        """Names of the cluster's topics, sorted; internal ones (``__consumer_offsets``) on request."""
+        return await self._topics.list_topics(internal=internal, timeout_ms=timeout_ms)
+
+    async def describe_topics(
+        self, names: Iterable[str] | None = None, *, timeout_ms: float | None = None
+    ) -> dict[str, Result[TopicDescription]]:
+        """Partitions, leaders, replicas and ISR per topic (``None``: every topic)."""
+        return await self._topics.describe_topics(names, timeout_ms=timeout_ms)
+
+    async def describe_cluster(self, *, timeout_ms: float | None = None) -> ClusterDescription:
+        """Cluster id, controller and brokers (DescribeCluster where offered, else Metadata)."""
+        return await self._topics.describe_cluster(timeout_ms=timeout_ms)
+
+    async def create_partitions(
+        self,
+        new_totals: Mapping[str, int],
+        *,
+        validate_only: bool = False,
+        timeout_ms: float = 30_000,
+    ) -> dict[str, Result[None]]:
+        """Grow topics to ``{topic: total partition count}`` (Kafka never shrinks a topic).
+
+        Raises KafkaUnsupportedVersionError when the controller does not offer CreatePartitions."""
+        return await self._topics.create_partitions(
+            new_totals, validate_only=validate_only, timeout_ms=timeout_ms
+        )
+
+    # -- configs -------------------------------------------------------------------------------------
+
+    async def describe_configs(
+        self,
+        resources: Iterable[ConfigResource | tuple[str | int, str | int]],
+        *,
+        include_synonyms: bool = False,
+        timeout_ms: float | None = None,
+    ) -> dict[ConfigResource, Result[dict[str, ConfigEntry]]]:
+        """Each resource's configs as ``{name: ConfigEntry}``."""
+        return await self._configs.describe_configs(
+            resources, include_synonyms=include_synonyms, timeout_ms=timeout_ms
+        )
+
+    async def incremental_alter_configs(
+        self,
+        changes: Mapping[ConfigResource | tuple[str | int, str | int], ConfigChanges],
+        *,
+        validate_only: bool = False,
+        timeout_ms: float | None = None,
+    ) -> dict[ConfigResource, Result[None]]:
+        """Change only the named configs: ``{ConfigResource.topic("t"): {"retention.ms": "1000"}}``
+        (a None value deletes, restoring the default), or lists of :class:`AlterConfigOp`."""
+        return await self._configs.incremental_alter_configs(
+            changes, validate_only=validate_only, timeout_ms=timeout_ms
+        )
+
+    # -- groups --------------------------------------------------------------------------------------
+
+    async def list_groups(self, *, timeout_ms: float | None = None) -> list[GroupListing]:
+        """Every group known to any broker (each broker lists the groups it coordinates)."""
+        return await self._groups.list_groups(timeout_ms=timeout_ms)
+
+    async def describe_groups(
+        self, group_ids: Iterable[str], *, timeout_ms: float | None = None
+    ) -> dict[str, Result[GroupDescription]]:
+        """State, protocol and members (with their assigned partitions) per group.
+
+        Classic groups by DescribeGroups; a KIP-848 group (``group_protocol="consumer"``), which
+        Kafka 4 does not describe that way (GROUP_ID_NOT_FOUND, "not a classic group"), by
+        ConsumerGroupDescribe, as Java's describeConsumerGroups: members with their epochs and
+        current and target assignments (``group_type="consumer"``). A group the coordinator
+        does not know (state Dead) gets GROUP_ID_NOT_FOUND, as in Java."""
+        return await self._groups.describe_groups(group_ids, timeout_ms=timeout_ms)
+
+    async def delete_groups(
+        self, group_ids: Iterable[str], *, timeout_ms: float | None = None
+    ) -> dict[str, Result[None]]:
+        """Delete empty groups (and their offsets); a group with members gets NON_EMPTY_GROUP."""
+        return await self._groups.delete_groups(group_ids, timeout_ms=timeout_ms)
+
+    async def list_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition | tuple[str, int]] | None = None,
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        """The group's committed offsets (all its partitions, or those named); partitions without
+        a committed offset are left out."""
+        return await self._groups.list_group_offsets(group_id, partitions, timeout_ms=timeout_ms)
+
+    async def alter_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition | tuple[str, int], int | OffsetAndMetadata],
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, Result[None]]:
+        """Set committed offsets of a group with no active members (else UNKNOWN_MEMBER_ID)."""
+        return await self._groups.alter_group_offsets(group_id, offsets, timeout_ms=timeout_ms)
+
+    async def delete_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition | tuple[str, int]],
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, Result[None]]:
+        """Forget the group's committed offsets for these partitions (OffsetDelete, Kafka 2.4+).
+
+        Raises KafkaUnsupportedVersionError when the coordinator does not offer OffsetDelete."""
+        return await self._groups.delete_group_offsets(group_id, partitions, timeout_ms=timeout_ms)
+
+    # -- share groups --------------------------------------------------------------------------------
+
+    async def list_share_groups(
+        self, *, states: Iterable[str] | None = None, timeout_ms: float | None = None
+    ) -> list[GroupListing]:
+        """Every share group of the cluster (ListGroups with the type filter "share"), sorted by
+        id; ``states`` keeps those in one of the states given (e.g. ``["Stable"]``)."""
+        return await self._share_groups.list_share_groups(states=states, timeout_ms=timeout_ms)
+
+    async def describe_share_groups(
+        self, group_ids: Iterable[str], *, timeout_ms: float | None = None
+    ) -> dict[str, Result[GroupDescription]]:
+        """State, group and assignment epochs, members with their assigned partitions, per group.
+
+        A group that does not exist, or is not a share group, gets GROUP_ID_NOT_FOUND."""
+        return await self._share_groups.describe_share_groups(group_ids, timeout_ms=timeout_ms)
+
+    async def delete_share_groups(
+        self, group_ids: Iterable[str], *, timeout_ms: float | None = None
+    ) -> dict[str, Result[None]]:
+        """Delete share groups with no members, and their start offsets (DeleteGroups); a group
+        with members gets NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND."""
+        return await self._share_groups.delete_share_groups(group_ids, timeout_ms=timeout_ms)
+
+    async def list_share_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition | tuple[str, int]] | None = None,
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, SharePartitionOffset]:
+        """The group's start offset per partition (all the partitions it has state for, or those
+        named), with the broker's lag where it gives one (Kafka 4.2+, KIP-1226).
+
+        Raises the group's error (GROUP_ID_NOT_FOUND for a group that does not exist); a
+        partition's own error is in its :class:`SharePartitionOffset`."""
+        return await self._share_groups.list_share_group_offsets(group_id, partitions, timeout_ms=timeout_ms)
+
+    async def share_group_lag(
+        self,
+        group_id: str,
+        *,
+        isolation_level: str | IsolationLevel = "read_uncommitted",
+        timeout_ms: float | None = None,
+    ) -> GroupLag:
+        """Each partition's start offset (``committed``) against its end offset, and the records
+        not yet acknowledged between them (``lag``; the broker's own count where it gives one,
+        which leaves out records acknowledged ahead of the start, else end - start).
+
+        A partition whose share state is not initialized yet (no member fetched it) has
+        ``committed=None`` and ``lag=None``."""
+        return await self._share_groups.share_group_lag(
+            group_id, isolation_level=isolation_level, timeout_ms=timeout_ms
+        )
+
+    async def alter_share_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition | tuple[str, int], int],
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, Result[None]]:
+        """Set the group's start offsets (the next records its members get); the group must have
+        no members (else every partition gets NON_EMPTY_GROUP)."""
+        return await self._share_groups.alter_share_group_offsets(group_id, offsets, timeout_ms=timeout_ms)
+
+    async def delete_share_group_offsets(
+        self, group_id: str, topics: Iterable[str], *, timeout_ms: float | None = None
+    ) -> dict[str, Result[None]]:
+        """Forget the group's share state for whole topics (DeleteShareGroupOffsets); the group
+        must have no members. A member subscribing again starts per ``share.auto.offset.reset``."""
+        return await self._share_groups.delete_share_group_offsets(group_id, topics, timeout_ms=timeout_ms)
+
+    # -- offsets -------------------------------------------------------------------------------------
+
+    async def list_offsets(
+        self,
+        specs: Mapping[TopicPartition | tuple[str, int], OffsetSpec],
+        *,
+        isolation_level: str | IsolationLevel = "read_uncommitted",
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, Result[ListedOffset]]:
+        """Offsets per partition for a spec: "earliest", "latest" (the end: next offset to be
+        written), "max_timestamp" (the record with the largest timestamp) or a timestamp in ms
+        (the first offset whose timestamp is >= it; offset -1 when there is none)."""
+        return await self._offsets.list_offsets(specs, isolation_level=isolation_level, timeout_ms=timeout_ms)
+
+    async def delete_records(
+        self,
+        before: Mapping[TopicPartition | tuple[str, int], int],
+        *,
+        timeout_ms: float = 30_000,
+    ) -> dict[TopicPartition, Result[int]]:
+        """Delete records below ``{tp: offset}`` (-1: up to the end); each Result is the new
+        low watermark. Raises KafkaUnsupportedVersionError where the leader lacks DeleteRecords."""
+        return await self._offsets.delete_records(before, timeout_ms=timeout_ms)
+
+    async def consumer_group_lag(
+        self,
+        group_id: str,
+        *,
+        isolation_level: str | IsolationLevel = "read_uncommitted",
+        timeout_ms: float | None = None,
+    ) -> GroupLag:
+        """Committed offset against the end offset for every partition of the topics the group
+        has committed to: ``lag.total``/``lag["total"]`` and ``lag[tp]`` per partition.
+
+        A partition with no committed offset has ``committed=None`` and ``lag=None`` (what the
+        group would read there depends on its consumers' auto_offset_reset) and is not counted in
+        ``total``; one whose end offset could not be read has ``end=None`` and its ``error``."""
+        return await self._offsets.consumer_group_lag(
+            group_id, isolation_level=isolation_level, timeout_ms=timeout_ms
+        )
+
+    # -- acls ----------------------------------------------------------------------------------------
+
+    async def describe_acls(
+        self, acl_filter: AclBindingFilter | None = None, *, timeout_ms: float | None = None
+    ) -> list[AclBinding]:
+        """The ACLs matching ``acl_filter`` (default: all). SECURITY_DISABLED when the cluster
+        has no authorizer."""
+        return await self._acls.describe_acls(acl_filter, timeout_ms=timeout_ms)
+
+    async def create_acls(
+        self, bindings: Iterable[AclBinding], *, timeout_ms: float | None = None
+    ) -> dict[AclBinding, Result[None]]:
+        """Create ACLs; each binding gets its own Result."""
+        return await self._acls.create_acls(bindings, timeout_ms=timeout_ms)
+
+    async def delete_acls(
+        self, filters: Iterable[AclBindingFilter], *, timeout_ms: float | None = None
+    ) -> dict[AclBindingFilter, Result[list[AclBinding]]]:
+        """Delete the ACLs matching each filter; each Result lists the ACLs that filter deleted."""
+        return await self._acls.delete_acls(filters, timeout_ms=timeout_ms)
 
 
 __all__ = ["KafkaAdmin"]

@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kafka_core.admin.engine import gather_outcomes, per_resource
+from kafka_core.admin.engine import call_timeout, gather_outcomes, per_resource
 from kafka_core.admin.results import (
     AlterConfigOp,
     ConfigEntry,
@@ -41,11 +41,12 @@ def _ops(changes: ConfigChanges) -> list[AlterConfigOp]:
     return ops
 
 
-class ConfigsMixin:
-    """Config admin calls of :class:`kafka_core.aio.KafkaAdmin`."""
+class ConfigCalls:
+    """The config calls of :class:`kafka_core.aio.KafkaAdmin` (which documents them)."""
 
-    client: KafkaClient
-    default_timeout_ms: float
+    def __init__(self, client: KafkaClient, default_timeout_ms: float) -> None:
+        self.client = client
+        self.default_timeout_ms = default_timeout_ms
 
     async def _config_destination(self, resource: ConfigResource) -> int:
         if resource.type in (ConfigResourceType.BROKER, ConfigResourceType.BROKER_LOGGER) and resource.name:
@@ -70,7 +71,6 @@ class ConfigsMixin:
         include_synonyms: bool = False,
         timeout_ms: float | None = None,
     ) -> dict[ConfigResource, Result[dict[str, ConfigEntry]]]:
-        """Each resource's configs as ``{name: ConfigEntry}``."""
         await self.client.start()
         wanted = [ConfigResource.of(r) for r in resources]
         res_cls = DescribeConfigsRequest.DescribeConfigsResource
@@ -112,7 +112,7 @@ class ConfigsMixin:
             groups = await self._by_destination(pending)
             return await gather_outcomes({n: ask(n, g) for n, g in groups.items()}, groups)
 
-        timeout = self.default_timeout_ms if timeout_ms is None else timeout_ms
+        timeout = call_timeout(timeout_ms, self.default_timeout_ms)
         return await per_resource("describe_configs", wanted, attempt, timeout)
 
     async def incremental_alter_configs(
@@ -122,8 +122,6 @@ class ConfigsMixin:
         validate_only: bool = False,
         timeout_ms: float | None = None,
     ) -> dict[ConfigResource, Result[None]]:
-        """Change only the named configs: ``{ConfigResource.topic("t"): {"retention.ms": "1000"}}``
-        (a None value deletes, restoring the default), or lists of :class:`AlterConfigOp`."""
         await self.client.start()
         ops = {ConfigResource.of(r): _ops(c) for r, c in changes.items()}
         res_cls = IncrementalAlterConfigsRequest.AlterConfigsResource
@@ -163,5 +161,5 @@ class ConfigsMixin:
             groups = await self._by_destination(pending)
             return await gather_outcomes({n: ask(n, g) for n, g in groups.items()}, groups)
 
-        timeout = self.default_timeout_ms if timeout_ms is None else timeout_ms
+        timeout = call_timeout(timeout_ms, self.default_timeout_ms)
         return await per_resource("incremental_alter_configs", ops, attempt, timeout)

@@ -39,6 +39,11 @@ FINAL_CODES = frozenset({ErrorCode.CORRUPT_MESSAGE, ErrorCode.UNKNOWN_TOPIC_OR_P
 Attempt = Callable[[list[K]], Awaitable[Mapping[K, Any]]]
 
 
+def call_timeout(timeout_ms: float | None, default_ms: float) -> float:
+    """A call's time: the caller's ``timeout_ms``, else the admin's ``api_timeout_ms``."""
+    return default_ms if timeout_ms is None else timeout_ms
+
+
 def is_final(error: BaseException, final_codes: frozenset[int] = FINAL_CODES) -> bool:
     """True when retrying cannot help this resource."""
     if isinstance(error, KafkaProtocolError):

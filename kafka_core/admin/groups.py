@@ -106,10 +106,11 @@ class GroupCalls:
         self.default_timeout_ms = default_timeout_ms
 
     async def list_groups(self, *, timeout_ms: float | None = None) -> list[GroupListing]:
-        """Every group known to any broker (each broker lists the groups it coordinates)."""
         await self.client.start()
         meta = await self.client.retry(
-            "list_groups: finding brokers", lambda: self.client.metadata([]), call_timeout(timeout_ms, self.default_timeout_ms)
+            "list_groups: finding brokers",
+            lambda: self.client.metadata([]),
+            call_timeout(timeout_ms, self.default_timeout_ms),
         )
         nodes = sorted(b.node_id for b in meta.brokers)
 
@@ -132,19 +133,14 @@ class GroupCalls:
         async def attempt(pending: list[int]) -> dict[int, Any]:
             return await gather_outcomes({n: ask(n) for n in pending}, {n: [n] for n in pending})
 
-        results = await per_resource("list_groups", nodes, attempt, call_timeout(timeout_ms, self.default_timeout_ms))
+        results = await per_resource(
+            "list_groups", nodes, attempt, call_timeout(timeout_ms, self.default_timeout_ms)
+        )
         return merge_listings(results)
 
     async def describe_groups(
         self, group_ids: Iterable[str], *, timeout_ms: float | None = None
     ) -> dict[str, Result[GroupDescription]]:
-        """State, protocol and members (with their assigned partitions) per group.
-
-        Classic groups by DescribeGroups; a KIP-848 group (``group_protocol="consumer"``), which
-        Kafka 4 does not describe that way (GROUP_ID_NOT_FOUND, "not a classic group"), by
-        ConsumerGroupDescribe, as Java's describeConsumerGroups: members with their epochs and
-        current and target assignments (``group_type="consumer"``). A group the coordinator
-        does not know (state Dead) gets GROUP_ID_NOT_FOUND, as in Java."""
         await self.client.start()
         ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
 
@@ -170,7 +166,9 @@ class GroupCalls:
         async def attempt(pending: list[str]) -> dict[str, Any]:
             return await self.coordinators.ask(pending, lambda g: [g], ask)
 
-        return await per_resource("describe_groups", ids, attempt, call_timeout(timeout_ms, self.default_timeout_ms))
+        return await per_resource(
+            "describe_groups", ids, attempt, call_timeout(timeout_ms, self.default_timeout_ms)
+        )
 
     async def _describe_consumer_groups(self, node: int, groups: list[str]) -> dict[str, Any]:
         """ConsumerGroupDescribe (API 69) for groups DescribeGroups did not know; a broker
@@ -199,21 +197,24 @@ class GroupCalls:
     async def delete_groups(
         self, group_ids: Iterable[str], *, timeout_ms: float | None = None
     ) -> dict[str, Result[None]]:
-        """Delete empty groups (and their offsets); a group with members gets NON_EMPTY_GROUP."""
         await self.client.start()
         ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
 
         async def ask(node: int, groups: list[str]) -> dict[str, Any]:
             resp = await self.client.send(node, DeleteGroupsRequest(groups_names=groups))
             return {
-                r.group_id: self.coordinators.error(r.group_id, r.error_code, "deleting") if r.error_code else None
+                r.group_id: self.coordinators.error(r.group_id, r.error_code, "deleting")
+                if r.error_code
+                else None
                 for r in resp.results
             }
 
         async def attempt(pending: list[str]) -> dict[str, Any]:
             return await self.coordinators.ask(pending, lambda g: [g], ask)
 
-        return await per_resource("delete_groups", ids, attempt, call_timeout(timeout_ms, self.default_timeout_ms))
+        return await per_resource(
+            "delete_groups", ids, attempt, call_timeout(timeout_ms, self.default_timeout_ms)
+        )
 
     async def list_group_offsets(
         self,
@@ -222,8 +223,6 @@ class GroupCalls:
         *,
         timeout_ms: float | None = None,
     ) -> dict[TopicPartition, OffsetAndMetadata]:
-        """The group's committed offsets (all its partitions, or those named); partitions without
-        a committed offset are left out."""
         return await self.client.fetch_committed_offsets(
             group_id, partitions, timeout_ms=call_timeout(timeout_ms, self.default_timeout_ms)
         )
@@ -235,7 +234,6 @@ class GroupCalls:
         *,
         timeout_ms: float | None = None,
     ) -> dict[TopicPartition, Result[None]]:
-        """Set committed offsets of a group with no active members (else UNKNOWN_MEMBER_ID)."""
         await self.client.start()
         wanted = offsets_by_partition(offsets)
 
@@ -262,7 +260,9 @@ class GroupCalls:
                 [group_id], lambda _g: pending, lambda n, gs: ask(n, gs, pending)
             )
 
-        return await per_resource("alter_group_offsets", wanted, attempt, call_timeout(timeout_ms, self.default_timeout_ms))
+        return await per_resource(
+            "alter_group_offsets", wanted, attempt, call_timeout(timeout_ms, self.default_timeout_ms)
+        )
 
     async def delete_group_offsets(
         self,
@@ -271,9 +271,6 @@ class GroupCalls:
         *,
         timeout_ms: float | None = None,
     ) -> dict[TopicPartition, Result[None]]:
-        """Forget the group's committed offsets for these partitions (OffsetDelete, Kafka 2.4+).
-
-        Raises KafkaUnsupportedVersionError when the coordinator does not offer OffsetDelete."""
         await self.client.start()
         wanted = [as_topic_partition(k) for k in partitions]
         topic_cls = OffsetDeleteRequest.OffsetDeleteRequestTopic
@@ -309,4 +306,6 @@ class GroupCalls:
         async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, Any]:
             return await self.coordinators.ask([group_id], lambda _g: pending, lambda n, _gs: ask(n, pending))
 
-        return await per_resource("delete_group_offsets", wanted, attempt, call_timeout(timeout_ms, self.default_timeout_ms))
+        return await per_resource(
+            "delete_group_offsets", wanted, attempt, call_timeout(timeout_ms, self.default_timeout_ms)
+        )

@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kafka_core.admin.engine import gather_outcomes, per_resource
+from kafka_core.admin.engine import call_timeout, gather_outcomes, per_resource
 from kafka_core.admin.results import GroupLag, PartitionLag, Result
 from kafka_core.client.metadata import ListedOffset, TopicPartition, as_topic_partition
 from kafka_core.consumer.policies import IsolationLevel, parse_choice
@@ -42,11 +42,12 @@ def spec_timestamp(spec: OffsetSpec) -> int:
     return spec
 
 
-class OffsetsMixin:
-    """Offset admin calls of :class:`kafka_core.aio.KafkaAdmin`."""
+class OffsetCalls:
+    """The offset calls of :class:`kafka_core.aio.KafkaAdmin` (which documents them)."""
 
-    client: KafkaClient
-    default_timeout_ms: float
+    def __init__(self, client: KafkaClient, default_timeout_ms: float) -> None:
+        self.client = client
+        self.default_timeout_ms = default_timeout_ms
 
     def _by_partition(
         self, resp: Any, node: int, api: str, value: Callable[[Any], Any]
@@ -94,9 +95,6 @@ class OffsetsMixin:
         isolation_level: str | IsolationLevel = "read_uncommitted",
         timeout_ms: float | None = None,
     ) -> dict[TopicPartition, Result[ListedOffset]]:
-        """Offsets per partition for a spec: "earliest", "latest" (the end: next offset to be
-        written), "max_timestamp" (the record with the largest timestamp) or a timestamp in ms
-        (the first offset whose timestamp is >= it; offset -1 when there is none)."""
         await self.client.start()
         wanted = {as_topic_partition(k): spec_timestamp(v) for k, v in specs.items()}
         isolation = parse_choice("isolation_level", isolation_level, IsolationLevel)
@@ -139,8 +137,9 @@ class OffsetsMixin:
             failed.update(await gather_outcomes({n: ask(n, tps) for n, tps in by_leader.items()}, by_leader))
             return failed
 
-        timeout = self.default_timeout_ms if timeout_ms is None else timeout_ms
-        return await per_resource("list_offsets", wanted, attempt, timeout)
+        return await per_resource(
+            "list_offsets", wanted, attempt, call_timeout(timeout_ms, self.default_timeout_ms)
+        )
 
     async def delete_records(
         self,
@@ -148,8 +147,6 @@ class OffsetsMixin:
         *,
         timeout_ms: float = 30_000,
     ) -> dict[TopicPartition, Result[int]]:
-        """Delete records below ``{tp: offset}`` (-1: up to the end); each Result is the new
-        low watermark. Raises KafkaUnsupportedVersionError where the leader lacks DeleteRecords."""
         await self.client.start()
         wanted = {as_topic_partition(k): int(v) for k, v in before.items()}
         topic_cls = DeleteRecordsRequest.DeleteRecordsTopic
@@ -181,12 +178,6 @@ class OffsetsMixin:
         isolation_level: str | IsolationLevel = "read_uncommitted",
         timeout_ms: float | None = None,
     ) -> GroupLag:
-        """Committed offset against the end offset for every partition of the topics the group
-        has committed to: ``lag.total``/``lag["total"]`` and ``lag[tp]`` per partition.
-
-        A partition with no committed offset has ``committed=None`` and ``lag=None`` (what the
-        group would read there depends on its consumers' auto_offset_reset) and is not counted in
-        ``total``; one whose end offset could not be read has ``end=None`` and its ``error``."""
         committed = await self.client.fetch_committed_offsets(group_id, timeout_ms=timeout_ms)
         topics = sorted({tp.topic for tp in committed})
         partitions: set[TopicPartition] = set(committed)

@@ -11,11 +11,11 @@ KafkaUnsupportedVersionError saying so, rather than an empty answer that looks l
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, TypeVar
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
-from kafka_core.admin.engine import gather_outcomes, per_coordinator, per_resource
-from kafka_core.admin.offsets import OffsetsMixin
+from kafka_core.admin.coordinator import Coordinators, assigned_partitions, detail_suffix, merge_listings
+from kafka_core.admin.engine import call_timeout, gather_outcomes, per_resource
 from kafka_core.admin.results import (
     GroupDescription,
     GroupLag,
@@ -26,7 +26,7 @@ from kafka_core.admin.results import (
     SharePartitionOffset,
 )
 from kafka_core.client.metadata import TopicPartition, as_topic_partition
-from kafka_core.errors import KafkaError, KafkaProtocolError, KafkaUnsupportedVersionError
+from kafka_core.errors import KafkaError, KafkaUnsupportedVersionError
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import error_for
 from kafka_core.protocol.messages import (
@@ -40,12 +40,12 @@ from kafka_core.protocol.messages import (
 from kafka_core.share.records import KafkaShareGroupsUnsupportedError
 
 if TYPE_CHECKING:
+    from kafka_core.admin.offsets import OffsetCalls
     from kafka_core.client.cluster import KafkaClient
     from kafka_core.consumer.policies import IsolationLevel
 
-__all__ = ["ShareGroupsMixin", "describe_share_group", "no_share_groups"]
+__all__ = ["ShareGroupCalls", "describe_share_group", "no_share_groups"]
 
-K = TypeVar("K")
 LIST_GROUPS_TYPES_VERSION = 5  # ListGroups' types filter (KIP-848, Kafka 3.8+)
 
 # ShareGroupDescribe's states as Java's GroupState names them.
@@ -62,12 +62,6 @@ def no_share_groups(node: int, cause: BaseException | None = None) -> KafkaShare
     )
 
 
-def _partitions(assignment: Any) -> list[TopicPartition]:
-    if assignment is None:
-        return []
-    return sorted(TopicPartition(t.topic_name, p) for t in assignment.topic_partitions for p in t.partitions)
-
-
 def describe_share_group(g: Any) -> GroupDescription:
     """A share group from its ShareGroupDescribe answer (``group_type="share"``)."""
     members = [
@@ -75,7 +69,7 @@ def describe_share_group(g: Any) -> GroupDescription:
             member_id=m.member_id,
             client_id=m.client_id,
             host=m.client_host,
-            assignment=_partitions(m.assignment),
+            assignment=assigned_partitions(m.assignment),
             member_epoch=m.member_epoch,
             rack_id=m.rack_id,
             subscribed_topics=sorted(m.subscribed_topic_names or []),
@@ -94,21 +88,23 @@ def describe_share_group(g: Any) -> GroupDescription:
     )
 
 
-def _message(error_message: str | None) -> str:
-    return f": {error_message}" if error_message else ""
+class ShareGroupCalls:
+    """The share group calls of :class:`kafka_core.aio.KafkaAdmin` (Java's ``*ShareGroup*``,
+    documented there); lag reads end offsets through the offset calls."""
 
+    def __init__(
+        self,
+        client: KafkaClient,
+        coordinators: Coordinators,
+        offsets: OffsetCalls,
+        default_timeout_ms: float,
+    ) -> None:
+        self.client = client
+        self.coordinators = coordinators
+        self.offsets = offsets
+        self.default_timeout_ms = default_timeout_ms
 
-class ShareGroupsMixin(OffsetsMixin):
-    """Share group admin calls of :class:`kafka_core.aio.KafkaAdmin` (Java's ``*ShareGroup*``);
-    lag reads end offsets through :class:`OffsetsMixin`."""
-
-    client: KafkaClient
-    default_timeout_ms: float
-
-    def _share_timeout(self, timeout_ms: float | None) -> float:
-        return self.default_timeout_ms if timeout_ms is None else timeout_ms
-
-    async def _share_version(self, node: int, api: int) -> int:
+    async def _version(self, node: int, api: int) -> int:
         """The version of ``api`` for ``node``; a broker without share groups raises saying so."""
         try:
             await self.client.api_version(node, ApiKey.SHARE_GROUP_DESCRIBE)
@@ -116,32 +112,16 @@ class ShareGroupsMixin(OffsetsMixin):
             raise no_share_groups(node, exc) from None
         return await self.client.api_version(node, api)
 
-    def _share_error(
-        self, group_id: str, code: int, what: str, detail: str | None = None
-    ) -> KafkaProtocolError:
-        """A group's error; a coordinator that moved is forgotten so the retry finds the new one."""
-        self.client.note_error(code, coordinator_key=group_id)
-        return error_for(code, f"{what} share group {group_id!r}{_message(detail)}")
-
-    async def _by_coordinator(
-        self,
-        group_ids: list[str],
-        keys_of_group: Callable[[str], list[K]],
-        ask: Callable[[int, list[str]], Awaitable[Mapping[K, Any]]],
-    ) -> dict[K, Any]:
-        return await per_coordinator(
-            lambda g: self.client.find_coordinator(g, 0), group_ids, keys_of_group, ask
-        )
+    def _error(self, group_id: str, code: int, what: str, detail: str | None = None) -> KafkaError:
+        return self.coordinators.error(group_id, code, what, kind="share group", detail=detail)
 
     # -- groups ---------------------------------------------------------------------------------
 
     async def list_share_groups(
         self, *, states: Iterable[str] | None = None, timeout_ms: float | None = None
     ) -> list[GroupListing]:
-        """Every share group of the cluster (ListGroups with the type filter "share"), sorted by
-        id; ``states`` keeps those in one of the states given (e.g. ``["Stable"]``)."""
         await self.client.start()
-        timeout = self._share_timeout(timeout_ms)
+        timeout = call_timeout(timeout_ms, self.default_timeout_ms)
         meta = await self.client.retry(
             "list_share_groups: finding brokers", lambda: self.client.metadata([]), timeout
         )
@@ -149,7 +129,7 @@ class ShareGroupsMixin(OffsetsMixin):
         wanted_states = list(states or [])
 
         async def ask(node: int) -> dict[int, Any]:
-            version = await self._share_version(node, ApiKey.LIST_GROUPS)
+            version = await self._version(node, ApiKey.LIST_GROUPS)
             if version < LIST_GROUPS_TYPES_VERSION:
                 raise no_share_groups(node, KafkaUnsupportedVersionError(f"ListGroups v{version}"))
             body = ListGroupsRequest(states_filter=wanted_states, types_filter=["share"])
@@ -168,59 +148,52 @@ class ShareGroupsMixin(OffsetsMixin):
             return await gather_outcomes({n: ask(n) for n in pending}, {n: [n] for n in pending})
 
         results = await per_resource("list_share_groups", nodes, attempt, timeout)
-        merged: dict[str, GroupListing] = {}
-        for res in results.values():
-            for listing in res.result():
-                merged.setdefault(listing.group_id, listing)
-        return [merged[g] for g in sorted(merged)]
+        return merge_listings(results)
 
     async def describe_share_groups(
         self, group_ids: Iterable[str], *, timeout_ms: float | None = None
     ) -> dict[str, Result[GroupDescription]]:
-        """State, group and assignment epochs, members with their assigned partitions, per group.
-
-        A group that does not exist, or is not a share group, gets GROUP_ID_NOT_FOUND."""
         await self.client.start()
         ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
 
         async def ask(node: int, groups: list[str]) -> dict[str, Any]:
-            version = await self._share_version(node, ApiKey.SHARE_GROUP_DESCRIBE)
+            version = await self._version(node, ApiKey.SHARE_GROUP_DESCRIBE)
             resp = await self.client.send(node, ShareGroupDescribeRequest(group_ids=groups), version)
             out: dict[str, Any] = {}
             for g in resp.groups:
                 if g.error_code:
-                    out[g.group_id] = self._share_error(
-                        g.group_id, g.error_code, "describing", g.error_message
-                    )
+                    out[g.group_id] = self._error(g.group_id, g.error_code, "describing", g.error_message)
                 else:
                     out[g.group_id] = describe_share_group(g)
             return out
 
         async def attempt(pending: list[str]) -> dict[str, Any]:
-            return await self._by_coordinator(pending, lambda g: [g], ask)
+            return await self.coordinators.ask(pending, lambda g: [g], ask)
 
-        return await per_resource("describe_share_groups", ids, attempt, self._share_timeout(timeout_ms))
+        return await per_resource(
+            "describe_share_groups", ids, attempt, call_timeout(timeout_ms, self.default_timeout_ms)
+        )
 
     async def delete_share_groups(
         self, group_ids: Iterable[str], *, timeout_ms: float | None = None
     ) -> dict[str, Result[None]]:
-        """Delete share groups with no members, and their start offsets (DeleteGroups); a group
-        with members gets NON_EMPTY_GROUP, an unknown one GROUP_ID_NOT_FOUND."""
         await self.client.start()
         ids = [group_ids] if isinstance(group_ids, str) else list(group_ids)
 
         async def ask(node: int, groups: list[str]) -> dict[str, Any]:
-            await self._share_version(node, ApiKey.DELETE_GROUPS)
+            await self._version(node, ApiKey.DELETE_GROUPS)
             resp = await self.client.send(node, DeleteGroupsRequest(groups_names=groups))
             return {
-                r.group_id: self._share_error(r.group_id, r.error_code, "deleting") if r.error_code else None
+                r.group_id: self._error(r.group_id, r.error_code, "deleting") if r.error_code else None
                 for r in resp.results
             }
 
         async def attempt(pending: list[str]) -> dict[str, Any]:
-            return await self._by_coordinator(pending, lambda g: [g], ask)
+            return await self.coordinators.ask(pending, lambda g: [g], ask)
 
-        return await per_resource("delete_share_groups", ids, attempt, self._share_timeout(timeout_ms))
+        return await per_resource(
+            "delete_share_groups", ids, attempt, call_timeout(timeout_ms, self.default_timeout_ms)
+        )
 
     # -- start offsets --------------------------------------------------------------------------
 
@@ -231,11 +204,6 @@ class ShareGroupsMixin(OffsetsMixin):
         *,
         timeout_ms: float | None = None,
     ) -> dict[TopicPartition, SharePartitionOffset]:
-        """The group's start offset per partition (all the partitions it has state for, or those
-        named), with the broker's lag where it gives one (Kafka 4.2+, KIP-1226).
-
-        Raises the group's error (GROUP_ID_NOT_FOUND for a group that does not exist); a
-        partition's own error is in its :class:`SharePartitionOffset`."""
         await self.client.start()
         topic_cls = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestTopic
         group_cls = DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup
@@ -247,7 +215,7 @@ class ShareGroupsMixin(OffsetsMixin):
             topics = [topic_cls(topic_name=t, partitions=sorted(ps)) for t, ps in by_topic.items()]
 
         async def ask(node: int, _groups: list[str]) -> dict[str, Any]:
-            version = await self._share_version(node, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
+            version = await self._version(node, ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS)
             body = DescribeShareGroupOffsetsRequest(groups=[group_cls(group_id=group_id, topics=topics)])
             resp = await self.client.send(node, body, version)
             for g in resp.groups:
@@ -255,18 +223,16 @@ class ShareGroupsMixin(OffsetsMixin):
                     continue
                 if g.error_code:
                     return {
-                        group_id: self._share_error(
-                            group_id, g.error_code, "reading offsets of", g.error_message
-                        )
+                        group_id: self._error(group_id, g.error_code, "reading offsets of", g.error_message)
                     }
                 return {group_id: _start_offsets(group_id, g)}
             return {}
 
         async def attempt(pending: list[str]) -> dict[str, Any]:
-            return await self._by_coordinator(pending, lambda g: [g], ask)
+            return await self.coordinators.ask(pending, lambda g: [g], ask)
 
         results = await per_resource(
-            "list_share_group_offsets", [group_id], attempt, self._share_timeout(timeout_ms)
+            "list_share_group_offsets", [group_id], attempt, call_timeout(timeout_ms, self.default_timeout_ms)
         )
         offsets: dict[TopicPartition, SharePartitionOffset] = results[group_id].result()
         return offsets
@@ -278,16 +244,10 @@ class ShareGroupsMixin(OffsetsMixin):
         isolation_level: str | IsolationLevel = "read_uncommitted",
         timeout_ms: float | None = None,
     ) -> GroupLag:
-        """Each partition's start offset (``committed``) against its end offset, and the records
-        not yet acknowledged between them (``lag``; the broker's own count where it gives one,
-        which leaves out records acknowledged ahead of the start, else end - start).
-
-        A partition whose share state is not initialized yet (no member fetched it) has
-        ``committed=None`` and ``lag=None``."""
         starts = await self.list_share_group_offsets(group_id, timeout_ms=timeout_ms)
         ends: dict[TopicPartition, Result[Any]] = {}
         if starts:
-            ends = await self.list_offsets(
+            ends = await self.offsets.list_offsets(
                 dict.fromkeys(starts, "latest"), isolation_level=isolation_level, timeout_ms=timeout_ms
             )
         out: dict[TopicPartition, PartitionLag] = {}
@@ -312,15 +272,13 @@ class ShareGroupsMixin(OffsetsMixin):
         *,
         timeout_ms: float | None = None,
     ) -> dict[TopicPartition, Result[None]]:
-        """Set the group's start offsets (the next records its members get); the group must have
-        no members (else every partition gets NON_EMPTY_GROUP)."""
         await self.client.start()
         wanted = {as_topic_partition(k): int(v) for k, v in offsets.items()}
         topic_cls = AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestTopic
         part_cls = AlterShareGroupOffsetsRequest.AlterShareGroupOffsetsRequestPartition
 
         async def ask(node: int, pending: list[TopicPartition]) -> dict[TopicPartition, Any]:
-            version = await self._share_version(node, ApiKey.ALTER_SHARE_GROUP_OFFSETS)
+            version = await self._version(node, ApiKey.ALTER_SHARE_GROUP_OFFSETS)
             by_topic: dict[str, list[Any]] = defaultdict(list)
             for tp in pending:
                 by_topic[tp.topic].append(part_cls(partition_index=tp.partition, start_offset=wanted[tp]))
@@ -330,7 +288,7 @@ class ShareGroupsMixin(OffsetsMixin):
             )
             resp = await self.client.send(node, body, version)
             if resp.error_code:
-                err = self._share_error(group_id, resp.error_code, "altering offsets of", resp.error_message)
+                err = self._error(group_id, resp.error_code, "altering offsets of", resp.error_message)
                 return dict.fromkeys(pending, err)
             out: dict[TopicPartition, Any] = {}
             for t in resp.responses:
@@ -340,7 +298,7 @@ class ShareGroupsMixin(OffsetsMixin):
                         error_for(
                             p.error_code,
                             f"setting the start offset of {tp.topic}-{tp.partition} in share group "
-                            f"{group_id!r}{_message(p.error_message)}",
+                            f"{group_id!r}{detail_suffix(p.error_message)}",
                         )
                         if p.error_code
                         else None
@@ -348,35 +306,33 @@ class ShareGroupsMixin(OffsetsMixin):
             return out
 
         async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, Any]:
-            return await self._by_coordinator([group_id], lambda _g: pending, lambda n, _gs: ask(n, pending))
+            return await self.coordinators.ask([group_id], lambda _g: pending, lambda n, _gs: ask(n, pending))
 
         return await per_resource(
-            "alter_share_group_offsets", wanted, attempt, self._share_timeout(timeout_ms)
+            "alter_share_group_offsets", wanted, attempt, call_timeout(timeout_ms, self.default_timeout_ms)
         )
 
     async def delete_share_group_offsets(
         self, group_id: str, topics: Iterable[str], *, timeout_ms: float | None = None
     ) -> dict[str, Result[None]]:
-        """Forget the group's share state for whole topics (DeleteShareGroupOffsets); the group
-        must have no members. A member subscribing again starts per ``share.auto.offset.reset``."""
         await self.client.start()
         names = [topics] if isinstance(topics, str) else list(dict.fromkeys(topics))
         topic_cls = DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic
 
         async def ask(node: int, pending: list[str]) -> dict[str, Any]:
-            version = await self._share_version(node, ApiKey.DELETE_SHARE_GROUP_OFFSETS)
+            version = await self._version(node, ApiKey.DELETE_SHARE_GROUP_OFFSETS)
             body = DeleteShareGroupOffsetsRequest(
                 group_id=group_id, topics=[topic_cls(topic_name=t) for t in pending]
             )
             resp = await self.client.send(node, body, version)
             if resp.error_code:
-                err = self._share_error(group_id, resp.error_code, "deleting offsets of", resp.error_message)
+                err = self._error(group_id, resp.error_code, "deleting offsets of", resp.error_message)
                 return dict.fromkeys(pending, err)
             return {
                 t.topic_name: error_for(
                     t.error_code,
                     f"deleting the offsets of {t.topic_name!r} in share group {group_id!r}"
-                    f"{_message(t.error_message)}",
+                    f"{detail_suffix(t.error_message)}",
                 )
                 if t.error_code
                 else None
@@ -384,10 +340,10 @@ class ShareGroupsMixin(OffsetsMixin):
             }
 
         async def attempt(pending: list[str]) -> dict[str, Any]:
-            return await self._by_coordinator([group_id], lambda _g: pending, lambda n, _gs: ask(n, pending))
+            return await self.coordinators.ask([group_id], lambda _g: pending, lambda n, _gs: ask(n, pending))
 
         return await per_resource(
-            "delete_share_group_offsets", names, attempt, self._share_timeout(timeout_ms)
+            "delete_share_group_offsets", names, attempt, call_timeout(timeout_ms, self.default_timeout_ms)
         )
 
 
@@ -400,7 +356,7 @@ def _start_offsets(group_id: str, g: Any) -> dict[TopicPartition, SharePartition
                 error_for(
                     p.error_code,
                     f"the start offset of {tp.topic}-{tp.partition} in share group {group_id!r}"
-                    f"{_message(p.error_message)}",
+                    f"{detail_suffix(p.error_message)}",
                 )
                 if p.error_code
                 else None

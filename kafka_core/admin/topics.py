@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kafka_core.admin.engine import per_resource
+from kafka_core.admin.engine import call_timeout, per_resource
 from kafka_core.admin.results import ClusterDescription, PartitionDescription, Result, TopicDescription
 from kafka_core.client.metadata import BrokerMeta, NewTopic, TopicMeta
 from kafka_core.client.requests import create_topics_request
@@ -61,11 +61,12 @@ class _Controller:
             self.stale = True
 
 
-class TopicsMixin:
-    """Topic-level admin calls of :class:`kafka_core.aio.KafkaAdmin`."""
+class TopicCalls:
+    """The topic and cluster calls of :class:`kafka_core.aio.KafkaAdmin` (which documents them)."""
 
-    client: KafkaClient
-    default_timeout_ms: float
+    def __init__(self, client: KafkaClient, default_timeout_ms: float) -> None:
+        self.client = client
+        self.default_timeout_ms = default_timeout_ms
 
     async def create_topics(
         self,
@@ -74,9 +75,6 @@ class TopicsMixin:
         validate_only: bool = False,
         timeout_ms: float = 30_000,
     ) -> dict[str, Result[None]]:
-        """Create topics; ``{name: Result}`` (TOPIC_ALREADY_EXISTS lands in that topic's Result).
-
-        ``validate_only`` asks the broker to check the request without creating anything."""
         await self.client.start()
         topics = {t.name: t for t in (t if isinstance(t, NewTopic) else NewTopic(t) for t in new_topics)}
         controller = _Controller(self.client)
@@ -102,7 +100,6 @@ class TopicsMixin:
     async def delete_topics(
         self, names: Iterable[str], *, timeout_ms: float = 30_000
     ) -> dict[str, Result[None]]:
-        """Delete topics by name; an unknown topic gets UNKNOWN_TOPIC_OR_PARTITION in its Result."""
         await self.client.start()
         names = [names] if isinstance(names, str) else list(names)
         controller = _Controller(self.client)
@@ -132,7 +129,6 @@ class TopicsMixin:
         return await per_resource("delete_topics", names, attempt, timeout_ms)
 
     async def list_topics(self, *, internal: bool = False, timeout_ms: float | None = None) -> list[str]:
-        """Names of the cluster's topics, sorted; internal ones (``__consumer_offsets``) on request."""
         meta = await self.client.retry(
             "list_topics", lambda: self.client.metadata(None, allow_auto_topic_creation=False), timeout_ms
         )
@@ -141,9 +137,8 @@ class TopicsMixin:
     async def describe_topics(
         self, names: Iterable[str] | None = None, *, timeout_ms: float | None = None
     ) -> dict[str, Result[TopicDescription]]:
-        """Partitions, leaders, replicas and ISR per topic (``None``: every topic)."""
         await self.client.start()
-        timeout = self.default_timeout_ms if timeout_ms is None else timeout_ms
+        timeout = call_timeout(timeout_ms, self.default_timeout_ms)
         if names is None:
             meta = await self.client.retry(
                 "describe_topics",
@@ -166,7 +161,6 @@ class TopicsMixin:
         return await per_resource("describe_topics", wanted, attempt, timeout)
 
     async def describe_cluster(self, *, timeout_ms: float | None = None) -> ClusterDescription:
-        """Cluster id, controller and brokers (DescribeCluster where offered, else Metadata)."""
         await self.client.start()
 
         async def attempt() -> ClusterDescription:
@@ -191,9 +185,6 @@ class TopicsMixin:
         validate_only: bool = False,
         timeout_ms: float = 30_000,
     ) -> dict[str, Result[None]]:
-        """Grow topics to ``{topic: total partition count}`` (Kafka never shrinks a topic).
-
-        Raises KafkaUnsupportedVersionError when the controller does not offer CreatePartitions."""
         await self.client.start()
         for topic, count in new_totals.items():
             if not isinstance(count, int) or count < 1:

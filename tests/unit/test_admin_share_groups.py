@@ -10,10 +10,12 @@ import asyncio
 import uuid
 from collections.abc import Callable
 from typing import Any
+from unittest import mock
 
 import pytest
 
 from kafka_core.admin import ConfigResource, ConfigResourceType, SharePartitionOffset, TopicPartition
+from kafka_core.admin import admin as admin_module
 from kafka_core.admin.admin import KafkaAdmin
 from kafka_core.client.metadata import BrokerMeta, ClusterMeta, PartitionMeta, TopicMeta
 from kafka_core.errors import KafkaProtocolError, KafkaUnsupportedVersionError
@@ -90,9 +92,9 @@ class FakeClient:
 
 
 def make_admin(client: FakeClient) -> KafkaAdmin:
-    admin = KafkaAdmin("127.0.0.1:1", retry_backoff_ms=1)
-    admin.client = client  # type: ignore[assignment]
-    return admin
+    """An admin built as a user builds one, with the fake client where it makes its KafkaClient."""
+    with mock.patch.object(admin_module, "KafkaClient", lambda *_args, **_options: client):
+        return KafkaAdmin("127.0.0.1:1", retry_backoff_ms=1)
 
 
 def run(coro: Any) -> Any:
