@@ -11,7 +11,7 @@ per pass beside it (Tansu found by its listener URL, Apache Kafka's JVM by its l
 Spark's own connector (``format("kafka")``, the ``spark-sql-kafka-0-10`` jar) runs only in the
 pyspark of its own version, the newest Maven Central serves (4.2.0; PyPI's newest may be newer).
 When its methods are in the run (the default), every method, ours and the peers and ceilings
-too, runs in the venv pinned to that pyspark (``kafka_core.devbroker.spark_connector``) with the
+too, runs in the venv pinned to that pyspark (``kafka_core.devtools.brokers.spark_connector``) with the
 connector's jars in ``spark.jars``: one pyspark, one JVM class path, the same data and broker.
 Each format is used as a user would, with its defaults and only the options shown below.
 

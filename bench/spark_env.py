@@ -1,7 +1,7 @@
 """Where the Spark bench's children run: one interpreter and one set of jars for every method.
 
 Spark's own Kafka connector (``format("kafka")``) is a JVM jar built against Spark's internals, so
-it runs only in the pyspark of its own version (``kafka_core.devbroker.spark_connector``: a venv
+it runs only in the pyspark of its own version (``kafka_core.devtools.brokers.spark_connector``: a venv
 pinned to it, the jars from Maven Central). When the connector is among the methods, every child
 (ours, the jar-free peers and the ceilings too) runs in that venv with the connector's jars in
 ``spark.jars``: the same pyspark, JVM class path and data for all. Also here: the broker's CPU, for
@@ -41,7 +41,7 @@ def spark_env(clients: Sequence[str], log: object = print) -> SparkEnv:
     if not any(c in CONNECTOR_METHODS for c in clients):
         return SparkEnv(pyspark=version_of("pyspark"))
     try:
-        from kafka_core.devbroker.spark_connector import (
+        from kafka_core.devtools.brokers.spark_connector import (
             SPARK_CONNECTOR_VERSION,
             connector_jars,
             connector_python,

@@ -11,7 +11,7 @@ from typing import Any
 from kafka_core import KafkaAdmin, KafkaProducer
 from kafka_core.admin.results import ConfigResourceType
 from kafka_core.aio import KafkaShareConsumer as AsyncShareConsumer
-from kafka_core.devbroker.kafka import KafkaCluster
+from kafka_core.devtools.brokers.kafka import KafkaCluster
 
 
 def share_setup(

@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 from fakes.share_kafka import share_setup
+from kafka_core.devtools.brokers.kafka import KafkaCluster
 
 from kafka_core import AcknowledgeType, KafkaProducer, KafkaShareConsumer
 from kafka_core.aio import KafkaShareConsumer as AsyncShareConsumer
-from kafka_core.devbroker.kafka import KafkaCluster
 from kafka_core.errors import KafkaClosedError
 from kafka_core.share import KafkaAcknowledgementError, KafkaShareGroupsUnsupportedError
 
@@ -264,7 +264,7 @@ def test_from_config_takes_java_names(real_kafka: KafkaCluster) -> None:
 
 
 def test_a_broker_without_share_groups_says_so(tansu: Any) -> None:
-    from kafka_core.devbroker.tansu import TansuBroker
+    from kafka_core.devtools.brokers.tansu import TansuBroker
 
     broker = tansu
     own = None

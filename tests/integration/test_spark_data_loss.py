@@ -10,6 +10,7 @@ import pytest
 
 pyspark = pytest.importorskip("pyspark")
 
+from kafka_core.devtools.brokers.common import admin_create_topic  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from spark_cluster import local_session  # noqa: E402
 
@@ -17,7 +18,6 @@ from kafka_core import KafkaProducer  # noqa: E402
 from kafka_core.admin.sync import KafkaAdmin  # noqa: E402
 from kafka_core.client.metadata import TopicPartition  # noqa: E402
 from kafka_core.devbroker import KafkaCluster  # noqa: E402
-from kafka_core.devbroker.common import admin_create_topic  # noqa: E402
 
 
 @pytest.fixture(scope="module")

@@ -36,7 +36,7 @@ def kafka(real_kafka: KafkaCluster) -> str:
 
 def _topic(bootstrap: str, partitions: int) -> str:
     name = f"gc-{uuid.uuid4().hex[:10]}"
-    from kafka_core.devbroker.common import admin_create_topic
+    from kafka_core.devtools.brokers.common import admin_create_topic
 
     admin_create_topic(bootstrap, name, partitions, 1)
     return name

@@ -43,7 +43,7 @@ from typing import Any
 
 import pytest
 
-from kafka_core.devbroker.spark_connector import SPARK_CONNECTOR_VERSION
+from kafka_core.devtools.brokers.spark_connector import SPARK_CONNECTOR_VERSION
 
 try:
     import pyspark
@@ -71,7 +71,7 @@ def pytest_configure(config: pytest.Config) -> None:
         raise pytest.UsageError(
             f"tests/spark_diff runs under pyspark {SPARK_CONNECTOR_VERSION} (the connector's own), not "
             f"{PYSPARK_VERSION}: run `bash ci/spark_diff.sh`, or the python that "
-            "`kafka_core.devbroker.spark_connector.connector_python()` returns"
+            "`kafka_core.devtools.brokers.spark_connector.connector_python()` returns"
         )
 
 
@@ -196,7 +196,7 @@ def produce(bootstrap: str) -> Callable[[str, Sequence[Rec]], None]:
 
 @pytest.fixture(scope="session")
 def spark() -> Iterator[Any]:
-    from kafka_core.devbroker.spark_connector import connector_session
+    from kafka_core.devtools.brokers.spark_connector import connector_session
     from kafka_core.spark import register
 
     session = connector_session(

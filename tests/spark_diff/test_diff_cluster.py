@@ -116,7 +116,7 @@ def cluster() -> Iterator[SparkStandaloneCluster]:
 
 
 def _run_job(cluster: SparkStandaloneCluster, bootstrap: str, topics: list[str]) -> dict[str, Any]:
-    from kafka_core.devbroker.spark_connector import connector_jars
+    from kafka_core.devtools.brokers.spark_connector import connector_jars
 
     jars = ",".join(str(j) for j in connector_jars())
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "SPARK_LOCAL_IP": HOST}

@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 
 from kafka_core.devbroker import BrokerStartError, S3Emulator, TansuBroker
-from kafka_core.devbroker.common import port_open
+from kafka_core.devtools.brokers.common import port_open
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -12,8 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from kafka_core.devbroker.common import BrokerStartError, port_open
-from kafka_core.devbroker.seaweedfs import SeaweedGateway, seaweedfs_build_key, seaweedfs_gateway_binary
+from kafka_core.devtools.brokers.common import BrokerStartError, port_open
+from kafka_core.devtools.brokers.seaweedfs import (
+    SeaweedGateway,
+    seaweedfs_build_key,
+    seaweedfs_gateway_binary,
+)
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -95,6 +95,11 @@ def test_wheel_has_every_extension_stripped_with_stubs_and_licence(dist: tuple[P
                 assert ".symtab" not in sections, f"{stem} is not stripped"
         assert "kafka_core/py.typed" in names
         assert "kafka_core/protocol/messages/_fetch.py" in names
+        # the dev brokers build and fetch from package data, never from a checkout
+        for data in ("seaweedfs_gateway/main.go", "seaweedfs_gateway/go.mod", "seaweedfs_gateway/go.sum"):
+            assert f"kafka_core/devtools/brokers/{data}" in names
+        assert "kafka_core/devtools/brokers/kafka-server.pom.xml" in names
+        assert "kafka_core/devtools/brokers/spark-connector.pom.xml" in names
         assert "kafka_core/protocol/messages/_schema.py" not in names  # test-only data
         dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))
         assert f"{dist_info}/licenses/LICENSE" in names

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from kafka_core.devbroker.common import BrokerStartError
-from kafka_core.devbroker.spark_connector import (
+from kafka_core.devtools.brokers.common import BrokerStartError
+from kafka_core.devtools.brokers.spark_connector import (
     CONNECTOR_ARTIFACTS,
     SPARK_CONNECTOR_VERSION,
     connector_jars,
@@ -27,7 +27,7 @@ POM_NS = {"m": "http://maven.apache.org/POM/4.0.0"}
 
 
 def _pom() -> ET.Element:
-    text = resources.files("kafka_core.devbroker").joinpath("spark-connector.pom.xml").read_text()
+    text = resources.files("kafka_core.devtools.brokers").joinpath("spark-connector.pom.xml").read_text()
     return ET.fromstring(text)
 
 

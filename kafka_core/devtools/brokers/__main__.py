@@ -11,10 +11,10 @@ import sys
 import time
 from types import FrameType
 
-from kafka_core.devbroker.common import BrokerStartError
-from kafka_core.devbroker.kafka import KafkaCluster
-from kafka_core.devbroker.kafka_jars import KAFKA_VERSION
-from kafka_core.devbroker.tansu import TansuBroker
+from kafka_core.devtools.brokers.common import BrokerStartError
+from kafka_core.devtools.brokers.kafka import KafkaCluster
+from kafka_core.devtools.brokers.kafka_jars import KAFKA_VERSION
+from kafka_core.devtools.brokers.tansu import TansuBroker
 
 
 def _parser() -> argparse.ArgumentParser:

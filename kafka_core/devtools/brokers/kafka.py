@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafka_core.devbroker.common import (
+from kafka_core.devtools.brokers.common import (
     BrokerStartError,
     EmbeddedBroker,
     admin_create_topic,
@@ -32,8 +32,8 @@ from kafka_core.devbroker.common import (
     read_tail,
     stop_process,
 )
-from kafka_core.devbroker.kafka_jars import KAFKA_VERSION, kafka_classpath
-from kafka_core.devbroker.kafka_security import (
+from kafka_core.devtools.brokers.kafka_jars import KAFKA_VERSION, kafka_classpath
+from kafka_core.devtools.brokers.kafka_security import (
     MECHANISMS,
     ServerCertificates,
     TestUser,

@@ -12,7 +12,7 @@ import tempfile
 from importlib import resources
 from pathlib import Path
 
-from kafka_core.devbroker.common import BrokerStartError
+from kafka_core.devtools.brokers.common import BrokerStartError
 
 __all__ = [
     "KAFKA_VERSION",
@@ -82,7 +82,7 @@ def maven_copy_dependencies(
     target.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix="libs-", dir=target.parent))
     pom = staging / "pom.xml"
-    pom.write_text(resources.files("kafka_core.devbroker").joinpath(pom_name).read_text())
+    pom.write_text(resources.files("kafka_core.devtools.brokers").joinpath(pom_name).read_text())
     command = [
         "mvn",
         "-B",

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafka_core.devbroker.common import BrokerStartError
+from kafka_core.devtools.brokers.common import BrokerStartError
 
 __all__ = ["MECHANISMS", "ServerCertificates", "TestUser", "make_certificates", "make_users"]
 

@@ -1,10 +1,10 @@
 """The SeaweedFS Kafka gateway (SeaweedFS Message Queue), a Kafka-compatible server in Go, for the
 compatibility subset of the tests.
 
-SeaweedFS is not on PyPI: a small Go program of ours (``tools/seaweedfs-gateway`` in the repository)
-runs a one-node SeaweedFS (master, volume server, filer, MQ broker) and the gateway in one process,
-with no schema registry. It is built with ``go`` on first use into a cache outside the repository
-(``~/.cache/kafka_core/seaweedfs/``, keyed by the program's sources and build flags), from
+SeaweedFS is not on PyPI: a small Go program of ours (``seaweedfs_gateway/`` beside this module,
+package data shipped in the wheel) runs a one-node SeaweedFS (master, volume server, filer, MQ
+broker) and the gateway in one process, with no schema registry. It is built with ``go`` on first
+use into the user cache (``~/.cache/kafka_core/seaweedfs/``, keyed by the program's sources and build flags), from
 SeaweedFS without the plugins it never runs; a cold build (450 MB of modules, some 1,200 packages)
 takes about 4 minutes on two cores (CI: :func:`download_seaweedfs_gateway_modules` early,
 :func:`seaweedfs_gateway_binary` later). Ready
@@ -25,7 +25,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kafka_core.devbroker.common import (
+from kafka_core.devtools.brokers.common import (
     BrokerStartError,
     OneProcessBroker,
     admin_create_topic,
@@ -35,7 +35,7 @@ from kafka_core.devbroker.common import (
     read_tail,
     stop_process,
 )
-from kafka_core.devbroker.kafka_jars import cache_root
+from kafka_core.devtools.brokers.kafka_jars import cache_root
 
 __all__ = [
     "SeaweedGateway",
@@ -94,11 +94,12 @@ _BUILD_FLAGS: tuple[str, ...] = (
 
 
 def _source_dir() -> Path:
-    """``$SEAWEEDFS_GATEWAY_SRC``, else ``tools/seaweedfs-gateway`` of the checkout this runs from."""
+    """``$SEAWEEDFS_GATEWAY_SRC``, else the package's own copy (``seaweedfs_gateway/``, read only:
+    the build writes to the cache)."""
     explicit = os.environ.get("SEAWEEDFS_GATEWAY_SRC")
     if explicit:
         return Path(explicit)
-    return Path(__file__).resolve().parents[2] / "tools" / _NAME
+    return Path(__file__).resolve().with_name("seaweedfs_gateway")
 
 
 def _sources() -> Path:
@@ -106,8 +107,8 @@ def _sources() -> Path:
     source = _source_dir()
     if not all((source / name).is_file() for name in _SOURCES):
         raise BrokerStartError(
-            f"the SeaweedFS gateway's Go sources are not at {source} (they ship with the repository, "
-            "not the wheel): run from a checkout, or set SEAWEEDFS_GATEWAY_SRC or SEAWEEDFS_GATEWAY_BIN"
+            f"the SeaweedFS gateway's Go sources are not at {source} (main.go, go.mod and go.sum ship "
+            "in the package): set SEAWEEDFS_GATEWAY_SRC or SEAWEEDFS_GATEWAY_BIN"
         )
     return source
 

@@ -3,11 +3,12 @@
 The connector is a JVM jar built against Spark's internals, so it runs only in the pyspark of its
 own version: :func:`connector_jars` fetches ``spark-sql-kafka-0-10_2.13`` and the runtime jars
 pyspark does not ship (with Maven, cached as the broker's jars are), and :func:`connector_python`
-makes a virtualenv in the checkout, ``.venv-spark-<version>``, pinned to ``pyspark==<version>``
-with this checkout importable. Nothing is resolved at run time (never ``--packages``): the jar
-paths go in ``spark.jars`` before the process's first session (:func:`connector_session`).
+makes a virtualenv in the user cache (``~/.cache/kafka_core/spark-connector/<version>/``), pinned
+to ``pyspark==<version>`` with the source tree kafka_core runs from importable. Nothing is
+resolved at run time (never ``--packages``): the jar paths go in ``spark.jars`` before the
+process's first session (:func:`connector_session`).
 
-``python -m kafka_core.devbroker.spark_connector`` prepares both and prints the venv's python.
+``python -m kafka_core.devtools.brokers.spark_connector`` prepares both and prints the venv's python.
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from kafka_core.devbroker.common import BrokerStartError
-from kafka_core.devbroker.kafka_jars import cache_root, maven_copy_dependencies
+from kafka_core.devtools.brokers.common import BrokerStartError
+from kafka_core.devtools.brokers.kafka_jars import cache_root, maven_copy_dependencies
 
 __all__ = [
     "CONNECTOR_ARTIFACTS",
@@ -29,6 +30,7 @@ __all__ = [
     "connector_jars",
     "connector_python",
     "connector_session",
+    "venv_dir",
     "venv_requirements",
 ]
 
@@ -66,7 +68,7 @@ def connector_jars(version: str = SPARK_CONNECTOR_VERSION, *, timeout: float = 9
 def venv_requirements(version: str = SPARK_CONNECTOR_VERSION) -> list[str]:
     """What the pinned venv installs: that pyspark, kafka_core's own dependencies, and the test
     runner of the differential suite and the embedded broker's needs (kafka_core itself comes
-    from the checkout, not pip)."""
+    from its source tree, not pip)."""
     return [
         f"pyspark=={version}",
         "pyarrow>=15",
@@ -78,19 +80,22 @@ def venv_requirements(version: str = SPARK_CONNECTOR_VERSION) -> list[str]:
     ]
 
 
-def _checkout() -> Path:
-    root = Path(__file__).resolve().parents[2]
-    if not (root / "pyproject.toml").is_file() or not (root / "kafka_core" / "devbroker").is_dir():
+def _source_root() -> Path:
+    """The folder kafka_core is imported from, when that is a source tree (it holds
+    pyspark_kafka_core.py, the data source Spark finds by listing sys.path); an installed wheel
+    would put all of site-packages, with another pyspark, on the venv's path."""
+    root = Path(__file__).resolve().parents[3]
+    if not (root / "pyspark_kafka_core.py").is_file() or root.name in ("site-packages", "dist-packages"):
         raise BrokerStartError(
-            f"connector_python needs a kafka_core source checkout (with its pyproject.toml); "
-            f"kafka_core was imported from {root}, which is not one"
+            f"connector_python needs kafka_core run from a source tree (a checkout), not installed; "
+            f"kafka_core was imported from {root}"
         )
     return root
 
 
-def _base_python(root: Path) -> Path:
-    """The interpreter ``.venv`` was made from (so the in-place Cython build loads), else ours."""
-    cfg = root / ".venv" / "pyvenv.cfg"
+def _base_python() -> Path:
+    """The interpreter this process's venv was made from (so the in-place Cython build loads)."""
+    cfg = Path(sys.prefix) / "pyvenv.cfg"
     version = f"{sys.version_info.major}.{sys.version_info.minor}"
     if cfg.is_file():
         values = dict(
@@ -107,9 +112,16 @@ def _base_python(root: Path) -> Path:
     if candidate.is_file():
         return candidate
     raise BrokerStartError(
-        f"no base Python {version} found for the pinned pyspark venv (looked in .venv's pyvenv.cfg "
+        f"no base Python {version} found for the pinned pyspark venv (looked in {cfg} "
         f"and {candidate}); install Python {version} or run ci/bootstrap.sh first"
     )
+
+
+def venv_dir(version: str = SPARK_CONNECTOR_VERSION) -> Path:
+    """Where :func:`connector_python` makes the venv: the user cache, one per source tree (its
+    .pth names that tree), never inside it."""
+    tree = hashlib.sha256(str(_source_root()).encode()).hexdigest()[:12]
+    return cache_root() / "spark-connector" / version / f"venv-{tree}"
 
 
 def _run(command: list[str], what: str, timeout: float) -> str:
@@ -124,22 +136,23 @@ def _run(command: list[str], what: str, timeout: float) -> str:
 
 
 def connector_python(version: str = SPARK_CONNECTOR_VERSION, *, timeout: float = 1800.0) -> Path:
-    """The python of ``.venv-spark-<version>`` in this checkout: ``pyspark==version``, pyarrow,
-    pytest, and kafka_core importable from the checkout (a .pth, as ci/bootstrap.sh does).
+    """The python of a venv in the user cache (:func:`venv_dir`): ``pyspark==version``, pyarrow,
+    pytest, and kafka_core importable from its source tree (a .pth, as ci/bootstrap.sh does).
 
     Created on the first call and reused after (a stamp holds what it was made with); concurrent
-    callers wait on a lock file. Made from the same base interpreter as ``.venv``, so the Cython
+    callers wait on a lock file. Made from the base interpreter of the calling venv, so the Cython
     codec built in place loads. Raises :class:`BrokerStartError` saying what is missing.
     """
-    root = _checkout()
-    venv = root / f".venv-spark-{version}"
+    root = _source_root()
+    venv = venv_dir(version)
     python = venv / "bin" / "python"
-    base = _base_python(root)
+    base = _base_python()
     wanted = hashlib.sha256("\n".join([str(base), *venv_requirements(version)]).encode()).hexdigest()
     stamp = venv / _READY
     if python.is_file() and stamp.is_file() and stamp.read_text().strip() == wanted:
         return python
-    with open(root / f".venv-spark-{version}.lock", "w") as lock:
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.with_name(venv.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if python.is_file() and stamp.is_file() and stamp.read_text().strip() == wanted:
             return python  # another process made it while we waited
@@ -157,7 +170,7 @@ def connector_python(version: str = SPARK_CONNECTOR_VERSION, *, timeout: float =
             f"asking {python} for its site-packages",
             60.0,
         ).strip()
-        # Spark finds pyspark_kafka_core by listing sys.path, so the checkout itself goes on it.
+        # Spark finds pyspark_kafka_core by listing sys.path, so the source tree itself goes on it.
         (Path(purelib) / "kafka_core_checkout.pth").write_text(f"{root}\n")
         check = (
             "import pyspark, kafka_core.codec, kafka_core.spark; "

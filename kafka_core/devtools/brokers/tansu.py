@@ -19,7 +19,7 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
-from kafka_core.devbroker.common import (
+from kafka_core.devtools.brokers.common import (
     BrokerStartError,
     OneProcessBroker,
     die_with_parent,
