@@ -10,17 +10,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Self
 
-from kafka_core.client.metadata import TopicPartition, as_topic_partition
+from kafka_core.client.metadata import ListedOffset, OffsetAndMetadata, TopicPartition, as_topic_partition
 from kafka_core.config import keywords_from_config
 from kafka_core.consumer.fetch.fetcher import Fetcher
 from kafka_core.consumer.group.classic import GroupMembership
 from kafka_core.consumer.group.kip848 import ConsumerGroupMembership
 from kafka_core.consumer.group.rebalance import CallbackRunner, ConsumerGroupMetadata, ConsumerRebalance
+from kafka_core.consumer.lifecycle import Lifecycle
 from kafka_core.consumer.manual import ManualAssignment
-from kafka_core.consumer.message import Deserializer
+from kafka_core.consumer.message import ConsumedMessage, Deserializer
 from kafka_core.consumer.offsets import ConsumerOffsets
 from kafka_core.consumer.options import (
     DEFAULT_BOOTSTRAP,
@@ -32,10 +33,9 @@ from kafka_core.consumer.options import (
 )
 from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.policies import GroupProtocol, IsolationLevel, OffsetReset, parse_choice
-from kafka_core.consumer.polling import ConsumerPolling
+from kafka_core.consumer.polling import Poller
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import (
-    KafkaClosedError,
     KafkaError,
     KafkaTimeoutError,
 )
@@ -50,7 +50,7 @@ ISOLATION_LEVELS = {m.name.lower(): m.value for m in IsolationLevel}
 FETCH_CONCURRENCY = 3
 
 
-class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
+class KafkaConsumer:
     """Consume records from Kafka topics (asyncio). Use ``async with`` or ``await close()``.
 
     The blocking ``kafka_core.KafkaConsumer`` takes the same options, documented here once.
@@ -197,23 +197,13 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
         self._client = client
         self.group_id = group_id
         self._topics = topic_list
-        self._pattern = re.compile(pattern) if isinstance(pattern, str) else pattern
+        compiled = re.compile(pattern) if isinstance(pattern, str) else pattern
         static = partitions_arg(partitions) if partitions is not None else None
         self.auto_offset_reset = reset
-        self._auto_commit = enable_auto_commit and group_id is not None
-        self._auto_commit_interval = auto_commit_interval_ms / 1000.0
-        self._isolation = isolation
-        self._max_poll_records = max_poll_records
-        self._deserializers = deserializers(key_deserializer, value_deserializer)
-        self._gate_timeout_ms = coordinator_ready_timeout_ms
         self._subs = SubscriptionState()
-        self._committed_positions: dict[TopicPartition, int] = {}
-        # Errors for the next poll to raise (a rebalance callback's, a failed commit on revoke...).
-        self._pending_errors: list[BaseException] = []
-        self._outage = OutageTracker(request_timeout_ms / 1000.0)
-        # Before a first broker answered, poll reports each new failure (none from before us).
-        self._reached = False
-        self._reported_error: BaseException | None = getattr(client, "last_error", None)
+        # Errors for the next poll to raise: the parts below report into it, the Poller raises.
+        pending: list[BaseException] = []
+        outage = OutageTracker(request_timeout_ms / 1000.0)
         self._stats = ConsumerMetrics()  # per fetched partition, per poll, per rebalance
         self._fetcher = fetcher = Fetcher(
             client,
@@ -227,15 +217,19 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
             check_crcs=check_crcs,
             fetch_concurrency=fetch_concurrency,
             request_timeout_ms=request_timeout_ms,
-            outage=self._outage,
+            outage=outage,
             metrics=self._stats,
         )
         grouped = group_id is not None and static is None
+        # The membership needs the rebalance listener, whose steps are the offsets', which need
+        # the membership (commits carry its generation): the steps find ``offsets`` once it is
+        # made below, before any rebalance can run (the first comes at start()).
+        offsets: ConsumerOffsets
         self._rebalance = ConsumerRebalance(
-            commit=self._commit_revoked,
-            position=self._init_positions,
-            forget=self._forget,
-            report=self._pending_errors.append,
+            commit=lambda tps: offsets.commit_revoked(tps),
+            position=lambda tps: offsets.init_positions(tps),
+            forget=lambda tps: offsets.forget(tps),
+            report=pending.append,
             # The rebalance callbacks are for group assignments only.
             on_assign=on_assign if grouped else None,
             on_revoke=on_revoke if grouped else None,
@@ -248,10 +242,10 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
                 self._subs,
                 self._rebalance,
                 group_id,
-                outage=self._outage,
+                outage=outage,
                 wake=fetcher.data_ready.set,
                 topics=topic_list,
-                pattern=self._pattern,
+                pattern=compiled,
                 max_poll_interval_ms=max_poll_interval_ms,
                 group_instance_id=group_instance_id,
                 remote_assignor=group_remote_assignor,
@@ -265,12 +259,12 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
                 client,
                 self._subs,
                 self._rebalance,
-                self._pending_errors.append,
+                pending.append,
                 group_id,
-                outage=self._outage,
+                outage=outage,
                 wake=fetcher.data_ready.set,
                 topics=topic_list,
-                pattern=self._pattern,
+                pattern=compiled,
                 session_timeout_ms=group_opts.session_timeout_ms,
                 heartbeat_interval_ms=group_opts.heartbeat_interval_ms,
                 max_poll_interval_ms=max_poll_interval_ms,
@@ -290,17 +284,32 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
                 partitions=static,
                 coordinator_ready_timeout_ms=coordinator_ready_timeout_ms,
             )
-        self._start_lock = asyncio.Lock()  # guards the one start: _started, the group's and fetcher's start
-        self._start_task: asyncio.Task[None] | None = None  # a start going on behind poll()
-        # Guards the OffsetCommit requests (in order: an older one never lands last); the marks
-        # in _committed_positions are set after it, on the loop, so need no lock.
-        self._commit_lock = asyncio.Lock()
-        self._commit_task: asyncio.Task[None] | None = None  # an auto-commit behind poll()
-        self._started = False
-        self._closed = False
-        self._stopping = False
-        self._wakeup = asyncio.Event()  # stop(): a waiting poll returns early (once)
-        self._next_auto_commit = 0.0
+        self._offsets = offsets = ConsumerOffsets(
+            client,
+            self._subs,
+            fetcher,
+            self._group,
+            group_id=group_id,
+            auto_offset_reset=reset,
+            isolation_level=isolation,
+            auto_commit=enable_auto_commit and group_id is not None,
+            auto_commit_interval_s=auto_commit_interval_ms / 1000.0,
+            coordinator_ready_timeout_ms=coordinator_ready_timeout_ms,
+            report=pending.append,
+        )
+        self._lifecycle = Lifecycle(self._group, fetcher, offsets)
+        self._poller = Poller(
+            client,
+            self._subs,
+            self._lifecycle,
+            self._group,
+            fetcher,
+            offsets,
+            outage,
+            pending,
+            max_poll_records=max_poll_records,
+            deserializers=deserializers(key_deserializer, value_deserializer),
+        )
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> Self:
@@ -320,16 +329,7 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
 
     async def start(self) -> None:
         """Connect, resolve the assignment and starting positions (poll() calls this lazily)."""
-        if self._closed:
-            raise KafkaClosedError("this consumer is closed")
-        async with self._start_lock:
-            if self._started:
-                return
-            loop = asyncio.get_running_loop()
-            self._next_auto_commit = loop.time() + self._auto_commit_interval
-            await self._group.start()
-            self._fetcher.start()
-            self._started = True
+        await self._lifecycle.start()
 
     async def close(self, timeout: float | None = None, *, commit: bool = True) -> None:
         """Commit what was handed over (auto-commit), leave the group, release connections.
@@ -338,25 +338,24 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
         anyway and KafkaTimeoutError says what was cut short (records after the last commit are
         delivered again to the next owner; the group rebalances after the session timeout).
         """
-        if self._closed:
+        lifecycle = self._lifecycle
+        if lifecycle.closed:
             return
-        self._closed = True
+        lifecycle.closed = True
+        self._offsets.closing()
         self.stop()
         error: BaseException | None = None
         step = "the final commit"
         seen = getattr(self._client, "last_error", None)  # a newer one is what held the close up
-        if self._start_task is not None:
-            self._start_task.cancel()
-            await asyncio.gather(self._start_task, return_exceptions=True)
+        await self._poller.cancel_start()
         deadline = None if timeout is None else asyncio.get_running_loop().time() + max(timeout, 0)
         bound = asyncio.timeout_at(deadline)
         try:
             async with bound:
-                if self._commit_task is not None:  # an auto-commit in flight: superseded below
-                    await asyncio.gather(self._commit_task, return_exceptions=True)
-                if self._started and commit and self._auto_commit:
+                await self._poller.settle_commit()  # an auto-commit in flight: superseded below
+                if lifecycle.started and commit and self._offsets.auto_commit:
                     try:
-                        await self._commit_positions()
+                        await self._offsets.commit_positions()
                     except KafkaError as exc:
                         error = exc
                 step = "leaving the group"
@@ -374,9 +373,82 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
         if error is not None:
             raise error
 
-    async def _ensure_started(self) -> None:
-        if not self._started:
-            await self.start()
+    # -- polling (the Poller) ---------------------------------------------------------------
+
+    async def poll(self, timeout_ms: float = 1_000, max_records: int | None = None) -> list[ConsumedMessage]:
+        """Records handed over now (empty after ``timeout_ms`` without data)."""
+        return await self._poller.poll(timeout_ms, max_records)
+
+    async def poll_columns(self, timeout_ms: float = 1_000, max_records: int | None = None) -> Any:
+        """Like poll, as one ``pyarrow.RecordBatch`` (no Python object per record), or None."""
+        return await self._poller.poll_columns(timeout_ms, max_records)
+
+    def __aiter__(self) -> AsyncIterator[ConsumedMessage]:
+        return self._poller.messages()
+
+    async def run(self, handler: Callable[[ConsumedMessage], Any]) -> None:
+        """Poll and call ``handler`` per message (awaited when it returns an awaitable) until stop()."""
+        await self._poller.run(handler)
+
+    def stop(self) -> None:
+        """Make run()/iteration return after the current message; a waiting poll returns early."""
+        self._poller.stop()
+
+    # -- offsets (ConsumerOffsets) -----------------------------------------------------------
+
+    async def commit(self, offsets: Any = None) -> None:
+        """Commit positions (None: every assigned partition), a {tp: offset} map, or messages.
+
+        Offsets are of the next record to consume. A message (or list of them) commits past it.
+        """
+        await self._lifecycle.ensure_started()
+        await self._offsets.commit(offsets)
+
+    async def committed(self, partitions: Iterable[Any] | None = None) -> dict[TopicPartition, int | None]:
+        """The group's committed offsets (None where nothing is committed).
+
+        A stable read (KIP-447), as Java's consumer makes: offsets a transaction committed are
+        waited for until its markers are written (UNSTABLE_OFFSET_COMMIT, retried), not reported
+        as the older ones (or none) that a plain read gives in the meantime."""
+        return await self._offsets.committed(partitions)
+
+    def seek(self, tp: Any, offset: int | OffsetAndMetadata) -> None:
+        """Consume ``tp`` from ``offset`` next (also the way past a corrupt batch).
+
+        An ``OffsetAndMetadata`` with a ``leader_epoch`` (e.g. from ``committed``-style storage
+        of your own) has the position validated against the leader's log first (KIP-320): a
+        truncated log resets per ``auto_offset_reset``, or with "none" makes poll raise
+        KafkaLogTruncationError.
+        """
+        self._offsets.seek(tp, offset)
+
+    def seek_to_beginning(self, partitions: Iterable[Any] | None = None) -> None:
+        self._offsets.reset(partitions, OffsetReset.EARLIEST)
+
+    def seek_to_end(self, partitions: Iterable[Any] | None = None) -> None:
+        self._offsets.reset(partitions, OffsetReset.LATEST)
+
+    async def position(self, tp: Any) -> int | None:
+        """The offset of the next record poll() will hand over for ``tp`` (once it is known)."""
+        await self._lifecycle.ensure_started()
+        return self._offsets.position(tp)
+
+    async def offsets_for_times(
+        self, timestamps: Mapping[Any, int]
+    ) -> dict[TopicPartition, ListedOffset | None]:
+        """Earliest offset whose timestamp is >= the given one, per partition (None: no such record)."""
+        return await self._offsets.offsets_for_times(timestamps)
+
+    async def beginning_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
+        return await self._offsets.beginning_offsets(partitions)
+
+    async def end_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
+        return await self._offsets.end_offsets(partitions)
+
+    async def lag(self) -> dict[TopicPartition, int | None]:
+        """Records between each position and the log end (None while the position is unknown)."""
+        await self._lifecycle.ensure_started()
+        return await self._offsets.lag()
 
     # -- assignment and flow control ------------------------------------------------------------
 
@@ -402,7 +474,7 @@ class KafkaConsumer(ConsumerPolling, ConsumerOffsets):
     @property
     def closed(self) -> bool:
         """True once close() began."""
-        return self._closed
+        return self._lifecycle.closed
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """The group, generation and member id this consumer has now (generation -1 when it is

@@ -1,16 +1,16 @@
-"""The consumer's offsets apart from its poll loop: starting positions, commits (serialised),
-committed offsets, seeks, lag, and the commit-and-forget steps of a revocation.
+"""The consumer's offsets: starting positions, commits (serialised), committed offsets, seeks,
+lag, and the commit-and-forget steps of a revocation.
 
-A mixin of KafkaConsumer, kept apart so that each module stays readable; it works on the
-consumer's subscription state, fetcher and client.
+Owned by the consumer face, which delegates its offset methods here; it works on the
+subscription state, fetcher, client and group membership it is given.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from kafka_core.client.metadata import (
     EARLIEST,
@@ -20,6 +20,7 @@ from kafka_core.client.metadata import (
     TopicPartition,
     as_topic_partition,
 )
+from kafka_core.consumer.fetch.fetcher import Fetcher
 from kafka_core.consumer.message import ConsumedMessage
 from kafka_core.consumer.policies import IsolationLevel, OffsetReset
 from kafka_core.consumer.subscription import SubscriptionState
@@ -30,28 +31,55 @@ log = logging.getLogger("kafka_core.consumer.consumer")
 
 
 class ConsumerOffsets:
-    _client: Any
-    _subs: SubscriptionState
-    _fetcher: Any
-    _group: Any
-    group_id: str | None
-    _isolation: IsolationLevel
-    _auto_commit_interval: float
-    _next_auto_commit: float
-    _committed_positions: dict[TopicPartition, int]
-    _commit_lock: asyncio.Lock
+    """Positions and commits of one consumer. Runs on the event loop only."""
 
-    _auto_commit: bool
-    auto_offset_reset: OffsetReset
-    _closed: bool
-    _gate_timeout_ms: float
-    _pending_errors: list[BaseException]
+    def __init__(
+        self,
+        client: Any,
+        subs: SubscriptionState,
+        fetcher: Fetcher,
+        membership: Any,
+        *,
+        group_id: str | None,
+        auto_offset_reset: OffsetReset,
+        isolation_level: IsolationLevel,
+        auto_commit: bool,
+        auto_commit_interval_s: float,
+        coordinator_ready_timeout_ms: float,
+        report: Callable[[BaseException], None],
+    ) -> None:
+        self._client = client
+        self._subs = subs
+        self._fetcher = fetcher
+        self._group = membership  # generation and member id for commits (none without a group)
+        self.group_id = group_id
+        self._reset_policy = auto_offset_reset
+        self._isolation = isolation_level
+        self.auto_commit = auto_commit
+        self._auto_commit_interval = auto_commit_interval_s
+        self._gate_timeout_ms = coordinator_ready_timeout_ms
+        self._report = report  # an error for the next poll to raise
+        self._next_auto_commit = 0.0  # loop time of the next auto-commit
+        self._closing = False  # close() began: its final commit replaces a revocation's
+        # Guards the OffsetCommit requests (in order: an older one never lands last); the marks
+        # in _committed_positions are set after it, on the loop, so need no lock.
+        self._commit_lock = asyncio.Lock()
+        self._committed_positions: dict[TopicPartition, int] = {}
 
-    if TYPE_CHECKING:  # the consumer's (declared, not overridden)
+    def restart_auto_commit_clock(self) -> None:
+        self._next_auto_commit = asyncio.get_running_loop().time() + self._auto_commit_interval
 
-        async def _ensure_started(self) -> None: ...
+    def auto_commit_due(self) -> dict[TopicPartition, int]:
+        """What an auto-commit at this poll commits (nothing before its time, or without it)."""
+        if not self.auto_commit or asyncio.get_running_loop().time() < self._next_auto_commit:
+            return {}
+        return self.uncommitted()  # now: what was handed over before this poll, no more
 
-    async def _init_positions(self, tps: Iterable[TopicPartition]) -> None:
+    def closing(self) -> None:
+        """close() began: revocations from now on do not commit (its final commit did)."""
+        self._closing = True
+
+    async def init_positions(self, tps: Iterable[TopicPartition]) -> None:
         """Committed offset when the group has one, else the auto_offset_reset policy."""
         # A seek before the first poll wins over committed offsets and the reset policy.
         tps = [tp for tp in tps if tp in self._subs and self._subs.state(tp).position is None]
@@ -74,21 +102,21 @@ class ConsumerOffsets:
                 # A committed leader epoch has the position validated before fetching (KIP-320).
                 self._subs.seek(tp, om.offset, om.leader_epoch)
             elif st.reset is None:
-                self._subs.request_reset(tp, self.auto_offset_reset)
+                self._subs.request_reset(tp, self._reset_policy)
         self._fetcher.wake()
 
-    async def _commit_revoked(self, tps: set[TopicPartition]) -> None:
+    async def commit_revoked(self, tps: set[TopicPartition]) -> None:
         """Auto-commit what was handed over of partitions about to go (before their callback)."""
-        if not self._auto_commit or self._closed:  # on close, the final commit did it
+        if not self.auto_commit or self._closing:  # on close, the final commit did it
             return
         try:
-            await self._commit_positions(tps)
+            await self.commit_positions(tps)
         except KafkaError as exc:
             # Not data loss (those records come again to the next owner), but never silent.
             log.warning("commit on revoke failed for %s: %r", sorted(tps), exc)
-            self._pending_errors.append(exc)
+            self._report(exc)
 
-    def _forget(self, tps: set[TopicPartition]) -> None:
+    def forget(self, tps: set[TopicPartition]) -> None:
         """Partitions gone (revoked or lost): their buffered data and commit marks with them."""
         self._fetcher.drop(tps)
         for tp in tps:
@@ -97,7 +125,7 @@ class ConsumerOffsets:
     def _group_args(self) -> dict[str, Any]:
         return self._group.commit_args()  # generation and member id (none without a group)
 
-    def _uncommitted(self, tps: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, int]:
+    def uncommitted(self, tps: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, int]:
         """Positions (handed over so far) not committed yet; the auto-commit clock restarts."""
         self._next_auto_commit = asyncio.get_running_loop().time() + self._auto_commit_interval
         positions = self._subs.positions()
@@ -105,10 +133,10 @@ class ConsumerOffsets:
             positions = {tp: positions[tp] for tp in tps if tp in positions}
         return {tp: off for tp, off in positions.items() if self._committed_positions.get(tp) != off}
 
-    async def _commit_positions(self, tps: Iterable[TopicPartition] | None = None) -> None:
-        todo = self._uncommitted(tps)
+    async def commit_positions(self, tps: Iterable[TopicPartition] | None = None) -> None:
+        todo = self.uncommitted(tps)
         if todo:
-            await self._commit(todo)
+            await self.commit_offsets(todo)
 
     def _with_epochs(
         self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]
@@ -124,7 +152,7 @@ class ConsumerOffsets:
             out[tp] = value
         return out
 
-    async def _commit(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
+    async def commit_offsets(self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]) -> None:
         if self.group_id is None:
             raise KafkaConfigError("commit needs a group_id")
         offsets = self._with_epochs(offsets)
@@ -142,13 +170,9 @@ class ConsumerOffsets:
             self._committed_positions[tp] = off
 
     async def commit(self, offsets: Any = None) -> None:
-        """Commit positions (None: every assigned partition), a {tp: offset} map, or messages.
-
-        Offsets are of the next record to consume. A message (or list of them) commits past it.
-        """
-        await self._ensure_started()
+        """The face's commit: positions, a {tp: offset} map, or messages (past them)."""
         if offsets is None:
-            await self._commit_positions()
+            await self.commit_positions()
             return
         if isinstance(offsets, ConsumedMessage):
             offsets = [offsets]
@@ -166,14 +190,9 @@ class ConsumerOffsets:
                     if pos is None:
                         raise KafkaConfigError(f"{tp} has no position to commit")
                     todo[tp] = pos
-        await self._commit(todo)
+        await self.commit_offsets(todo)
 
     async def committed(self, partitions: Iterable[Any] | None = None) -> dict[TopicPartition, int | None]:
-        """The group's committed offsets (None where nothing is committed).
-
-        A stable read (KIP-447), as Java's consumer makes: offsets a transaction committed are
-        waited for until its markers are written (UNSTABLE_OFFSET_COMMIT, retried), not reported
-        as the older ones (or none) that a plain read gives in the meantime."""
         if self.group_id is None:
             raise KafkaConfigError("committed offsets need a group_id")
         tps = (
@@ -185,13 +204,6 @@ class ConsumerOffsets:
         return {tp: (got[tp].offset if tp in got else None) for tp in tps}
 
     def seek(self, tp: Any, offset: int | OffsetAndMetadata) -> None:
-        """Consume ``tp`` from ``offset`` next (also the way past a corrupt batch).
-
-        An ``OffsetAndMetadata`` with a ``leader_epoch`` (e.g. from ``committed``-style storage
-        of your own) has the position validated against the leader's log first (KIP-320): a
-        truncated log resets per ``auto_offset_reset``, or with "none" makes poll raise
-        KafkaLogTruncationError.
-        """
         tp = as_topic_partition(tp)
         epoch = offset.leader_epoch if isinstance(offset, OffsetAndMetadata) else None
         where = offset.offset if isinstance(offset, OffsetAndMetadata) else offset
@@ -200,27 +212,19 @@ class ConsumerOffsets:
         self._subs.seek(tp, where, epoch)
         self._fetcher.drop([tp])
 
-    def _reset(self, tps: Iterable[Any] | None, policy: OffsetReset) -> None:
+    def reset(self, tps: Iterable[Any] | None, policy: OffsetReset) -> None:
+        """Positions of ``tps`` (None: every assigned partition) looked up again by ``policy``."""
         targets = [as_topic_partition(x) for x in tps] if tps is not None else sorted(self._subs.assigned())
         for tp in targets:
             self._subs.request_reset(tp, policy)
         self._fetcher.drop(targets)
 
-    def seek_to_beginning(self, partitions: Iterable[Any] | None = None) -> None:
-        self._reset(partitions, OffsetReset.EARLIEST)
-
-    def seek_to_end(self, partitions: Iterable[Any] | None = None) -> None:
-        self._reset(partitions, OffsetReset.LATEST)
-
-    async def position(self, tp: Any) -> int | None:
-        """The offset of the next record poll() will hand over for ``tp`` (once it is known)."""
-        await self._ensure_started()
+    def position(self, tp: Any) -> int | None:
         return self._subs.state(as_topic_partition(tp)).position
 
     async def offsets_for_times(
         self, timestamps: Mapping[Any, int]
     ) -> dict[TopicPartition, ListedOffset | None]:
-        """Earliest offset whose timestamp is >= the given one, per partition (None: no such record)."""
         got = await self._client.list_offsets({as_topic_partition(k): int(v) for k, v in timestamps.items()})
         return {tp: (lo if lo.offset >= 0 else None) for tp, lo in got.items()}
 
@@ -237,8 +241,6 @@ class ConsumerOffsets:
         }
 
     async def lag(self) -> dict[TopicPartition, int | None]:
-        """Records between each position and the log end (None while the position is unknown)."""
-        await self._ensure_started()
         ends = await self.end_offsets(self._subs.assigned())
         out: dict[TopicPartition, int | None] = {}
         for tp, st in self._subs.items():

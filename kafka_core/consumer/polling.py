@@ -1,9 +1,9 @@
 """The consumer's poll loop: poll, poll_columns, iteration, run and stop.
 
-A mixin of KafkaConsumer (see offsets.py for positions and commits). A poll starts the consumer
-behind it when needed, raises what is pending (a callback's error, a fetch error), runs the
-auto-commit, waits for a join, and hands over what the fetcher has buffered; it returns or
-raises within its ``timeout_ms`` whatever goes on behind it.
+Owned by the consumer face, which delegates to it. A poll starts the consumer behind it when
+needed, raises what is pending (a callback's error, a fetch error), runs the auto-commit, waits
+for a join, and hands over what the fetcher has buffered; it returns or raises within its
+``timeout_ms`` whatever goes on behind it.
 """
 
 from __future__ import annotations
@@ -11,52 +11,75 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncIterator, Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
+from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.fetch.fetcher import Fetcher
+from kafka_core.consumer.lifecycle import Lifecycle
 from kafka_core.consumer.message import ConsumedMessage, Deserializer, deserialize_messages
+from kafka_core.consumer.offsets import ConsumerOffsets
 from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import KafkaClosedError, KafkaConnectionError, KafkaTimeoutError
 
 
-class ConsumerPolling:
-    _client: Any
-    _subs: SubscriptionState
-    _fetcher: Fetcher
-    _group: Any
-    _outage: OutageTracker
-    _pending_errors: list[BaseException]
-    _max_poll_records: int | None
-    _deserializers: tuple[Deserializer | None, Deserializer | None] | None  # None: bytes as they came
-    _auto_commit: bool
-    _next_auto_commit: float
-    _closed: bool
-    _started: bool
-    _stopping: bool
-    _reached: bool
-    _reported_error: BaseException | None
-    _wakeup: asyncio.Event
-    _start_task: asyncio.Task[None] | None
-    _commit_task: asyncio.Task[None] | None
+class Poller:
+    """Hands the fetcher's records over to the application. Runs on the event loop only."""
 
-    if TYPE_CHECKING:  # the consumer's and the offsets mixin's (declared, not overridden)
+    def __init__(
+        self,
+        client: Any,
+        subs: SubscriptionState,
+        lifecycle: Lifecycle,
+        membership: Any,
+        fetcher: Fetcher,
+        offsets: ConsumerOffsets,
+        outage: OutageTracker,
+        pending: list[BaseException],
+        *,
+        max_poll_records: int | None,
+        deserializers: tuple[Deserializer | None, Deserializer | None] | None,
+    ) -> None:
+        self._client = client
+        self._subs = subs
+        self._lifecycle = lifecycle
+        self._group = membership
+        self._fetcher = fetcher
+        self._offsets = offsets
+        self._outage = outage
+        # Errors for the next poll to raise (a rebalance callback's, a failed commit on
+        # revoke...): the parts that report append, this poll loop raises them in order.
+        self._pending_errors = pending
+        self._max_poll_records = max_poll_records
+        self._deserializers = deserializers  # None: bytes as they came
+        self._start_task: asyncio.Task[None] | None = None  # a start going on behind poll()
+        self._commit_task: asyncio.Task[None] | None = None  # an auto-commit behind poll()
+        # Before a first broker answered, poll reports each new failure (none from before us).
+        self._reached = False
+        self._reported_error: BaseException | None = getattr(client, "last_error", None)
+        # stop(): a waiting poll returns early (once), and run()/iteration end (_stopping).
+        self._wakeup = asyncio.Event()
+        self._stopping = False
 
-        async def start(self) -> None: ...
+    async def cancel_start(self) -> None:
+        """close(): a start going on behind poll() ends."""
+        if self._start_task is not None:
+            self._start_task.cancel()
+            await asyncio.gather(self._start_task, return_exceptions=True)
 
-        def seek(self, tp: Any, offset: int | OffsetAndMetadata) -> None: ...
-
-        def _uncommitted(self, tps: Any = None) -> dict[TopicPartition, int]: ...
-
-        async def _commit(self, offsets: Any) -> None: ...
+    async def settle_commit(self) -> None:
+        """close(): an auto-commit in flight ends (its error superseded by the final commit)."""
+        if self._commit_task is not None:
+            await asyncio.gather(self._commit_task, return_exceptions=True)
 
     async def _start_within(self, deadline: float) -> bool:
         """Start (connect, resolve the assignment) as a task; False if it outlasts ``deadline``."""
         loop = asyncio.get_running_loop()
         task = self._start_task
         if task is None:
-            task = self._start_task = loop.create_task(self.start(), name="kafka-core-consumer-start")
+            task = self._start_task = loop.create_task(
+                self._lifecycle.start(), name="kafka-core-consumer-start"
+            )
         if not task.done():
             await _wait_until(task, deadline - loop.time(), self._wakeup)
             if not task.done():
@@ -67,9 +90,9 @@ class ConsumerPolling:
 
     async def _before_poll(self, deadline: float) -> bool:
         """False while the start goes on; else raises what is pending, runs the auto-commit."""
-        if self._closed:
+        if self._lifecycle.closed:
             raise KafkaClosedError("this consumer is closed")
-        if not self._started and not await self._start_within(deadline):
+        if not self._lifecycle.started and not await self._start_within(deadline):
             return False
         if self._pending_errors:
             raise self._pending_errors.pop(0)
@@ -77,10 +100,12 @@ class ConsumerPolling:
         if self._group.joining:
             return True  # no auto-commit mid-rebalance: the revocation commits what it must
         loop = asyncio.get_running_loop()
-        if self._auto_commit and self._commit_task is None and loop.time() >= self._next_auto_commit:
-            todo = self._uncommitted()  # now: what was handed over before this poll, no more
+        if self._commit_task is None:
+            todo = self._offsets.auto_commit_due()
             if todo:
-                self._commit_task = loop.create_task(self._commit(todo), name="kafka-core-auto-commit")
+                self._commit_task = loop.create_task(
+                    self._offsets.commit_offsets(todo), name="kafka-core-auto-commit"
+                )
         task = self._commit_task
         if task is not None:
             # A commit slower than the poll (an outage) goes on behind it; its error comes later.
@@ -167,7 +192,8 @@ class ConsumerPolling:
         """Like poll, as one ``pyarrow.RecordBatch`` (no Python object per record), or None."""
         return await self._poll(timeout_ms, max_records, True)
 
-    async def __aiter__(self) -> AsyncIterator[ConsumedMessage]:
+    async def messages(self) -> AsyncIterator[ConsumedMessage]:
+        """Iteration over the consumer: message by message until stop()."""
         self._stopping = False
         while not self._stopping:
             batch = await self.poll(1_000)
@@ -203,19 +229,27 @@ class ConsumerPolling:
         self._fetcher.data_ready.set()
 
     def _rewind(self, unhandled: list[ConsumedMessage]) -> None:
-        rewind(self, unhandled)
+        assigned = self._subs.assigned()
+        for tp, offset in first_offsets(unhandled).items():
+            if tp in assigned:
+                self._offsets.seek(tp, offset)
+
+
+def first_offsets(messages: list[ConsumedMessage]) -> dict[TopicPartition, int]:
+    """The first offset of each partition among ``messages``."""
+    first: dict[TopicPartition, int] = {}
+    for m in messages:
+        tp = TopicPartition(m.topic, m.partition)
+        if m.offset < first.get(tp, m.offset + 1):
+            first[tp] = m.offset
+    return first
 
 
 def rewind(consumer: Any, unhandled: list[ConsumedMessage]) -> None:
     """Positions back to the first message not given to the application (nothing skipped),
-    through the consumer's public seek: the asyncio loops and the sync face's share it."""
-    first: dict[TopicPartition, int] = {}
-    for m in unhandled:
-        tp = TopicPartition(m.topic, m.partition)
-        if m.offset < first.get(tp, m.offset + 1):
-            first[tp] = m.offset
+    through the consumer's public seek (the sync face's loops)."""
     assigned = consumer.assignment()
-    for tp, offset in first.items():
+    for tp, offset in first_offsets(unhandled).items():
         if tp in assigned:
             consumer.seek(tp, offset)
 
