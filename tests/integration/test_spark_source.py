@@ -12,8 +12,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from prerequisites import need_module
 
-pyspark = pytest.importorskip("pyspark")
+pyspark = need_module("pyspark")
 
 from pyspark.errors import PySparkException  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402

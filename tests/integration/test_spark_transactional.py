@@ -15,16 +15,17 @@ from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 import pytest
+from prerequisites import need_module
 
-pyspark = pytest.importorskip("pyspark")
+pyspark = need_module("pyspark")
 
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import functions as F  # noqa: E402
 from spark_cluster import local_session  # noqa: E402
 
 from kafka_core import KafkaClient, KafkaProducer  # noqa: E402
-from kafka_core.chaos.evidence import whole_log  # noqa: E402
-from kafka_core.chaos.mockcluster import MockCluster  # noqa: E402
+from kafka_core.devtools.chaos.evidence import whole_log  # noqa: E402
+from kafka_core.devtools.mockcluster import MockCluster  # noqa: E402
 
 FMT = "kafka_core"
 ABORT, COMMIT = 0, 1

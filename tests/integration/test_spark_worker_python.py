@@ -12,8 +12,9 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from prerequisites import need_module
 
-pytest.importorskip("pyspark")
+need_module("pyspark")
 
 pytestmark = pytest.mark.timeout(300)
 

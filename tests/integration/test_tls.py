@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 from fakes.timing import aio
+from prerequisites import need_module
 
 from kafka_core._sync import LoopThread
 from kafka_core.aio import KafkaClient
@@ -27,7 +28,7 @@ from kafka_core.network.connection import BrokerConnection
 from kafka_core.network.tls import build_ssl_context
 from kafka_core.protocol import ApiKey
 
-x509 = pytest.importorskip("cryptography.x509")
+x509 = need_module("cryptography.x509")
 from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID  # noqa: E402

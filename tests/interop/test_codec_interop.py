@@ -10,6 +10,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from prerequisites import need_module
 
 from kafka_core import codec as K
 from kafka_core.codec import legacy
@@ -46,7 +47,7 @@ def _kafka_python_supports(compression: str) -> bool:
 
 
 def _aiokafka_c():
-    pytest.importorskip("aiokafka")
+    need_module("aiokafka")
     try:
         from aiokafka.record import _crecords
     except ImportError:
@@ -66,7 +67,7 @@ def _peer(name: str):
             _aiokafka_supports,
         )
     if name == "aiokafka-py":
-        pytest.importorskip("aiokafka")
+        need_module("aiokafka")
         from aiokafka.record import default_records as d
         from aiokafka.record import legacy_records as lg
 
@@ -78,7 +79,7 @@ def _peer(name: str):
             _aiokafka_supports,
         )
     if name == "kafka-python":
-        pytest.importorskip("kafka")
+        need_module("kafka")
         from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
         from kafka.record.legacy_records import LegacyRecordBatch, LegacyRecordBatchBuilder
 

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 from fakes.stamps import RECENT_MS
+from prerequisites import need_module
 
 from kafka_core.consumer.sync import KafkaConsumer
 
@@ -65,7 +66,7 @@ def test_from_confluent_kafka(
 
 @pytest.mark.parametrize("compression", COMPRESSIONS)
 def test_from_kafka_python(bootstrap_servers: str, new_topic: Callable[..., str], compression: str) -> None:
-    kafka = pytest.importorskip("kafka")
+    kafka = need_module("kafka")
     topic = new_topic(1)
     want = expected(150, null_headers=False)
     p = kafka.KafkaProducer(

@@ -9,6 +9,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from prerequisites import need_module
 
 from kafka_core import codec as K
 from kafka_core.codec import compression as C
@@ -241,7 +242,7 @@ def test_decoded_timestamp_or_offset_overflowing_int64():
 
 
 def test_control_batch_with_short_key_in_columns():
-    pytest.importorskip("pyarrow")
+    need_module("pyarrow")
     buf = batch(rec(b"\x00\x00\x00\x02k\x02v\x00"), 1, attributes=0x20)
     with pytest.raises(KafkaCodecError, match="control record key is 1 bytes"):
         K.decode_record_batches(buf)  # rows and columns agree (issue 13)
@@ -350,7 +351,7 @@ def test_bad_columns():
 
 
 def test_bad_arrow_columns():
-    pa = pytest.importorskip("pyarrow")
+    pa = need_module("pyarrow")
     with pytest.raises(KafkaCodecError, match="binary or string"):
         K.encode_record_batch_columns(None, pa.array([1, 2]))
     with pytest.raises(KafkaCodecError, match="milliseconds"):

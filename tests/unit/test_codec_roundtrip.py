@@ -9,6 +9,7 @@ from array import array
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from prerequisites import need_module
 
 from kafka_core import codec as K
 from kafka_core.codec import crc32c
@@ -486,7 +487,7 @@ def test_kafka_record_eq_and_repr():
 
 # -------------------------------------------------------------------------- columnar encoding
 def test_columns_encode_same_bytes_as_rows():
-    pa = pytest.importorskip("pyarrow")
+    pa = need_module("pyarrow")
     keys = [b"a", None, b"c"]
     values = [b"1", b"2", None]
     hdrs = [[("x", b"y")], [], [("z", None)]]
@@ -519,7 +520,7 @@ def test_columns_encode_same_bytes_as_rows():
 
 
 def test_columns_encode_strings_and_defaults():
-    pa = pytest.importorskip("pyarrow")
+    pa = need_module("pyarrow")
     ref = K.encode_record_batch([(None, b"h\xc3\xa9"), (None, b"b")], base_timestamp=1)
     assert K.encode_record_batch_columns(None, pa.array(["hé", "b"]), base_timestamp=1) == ref
     assert (
@@ -531,7 +532,7 @@ def test_columns_encode_strings_and_defaults():
 @props
 @given(records=st.lists(record, min_size=1, max_size=10), compression=st.sampled_from(COMPRESSIONS))
 def test_columns_round_trip_property(records, compression):
-    pytest.importorskip("pyarrow")
+    need_module("pyarrow")
     keys = [r.key for r in records]
     values = [r.value for r in records]
     hdrs = [r.headers for r in records]

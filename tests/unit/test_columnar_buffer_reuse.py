@@ -6,8 +6,9 @@ from __future__ import annotations
 import threading
 
 import pytest
+from prerequisites import need_module
 
-pa = pytest.importorskip("pyarrow")
+pa = need_module("pyarrow")
 
 from kafka_core.codec import decode_record_batches_columns, encode_record_batch  # noqa: E402
 

@@ -11,13 +11,14 @@ from typing import Any
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from prerequisites import need_module
 
 from kafka_core._env import env_flag
 
 if env_flag("KAFKA_CORE_PURE_PYTHON"):
     pytest.skip("compares the Cython decoder with its twin", allow_module_level=True)
 
-pa = pytest.importorskip("pyarrow")
+pa = need_module("pyarrow")
 
 from crc32c import crc32c  # noqa: E402
 

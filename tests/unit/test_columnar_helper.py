@@ -17,13 +17,14 @@ from collections.abc import Iterator
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from prerequisites import need_module
 
 from kafka_core._env import env_flag
 
 if env_flag("KAFKA_CORE_PURE_PYTHON"):
     pytest.skip("the helper thread is the Cython decoder's", allow_module_level=True)
 
-pa = pytest.importorskip("pyarrow")
+pa = need_module("pyarrow")
 
 from crc32c import crc32c  # noqa: E402
 from test_columnar_fast_path import check_same, raw_batch, raw_record, record_rows  # noqa: E402

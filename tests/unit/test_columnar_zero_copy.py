@@ -10,10 +10,11 @@ import types
 from typing import Any
 
 import pytest
+from prerequisites import need_module
 
 from kafka_core._env import env_flag
 
-pa = pytest.importorskip("pyarrow")
+pa = need_module("pyarrow")
 
 from kafka_core.codec import legacy  # noqa: E402
 from kafka_core.codec._python import columnar as pcol  # noqa: E402

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+from prerequisites import need_module
 
-pa = pytest.importorskip("pyarrow")
+pa = need_module("pyarrow")
 
 from kafka_core import codec as K  # noqa: E402
 from kafka_core.codec import legacy  # noqa: E402

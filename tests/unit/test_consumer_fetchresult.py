@@ -5,6 +5,7 @@ from __future__ import annotations
 import struct
 
 import pytest
+from prerequisites import need_module
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.codec import encode_record_batch
@@ -132,7 +133,7 @@ def test_corrupt_first_batch_raises_nothing_delivered(columns):
 
 
 def test_constant_columns_are_exact_and_sliced_from_one_array() -> None:
-    pa = pytest.importorskip("pyarrow")
+    pa = need_module("pyarrow")
     from kafka_core.codec.columns import ConstantColumns
 
     cache = ConstantColumns()

@@ -8,6 +8,7 @@ import zlib
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from prerequisites import need_module
 
 from kafka_core import codec as K
 from kafka_core.codec import compression as C
@@ -162,7 +163,7 @@ def test_mixed_legacy_and_v2_and_truncation():
 
 
 def test_legacy_columns():
-    pytest.importorskip("pyarrow")
+    need_module("pyarrow")
     v0 = legacy.encode_legacy_message_set([(b"a", b"0"), (None, b"1")], magic=0, base_offset=0)
     v1 = legacy.encode_legacy_message_set(
         [(b"b", None, 5), (b"c", b"2", 6)], magic=1, compression="gzip", base_offset=2

@@ -7,6 +7,7 @@ import pytest
 from fakes.accumulator import make_accumulator
 from hypothesis import given
 from hypothesis import strategies as st
+from prerequisites import need_module
 
 from kafka_core.errors import KafkaCodecError, KafkaConfigError
 from kafka_core.producer.batching import plan_chunks
@@ -14,7 +15,7 @@ from kafka_core.producer.partitioner import murmur2_partition
 
 
 def test_plan_chunks_cuts_arrow_columns_by_size() -> None:
-    pa = pytest.importorskip("pyarrow")
+    pa = need_module("pyarrow")
     acc = make_accumulator(batch_size=1 << 20)
     acc.set_partitions("t", 3)
     values = pa.array([b"v" * 100] * 25_000, pa.binary())
@@ -49,7 +50,7 @@ def test_plan_chunks_groups_keys_by_partition() -> None:
 def test_plan_chunks_arrow_keys_keep_per_key_order(keys: list, num: int, batch_size: int) -> None:
     """pyarrow keys: every row once, in its murmur2 partition (null keys sticky), in input order
     within each partition, and the columns taken along with their rows."""
-    pa = pytest.importorskip("pyarrow")
+    pa = need_module("pyarrow")
     acc = make_accumulator()
     acc.set_partitions("t", num)
     values = pa.array([b"v%d" % i for i in range(len(keys))])
@@ -83,8 +84,8 @@ def test_plan_chunks_rejects_mismatched_columns() -> None:
 
 @pytest.mark.parametrize("kind", ["binary", "large_binary", "string", "large_string"])
 def test_arrow_sizes_read_off_offsets_match_pyarrow(kind: str) -> None:
-    pa = pytest.importorskip("pyarrow")
-    pc = pytest.importorskip("pyarrow.compute")
+    pa = need_module("pyarrow")
+    pc = need_module("pyarrow.compute")
     from kafka_core.producer.batching import _arrow_bytes
 
     typ = getattr(pa, kind)()

@@ -8,6 +8,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from prerequisites import need_module
 
 import kafka_core
 import kafka_core.aio
@@ -134,7 +135,7 @@ def test_chunk_hands_over_only_acquired_offsets_with_their_counts() -> None:
 
 
 def test_chunk_columns_carry_delivery_count_and_undelivered_rows() -> None:
-    pytest.importorskip("pyarrow")
+    need_module("pyarrow")
     data = _batch([0, 1, 2, 3])
     chunk = Chunk(TP, data, [(1, 3, 2)], 0.0, 30.0)
     table = chunk.take_columns(2)

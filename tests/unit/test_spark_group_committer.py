@@ -8,19 +8,20 @@ from collections.abc import Mapping
 from typing import Any
 
 import pytest
+from prerequisites import need_module
 
-pytest.importorskip("pyspark")
+need_module("pyspark")
 
-from pyspark.sql.streaming.datasource import ReadAllAvailable
+from pyspark.sql.streaming.datasource import ReadAllAvailable  # noqa: E402
 
-from kafka_core.admin.results import Result
-from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
-from kafka_core.errors import KafkaConfigError, KafkaConnectionError, KafkaError
-from kafka_core.protocol.errors import error_for
-from kafka_core.spark.group_commit import COMMIT_METADATA, GroupCommitter
-from kafka_core.spark.options import parse_source
-from kafka_core.spark.planning import OffsetLookups
-from kafka_core.spark.stream import KafkaStreamReader
+from kafka_core.admin.results import Result  # noqa: E402
+from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition  # noqa: E402
+from kafka_core.errors import KafkaConfigError, KafkaConnectionError, KafkaError  # noqa: E402
+from kafka_core.protocol.errors import error_for  # noqa: E402
+from kafka_core.spark.group_commit import COMMIT_METADATA, GroupCommitter  # noqa: E402
+from kafka_core.spark.options import parse_source  # noqa: E402
+from kafka_core.spark.planning import OffsetLookups  # noqa: E402
+from kafka_core.spark.stream import KafkaStreamReader  # noqa: E402
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 UNKNOWN_MEMBER_ID = 25

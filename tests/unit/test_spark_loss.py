@@ -6,16 +6,17 @@ from __future__ import annotations
 import logging
 
 import pytest
+from prerequisites import need_module
 
-pytest.importorskip("pyspark")
+need_module("pyspark")
 
-from pyspark.sql.streaming.datasource import ReadAllAvailable
+from pyspark.sql.streaming.datasource import ReadAllAvailable  # noqa: E402
 
-from kafka_core.client.metadata import TopicPartition
-from kafka_core.spark import loss
-from kafka_core.spark.options import parse_source
-from kafka_core.spark.planning import DataLossError, OffsetLookups
-from kafka_core.spark.stream import KafkaStreamReader
+from kafka_core.client.metadata import TopicPartition  # noqa: E402
+from kafka_core.spark import loss  # noqa: E402
+from kafka_core.spark.options import parse_source  # noqa: E402
+from kafka_core.spark.planning import DataLossError, OffsetLookups  # noqa: E402
+from kafka_core.spark.stream import KafkaStreamReader  # noqa: E402
 
 T0, T1 = TopicPartition("orders", 0), TopicPartition("orders", 1)
 OPTION_HINT = "set 'failOnDataLoss' to 'false'"

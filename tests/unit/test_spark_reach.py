@@ -8,6 +8,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+from prerequisites import need_module
 
 from kafka_core.errors import KafkaConnectionError
 from kafka_core.spark.reach import check_bootstrap
@@ -92,7 +93,7 @@ def test_timeouts_are_not_refusals(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_batch_planning_fails_fast_when_no_address_listens() -> None:
     """The driver's planning of a read (what Spark calls for ``load().count()``)."""
-    pytest.importorskip("pyspark")
+    need_module("pyspark")
     from kafka_core.spark import KafkaDataSource, read_schema
 
     port = closed_port()
@@ -102,7 +103,7 @@ def test_batch_planning_fails_fast_when_no_address_listens() -> None:
 
 
 def test_streaming_planning_fails_fast_when_no_address_listens() -> None:
-    pytest.importorskip("pyspark")
+    need_module("pyspark")
     from kafka_core.spark import KafkaDataSource, read_schema
 
     port = closed_port()

@@ -5,15 +5,16 @@ from __future__ import annotations
 import pickle
 
 import pytest
+from prerequisites import need_module
 
-pytest.importorskip("pyspark")
+need_module("pyspark")
 
-from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, ReadMinRows  # noqa: E402
 
-from kafka_core.client.metadata import TopicPartition
-from kafka_core.spark.options import parse_source
-from kafka_core.spark.planning import DataLossError, OffsetLookups
-from kafka_core.spark.stream import KafkaStreamReader
+from kafka_core.client.metadata import TopicPartition  # noqa: E402
+from kafka_core.spark.options import parse_source  # noqa: E402
+from kafka_core.spark.planning import DataLossError, OffsetLookups  # noqa: E402
+from kafka_core.spark.stream import KafkaStreamReader  # noqa: E402
 
 T0, T1, U0 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("u", 0)
 

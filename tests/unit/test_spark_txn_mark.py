@@ -7,6 +7,7 @@ from types import SimpleNamespace
 from typing import Any
 
 import pytest
+from prerequisites import need_module
 
 from kafka_core.errors import KafkaProtocolError, KafkaTimeoutError, KafkaUnsupportedVersionError
 from kafka_core.spark.txn_mark import mark_exists
@@ -86,7 +87,7 @@ def _driver_calls(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, str]]:
 def _write(prefix: str = "job") -> tuple[Any, list[Any]]:
     import dataclasses
 
-    pytest.importorskip("pyspark")
+    need_module("pyspark")
     from kafka_core.producer import PreparedTransaction
     from kafka_core.spark.options import parse_sink
     from kafka_core.spark.tasks import KafkaCommitMessage
