@@ -20,9 +20,11 @@ It stays so on purpose: records acquired but not polled within the lock duration
 with their delivery count raised, so a fetch never acquires more than the application said
 it can take at once.
 
-    python -m bench.bench_share [--records 200000] [--size 100] [--partitions 1] [--repeat 3] [--batch-records 100]
+    python -m bench.bench_share [--records 200000] [--size 100] [--partitions 1] [--repeat 3] [--batch-records 100] [--save]
 
-Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a one-node Apache Kafka. Not part of run_all.
+Uses KAFKA_BOOTSTRAP_SERVERS when set, else starts a one-node Apache Kafka. Not part of run_all:
+``--save`` keeps the medians as bench/results.json's ``share`` section (with the date, load,
+machine and command) and renders RESULTS.md and the guides' figures from it.
 """
 
 from __future__ import annotations
@@ -31,10 +33,12 @@ import argparse
 import asyncio
 import json
 import os
+import shlex
 import subprocess
 import sys
 import time
 import uuid
+from datetime import UTC, datetime
 from typing import Any
 
 CLIENTS = (
@@ -237,6 +241,35 @@ def fill_small_batches(bootstrap: str, topic: str, values: list[bytes], batch_re
         raise RuntimeError(f"preloading {topic}: records still unsent after 60 s")
 
 
+def save(
+    args: argparse.Namespace,
+    broker: str,
+    started: datetime,
+    rows: dict[str, list[dict[str, Any]]],
+    medians: dict[str, dict[str, Any]],
+    load_before: tuple[float, float, float],
+    load_after: tuple[float, float, float],
+) -> None:
+    """The run as bench/results.json's ``share`` section; RESULTS.md rendered from it."""
+    from bench.common import machine_summary
+    from bench.report import save_section
+
+    section = {
+        "broker": broker,
+        "command": shlex.join(["python", "-m", "bench.bench_share", *(sys.argv[1:])]),
+        "date": f"{started:%Y-%m-%d %H:%M} UTC",
+        "load": ", ".join(f"{x:.2f}" for x in load_before),
+        "load_after": ", ".join(f"{x:.2f}" for x in load_after),
+        "machine": {k: v for k, v in machine_summary().items() if k != "load"},
+        "mode": "full",
+        "records": args.records,
+        "medians": medians,
+        "rounds": {c: [r["rate"] for r in rs] for c, rs in rows.items()},
+    }
+    save_section("share", section)
+    print("saved to bench/results.json (share) and rendered bench/RESULTS.md")
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="share consume throughput: kafka_core vs confluent-kafka")
     ap.add_argument("--records", type=int, default=200_000)
@@ -247,6 +280,7 @@ def main(argv: list[str] | None = None) -> int:
         "--batch-records", type=int, default=0, help="producer batches of at most N records (0: large)"
     )
     ap.add_argument("--clients", default=",".join(CLIENTS))
+    ap.add_argument("--save", action="store_true", help="keep the medians in bench/results.json")
     ap.add_argument("--child", nargs=5, metavar=("CLIENT", "BOOTSTRAP", "TOPIC", "GROUP", "N"))
     args = ap.parse_args(argv)
     if args.child:
@@ -257,13 +291,16 @@ def main(argv: list[str] | None = None) -> int:
 
     external = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
     cluster = None
+    started = datetime.now(UTC)
     if external:
         bootstrap = external
+        broker = f"external cluster at {external}"
     else:
         from kafka_core.devbroker import KafkaCluster
 
         cluster = KafkaCluster(1).start()
         bootstrap = cluster.bootstrap
+        broker = f"Apache Kafka {cluster.version} (one KRaft node), loopback"
     try:
         topic = f"bench-share-{uuid.uuid4().hex[:8]}"
         create_topic(bootstrap, topic, args.partitions)
@@ -306,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
             print(
                 f"{c:28} {r['rate']:12,.0f} {r['cpu_s_per_million']:12.2f} {ratio:>13} {cpu:>8} {ceil:>11}  {each}"
             )
+        if args.save and not args.batch_records:
+            save(args, broker, started, rows, med, load_before, load_after)
     finally:
         if cluster is not None:
             cluster.close()

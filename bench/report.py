@@ -1,11 +1,24 @@
-"""Render bench/results.json as bench/RESULTS.md: figures, ratios vs peers, CPU per million records."""
+"""Render bench/results.json as bench/RESULTS.md: figures, ratios vs peers, CPU per million records.
+
+    python -m bench.report            # RESULTS.md and the figures in README.md and docs/ (bench.docs_figures)
+    python -m bench.report --check    # exit 1 when RESULTS.md or a figure in the docs differs from the results
+
+bench/results.json is written by the bench scripts (bench.run_all; bench.bench_share --save), each
+section with its date, machine, load and command. Notes by hand live in bench/results_notes.md,
+rendered after the section of the same title; RESULTS.md itself is never edited by hand.
+"""
 
 from __future__ import annotations
 
+import argparse
+import json
+import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 from bench.common import (
+    BENCH_DIR,
     OK,
     RunResult,
     e2e_table,
@@ -215,7 +228,26 @@ def _results(section: dict[str, Any]) -> list[RunResult]:
 
 
 def _stamp(section: dict[str, Any]) -> str:
-    return f"_Measured {section.get('date', '?')}, {section.get('mode', '?')} mode, load average {section.get('load', '?')}._"
+    return (
+        f"_Measured {section.get('date', '?')}, {section.get('mode', '?')} mode, load average "
+        f"{section.get('load', '?')}._{_provenance(section)}"
+    )
+
+
+def _provenance(section: dict[str, Any]) -> str:
+    """The command and machine a section's figures came from, and whether they were carried over
+    from a table typed by hand (figures older than the results file kept them)."""
+    parts = []
+    if section.get("command"):
+        parts.append(f"Command: `{section['command']}`.")
+    machine = section.get("machine")
+    if machine:
+        parts.append(
+            f"Machine: {machine.get('nproc', '?')} CPUs ({machine.get('cpu', '?')}), Python {machine.get('python', '?')}."
+        )
+    if section.get("carried_over"):
+        parts.append(f"Carried over: {section['carried_over']}.")
+    return (" " + " ".join(parts)) if parts else ""
 
 
 def broker_entries(section: dict[str, Any]) -> list[tuple[str | None, dict[str, Any]]]:
@@ -239,7 +271,8 @@ def _broker_stamp(key: str | None, section: dict[str, Any]) -> str:
     after = f"; after {section['load_after']}" if section.get("load_after") else ""
     return (
         f"_{section.get('broker') or broker_name(key)}: measured {section.get('date', '?')}, "
-        f"{section.get('mode', '?')} mode, load average before {section.get('load', '?')}{after}._"
+        f"{section.get('mode', '?')} mode, load average {'' if section.get('carried_over') else 'before '}"
+        f"{section.get('load', '?')}{after}._" + _provenance(section)
     )
 
 
@@ -329,24 +362,15 @@ def headline(sections: dict[str, Any]) -> str:
                     cell = fmt_ratio(r.rate, base.rate)
                 against = f"{anchor} on {broker_name(broker)}" if broker else anchor
                 rows.append([f"{key}: {name}", against, cell, ""])
-    rows += spark_headline(_results(sections.get("spark", {})))  # a peer and a target per operation
+    for broker, sec in broker_entries(sections.get("spark", {})):  # a peer and a target per operation
+        if "summary" in sec:  # carried over: the rows as they were typed
+            rows += [list(row) for row in sec["summary"]]
+            continue
+        on = f" on {broker_name(broker)}" if broker else ""
+        rows += [[path, against + on, *rest] for path, against, *rest in spark_headline(_results(sec))]
     if not rows:
         return ""
     return markdown_table(["kafka_core path", "measured against", "ratio", "target"], rows)
-
-
-HAND_KEPT = "<!-- hand-kept: bench.run_all keeps this section -->"
-
-
-def with_hand_kept(rendered: str, previous: str) -> str:
-    """``rendered`` plus the sections of the previous RESULTS.md measured by hand (marked with
-    HAND_KEPT under their heading), which ``run_all`` cannot reproduce and must not drop."""
-    kept = []
-    for part in ("\n" + previous).split("\n## ")[1:]:
-        title = part.split("\n", 1)[0]
-        if HAND_KEPT in part and f"\n## {title}\n" not in rendered:
-            kept.append("## " + part.rstrip("\n"))
-    return rendered.rstrip("\n") + "".join("\n\n" + k for k in kept) + "\n"
 
 
 def _brokers_line(env: dict[str, Any], sections: dict[str, Any]) -> str:
@@ -364,16 +388,21 @@ def _brokers_line(env: dict[str, Any], sections: dict[str, Any]) -> str:
     return f"Broker: {env.get('broker', '?')}."
 
 
-def render(data: dict[str, Any]) -> str:
+def render(data: dict[str, Any], notes: str = "") -> str:
+    """RESULTS.md: every section of ``data`` (bench/results.json), each with the notes by hand of
+    the same title after it; the other notes last."""
     env = data.get("environment", {})
     sections = data.get("sections", {})
     machine = env.get("machine", {})
+    by_title = split_notes(notes)
     out = [
         "# kafka_core benchmark results",
         "",
-        "Written by `python -m bench.run_all` (see bench/README.md). Performance is reported as",
-        "ratios against peers measured in the same run on the same data; absolute figures on this",
-        "shared machine vary by ±30% between runs.",
+        "Rendered by `python -m bench.report` from bench/results.json, which the bench scripts write",
+        "(`python -m bench.run_all`, `python -m bench.bench_share --save`; see bench/README.md), and",
+        "from the notes by hand in bench/results_notes.md: edit those, not this file. Performance is",
+        "reported as ratios against peers measured in the same run on the same data; absolute figures",
+        "on this shared machine vary by ±30% between runs.",
         "",
         f"Machine: {machine.get('nproc', '?')} CPUs ({machine.get('cpu', '?')}), Python {machine.get('python', '?')}, "
         f"{machine.get('platform', '?')}. {_brokers_line(env, sections)}",
@@ -454,11 +483,17 @@ def render(data: dict[str, Any]) -> str:
         ]
         out += [line for text in failed for line in ("", text)]
         if key == "spark":
-            out += ["", spark_table(_results(sec))] if not failed else []
+            out += [line for broker, s in entries for line in _spark_tables(broker, s, len(entries))]
         elif len(entries) > 1:
             out += ["", side_by_side_table(entries, anchor, unit)]
         elif not failed:
             out += ["", e2e_table(_results(sec), anchor, unit)]
+        out += _note(by_title, title)
+    if "share" in sections:
+        share = sections["share"]
+        out += ["", f"## {SHARE_TITLE}", "", _stamp_share(share), ""]
+        out += [SHARE_TEXT.format(records=share.get("records", 0)), "", share_table(share)]
+        out += _note(by_title, SHARE_TITLE)
     out += [
         "",
         "## Notes",
@@ -476,6 +511,142 @@ def render(data: dict[str, Any]) -> str:
         "  fetched before timing where the client has a call for it (confluent-kafka `list_topics`,",
         "  aiokafka and kafka-python `partitions_for`; kafka_core's `partitions_for` if present).",
         f"- The last `run_all` invocation ({', '.join(data.get('ran', [])) or '?'}) took {data.get('elapsed_s', '?')} s.",
-        "",
     ]
-    return "\n".join(out)
+    for title, text in by_title.items():
+        if title not in RENDERED_TITLES:
+            out += ["", f"## {title}", "", text]
+    return "\n".join(out) + "\n"
+
+
+SHARE_TITLE = "Share groups (issue 24)"
+SHARE_TEXT = (
+    "{records:,} records of 100 B on one partition, Apache Kafka, each client in its own fresh process "
+    "reading the preloaded topic as a fresh share group, implicit acknowledgement unless said; rate and "
+    "CPU from the first non-empty poll to the commit of the last record; confluent-kafka's ShareConsumer "
+    "in the same run; the ceiling is a raw ShareFetch loop (acks piggybacked, nothing decoded). Medians "
+    "of the rounds. Details: bench/bench_share.py."
+)
+SHARE_NAMES = {
+    "confluent-kafka": "confluent-kafka ShareConsumer",
+    "kafka_core": "kafka_core, poll + implicit accept",
+    "kafka_core-poll_columns": "kafka_core, `poll_columns` (implicit)",
+    "kafka_core-columns+ack_batch": "kafka_core, `poll_columns` + `acknowledge_batch` (explicit)",
+    "raw-sharefetch": "ceiling: a raw ShareFetch loop (acks piggybacked, nothing decoded)",
+}
+SHARE_HEADERS = ["client", "records/s", "vs confluent", "CPU s per M records", "of ceiling"]
+# The titles render() gives sections; a note of another title comes after them all.
+RENDERED_TITLES = {
+    "Codec (issue #3): one RecordBatch v2 of 1000 records, 16-byte keys",
+    "Producer (issue #5)",
+    "Consumer (issue #6)",
+    "Transactional produce",
+    "Spark write and read",
+    SHARE_TITLE,
+}
+
+
+def _stamp_share(section: dict[str, Any]) -> str:
+    load = section.get("load", "?")
+    after = f" before, {section['load_after']} after" if section.get("load_after") else ""
+    return (
+        f"_{section.get('broker', '?')}: measured {section.get('date', '?')}, load average {load}{after}._"
+        + _provenance(section)
+    )
+
+
+def share_rows(section: dict[str, Any]) -> list[list[str]]:
+    """The share bench's rows: carried over as typed, or from the medians bench_share saved."""
+    if "table" in section:
+        return [list(row) for row in section["table"]["rows"]]
+    medians = section.get("medians", {})
+    anchor, ceiling = medians.get("confluent-kafka"), medians.get("raw-sharefetch")
+    rows = []
+    for client, m in medians.items():
+        rows.append(
+            [
+                SHARE_NAMES.get(client, client),
+                fmt_rate(m["rate"]),
+                fmt_ratio(m["rate"], anchor["rate"]) if anchor else "-",
+                fmt_num(m["cpu_s_per_million"]),
+                f"{m['rate'] / ceiling['rate']:.0%}" if ceiling else "-",
+            ]
+        )
+    return rows
+
+
+def share_table(section: dict[str, Any]) -> str:
+    return markdown_table(SHARE_HEADERS, share_rows(section))
+
+
+def _spark_tables(broker: str | None, section: dict[str, Any], brokers: int) -> list[str]:
+    """A broker's Spark table: computed from its results, or carried over as it was typed."""
+    if section.get("failed"):
+        return []
+    if "table" in section:
+        table = section["table"]
+        title = (
+            f"### {section.get('broker', broker_name(broker)).split(' (')[0]}: {section.get('rounds', '')}"
+        )
+        return ["", title, "", markdown_table(table["headers"], table["rows"])]
+    lines = ["", f"### {broker_name(broker)}"] if broker and brokers > 1 else []
+    return [*lines, "", spark_table(_results(section))]
+
+
+def split_notes(notes: str) -> dict[str, str]:
+    """bench/results_notes.md's ``## title`` sections (the text before the first is its preface)."""
+    parts = ("\n" + notes).split("\n## ")[1:]
+    return {
+        part.split("\n", 1)[0].strip(): part.split("\n", 1)[1].strip() if "\n" in part else ""
+        for part in parts
+    }
+
+
+def _note(by_title: dict[str, str], title: str) -> list[str]:
+    text = by_title.get(title)
+    return ["", text] if text else []
+
+
+RESULTS_JSON = BENCH_DIR / "results.json"
+RESULTS_MD = BENCH_DIR / "RESULTS.md"
+NOTES_MD = BENCH_DIR / "results_notes.md"
+
+
+def render_files(raw: Path = RESULTS_JSON, notes: Path = NOTES_MD) -> str:
+    return render(json.loads(raw.read_text()), notes.read_text() if notes.exists() else "")
+
+
+def save_section(name: str, section: dict[str, Any]) -> None:
+    """Keep ``section`` as bench/results.json's ``name`` (the other sections as they were), then
+    render RESULTS.md and the guides' figures from it: for the bench scripts outside run_all."""
+    from bench import docs_figures
+
+    data = json.loads(RESULTS_JSON.read_text()) if RESULTS_JSON.exists() else {"sections": {}}
+    data.setdefault("sections", {})[name] = section
+    RESULTS_JSON.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
+    RESULTS_MD.write_text(render_files())
+    docs_figures.update_all(data)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    from bench import docs_figures
+
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    parser.add_argument("--check", action="store_true", help="write nothing; exit 1 on any drift")
+    args = parser.parse_args(argv)
+    data = json.loads(RESULTS_JSON.read_text())
+    results_md = render_files()
+    if args.check:
+        problems = docs_figures.check_all(data)
+        if RESULTS_MD.read_text() != results_md:
+            problems.append(f"{RESULTS_MD}: differs from what bench/results.json renders")
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        return 1 if problems else 0
+    RESULTS_MD.write_text(results_md)
+    changed = docs_figures.update_all(data)
+    print(f"wrote {RESULTS_MD}" + (f" and {', '.join(changed)}" if changed else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -7,9 +7,11 @@
     python -m bench.run_all --render-only    # rewrite RESULTS.md from results.json
     KAFKA_CORE_BENCH_BROKER=kafka python -m bench.run_all --only producer,consumer,transactions
 
-Raw figures go to bench/results.json, so ``--only`` can refresh one section and rewrite the table.
-The producer, consumer and transactions sections keep one entry per broker (``brokers``: tansu,
-kafka, external), so a run on Apache Kafka and one on Tansu stand side by side in the table.
+Raw figures go to bench/results.json, each section with its date, load, machine and command, so
+``--only`` can refresh one section and keep the others' last figures; RESULTS.md and the figures
+in README.md and docs/ are then rendered from it (bench.report, bench.docs_figures). The producer,
+consumer, transactions and Spark sections keep one entry per broker (``brokers``: tansu, kafka,
+external), so a run on Apache Kafka and one on Tansu stand side by side in the table.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -27,7 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from bench import report
+from bench import docs_figures, report
 from bench.brokers import bench_broker, broker_description, broker_key
 from bench.common import (
     BENCH_DIR,
@@ -40,9 +43,9 @@ from bench.common import (
 
 SECTIONS = ("codec", "producer", "consumer", "transactions", "spark")
 # Sections whose figures depend on the broker: kept per broker, shown side by side.
-BROKER_SECTIONS = ("producer", "consumer", "transactions")
-RESULTS_MD = BENCH_DIR / "RESULTS.md"
-RESULTS_JSON = BENCH_DIR / "results.json"
+BROKER_SECTIONS = ("producer", "consumer", "transactions", "spark")
+RESULTS_MD = report.RESULTS_MD
+RESULTS_JSON = report.RESULTS_JSON
 
 
 @dataclasses.dataclass(frozen=True)
@@ -149,9 +152,23 @@ def _load() -> str:
     return ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
-def section_stamp(mode: Mode) -> dict[str, str]:
-    """When and under what load a section ran (other work on the machine skews absolute figures)."""
-    return {"date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC", "mode": mode.name, "load": _load()}
+def section_stamp(mode: Mode) -> dict[str, Any]:
+    """When, where, how and under what load a section ran (other work on the machine skews
+    absolute figures)."""
+    return {
+        "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+        "mode": mode.name,
+        "load": _load(),
+        "machine": {k: v for k, v in machine_summary().items() if k != "load"},
+        "command": command_line(),
+    }
+
+
+def command_line() -> str:
+    """The command that ran, as one could type it again (the broker variable included)."""
+    broker = os.environ.get("KAFKA_CORE_BENCH_BROKER")
+    env = f"KAFKA_CORE_BENCH_BROKER={broker} " if broker else ""
+    return env + shlex.join(["python", "-m", __spec__.name if __spec__ else "bench.run_all", *sys.argv[1:]])
 
 
 def run_e2e(mode: Mode, sections: Sequence[str]) -> dict[str, Any]:
@@ -269,7 +286,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.render_only:
-        _write_results(args.output, report.render(json.loads(args.raw.read_text())))
+        data = json.loads(args.raw.read_text())
+        _write_results(args.output, data, docs=args.raw.resolve() == RESULTS_JSON.resolve())
         log(f"wrote {args.output} from {args.raw}")
         return 0
 
@@ -305,8 +323,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     previous: dict[str, Any] = (
         json.loads(args.raw.read_text()).get("sections", {}) if args.raw.exists() else {}
     )
-    if not args.only:
-        previous = {n: s for n, s in previous.items() if n in BROKER_SECTIONS}
     merged = merge_sections(previous, fresh)
     data = {
         "environment": env,
@@ -315,14 +331,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         "elapsed_s": round(time.monotonic() - started),
     }
     args.raw.write_text(json.dumps(data, indent=1, sort_keys=True) + "\n")
-    _write_results(args.output, report.render(data))
+    _write_results(args.output, data, docs=args.raw.resolve() == RESULTS_JSON.resolve())
     log(f"wrote {args.output} and {args.raw} in {data['elapsed_s']} s")
     return 0
 
 
-def _write_results(path: Path, rendered: str) -> None:
-    previous = path.read_text() if path.exists() else ""
-    path.write_text(report.with_hand_kept(rendered, previous))
+def _write_results(path: Path, data: dict[str, Any], *, docs: bool) -> None:
+    """RESULTS.md from ``data`` and the notes by hand; with ``docs`` (the results are the
+    repository's own), the figures the guides quote too."""
+    notes = report.NOTES_MD.read_text() if report.NOTES_MD.exists() else ""
+    path.write_text(report.render(data, notes))
+    changed = docs_figures.update_all(data) if docs else []
+    if changed:
+        log(f"updated the figures in {', '.join(changed)}")
 
 
 if __name__ == "__main__":

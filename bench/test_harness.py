@@ -5,6 +5,7 @@ pytest bench/test_harness.py              # about 20 s, starts its own Tansu for
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -216,19 +217,58 @@ def test_report_e2e_sections() -> None:
     assert "300,000 records of 100 B" in text
 
 
-def test_hand_kept_sections_survive_a_rerender() -> None:
-    from bench.report import HAND_KEPT, with_hand_kept
-
-    previous = (
-        "# r\n\n## Producer (issue #5)\n\nold figures\n\n## Overhead\n\n"
-        + HAND_KEPT
-        + "\n\nmeasured by hand\n\n## Other\n\ndropped\n"
+def test_notes_by_hand_follow_their_section_or_come_last() -> None:
+    notes = (
+        "# preface, not rendered\n\n## Producer (issue #5)\n\nread it so\n\n## Overhead\n\nmeasured by hand\n"
     )
-    rendered = "# r\n\n## Producer (issue #5)\n\nnew figures\n"
-    out = with_hand_kept(rendered, previous)
-    assert "new figures" in out and "old figures" not in out
-    assert "measured by hand" in out and "dropped" not in out
-    assert with_hand_kept(out, out) == out  # kept once, not again on every run
+    sections = {"producer": {"results": [RunResult("confluent-kafka", records=10, wall_s=1.0).__dict__]}}
+    text = report.render({"environment": {}, "sections": sections}, notes)
+    assert "preface" not in text
+    assert text.index("## Producer (issue #5)") < text.index("read it so") < text.index("## Notes")
+    assert text.index("## Notes") < text.index("## Overhead\n\nmeasured by hand")
+
+
+def test_carried_over_sections_render_as_typed_with_their_provenance() -> None:
+    table = {
+        "headers": ["client", "records/s", "vs confluent", "CPU s per M records", "of ceiling"],
+        "rows": [["x", "1 k", "2.24x", "0.66", "85%"]],
+    }
+    share = {
+        "carried_over": "typed by hand",
+        "command": "python bench/bench_share.py",
+        "date": "2026-11-26",
+        "table": table,
+    }
+    spark = {
+        "brokers": {
+            "kafka": {
+                "carried_over": "typed by hand",
+                "summary": [["spark write: a", "b on Apache Kafka", "4.55x", ""]],
+                "table": {"headers": ["operation", "method"], "rows": [["write", "a"]]},
+                "rounds": "medians of 3 rounds",
+                "broker": "Apache Kafka 4.4.0 (one node)",
+            }
+        }
+    }
+    text = report.render({"environment": {}, "sections": {"share": share, "spark": spark}})
+    assert "| x | 1 k | 2.24x | 0.66 | 85% |" in text
+    assert "Command: `python bench/bench_share.py`." in text and "Carried over: typed by hand." in text
+    assert "| spark write: a | b on Apache Kafka | 4.55x |  |" in text
+    assert "### Apache Kafka 4.4.0: medians of 3 rounds" in text and "| write | a |" in text
+
+
+def test_share_medians_saved_by_the_bench_render_with_ratios() -> None:
+    share = {
+        "date": "2026-11-28 08:00 UTC",
+        "records": 1000,
+        "medians": {
+            "confluent-kafka": {"rate": 100_000.0, "cpu_s_per_million": 1.0},
+            "kafka_core": {"rate": 150_000.0, "cpu_s_per_million": 0.5},
+            "raw-sharefetch": {"rate": 300_000.0, "cpu_s_per_million": 0.1},
+        },
+    }
+    text = report.render({"environment": {}, "sections": {"share": share}})
+    assert "| kafka_core, poll + implicit accept | 150 k | 1.50x | 0.50 | 50% |" in text
 
 
 def test_listener_cpu_without_a_local_broker_is_none() -> None:
@@ -421,3 +461,28 @@ def test_spark_table_first_job_beside_warm_figure() -> None:
     assert "first job rows/s (vs peer)" in text
     assert "| read | kafka_core-read | 1.00 M | - | 4.00x | - |  | 400 k (2.00x) |" in text
     assert spark_headline([peer, ours])[0][2] == "4.00x (first job 2.00x)"
+
+
+def test_a_run_keeps_the_sections_it_did_not_measure(tmp_path: Any, monkeypatch: Any) -> None:
+    """``--only codec`` and a full run without Spark replace what they measured, nothing else:
+    the Spark and share-group figures, measured apart, stay (they were dropped before)."""
+    from bench import run_all
+
+    raw, out = tmp_path / "results.json", tmp_path / "RESULTS.md"
+    kept = {
+        "spark": {"brokers": {"kafka": {"date": "then", "results": []}}},
+        "share": {"date": "then", "medians": {}},
+        "codec": {"date": "old", "entries": []},
+    }
+    raw.write_text(json.dumps({"sections": kept}))
+    monkeypatch.setattr(run_all, "environment", lambda: {})
+    monkeypatch.setattr(run_all, "run_codec", lambda mode: {"entries": [], "failures": []})
+    monkeypatch.setattr(run_all, "run_e2e", lambda mode, sections: {})
+    for argv in (["--only", "codec"], ["--no-spark"]):
+        assert run_all.main([*argv, "--raw", str(raw), "--output", str(out)]) == 0
+        sections = json.loads(raw.read_text())["sections"]
+        assert sections["spark"] == kept["spark"] and sections["share"] == kept["share"]
+        assert sections["codec"]["date"] != "old"
+        assert sections["codec"]["command"].startswith("python -m ")
+        assert sections["codec"]["machine"]["nproc"]
+        assert "## Share groups (issue 24)" in out.read_text()
