@@ -1,4 +1,6 @@
-"""The S3 emulator behind the persistent test broker: it comes up with its bucket and goes away."""
+"""The S3 emulator behind the persistent test broker: it comes up with its bucket and goes away.
+An Apache Kafka without Java fails to start with the error the test set-up reads as a missing
+prerequisite (tests/prerequisites.py), naming what to install."""
 
 from __future__ import annotations
 
@@ -8,7 +10,7 @@ import urllib.request
 
 import pytest
 
-from kafka_core.devbroker import BrokerStartError, S3Emulator, TansuBroker
+from kafka_core.devbroker import BrokerStartError, KafkaCluster, S3Emulator, TansuBroker
 from kafka_core.devtools.brokers.common import port_open
 
 pytestmark = pytest.mark.timeout(60)
@@ -56,3 +58,13 @@ def test_persistent_broker_owns_its_emulator() -> None:
     finally:
         broker.close()
     assert not s3.running and broker.s3 is None
+
+
+def test_kafka_without_java_is_a_broker_start_error_naming_java(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PATH", "/nonexistent")  # no java, no mvn: cached jars or not, no start
+    cluster = KafkaCluster(1)
+    try:
+        with pytest.raises(BrokerStartError, match="`java` on PATH"):
+            cluster.start()
+    finally:
+        cluster.close()

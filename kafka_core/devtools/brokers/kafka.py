@@ -310,7 +310,12 @@ class KafkaCluster(EmbeddedBroker):
 
     def _java(self, main: str, *args: str, heap_mb: int) -> list[str]:
         assert self._classpath is not None
-        java = shutil.which("java") or "java"
+        java = shutil.which("java")
+        if java is None:  # the jars may be cached from a machine state that had it
+            raise BrokerStartError(
+                "Apache Kafka needs `java` on PATH: install a Java 17+ runtime "
+                "(e.g. apt install openjdk-17-jre-headless)"
+            )
         return [
             java,
             f"-Xmx{heap_mb}m",
