@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Generate the kafka_core/protocol/messages/ package from Apache Kafka's JSON message definitions.
 
-Usage: python tools/gen_protocol.py [--messages DIR] [--newer JAR] [--out DIR] [--check]
+Usage: python tools/gen_protocol.py [--messages DIR] [--newer JAR] [--out DIR] [--schema FILE] [--check]
+
+Besides the package it writes the tests' table of the field schemas (``--schema``, by default
+tools/protocol_gen/schema_table.py for the repository's package, else schema_table.py beside
+``--out``); ``--check`` checks both.
 
 The share-group definitions come from the kafka-clients jar of the newest Kafka the suites run
 (``protocol_gen/newer.py`` says why); ``--newer`` names another jar, else it is fetched with Maven.
@@ -20,30 +24,46 @@ TOOLS = Path(__file__).resolve().parent
 if str(TOOLS) not in sys.path:  # run as a script or loaded by path (the tests): find protocol_gen
     sys.path.insert(0, str(TOOLS))
 
-from protocol_gen import generate, load  # noqa: E402
+from protocol_gen import TABLE, generate, load, schema_table  # noqa: E402
 from protocol_gen.newer import merge, newer_jar  # noqa: E402
 from protocol_gen.package import BANNER  # noqa: E402
 
 REPO = TOOLS.parent
 DEFAULT_MESSAGES = REPO.parent / "shared" / "kafka-protocol" / "messages"
 DEFAULT_OUT = REPO / "kafka_core" / "protocol" / "messages"
+DEFAULT_SCHEMA = TABLE
 
 __all__ = [
     "DEFAULT_MESSAGES",
     "DEFAULT_OUT",
+    "DEFAULT_SCHEMA",
     "check",
     "generate",
     "generate_merged",
     "load",
     "main",
+    "schema_table",
     "write",
 ]
 
 
-def generate_merged(messages: Path, jar: Path | None = None) -> dict[str, str]:
-    """The package generated from the folder ``messages`` with the jar's newer share-group files."""
+def generate_merged(messages: Path, jar: Path | None = None) -> tuple[dict[str, str], str]:
+    """The package and the schema table generated from the folder ``messages`` with the jar's
+    newer share-group files."""
     with tempfile.TemporaryDirectory(prefix="kafka-messages-") as tmp:
-        return generate(merge(messages, jar or newer_jar(), Path(tmp)))
+        merged = merge(messages, jar or newer_jar(), Path(tmp))
+        return generate(merged), schema_table(merged)
+
+
+def schema_path(out: Path, schema: Path | None) -> Path:
+    """Where the schema table goes: ``schema`` if given, else the repository's table for the
+    repository's package, else schema_table.py beside ``out`` (never the repository's for another
+    package)."""
+    if schema is not None:
+        return schema
+    if out.resolve() == DEFAULT_OUT.resolve():
+        return DEFAULT_SCHEMA
+    return out.parent / DEFAULT_SCHEMA.name
 
 
 def _stale(out: Path, files: dict[str, str]) -> list[Path]:
@@ -63,15 +83,18 @@ def check(out: Path, files: dict[str, str]) -> list[str]:
     return bad + [p.name for p in _stale(out, files)]
 
 
+def _write_file(target: Path, text: str) -> None:
+    if target.is_file() and target.read_text() == text:
+        return
+    tmp = target.with_suffix(".tmp")
+    tmp.write_text(text)
+    tmp.replace(target)
+
+
 def write(out: Path, files: dict[str, str]) -> None:
     out.mkdir(parents=True, exist_ok=True)
     for name, text in files.items():
-        target = out / name
-        if target.is_file() and target.read_text() == text:
-            continue
-        tmp = target.with_suffix(".tmp")
-        tmp.write_text(text)
-        tmp.replace(target)
+        _write_file(out / name, text)
     for p in _stale(out, files):
         p.unlink()
 
@@ -84,12 +107,21 @@ def main(argv: list[str] | None = None) -> int:
     )
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the package directory to write")
     ap.add_argument(
+        "--schema",
+        type=Path,
+        default=None,
+        help="the tests' schema table to write (default: see above)",
+    )
+    ap.add_argument(
         "--check", action="store_true", help="exit 1 if --out differs from what would be generated"
     )
     args = ap.parse_args(argv)
-    files = generate_merged(args.messages, args.newer)
+    files, table = generate_merged(args.messages, args.newer)
+    schema = schema_path(args.out, args.schema)
     if args.check:
         bad = check(args.out, files)
+        if not schema.is_file() or schema.read_text() != table:
+            bad.append(str(schema))
         if bad:
             print(
                 f"{args.out} is out of date ({', '.join(bad[:5])}); run tools/gen_protocol.py",
@@ -98,6 +130,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         return 0
     write(args.out, files)
+    schema.parent.mkdir(parents=True, exist_ok=True)
+    _write_file(schema, table)
     return 0
 
 

@@ -20,7 +20,7 @@ try:  # tests/unit is a package when it has an __init__.py, a rootdir otherwise
 except ImportError:
     from test_protocol_support import REPO, gen, need_definitions, need_newer_jar  # type: ignore[no-redef]
 
-from kafka_core.protocol.messages._schema import SCHEMA
+from protocol_gen.schema_table import SCHEMA  # on sys.path once test_protocol_support loaded gen
 
 OUT = REPO / "kafka_core" / "protocol" / "messages"
 
@@ -113,6 +113,9 @@ def test_committed_package_matches_the_generator(tmp_path: Path) -> None:
     # the single module this package replaced: the package would win the import, leaving it dead code
     assert not (OUT.parent / "messages.py").exists()
     # the tests' field schemas are the loader's model of these definitions, field for field
+    assert gen.DEFAULT_SCHEMA.read_text() == gen.schema_table(definitions), (
+        "the schema table is stale: run `python tools/gen_protocol.py`"
+    )
     loaded = [
         m
         for m in (gen.load(p) for p in sorted(definitions.glob("*.json")))
@@ -123,9 +126,8 @@ def test_committed_package_matches_the_generator(tmp_path: Path) -> None:
 
 def test_schema_table_reads_back_as_the_loader_model(tmp_path: Path) -> None:
     defs = _definitions(tmp_path)
-    files = gen.generate(defs)
     namespace: dict = {}
-    exec(compile(files["_schema.py"], "_schema.py", "exec"), namespace)
+    exec(compile(gen.schema_table(defs), "schema_table.py", "exec"), namespace)
     loaded = [gen.load(p) for p in sorted(defs.glob("*.json"))]
     assert gen_from_schema(namespace["SCHEMA"]) == loaded
     response = next(m for m in loaded if m.name == "ApiVersionsResponse")
@@ -152,6 +154,18 @@ def test_check_flag_reports_drift(tmp_path: Path) -> None:
     assert not leftover.exists()
     (edited).unlink()
     assert gen.main([*defs, "--out", str(out), "--check"]) == 1
+    assert gen.main([*defs, "--out", str(out)]) == 0
+    # the tests' schema table (beside another --out, never the repository's) is checked too
+    table = tmp_path / "schema_table.py"
+    assert table.read_text().startswith(gen.BANNER[0])
+    table.write_text(table.read_text() + "# edited\n")
+    assert gen.main([*defs, "--out", str(out), "--check"]) == 1
+    assert gen.main([*defs, "--out", str(out)]) == 0
+    assert gen.main([*defs, "--out", str(out), "--check"]) == 0
+    moved = tmp_path / "elsewhere.py"
+    assert gen.main([*defs, "--out", str(out), "--schema", str(moved), "--check"]) == 1
+    assert gen.main([*defs, "--out", str(out), "--schema", str(moved)]) == 0
+    assert moved.read_text() == table.read_text()
 
 
 def test_generator_reads_a_definition_directory(tmp_path: Path) -> None:
@@ -162,7 +176,6 @@ def test_generator_reads_a_definition_directory(tmp_path: Path) -> None:
         "__init__.py",
         "_api_versions.py",
         "_consumer_protocol_subscription.py",
-        "_schema.py",
     ]
     assert "class ApiVersionsRequest(Struct):" in files["_api_versions.py"]
     assert "class MetadataRequest(" not in "".join(files.values())

@@ -1,8 +1,8 @@
 """Shared test helpers: the generator's model of the message definitions, and hypothesis strategies.
 
-Strategies are built from the field schemas (messages/_schema.py, the generator's loader model
-written out as data), not from the generated classes' wire code, so a generator bug cannot hide
-by agreeing with itself; and they need no file outside the repository. Only the drift check reads
+Strategies are built from the field schemas (tools/protocol_gen/schema_table.py, the generator's
+loader model written out as data), not from the generated classes' wire code, so a generator bug
+cannot hide by agreeing with itself; and they need no file outside the repository. Only the drift check reads
 the JSON definitions: ``need_definitions()`` fails without them (a skip only under
 ``KAFKA_CORE_ALLOW_SKIP=1``, tests/prerequisites.py). ``KAFKA_CORE_PROTOCOL_DEFINITIONS`` points at another definitions folder.
 """
@@ -20,7 +20,6 @@ from hypothesis import strategies as st
 from prerequisites import unavailable
 
 from kafka_core.protocol import messages
-from kafka_core.protocol.messages._schema import SCHEMA
 
 REPO = Path(__file__).resolve().parents[2]
 GEN_PATH = REPO / "tools" / "gen_protocol.py"
@@ -36,6 +35,8 @@ def load_gen() -> Any:
 
 
 gen = load_gen()
+
+from protocol_gen.schema_table import SCHEMA  # noqa: E402  (on sys.path once gen_protocol is loaded)
 
 
 def definitions_dir() -> Path:

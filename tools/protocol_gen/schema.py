@@ -1,20 +1,23 @@
-"""The loader's model of the definitions, written out as data (messages/_schema.py) and read back.
+"""The loader's model of the definitions, written out as data (schema_table.py) and read back.
 
 The protocol tests draw values from the field schemas (which version has a field, which versions
 may be null, which are tagged). Reading them from this table instead of the JSON definitions lets
 those tests run in a fresh clone; the table is a plain dump of ``spec``'s model, not of the wire
 code that ``emit`` writes, so the tests still check the generated readers and writers against an
-independent description, and the drift check keeps the table equal to the definitions.
+independent description, and the drift check keeps the table equal to the definitions. Only the
+tests read it, so it lives here beside the code that writes and reads it, not in the package.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from .spec import Field, MessageDef, StructDef, Versions
+from .package import BANNER
+from .spec import Field, MessageDef, StructDef, Versions, load_all
 
-# Only the tests import it: the package __init__ never does, so clients do not pay for it.
-MODULE = "_schema"
+# Where the table lives (``from protocol_gen.schema_table import SCHEMA`` once tools/ is on sys.path).
+TABLE = Path(__file__).resolve().parent / "schema_table.py"
 
 
 def _v(vs: Versions | None) -> tuple[int, int] | None:
@@ -38,8 +41,13 @@ def _field_row(f: Field) -> tuple[Any, ...]:
     )
 
 
+def schema_table(messages_dir: Path) -> str:
+    """The table's source for a definitions folder."""
+    return schema_module(load_all(messages_dir), BANNER)
+
+
 def schema_module(msgs: list[MessageDef], banner: list[str]) -> str:
-    """The source of messages/_schema.py: one entry per message, one line per field."""
+    """The source of the table: one entry per message, one line per field."""
     out = [
         *banner,
         '"""Field schemas of every message, for tests that build values without the JSON definitions.',

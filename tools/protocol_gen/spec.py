@@ -201,6 +201,12 @@ def load(path: Path) -> MessageDef:
     )  # fmt: skip
 
 
+def load_all(messages_dir: Path) -> list[MessageDef]:
+    """The requests, responses and data messages of a definitions folder, by file name."""
+    msgs = (load(p) for p in sorted(messages_dir.glob("*.json")))
+    return [m for m in msgs if m.kind in ("request", "response", "data")]
+
+
 def vrange(vs: Versions) -> str:
     if vs.empty:
         return "none"
