@@ -23,18 +23,12 @@ from kafka_core.consumer.lifecycle import Lifecycle
 from kafka_core.consumer.manual import ManualAssignment
 from kafka_core.consumer.message import ConsumedMessage, Deserializer
 from kafka_core.consumer.offsets import ConsumerOffsets
-from kafka_core.consumer.options import (
-    DEFAULT_BOOTSTRAP,
-    check_assignment,
-    check_consumer_options,
-    deserializers,
-    partitions_arg,
-    resolve_client,
-)
-from kafka_core.consumer.outage import OutageTracker
+from kafka_core.consumer.options import check_assignment, check_consumer_options, partitions_arg
 from kafka_core.consumer.policies import GroupProtocol, IsolationLevel, OffsetReset, parse_choice
 from kafka_core.consumer.polling import Poller
 from kafka_core.consumer.subscription import SubscriptionState
+from kafka_core.consumer_base.options import DEFAULT_BOOTSTRAP, deserializers, resolve_client
+from kafka_core.consumer_base.outage import OutageTracker
 from kafka_core.errors import (
     KafkaError,
     KafkaTimeoutError,

@@ -12,10 +12,9 @@ from typing import Any, NamedTuple
 
 from kafka_core.client.metadata import TopicPartition, as_topic_partition
 from kafka_core.consumer.policies import GroupProtocol, parse_choice
+from kafka_core.consumer_base.options import check_int, check_number
 from kafka_core.errors import KafkaConfigError
 
-INT32_MAX = 2**31 - 1
-DEFAULT_BOOTSTRAP = "localhost:9092"  # as the producer, admin and client
 # The classic protocol's client-side group settings, used when the option is left at None.
 DEFAULT_SESSION_TIMEOUT_MS = 45_000
 DEFAULT_HEARTBEAT_INTERVAL_MS = 3_000
@@ -33,23 +32,6 @@ class GroupOptions(NamedTuple):
     heartbeat_interval_ms: int
     assignors: tuple[Any, ...]
     remote_assignor: str | None
-
-
-def check_int(name: str, value: Any, low: int, high: int = INT32_MAX) -> int:
-    """``value`` as an int in [low, high] (wire fields are int32), else KafkaConfigError."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise KafkaConfigError(f"{name} must be an integer, not {value!r}")
-    if not low <= value <= high:
-        raise KafkaConfigError(f"{name} must be between {low} and {high}, not {value!r}")
-    return value
-
-
-def check_number(name: str, value: Any, low: float) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-        raise KafkaConfigError(f"{name} must be a number, not {value!r}")
-    if value < low:
-        raise KafkaConfigError(f"{name} must be at least {low}, not {value!r}")
-    return float(value)
 
 
 def check_consumer_options(opts: dict[str, Any]) -> GroupOptions:
@@ -136,29 +118,3 @@ def partitions_arg(partitions: Mapping[str, Iterable[int]] | Iterable[Any]) -> l
     if isinstance(partitions, Mapping):
         return [TopicPartition(t, int(p)) for t, ps in partitions.items() for p in ps]
     return [as_topic_partition(x) for x in partitions]
-
-
-def resolve_client(
-    bootstrap_servers: str | Iterable[str], client: Any, options: dict[str, Any]
-) -> tuple[Any, bool, float]:
-    """(async client, whether the consumer owns it, its request timeout in ms).
-
-    Connection options configure a client the consumer makes; a client passed in (sync or
-    asyncio) is its owner's, configured by them.
-    """
-    if client is None:
-        from kafka_core.client.cluster import KafkaClient
-
-        return KafkaClient(bootstrap_servers, **options), True, options.get("request_timeout_ms", 30_000)
-    if options or bootstrap_servers != DEFAULT_BOOTSTRAP:
-        raise KafkaConfigError("client options and bootstrap_servers go to the client you pass, not here")
-    client = getattr(client, "async_object", client)  # a sync KafkaClient's async twin
-    return client, False, client.request_timeout_ms
-
-
-def deserializers(key_fn: Any, value_fn: Any) -> tuple[Any, Any] | None:
-    """The (key, value) deserializers poll applies, or None when there are none (raw bytes)."""
-    for name, fn in (("key_deserializer", key_fn), ("value_deserializer", value_fn)):
-        if fn is not None and not callable(fn):
-            raise KafkaConfigError(f"{name} must be a callable (bytes -> object) or None, not {fn!r}")
-    return None if key_fn is None and value_fn is None else (key_fn, value_fn)

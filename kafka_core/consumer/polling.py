@@ -18,8 +18,8 @@ from kafka_core.consumer.fetch.fetcher import Fetcher
 from kafka_core.consumer.lifecycle import Lifecycle
 from kafka_core.consumer.message import ConsumedMessage, Deserializer, deserialize_messages
 from kafka_core.consumer.offsets import ConsumerOffsets
-from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.subscription import SubscriptionState
+from kafka_core.consumer_base.outage import OutageTracker
 from kafka_core.errors import KafkaClosedError, KafkaConnectionError, KafkaTimeoutError
 
 

@@ -55,8 +55,10 @@ def _locked(fn: F) -> F:
 
 class AckBook:
     def __init__(self, mode: AcknowledgeMode) -> None:
-        self._lock = threading.RLock()
         self.mode = mode
+        # Guards everything below: the application's thread (acknowledge, poll on the sync
+        # face) and the loop (ShareFetch/ShareAcknowledge answers) both change it.
+        self._lock = threading.RLock()
         # tp -> {offset: delivery count}: handed over, not acknowledged yet
         self.delivered: dict[TopicPartition, dict[int, int]] = {}
         self._runs: list[tuple[TopicPartition, int, int]] = []  # implicit: delivered ranges

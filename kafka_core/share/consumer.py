@@ -18,8 +18,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Self
 
 from kafka_core.client.metadata import TopicPartition
-from kafka_core.consumer.options import DEFAULT_BOOTSTRAP, check_int, deserializers, resolve_client
-from kafka_core.consumer.outage import OutageTracker
+from kafka_core.consumer_base.options import DEFAULT_BOOTSTRAP, check_int, deserializers, resolve_client
+from kafka_core.consumer_base.outage import OutageTracker
 from kafka_core.errors import (
     KafkaClosedError,
     KafkaConfigError,
@@ -108,8 +108,8 @@ class KafkaShareConsumer:
         self.group_id = group_id
         self._topics = sorted(set(list(topics_args) + list(topics or [])))
         self._max_poll_records = max_poll_records
-        self._changed = asyncio.Event()
-        # The regular consumer's outage policy (kafka_core.consumer.outage): poll raises a named
+        self._changed = asyncio.Event()  # the assignment or metadata changed: a waiting poll looks again
+        # The regular consumer's outage policy (kafka_core.consumer_base.outage): poll raises a named
         # "cut off" error only when no broker answered for request_timeout_ms.
         self._outage = OutageTracker(request_timeout_ms / 1000.0)
         self._member = ShareMembership(

@@ -53,9 +53,11 @@ class NodeSession:
 
     def __init__(self, node_id: int) -> None:
         self.node_id = node_id
+        # One request at a time on the session (a ShareFetch or a ShareAcknowledge): guards
+        # ``epoch`` and ``parts``, which each request's answer moves on.
+        self.lock = asyncio.Lock()
         self.epoch = 0
         self.parts: set[TopicPartition] = set()
-        self.lock = asyncio.Lock()
 
     def advance(self) -> None:
         self.epoch = 1 if self.epoch >= INT32_MAX else self.epoch + 1

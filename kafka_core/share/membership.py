@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
-from kafka_core.consumer.group.kip848 import new_member_id
-from kafka_core.consumer.outage import OutageTracker
+from kafka_core.consumer_base.member import new_member_id
+from kafka_core.consumer_base.outage import OutageTracker
 from kafka_core.errors import (
     KafkaAuthenticationError,
     KafkaClosedError,
@@ -84,8 +84,8 @@ class ShareMembership:
         self._sent_topics: list[str] | None = None
         self._interval = DEFAULT_INTERVAL_S
         self._task: asyncio.Task[None] | None = None
-        self._send_now = asyncio.Event()
-        self._joined = asyncio.Event()
+        self._send_now = asyncio.Event()  # topics changed or a rejoin: heartbeat before the interval
+        self._joined = asyncio.Event()  # a member (or a fatal error): a waiting poll goes on
         self._names: dict[uuid.UUID, str] = {}
 
     async def start(self, topics: list[str]) -> None:

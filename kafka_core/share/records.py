@@ -16,6 +16,7 @@ from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.codec import KafkaRecord
+from kafka_core.consumer_base.deserialize import KafkaDeserializationError
 from kafka_core.errors import KafkaConfigError, KafkaError, KafkaUnsupportedVersionError
 from kafka_core.protocol.errors import ErrorCode
 
@@ -213,8 +214,6 @@ def share_records(
 def deserialize(records: list[ShareRecord], key_fn: Any, value_fn: Any) -> list[ShareRecord]:
     """The records with key and value deserialized (None stays None). A deserializer that raises
     makes a KafkaCodecError naming the record (the caller releases the rest)."""
-    from kafka_core.consumer.message import KafkaDeserializationError
-
     new = _DeserializedShareRecord.__new__
     cls = _DeserializedShareRecord
     out: list[ShareRecord] = []

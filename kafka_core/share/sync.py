@@ -36,10 +36,12 @@ class KafkaShareConsumer(SyncFace):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
+        # Guards _held, _held_pos and _held_columns: pieces fetched ahead, handed out by polls
+        # from any application thread.
+        self._held_lock = threading.Lock()
         self._held: list[tuple[Any, list[ShareRecord]]] = []
         self._held_pos = 0  # records of _held[0] handed out already (no re-slicing per poll)
         self._held_columns: list[Any] = []
-        self._held_lock = threading.Lock()
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> KafkaShareConsumer:

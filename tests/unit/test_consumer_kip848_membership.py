@@ -15,9 +15,9 @@ from fakes.kip848_coordinator import TP2, FakeCoordinator, member, until
 from kafka_core.client.metadata import ClusterMeta, PartitionMeta, TopicMeta, TopicPartition
 from kafka_core.consumer.consumer import KafkaConsumer
 from kafka_core.consumer.group.kip848 import ConsumerGroupMembership
-from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.policies import GroupProtocol
 from kafka_core.consumer.subscription import SubscriptionState
+from kafka_core.consumer_base.outage import OutageTracker
 from kafka_core.errors import (
     KafkaConfigError,
     KafkaProtocolError,

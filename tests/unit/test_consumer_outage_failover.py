@@ -23,7 +23,7 @@ from fakes.consumer_client import FakeClient
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.consumer import KafkaConsumer
-from kafka_core.consumer.outage import OutageTracker
+from kafka_core.consumer_base.outage import OutageTracker
 from kafka_core.errors import KafkaConnectionError, KafkaTimeoutError
 from kafka_core.protocol import ErrorCode
 from kafka_core.protocol.errors import error_for

@@ -24,9 +24,9 @@ from kafka_core.client.metadata import (
 from kafka_core.client.metadata_cache import MetadataCache
 from kafka_core.consumer.consumer import KafkaConsumer
 from kafka_core.consumer.fetch.validation import PositionValidator
-from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.policies import OffsetReset
 from kafka_core.consumer.subscription import SubscriptionState
+from kafka_core.consumer_base.outage import OutageTracker
 from kafka_core.errors import KafkaLogTruncationError, KafkaProtocolError, KafkaUnsupportedVersionError
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import ErrorCode, error_for

@@ -271,3 +271,17 @@ def test_poll_says_cut_off_when_no_broker_answers_for_request_timeout() -> None:
         await c.close()
 
     run(main)
+
+
+def test_the_share_consumer_builds_on_consumer_base_not_on_the_consumer() -> None:
+    """kafka_core.share shares only kafka_core.consumer_base with the consumer: loading the share
+    consumer (both faces) loads no module of kafka_core.consumer."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, kafka_core.share.sync, kafka_core.share.consumer\n"
+        "print(sorted(m for m in sys.modules if m == 'kafka_core.consumer' or m.startswith('kafka_core.consumer.')))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

@@ -31,9 +31,9 @@ from kafka_core.consumer.fetch.buffer import FetchBuffer
 from kafka_core.consumer.fetch.requests import FetchRequests, cached_topic_ids, topics_of
 from kafka_core.consumer.fetch.results import PartitionFetch, scan_batches
 from kafka_core.consumer.fetch.validation import PositionValidator
-from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.policies import IsolationLevel, OffsetReset
 from kafka_core.consumer.subscription import SubscriptionState
+from kafka_core.consumer_base.outage import OutageTracker
 from kafka_core.errors import KafkaClosedError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from kafka_core.metrics.registry import ConsumerMetrics
 from kafka_core.network.backoff import Backoff
@@ -48,7 +48,7 @@ log = logging.getLogger("kafka_core.consumer.fetcher")  # its name before the mo
 # which Kafka's coordinator runtime answers only once its __consumer_offsets high watermark
 # passes the group's last write) wait up to offsets.commit.timeout.ms (5 s) while a killed
 # follower is still in that partition's ISR; a Fetch behind them on the same connection waited
-# as long (issue 21, tools/chaos_timing.py).
+# as long (issue 21, kafka_core/devtools/chaos/timing.py).
 FETCH_LANE_BASE = 1
 
 
@@ -116,7 +116,10 @@ class Fetcher:
         self._backoff: dict[int, Backoff] = defaultdict(lambda: Backoff(50, 2000))
         # Partitions whose last answer said to retry: not fetched before the time (monotonic).
         self._held: dict[TopicPartition, tuple[float, Backoff]] = {}
+        # Wakes the fetch loop before its pause ends: a seek, a reset, data taken by poll, a
+        # partition resumed or assigned (its state: the subscription's positions and _held).
         self._wake = asyncio.Event()
+        # Set when records or an error reached ``buffer``/``errors``: a waiting poll wakes.
         self.data_ready = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._closed = False

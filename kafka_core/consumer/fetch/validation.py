@@ -24,9 +24,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from kafka_core.client.metadata import EpochEndOffset, TopicMeta, TopicPartition
-from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.policies import OffsetReset
 from kafka_core.consumer.subscription import PartitionState, SubscriptionState
+from kafka_core.consumer_base.outage import OutageTracker
 from kafka_core.errors import (
     KafkaClosedError,
     KafkaConnectionError,

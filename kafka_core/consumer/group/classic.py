@@ -31,8 +31,8 @@ from kafka_core.consumer.group.classic_meta import (
     encode_subscription,
 )
 from kafka_core.consumer.group.rebalance import ConsumerGroupMetadata, RebalanceListener
-from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.subscription import SubscriptionState, topics_matching
+from kafka_core.consumer_base.outage import OutageTracker
 from kafka_core.errors import (
     KafkaAuthenticationError,
     KafkaClosedError,

@@ -14,7 +14,6 @@ start, never a silent hang.
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import re
@@ -24,8 +23,9 @@ from typing import Any
 
 from kafka_core.consumer.group.kip848_reconcile import Reconciler, Target
 from kafka_core.consumer.group.rebalance import ConsumerGroupMetadata, RebalanceListener
-from kafka_core.consumer.outage import OutageTracker
 from kafka_core.consumer.subscription import SubscriptionState, topics_matching
+from kafka_core.consumer_base.member import new_member_id
+from kafka_core.consumer_base.outage import OutageTracker
 from kafka_core.errors import (
     KafkaAuthenticationError,
     KafkaClosedError,
@@ -58,11 +58,6 @@ LEAVE_EPOCH = -1  # a dynamic member leaves
 LEAVE_STATIC_EPOCH = -2  # a static member leaves for now; the broker keeps its assignment
 LEAVE_TIMEOUT_MS = 5_000
 DEFAULT_INTERVAL_S = 3.0  # until an answer says (Kafka's group.consumer.heartbeat.interval.ms)
-
-
-def new_member_id() -> str:
-    """A member id as Kafka's clients make them (KIP-1082): a random UUID, URL-safe base64."""
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
 
 
 def unsupported_error(cause: BaseException | None = None) -> KafkaUnsupportedVersionError:

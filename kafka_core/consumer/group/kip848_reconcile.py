@@ -42,10 +42,12 @@ class Reconciler:
         self._subs = subscription
         self._listener = listener
         self._changed = on_owned_changed
-        self.owned: set[TopicPartition] = set()
         self._names: dict[uuid.UUID, str] = {}
         self._ids: dict[str, uuid.UUID] = {}
-        self.lock = asyncio.Lock()  # one step at a time (revoke, assign, lose)
+        # One step at a time (revoke, assign, lose): guards ``owned`` and the subscription
+        # changes a step makes, so revocations, assignments and losses stay in order.
+        self.lock = asyncio.Lock()
+        self.owned: set[TopicPartition] = set()
 
     # -- topic ids ----------------------------------------------------------------------------
 
