@@ -10,8 +10,9 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from prerequisites import need_module
 
-pyspark = pytest.importorskip("pyspark")
+pyspark = need_module("pyspark")
 
 from pyspark.sql import SparkSession  # noqa: E402
 from spark_cluster import local_session  # noqa: E402

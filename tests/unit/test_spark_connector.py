@@ -11,6 +11,7 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
+from prerequisites import need_module
 
 from kafka_core.devtools.brokers.common import BrokerStartError
 from kafka_core.devtools.brokers.spark_connector import (
@@ -132,7 +133,7 @@ def test_jars_without_the_connector_are_refused(bare_path: Path) -> None:
 
 
 def test_session_refuses_another_pyspark_version() -> None:
-    pyspark = pytest.importorskip("pyspark")
+    pyspark = need_module("pyspark")
     other = "0.0.1" if pyspark.__version__ != "0.0.1" else "0.0.2"
     before = os.environ.get("PYSPARK_PYTHON")
     with pytest.raises(BrokerStartError, match=rf"runs only in pyspark {other}.*connector_python"):
