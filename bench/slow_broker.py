@@ -292,8 +292,8 @@ def run_bench(
     log: Callable[[str], None] = print,
 ) -> list[Row]:
     """One broker and proxy for the whole run; per delay, every client on its own fresh topic."""
-    from kafka_core.chaos.proxy import FaultProxy
     from kafka_core.devbroker import TansuBroker, free_port
+    from kafka_core.devtools.chaos.proxy import FaultProxy
 
     port = free_port()
     proxy = FaultProxy("127.0.0.1", port, capture=True).start()

@@ -1,6 +1,6 @@
 """Test set-up: the codec implementation check and the real broker the integration tests use.
 
-``mock_cluster`` is librdkafka's 3-broker mock cluster (kafka_core/chaos/mockcluster.py), fresh per test.
+``mock_cluster`` is librdkafka's 3-broker mock cluster (kafka_core/devtools/mockcluster.py), fresh per test.
 The broker is ``KAFKA_BOOTSTRAP_SERVERS`` when set (any cluster; Apache Kafka unless
 ``KAFKA_BROKER_FLAVOR`` says otherwise), else the one ``KAFKA_CORE_TEST_BROKER`` names, started
 once per session: ``tansu`` (the default), ``kafka`` (Apache Kafka from its Maven Central jars,
@@ -27,8 +27,8 @@ from report_guard import with_line_numbers
 
 import kafka_core.codec
 from kafka_core._env import env_flag
-from kafka_core.chaos.mockcluster import MockCluster, MockClusterError
 from kafka_core.devbroker import KAFKA_VERSION, BrokerStartError, KafkaCluster, SeaweedGateway, TansuBroker
+from kafka_core.devtools.mockcluster import MockCluster, MockClusterError
 
 EXTERNAL_BROKER = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
 EMBEDDED = os.environ.get("KAFKA_CORE_TEST_BROKER", "tansu").strip().lower()

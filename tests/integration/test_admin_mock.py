@@ -17,7 +17,7 @@ import pytest
 
 from kafka_core import KafkaAdmin, KafkaProducer, TopicPartition
 from kafka_core.admin import ConfigResource
-from kafka_core.chaos.mockcluster import MockCluster
+from kafka_core.devtools.mockcluster import MockCluster
 from kafka_core.errors import KafkaProtocolError, KafkaTimeoutError, KafkaUnsupportedVersionError
 from kafka_core.protocol import ApiKey
 

@@ -1,6 +1,6 @@
 """The chaos harness in short mode: every capability against a real Tansu, verdict and artifact.
 
-Each capability runs once (a few cycles) through the same code as ``kafka-core-chaos run --mode
+Each capability runs once (a few cycles) through the same code as ``python -m kafka_core.devtools.chaos run --mode
 short`` and leaves its JSON artifact in ``$CHAOS_ARTIFACTS`` (else a temporary directory). The
 books' rules are unit-tested first, without a broker: a test that can only pass proves nothing.
 """
@@ -17,13 +17,14 @@ from typing import Any
 import pytest
 from prerequisites import unavailable
 
-from kafka_core.chaos.accounting import Ledger, parse_value, record_value, unread_by_both
-from kafka_core.chaos.artifacts import BLOCKED, FAIL, PASS, Outcome, write_artifact
-from kafka_core.chaos.capture import ProduceWrite
-from kafka_core.chaos.cli import main
-from kafka_core.chaos.evidence import batch_at, judge_duplicates
-from kafka_core.chaos.scenarios import CAPABILITIES, Settings, run_capability
-from kafka_core.chaos.workload import SENTINEL, Workload, read_log_report
+from kafka_core.devtools.chaos.accounting import Ledger, unread_by_both
+from kafka_core.devtools.chaos.artifacts import BLOCKED, FAIL, PASS, Outcome, write_artifact
+from kafka_core.devtools.chaos.capture import ProduceWrite
+from kafka_core.devtools.chaos.cli import main
+from kafka_core.devtools.chaos.evidence import batch_at, judge_duplicates
+from kafka_core.devtools.chaos.scenarios import CAPABILITIES, Settings, run_capability
+from kafka_core.devtools.chaos.values import parse_value, record_value
+from kafka_core.devtools.chaos.workload import SENTINEL, Workload, read_log_report
 
 FIELDS = {
     "capability",
@@ -328,8 +329,8 @@ def test_a_missing_broker_binary_is_blocked_not_passed(
 def test_an_unloadable_librdkafka_blocks_the_mock_capabilities(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from kafka_core.chaos import mock_scenarios
-    from kafka_core.chaos.mockcluster import MockClusterError
+    from kafka_core.devtools.chaos import mock_scenarios
+    from kafka_core.devtools.mockcluster import MockClusterError
 
     def broken() -> str:
         raise MockClusterError("cannot load /x/librdkafka.so.1: no such file")

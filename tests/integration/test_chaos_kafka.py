@@ -1,7 +1,7 @@
 """The chaos harness's Apache Kafka set in short mode, on the session's three-node cluster.
 
-Each capability runs through the same code as ``kafka-core-chaos run --broker kafka --mode short``
-and leaves its JSON artifact in ``$CHAOS_ARTIFACTS`` (else a temporary directory). Kafka is the
+Each capability runs through the same code as ``python -m kafka_core.devtools.chaos run --broker
+kafka --mode short`` and leaves its JSON artifact in ``$CHAOS_ARTIFACTS`` (else a temporary directory). Kafka is the
 reference broker: every acknowledged record must be delivered once and stored once, and the
 clients must resume after every fault by themselves: poll raising while two nodes answer is a
 failure too (issue 21).
@@ -15,10 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from kafka_core.chaos.artifacts import PASS, write_artifact
-from kafka_core.chaos.cli import main
-from kafka_core.chaos.kafka_scenarios import CAPABILITIES, run_on
 from kafka_core.devbroker import KafkaCluster
+from kafka_core.devtools.chaos.artifacts import PASS, write_artifact
+from kafka_core.devtools.chaos.cli import main
+from kafka_core.devtools.chaos.kafka_scenarios import CAPABILITIES
+from kafka_core.devtools.chaos.scenarios import run_on
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -23,9 +23,9 @@ from test_consumer_group import Poller, wait_until
 
 from kafka_core import KafkaAdmin
 from kafka_core.admin import GroupDescription
-from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.sync import KafkaConsumer
+from kafka_core.devtools.mockcluster import MockCluster
 from kafka_core.errors import KafkaProtocolError, KafkaTimeoutError, KafkaUnsupportedVersionError
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.messages import ApiVersionsRequest

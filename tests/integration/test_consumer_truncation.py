@@ -22,10 +22,10 @@ from fakes.delivery import assert_exact, drain
 from fakes.timing import wait_until
 from fakes.topics import wait_writable
 
-from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
 from kafka_core.consumer.sync import KafkaConsumer
 from kafka_core.devbroker import KafkaCluster
+from kafka_core.devtools.mockcluster import MockCluster
 from kafka_core.errors import KafkaLogTruncationError, KafkaProtocolError
 from kafka_core.network.connection import BrokerConnection
 from kafka_core.producer import KafkaProducer
@@ -306,11 +306,11 @@ def test_a_commit_under_an_older_epoch_is_stored(mock_cluster: MockCluster) -> N
 
 
 @pytest.fixture
-def moved_on_kafka(request: pytest.FixtureRequest) -> tuple[str, TopicPartition, int]:
+def moved_on_kafka(kafka_three: KafkaCluster) -> tuple[str, TopicPartition, int]:
     """On the three-node Apache Kafka: a partition whose first leader epoch ends at 30 and whose
     next holds offsets 30..49 (its leader was stopped, a follower took over, and it came back).
     Returns (bootstrap, partition, the first epoch)."""
-    cluster: KafkaCluster = request.getfixturevalue("kafka_three")
+    cluster = kafka_three
     boot = cluster.bootstrap
     topic = f"kip320-{uuid.uuid4().hex[:10]}"
     cluster.create_topic(topic, 1, 3)

@@ -33,7 +33,7 @@ from test_transactions import (
 )
 from test_transactions_mock import MOCK_ABORTED_DELIVERED, MOCK_NO_FENCING, MOCK_TXN_OFFSETS_DROPPED
 
-from kafka_core.chaos.mockcluster import MockCluster
+from kafka_core.devtools.mockcluster import MockCluster
 from kafka_core.errors import KafkaProducerFencedError
 from kafka_core.producer import KafkaProducer
 from kafka_core.protocol import ApiKey

@@ -20,8 +20,8 @@ from fakes.delivery import assert_exact, drain
 from fakes.real_broker import RealKafka
 from fakes.timing import wait_until
 
-from kafka_core.chaos.mockcluster import MockCluster, MockClusterError
 from kafka_core.consumer.sync import KafkaConsumer
+from kafka_core.devtools.mockcluster import MockCluster, MockClusterError
 from kafka_core.errors import KafkaProtocolError
 from kafka_core.network.connection import BrokerConnection
 from kafka_core.producer import KafkaProducer

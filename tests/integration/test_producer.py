@@ -11,9 +11,10 @@ from typing import Any
 
 import pytest
 from fakes.stamps import DAY_MS, RECENT_MS
+from prerequisites import need_module
 
-from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.devbroker import TansuBroker
+from kafka_core.devtools.mockcluster import MockCluster
 from kafka_core.errors import KafkaClosedError, KafkaCodecError, KafkaProtocolError, KafkaTimeoutError
 from kafka_core.producer import AsyncKafkaProducer, KafkaProducer, RecordMetadata, murmur2_partition
 from kafka_core.protocol import ApiKey
@@ -131,7 +132,7 @@ def test_compression(bootstrap_servers: str, new_topic: Callable[..., str], comp
 
 
 def test_send_batch_lists_and_arrow(bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
-    pa = pytest.importorskip("pyarrow")
+    pa = need_module("pyarrow")
     topic = new_topic(3)
     with KafkaProducer(bootstrap_servers, batch_size=64 * 1024) as p:
         values = [b"row-%05d" % i for i in range(20_000)]
@@ -155,7 +156,7 @@ def test_send_batch_arrow_keys_partitioned_in_one_pass(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
     """pyarrow keys (with nulls) are hashed over their buffers; every row's metadata says where it went."""
-    pa = pytest.importorskip("pyarrow")
+    pa = need_module("pyarrow")
     topic = new_topic(3)
     keys = [None if i % 97 == 0 else b"key-%d" % i for i in range(5_000)]
     values = [b"v%d" % i for i in range(5_000)]
@@ -351,7 +352,7 @@ def test_many_threads_share_one_producer(bootstrap_servers: str, new_topic: Call
 def test_send_batch_timestamps_and_arrow_headers(
     bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
-    pa = pytest.importorskip("pyarrow")
+    pa = need_module("pyarrow")
     topic = new_topic(1)
     stamps = [RECENT_MS + i for i in range(100)]
     headers = pa.array(

@@ -15,8 +15,8 @@ from fakes.timing import black_hole as black_hole_port
 from fakes.timing import timed
 
 from kafka_core.aio import KafkaProducer as AsyncKafkaProducer
-from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.devbroker import free_port
+from kafka_core.devtools.mockcluster import MockCluster
 from kafka_core.errors import KafkaConfigError, KafkaTimeoutError
 from kafka_core.producer import KafkaProducer, RecordMetadata
 from kafka_core.protocol import ApiKey

@@ -1,6 +1,6 @@
 """Every bound holds through a TCP stall, and both sides resume by themselves when it ends.
 
-A Tansu of this module's own advertises the port of a fault proxy (kafka_core.chaos.proxy), so
+A Tansu of this module's own advertises the port of a fault proxy (kafka_core.devtools.chaos.proxy), so
 every connection a client makes goes through it. Clients make progress first; then the proxy
 stalls: no byte moves either way and nothing is closed, for longer than every bound under test.
 That is the case a closed port or a refused connection cannot show: a socket that looks alive
@@ -23,8 +23,8 @@ from fakes.timing import atimed, timed
 
 from kafka_core import KafkaConsumer
 from kafka_core.aio import KafkaProducer as AsyncKafkaProducer
-from kafka_core.chaos.proxy import FaultProxy
 from kafka_core.devbroker import BrokerStartError, TansuBroker, free_port
+from kafka_core.devtools.chaos.proxy import FaultProxy
 from kafka_core.errors import KafkaError, KafkaTimeoutError
 from kafka_core.producer import KafkaProducer
 

@@ -23,9 +23,9 @@ import pytest
 from fakes.real_broker import RealKafka, mock_or_kafka, real_or_mock
 from test_transactions import by_partition, expected_values, read_topic, send_tagged, txn_id, txn_producer
 
-from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.sync import KafkaConsumer
+from kafka_core.devtools.mockcluster import MockCluster
 from kafka_core.errors import KafkaProducerFencedError, KafkaTimeoutError, KafkaTransactionError
 from kafka_core.producer import KafkaProducer
 from kafka_core.protocol import ApiKey

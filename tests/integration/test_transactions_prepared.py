@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 from test_transactions import TANSU_FENCED_END_TXN, read_topic, txn_id, txn_producer
 
-from kafka_core.chaos.evidence import whole_log
-from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.client.cluster import KafkaClient as AsyncKafkaClient
+from kafka_core.devtools.chaos.evidence import whole_log
+from kafka_core.devtools.mockcluster import MockCluster
 from kafka_core.errors import (
     KafkaConfigError,
     KafkaProducerFencedError,

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 from fakes.timing import wait_until
 
-from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.sync import KafkaConsumer
+from kafka_core.devtools.mockcluster import MockCluster
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]
 

@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from kafka_core.chaos.mockcluster import MockCluster
 from kafka_core.consumer.sync import KafkaConsumer
+from kafka_core.devtools.mockcluster import MockCluster
 from kafka_core.producer import KafkaProducer
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(180)]

@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 
 from kafka_core import codec as K
-from kafka_core.chaos.evidence import whole_log
 from kafka_core.client.metadata import TopicPartition
+from kafka_core.devtools.chaos.evidence import whole_log
 from kafka_core.errors import KafkaTimeoutError
 
 TOPIC = "t"

@@ -15,8 +15,8 @@ from collections.abc import Iterator
 import pytest
 from fakes.framed_upstream import FramedUpstream, recv_exact
 
-from kafka_core.chaos.capture import RequestLog
-from kafka_core.chaos.proxy import FaultProxy
+from kafka_core.devtools.chaos.capture import RequestLog
+from kafka_core.devtools.chaos.proxy import FaultProxy
 
 pytestmark = pytest.mark.timeout(60)
 

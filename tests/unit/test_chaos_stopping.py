@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from kafka_core.chaos import cli, scenarios, stopping
-from kafka_core.chaos.artifacts import Outcome
+from kafka_core.devtools.chaos import cli, faulted, scenarios, stopping
+from kafka_core.devtools.chaos.artifacts import Outcome
 
 
 class _Broker:
@@ -55,16 +55,16 @@ def fake_runs(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
 
     def first(outcome: Outcome) -> None:
         failures: list[str] = []
-        scenarios.faulted_run(outcome, _Broker(), "127.0.0.1:1", [("fault", fault)] * 5, failures)  # type: ignore[arg-type]
+        faulted.faulted_run(outcome, _Broker(), "127.0.0.1:1", [("fault", fault)] * 5, failures)  # type: ignore[arg-type]
         outcome.judge(failures)
 
     def second(outcome: Outcome) -> None:
         seen["second_ran"] = True
         outcome.judge([])
 
-    monkeypatch.setattr(scenarios, "Workload", _Workload)
-    monkeypatch.setattr(scenarios, "_finish_books", books)
-    monkeypatch.setattr(scenarios, "WARM_S", 0.0)
+    monkeypatch.setattr(faulted, "Workload", _Workload)
+    monkeypatch.setattr(faulted, "finish_books", books)
+    monkeypatch.setattr(faulted, "WARM_S", 0.0)
     monkeypatch.setattr(scenarios, "missing_prerequisite", lambda capability: None)
     monkeypatch.setitem(scenarios.CAPABILITIES, "broker-restart-sigterm", first)
     monkeypatch.setitem(scenarios.CAPABILITIES, "broker-restart-sigkill", second)
@@ -98,7 +98,7 @@ def test_a_stopped_run_whose_books_fail_is_a_failure(
     def lossy(outcome: Outcome, wl: Any, failures: list[str], capture: Any = None) -> None:
         outcome.tally.lost = 3
 
-    monkeypatch.setattr(scenarios, "_finish_books", lossy)
+    monkeypatch.setattr(faulted, "finish_books", lossy)
     assert cli.main([*ARGS, "--out", str(tmp_path)]) == 1
     doc = json.loads((tmp_path / "broker-restart-sigterm.json").read_text())
     assert doc["verdict"] == "FAIL"

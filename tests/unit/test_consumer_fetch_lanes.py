@@ -4,7 +4,7 @@ A broker answers one connection's requests in order, one at a time. Apache Kafka
 coordinator answers a classic Heartbeat or an OffsetCommit only once its __consumer_offsets high
 watermark passes the group's last write: while a SIGKILLed follower is still in that partition's
 ISR (until the controller fences it, ~9 s) each such answer waits out offsets.commit.timeout.ms
-(5 s). Seen through the chaos proxies (tools/chaos_timing.py, issue 21): the consumer's Fetch to
+(5 s). Seen through the chaos proxies (kafka_core/devtools/chaos/timing.py, issue 21): the consumer's Fetch to
 the coordinator sent on the same connection waited as long, again and again. The fake broker
 here serves each (node, connection) in order and holds Heartbeat answers: records must keep
 arriving from every partition meanwhile.

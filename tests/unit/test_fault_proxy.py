@@ -15,7 +15,7 @@ import pytest
 from fakes.framed_upstream import FramedUpstream, recv_exact
 
 import kafka_core.codec as K
-from kafka_core.chaos.proxy import FaultProxy, find_record_batch
+from kafka_core.devtools.chaos.proxy import FaultProxy, find_record_batch
 from kafka_core.errors import KafkaCodecError
 
 pytestmark = pytest.mark.timeout(60)
@@ -255,7 +255,7 @@ def produce_answer(corr: int, answers: dict[int, tuple[int, int]], topic: str = 
 
 
 def chaos_batch(numbers: list[int], sequence: int, epoch: int = 0) -> bytes:
-    from kafka_core.chaos.accounting import record_value
+    from kafka_core.devtools.chaos.values import record_value
 
     return bytes(
         K.encode_record_batch_columns(
@@ -270,7 +270,7 @@ def chaos_batch(numbers: list[int], sequence: int, epoch: int = 0) -> bytes:
 
 
 def test_capture_records_each_partitions_batch_and_its_answer() -> None:
-    from kafka_core.chaos.capture import ProduceCapture
+    from kafka_core.devtools.chaos.capture import ProduceCapture
 
     cap = ProduceCapture()
     frame = produce_frame(5, {0: chaos_batch([10, 11, 12], 40), 2: chaos_batch([13], 3)})
@@ -285,7 +285,7 @@ def test_capture_records_each_partitions_batch_and_its_answer() -> None:
 
 
 def test_capture_leaves_a_request_cut_off_unanswered() -> None:
-    from kafka_core.chaos.capture import ProduceCapture
+    from kafka_core.devtools.chaos.capture import ProduceCapture
 
     cap = ProduceCapture()
     cap.from_client(1, produce_frame(5, {0: chaos_batch([1, 2], 0)}))
@@ -310,7 +310,7 @@ def test_the_proxy_captures_produce_requests_when_asked(upstream: Upstream) -> N
 
 def _writes(*sent: tuple[list[int], int, int | None]) -> list:
     """(record numbers, base sequence, error or None) per request, in order, on partition 0."""
-    from kafka_core.chaos.capture import ProduceCapture
+    from kafka_core.devtools.chaos.capture import ProduceCapture
 
     cap = ProduceCapture()
     for corr, (numbers, sequence, error) in enumerate(sent):
@@ -321,7 +321,7 @@ def _writes(*sent: tuple[list[int], int, int | None]) -> list:
 
 
 def test_a_sequence_reused_for_other_records_is_the_clients_bug() -> None:
-    from kafka_core.chaos.capture import explain_duplicate
+    from kafka_core.devtools.chaos.capture import explain_duplicate
 
     writes = _writes(([1, 2], 10, None), ([3, 4], 10, 46))
     got = explain_duplicate(writes, "t", 0, [3, 4], in_log={1, 2})
@@ -329,7 +329,7 @@ def test_a_sequence_reused_for_other_records_is_the_clients_bug() -> None:
 
 
 def test_the_same_records_never_given_an_offset_are_the_brokers_loss() -> None:
-    from kafka_core.chaos.capture import explain_duplicate
+    from kafka_core.devtools.chaos.capture import explain_duplicate
 
     writes = _writes(([1, 2], 10, None), ([1, 2], 10, 46), ([3, 4], 12, 0))
     got = explain_duplicate(writes, "t", 0, [1, 2], in_log={3, 4})
@@ -338,7 +338,7 @@ def test_the_same_records_never_given_an_offset_are_the_brokers_loss() -> None:
 
 
 def test_what_the_capture_cannot_settle_stays_unexplained() -> None:
-    from kafka_core.chaos.capture import explain_duplicate
+    from kafka_core.devtools.chaos.capture import explain_duplicate
 
     acked_before = _writes(([1, 2], 10, 0), ([1, 2], 10, 46))
     assert explain_duplicate(acked_before, "t", 0, [1, 2], set())["verdict"] == "unexplained"

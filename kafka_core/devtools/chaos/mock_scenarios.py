@@ -3,7 +3,7 @@
 Leader moves, a broker down while the others serve, and retriable error codes injected per API,
 each under the same paced idempotent producer and committing group consumer as the Tansu
 scenarios, with the same books (the log is read back by confluent-kafka up to the sentinels).
-The helpers of :mod:`kafka_core.chaos.scenarios` are imported when a run starts, not at import
+The helpers of :mod:`kafka_core.devtools.chaos.scenarios` are imported when a run starts, not at import
 time, because that module registers these capabilities.
 """
 
@@ -15,9 +15,10 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from kafka_core.chaos.artifacts import Outcome
-from kafka_core.chaos.mockcluster import MockCluster, MockClusterError, librdkafka_version
-from kafka_core.chaos.workload import Workload
+from kafka_core.devtools.chaos.artifacts import Outcome
+from kafka_core.devtools.chaos.faulted import faulted_run
+from kafka_core.devtools.chaos.workload import Workload
+from kafka_core.devtools.mockcluster import MockCluster, MockClusterError, librdkafka_version
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import ErrorCode as E
 
@@ -115,8 +116,6 @@ def _on_mock(
     make_faults: Callable[[MockCluster], list[tuple[str, Callable[[Workload], dict[str, Any]]]]],
     before_start: Callable[[MockCluster], None] | None = None,
 ) -> None:
-    from kafka_core.chaos.scenarios import faulted_run
-
     failures: list[str] = []
     with MockCluster(BROKERS) as cluster:
         cluster.set_group_initial_rebalance_delay_ms(0)

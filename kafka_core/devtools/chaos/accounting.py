@@ -9,7 +9,6 @@ written") yet an independent read of the log has a hole in that partition and no
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import threading
 import time
@@ -17,30 +16,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["Ledger", "Tally", "parse_value", "record_value"]
+from kafka_core.devtools.chaos.capture import explain_duplicate
+from kafka_core.devtools.chaos.values import parse_value
 
-_PREFIX = b"chaos-"
-_SIZE = 100
-
-
-def record_value(seq: int) -> bytes:
-    """The body of record ``seq``: its number, then bytes that only that number yields."""
-    head = b"%s%010d-" % (_PREFIX, seq)
-    tail = hashlib.blake2b(head, digest_size=32).hexdigest().encode()
-    return (head + tail * 3)[:_SIZE]
-
-
-def parse_value(data: bytes | bytearray | memoryview | None) -> int | None:
-    """The sequence number of an intact record body, else None (corrupt or foreign)."""
-    if isinstance(data, memoryview):
-        data = data.tobytes()
-    if data is None or len(data) != _SIZE or not data.startswith(_PREFIX):
-        return None
-    try:
-        seq = int(data[len(_PREFIX) : len(_PREFIX) + 10])
-    except ValueError:
-        return None
-    return seq if record_value(seq) == data else None
+__all__ = ["Ledger", "Tally"]
 
 
 @dataclass
@@ -244,8 +223,6 @@ class Ledger:
         before, never given an offset (see ``capture.explain_duplicate``). Anything else stays a
         client loss, with what the capture says in ``lost_detail``.
         """
-        from kafka_core.chaos.capture import explain_duplicate
-
         order = sorted(s for s, (p, _) in self.acked.items() if p == partition)
         index = {s: i for i, s in enumerate(order)}
         holes = _holes([off for off, _ in log.get(partition, [])])

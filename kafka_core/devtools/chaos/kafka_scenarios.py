@@ -12,7 +12,7 @@ node and from the restart of a stopped cluster; each is the time until every par
 touched (a killed node's: all it holds a replica of; a stopped or cut-off node's: those it led,
 or all when it was the group's coordinator) has a new acknowledgement, and a delivery beyond
 everything acknowledged or delivered when the fault struck.
-The helpers of :mod:`kafka_core.chaos.scenarios` are imported when a run starts, not at import
+The helpers of :mod:`kafka_core.devtools.chaos.scenarios` are imported when a run starts, not at import
 time, because that module registers these capabilities.
 """
 
@@ -29,12 +29,13 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from kafka_core.chaos.artifacts import Outcome
-from kafka_core.chaos.proxy import FaultProxy
-from kafka_core.chaos.workload import Workload
-from kafka_core.devbroker import BrokerStartError, KafkaCluster
+from kafka_core.devtools.brokers import BrokerStartError, KafkaCluster
+from kafka_core.devtools.chaos.artifacts import Outcome
+from kafka_core.devtools.chaos.faulted import faulted_run
+from kafka_core.devtools.chaos.proxy import FaultProxy
+from kafka_core.devtools.chaos.workload import Workload
 
-__all__ = ["CAPABILITIES", "missing_prerequisite", "parameters", "run_on"]
+__all__ = ["CAPABILITIES", "missing_prerequisite", "on_cluster", "parameters"]
 
 NODES = 3
 RESUME_TIMEOUT_S = 45.0  # a cycle fails when a touched partition has not resumed by then
@@ -66,7 +67,7 @@ SCALES: dict[str, dict[str, Any]] = {
 # machine; a record the producer gives up on would hide whether it resumes by itself.
 PRODUCER_OPTIONS = {"delivery_timeout_ms": 180_000}
 
-# The cluster a run uses: the caller's (run_on), else a fresh one per capability.
+# The cluster a run uses: the caller's (on_cluster), else a fresh one per capability.
 _CLUSTER: contextvars.ContextVar[KafkaCluster | None] = contextvars.ContextVar(
     "kafka_chaos_cluster", default=None
 )
@@ -124,7 +125,7 @@ class _Setup:
 
 @contextlib.contextmanager
 def _cluster(seed: int) -> Iterator[_Setup]:
-    """The caller's cluster (:func:`run_on`), else a fresh one whose every node advertises a
+    """The caller's cluster (:func:`on_cluster`), else a fresh one whose every node advertises a
     fault proxy of its own from the start: each records the Produce traffic to its node (the
     wire evidence a lost record is explained with) and can cut the node off."""
     given = _CLUSTER.get()
@@ -145,15 +146,13 @@ def _cluster(seed: int) -> Iterator[_Setup]:
             proxy.close()
 
 
-def run_on(cluster: KafkaCluster, capability: str, mode: str = "short", seed: int = 13) -> Outcome:
-    """Run one capability on an already started three-node cluster (the tests' session cluster),
-    through the same code as ``kafka-core-chaos run --broker kafka``; the cluster is left with
-    every node running and advertising its own ports."""
-    from kafka_core.chaos.scenarios import Settings, run_capability
-
+@contextlib.contextmanager
+def on_cluster(cluster: KafkaCluster) -> Iterator[None]:
+    """Within it, the capabilities run on ``cluster`` (already started, three nodes) instead of a
+    cluster of their own (:func:`kafka_core.devtools.chaos.scenarios.run_on`)."""
     token = _CLUSTER.set(cluster)
     try:
-        return run_capability(capability, Settings(mode, seed))
+        yield
     finally:
         _CLUSTER.reset(token)
 
@@ -298,8 +297,6 @@ def _run(
     """Traffic through ``faults``, then the books and the wire. ``cluster_stays_up``: a majority
     answers throughout, so a poll that raised (the consumer calling itself cut off) fails the
     run: a failover is no outage, the consumer must ride it out by itself (as Java's does)."""
-    from kafka_core.chaos.scenarios import faulted_run
-
     failures: list[str] = []
     _wait_full_isr(setup.cluster, ["__consumer_offsets"])  # a healthy cluster to begin with
     faulted_run(

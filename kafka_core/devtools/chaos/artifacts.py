@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kafka_core.chaos.accounting import Tally
+from kafka_core.devtools.chaos.accounting import Tally
 
 __all__ = ["BLOCKED", "FAIL", "INCOMPLETE", "PASS", "Outcome", "write_artifact"]
 
-# INCOMPLETE: stopped part-way (kafka_core.chaos.stopping) with the books of the cycles run
+# INCOMPLETE: stopped part-way (kafka_core.devtools.chaos.stopping) with the books of the cycles run
 # balanced; it is never a pass, since not every cycle ran.
 PASS, FAIL, BLOCKED, INCOMPLETE = "PASS", "FAIL", "BLOCKED", "INCOMPLETE"
 
@@ -109,7 +109,7 @@ def _codec() -> str:
 
 def tansu_version() -> str:
     try:
-        from kafka_core.devbroker import tansu_binary
+        from kafka_core.devtools.brokers import tansu_binary
 
         out = subprocess.run([tansu_binary(), "--version"], capture_output=True, timeout=10, check=False)
         return out.stdout.decode(errors="replace").strip() or "unknown"

@@ -1,5 +1,6 @@
-"""``kafka-core-chaos run --mode short --out artifacts/ [--scenario X] [--broker kafka]``: run,
-write, summarise. ``--broker kafka`` runs the three-node Apache Kafka set instead of Tansu's.
+"""``python -m kafka_core.devtools.chaos run --mode short --out artifacts/ [--scenario X]
+[--broker kafka]``: run, write, summarise. ``--broker kafka`` runs the three-node Apache Kafka set
+instead of Tansu's.
 
 Exit status 0 when every capability run is PASS, 1 when one FAILs, 2 when one is BLOCKED (and
 none failed), 3 when the run was stopped part-way (SIGINT or SIGTERM: the cycle under way ends,
@@ -13,9 +14,15 @@ import argparse
 import sys
 from pathlib import Path
 
-from kafka_core.chaos.artifacts import BLOCKED, FAIL, INCOMPLETE, Outcome, write_artifact
-from kafka_core.chaos.scenarios import CAPABILITIES, KAFKA_CAPABILITIES, SCALES, Settings, run_capability
-from kafka_core.chaos.stopping import graceful_stop, stop_requested
+from kafka_core.devtools.chaos.artifacts import BLOCKED, FAIL, INCOMPLETE, Outcome, write_artifact
+from kafka_core.devtools.chaos.scenarios import (
+    CAPABILITIES,
+    KAFKA_CAPABILITIES,
+    SCALES,
+    Settings,
+    run_capability,
+)
+from kafka_core.devtools.chaos.stopping import graceful_stop, stop_requested
 
 __all__ = ["main", "summary_rows"]
 
@@ -78,7 +85,7 @@ def _print_summary(outcomes: list[Outcome]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="kafka-core-chaos", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m kafka_core.devtools.chaos", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
     run = sub.add_parser("run", help="run chaos scenarios and write one JSON artifact per capability")
     run.add_argument("--mode", choices=sorted(SCALES), default="short")

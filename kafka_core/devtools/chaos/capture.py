@@ -21,8 +21,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from kafka_core.chaos.accounting import parse_value
 from kafka_core.codec import decode_record_batches
+from kafka_core.devtools.chaos.values import parse_value
 from kafka_core.errors import KafkaError
 from kafka_core.protocol import decode_request, decode_response
 

@@ -22,7 +22,7 @@ from typing import Any
 
 from crc32c import crc32c
 
-from kafka_core.chaos.capture import ProduceCapture, RequestLog
+from kafka_core.devtools.chaos.capture import ProduceCapture, RequestLog
 
 __all__ = ["FaultProxy", "find_record_batch"]
 
@@ -251,7 +251,7 @@ class FaultProxy:
         self.flips: list[dict[str, Any]] = []  # one entry per corrupted Fetch response
         self.connections = 0  # accepted in all
         self.resets = 0  # connections cut with an RST
-        # Every Produce request and its answer, per partition (see kafka_core.chaos.capture).
+        # Every Produce request and its answer, per partition (see kafka_core.devtools.chaos.capture).
         self.capture: ProduceCapture | None = ProduceCapture() if capture else None
         # Every request's sent and answered time, by connection (see RequestLog).
         self.requests: RequestLog | None = RequestLog() if timing else None

@@ -15,7 +15,8 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from kafka_core.chaos.accounting import Ledger, parse_value
+from kafka_core.devtools.chaos.accounting import Ledger
+from kafka_core.devtools.chaos.values import parse_value, record_value
 from kafka_core.errors import KafkaError
 
 __all__ = ["SENTINEL", "LogRead", "Workload", "read_log", "read_log_report"]
@@ -107,8 +108,6 @@ class Workload:
 
     @staticmethod
     def _value(seq: int) -> bytes:
-        from kafka_core.chaos.accounting import record_value
-
         return record_value(seq)
 
     def _settled(self, seq: int, fut: Any) -> None:

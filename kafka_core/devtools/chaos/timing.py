@@ -1,8 +1,8 @@
 """Which requests a SIGKILL of one Kafka node leaves waiting on the *surviving* nodes, and why.
 
 A time-boxed experiment (issue 21), not a test: a three-node ``KafkaCluster`` with every node
-behind a :class:`~kafka_core.chaos.proxy.FaultProxy` that times every request (any API, by
-connection and correlation id), the chaos :class:`~kafka_core.chaos.workload.Workload`
+behind a :class:`~kafka_core.devtools.chaos.proxy.FaultProxy` that times every request (any API, by
+connection and correlation id), the chaos :class:`~kafka_core.devtools.chaos.workload.Workload`
 (idempotent acks=all producer, committing classic-group consumer), then a SIGKILL of a node that
 is a follower, not the leader, of the group's ``__consumer_offsets`` partition (so the group
 coordinator survives). Prints, and writes as JSON, every request that waited ``--slow`` seconds
@@ -10,7 +10,7 @@ or more on a surviving node: API, connection, sent and answered relative to the 
 queued behind on its connection, and the other APIs that connection carried; plus the survivors'
 ISR changes from their server logs.
 
-    .venv/bin/python tools/chaos_timing.py --out /tmp/timing.json [--watch 30] [--slow 1]
+    python -m kafka_core.devtools.chaos.timing --out /tmp/timing.json [--watch 30] [--slow 1]
 """
 
 from __future__ import annotations
@@ -25,11 +25,10 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from kafka_core.chaos.capture import RequestLog, RequestTiming
-from kafka_core.chaos.proxy import FaultProxy
-from kafka_core.chaos.workload import Workload
-from kafka_core.consumer import fetcher
-from kafka_core.devbroker import KafkaCluster
+from kafka_core.devtools.brokers import KafkaCluster
+from kafka_core.devtools.chaos.capture import RequestLog, RequestTiming
+from kafka_core.devtools.chaos.proxy import FaultProxy
+from kafka_core.devtools.chaos.workload import Workload
 from kafka_core.errors import KafkaError
 from kafka_core.protocol import ApiKey, ErrorCode, decode_response
 from kafka_core.sync_client import KafkaClient
@@ -226,7 +225,6 @@ def run(watch: float, slow: float, out: Path | None, victim_arg: int | None, rat
             "topic_leaders": leaders,
             "victim": victim,
             "resume_s": resumed,
-            "fetch_lane_base": fetcher.FETCH_LANE_BASE,
             "consumer_errors": [str(e) for e in getattr(ledger, "errors", [])][:20],
             "slow_requests": slow_rows,
             "survivor_isr_log": lines,
@@ -241,18 +239,14 @@ def run(watch: float, slow: float, out: Path | None, victim_arg: int | None, rat
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m kafka_core.devtools.chaos.timing", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--watch", type=float, default=30.0, help="seconds watched after the SIGKILL")
     parser.add_argument("--slow", type=float, default=1.0, help="report requests waiting this long")
     parser.add_argument("--victim", type=int, default=None, help="node to kill (default: a follower)")
     parser.add_argument("--rate", type=int, default=400)
     parser.add_argument("--out", type=Path, default=None)
-    parser.add_argument(
-        "--fetch-lane-base",
-        type=int,
-        default=None,
-        help="the consumer's first fetch lane (0: Fetch shares lane 0 with the coordinator's requests)",
-    )
     parser.add_argument("--client-log", type=Path, default=None, help="kafka_core at DEBUG to this file")
     args = parser.parse_args(argv)
     if args.client_log is not None:
@@ -263,8 +257,6 @@ def main(argv: list[str] | None = None) -> int:
             datefmt="%H:%M:%S",
         )
         logging.getLogger("kafka_core.consumer").setLevel(logging.DEBUG)
-    if args.fetch_lane_base is not None:
-        fetcher.FETCH_LANE_BASE = args.fetch_lane_base
     result = run(args.watch, args.slow, args.out, args.victim, args.rate)
     print(f"resume per partition, s from the SIGKILL: {result['resume_s']}")
     for r in result["slow_requests"]:

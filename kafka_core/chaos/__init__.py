@@ -1,1 +1,0 @@
-"""Chaos harness: fault scenarios against a real broker, with a verification artifact each."""
