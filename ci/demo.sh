@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The main job: set everything up, then run the Spark pipeline (kafka_core.spark.pipeline): order
+# The main job: set everything up, then run the Spark pipeline (kafka_core.devtools.pipeline): order
 # events generated in Spark, written to Kafka, read back in batch and as a stream, verified end to
 # end, with figures. Uses KAFKA_BOOTSTRAP_SERVERS or an embedded broker. Extra arguments go to the
 # pipeline (bash ci/demo.sh --events 200000; --help lists them). examples/demo.py is the small
@@ -7,4 +7,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash ci/bootstrap.sh
-exec .venv/bin/python -m kafka_core.spark.pipeline "$@"
+exec .venv/bin/python -m kafka_core.devtools.pipeline "$@"

@@ -1,4 +1,5 @@
-"""``kafka-core``: the command line (produce, consume, topics, groups, broker, bench, pipeline).
+"""``kafka-core``: the command line (produce, consume, topics, groups, share; broker, bench and
+pipeline run the dev tools, :mod:`kafka_core.cli.dev`).
 
 Every failure a user can cause (a bad address, a missing topic, a bad argument, a Kafka error) ends
 as one line on stderr and an exit code from :mod:`kafka_core.cli.output`, never a traceback
@@ -14,7 +15,7 @@ import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, NoReturn
 
 from kafka_core.cli.argtypes import positive_seconds
@@ -89,7 +90,7 @@ def _common(defaults: bool) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kafka_core.cli import bench, consume, groups, produce, share, tools, topics
+    from kafka_core.cli import consume, dev, groups, produce, share, topics
 
     parser = _Parser(
         prog=PROG,
@@ -104,8 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     topics.add_parser(sub, common)
     groups.add_parser(sub, common)
     share.add_parser(sub, common)
-    tools.add_parsers(sub, common)
-    bench.add_parser(sub, common)
+    dev.add_parsers(sub, common)
     return parser
 
 
@@ -194,17 +194,28 @@ def _parse(argv: Sequence[str] | None) -> argparse.Namespace:
     if extra and not getattr(args, "passthrough", False):
         parser.error(f"unrecognized arguments: {' '.join(extra)}")
     args.extra = extra
+    args.argv = list(sys.argv[1:] if argv is None else argv)  # what a child process is given (dev)
     return args
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``kafka-core`` console script; returns the exit code."""
+def main(
+    argv: Sequence[str] | None = None,
+    *,
+    runners: Mapping[str, Callable[[argparse.Namespace, Output], int]] | None = None,
+) -> int:
+    """Entry point of the ``kafka-core`` console script; returns the exit code.
+
+    ``runners`` runs the commands it names in this process instead (``python -m
+    kafka_core.devtools``, where the dev commands of :mod:`kafka_core.cli.dev` run).
+    """
     try:
         args = _parse(argv)
     except SystemExit as exc:  # --help, or a usage error already printed as one line
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     except KeyboardInterrupt:
         return EXIT_INTERRUPTED
+    if runners and args.command in runners:
+        args.run = runners[args.command]
     with _process_setup(args.verbose):
         return _run(args)
 

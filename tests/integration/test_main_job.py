@@ -1,4 +1,4 @@
-"""The README's promises, run for real: the main job (the Spark pipeline, kafka_core.spark.pipeline),
+"""The README's promises, run for real: the main job (the Spark pipeline, kafka_core.devtools.pipeline),
 the small produce/consume demo (examples/demo.py) and the quick-start code."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import pytest
 from prerequisites import unavailable
 
 ROOT = Path(__file__).resolve().parents[2]
-PIPELINE = [sys.executable, "-m", "kafka_core.spark.pipeline"]
+PIPELINE = [sys.executable, "-m", "kafka_core.devtools.pipeline"]
 HAVE_SPARK = all(importlib.util.find_spec(m) is not None for m in ("pyspark", "pyarrow")) and bool(
     os.environ.get("JAVA_HOME") or shutil.which("java")
 )
@@ -83,7 +83,7 @@ def _refused_before_spark(args: list[str], message: str) -> None:
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
-    assert lines[0].startswith("python -m kafka_core.spark.pipeline: error: "), proc.stderr
+    assert lines[0].startswith("python -m kafka_core.devtools.pipeline: error: "), proc.stderr
     assert proc.stdout == "", proc.stdout  # nothing started, not even the first phase line
     assert elapsed < 15, f"{args} took {elapsed:.1f} s: Spark must not start for a bad argument"
 

@@ -106,3 +106,37 @@ def test_options_are_accepted_before_and_after_the_command(
     assert main(["topics", "list", "-b", "127.0.0.1:1", "--connect-timeout", "1"]) == 3
     second = capsys.readouterr().err
     assert "127.0.0.1:1" in first and "127.0.0.1:1" in second
+
+
+@pytest.mark.parametrize(
+    ("argv", "child"),
+    [
+        (["-b", "h:1", "bench", "-n", "5"], ["-m", "kafka_core.devtools", "-b", "h:1", "bench", "-n", "5"]),
+        (
+            ["broker", "--port", "0", "--json"],
+            ["-m", "kafka_core.devtools", "broker", "--port", "0", "--json"],
+        ),
+        (["pipeline", "--events", "9"], ["-m", "kafka_core.devtools.pipeline", "--events", "9"]),
+    ],
+)
+def test_dev_commands_run_the_dev_tools_in_a_child(
+    argv: list[str], child: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """broker, bench and pipeline run in ``python -m kafka_core.devtools...`` with the same
+    arguments (the library never imports its dev tools), and end with the child's exit code."""
+    import sys
+
+    from kafka_core.cli import dev
+
+    started: list[list[str]] = []
+
+    class _Child:
+        def __init__(self, command: list[str], env: object = None) -> None:
+            started.append(command)
+
+        def wait(self, timeout: float | None = None) -> int:
+            return 7
+
+    monkeypatch.setattr(dev.subprocess, "Popen", _Child)
+    assert main(argv) == 7
+    assert started == [[sys.executable, *child]]

@@ -7,10 +7,10 @@ back in batch and computes the business figures, then reads them again as a stre
 table), and checks that every event arrived exactly once on both paths (count, distinct order
 ids, an order-independent checksum computed in Spark) and that batch and stream agree.
 
-    python -m kafka_core.spark.pipeline [--events N] [--bootstrap-servers HOST:PORT] ...
+    python -m kafka_core.devtools.pipeline [--events N] [--bootstrap-servers HOST:PORT] ...
 
 Without ``--bootstrap-servers`` or ``KAFKA_BOOTSTRAP_SERVERS`` an embedded Tansu broker
-(kafka_core.devbroker) runs for the duration. Exit status: 0 PASS, 1 FAIL or a failed job,
+(kafka_core.devtools.brokers) runs for the duration. Exit status: 0 PASS, 1 FAIL or a failed job,
 2 bad arguments or set-up (one line on stderr, before Spark starts).
 """
 
@@ -38,10 +38,10 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameReader, SparkSession
     from pyspark.sql.streaming.readwriter import DataStreamReader
 
-    from kafka_core.devbroker import TansuBroker
-    from kafka_core.spark.pipeline_data import Aggregates, Fingerprint, Revenue
+    from kafka_core.devtools.brokers import TansuBroker
+    from kafka_core.devtools.pipeline.data import Aggregates, Fingerprint, Revenue
 
-PROG = "python -m kafka_core.spark.pipeline"
+PROG = "python -m kafka_core.devtools.pipeline"
 FORMAT = "kafka_core"
 _MASTER = re.compile(
     r"local|local\[(\*|[1-9]\d*)(,[1-9]\d*)?\]|local-cluster\[[1-9]\d*,[1-9]\d*,[1-9]\d*\]"
@@ -305,7 +305,7 @@ def stream(run: Run, spark: SparkSession, tmp: Path, limit: int) -> tuple[DataFr
     """The streaming leg: each micro-batch parsed into a Parquet table under its batch id (a
     replayed batch overwrites its own directory, so the table is exactly-once), and its revenue
     per category computed there and kept on the driver by batch id."""
-    from kafka_core.spark.pipeline_data import is_run, parse_orders, revenue_by_category
+    from kafka_core.devtools.pipeline.data import is_run, parse_orders, revenue_by_category
 
     silver = tmp / "silver"
     per_batch: dict[int, Revenue] = {}
@@ -335,7 +335,7 @@ def stream(run: Run, spark: SparkSession, tmp: Path, limit: int) -> tuple[DataFr
 
 
 def execute(run: Run, tmp: Path) -> None:
-    from kafka_core.spark import pipeline_data as data
+    from kafka_core.devtools.pipeline import data
 
     args, out, events = run.args, run.out, run.args.events
     limit = args.max_offsets_per_trigger or math.ceil(events / 8)
@@ -452,7 +452,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if bootstrap:
             parse_bootstrap(bootstrap)
         else:
-            from kafka_core.devbroker import BrokerStartError, TansuBroker
+            from kafka_core.devtools.brokers import BrokerStartError, TansuBroker
 
             try:
                 tansu = TansuBroker().start()

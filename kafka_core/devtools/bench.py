@@ -1,4 +1,5 @@
-"""``kafka-core bench``: a quick produce-then-consume throughput run (as kafka-producer-perf-test).
+"""``kafka-core bench``, run here (:mod:`kafka_core.devtools.commands`): a quick produce-then-consume
+throughput run (as kafka-producer-perf-test). Its arguments are the CLI's (``kafka_core.cli.dev``).
 
 It writes ``--records`` records of ``--size`` bytes into a fresh topic with the public
 ``KafkaProducer``, reads them all back with ``KafkaConsumer``, and prints records/s and MB/s of
@@ -15,39 +16,11 @@ import time
 import uuid
 from typing import Any
 
-from kafka_core.cli.argtypes import positive_int, positive_seconds
 from kafka_core.cli.connect import bootstrap_servers, client_options, unreachable
 from kafka_core.cli.output import EXIT_FAILED, EXIT_OK, CliError, Output, one_line
 from kafka_core.errors import KafkaConnectionError, KafkaTimeoutError
 
-__all__ = ["add_parser", "run"]
-
-
-def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
-    from kafka_core.producer.options import COMPRESSIONS
-
-    p = sub.add_parser(
-        "bench",
-        parents=[common],
-        help="produce then consume N records in a fresh topic, print records/s and MB/s",
-        description="Produce --records records of --size bytes into a fresh topic, consume them back, "
-        "and print the throughput of each phase. The topic is deleted afterwards.",
-    )
-    p.add_argument("-n", "--records", type=positive_int, default=100_000, help="records (default 100,000)")
-    p.add_argument(
-        "-s", "--size", type=positive_int, default=100, help="value bytes per record (default 100)"
-    )
-    p.add_argument("--partitions", type=positive_int, default=3, help="partitions of the topic (default 3)")
-    p.add_argument("-z", "--compression", choices=COMPRESSIONS, default="none")
-    p.add_argument("--acks", choices=("all", "1", "0"), default="all")
-    p.add_argument(
-        "--timeout",
-        type=positive_seconds,
-        default=120.0,
-        metavar="SECONDS",
-        help="give up on a phase after this long (default 120)",
-    )
-    p.set_defaults(run=run)
+__all__ = ["run"]
 
 
 def _phase(name: str, records: int, size: int, seconds: float) -> dict[str, Any]:
