@@ -15,7 +15,6 @@ from pathlib import Path
 
 from setuptools import Extension, setup
 from setuptools.command.build_ext import build_ext
-from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).parent
 
@@ -30,11 +29,13 @@ PURE = env_flag("KAFKA_CORE_PURE_PYTHON")
 DEBUG_SYMBOLS = env_flag("KAFKA_CORE_DEBUG_SYMBOLS")
 
 
-# Every Cython source lives in _codec/ and builds into the module of the same name, in the codec's
-# extension package unless named here. A module that others cimport has its .pxd in its package
-# (kafka_core/codec/_cython/primitives.pxd), so every cimport uses the module's one real name;
-# the .pxd files in _codec/ (reader, arrow) are inline-only C helpers, not modules.
-PACKAGE_FOR_SOURCE = {"_accel": "kafka_core.producer"}
+# Every Cython source lives in _codec/ and builds into the module of the same name in a ``_cython``
+# package: the codec's (kafka_core.codec._cython) unless named here. Beside each built module sit
+# its .pyi stub (for mypy) and, for a module that others cimport, its .pxd
+# (kafka_core/codec/_cython/primitives.pxd), so every cimport uses the module's one real name; the
+# .pxd files in _codec/ (reader, arrow) are inline-only C helpers, not modules. Each built module
+# has a pure-Python twin of the same name in the sibling ``_python`` package.
+PACKAGE_FOR_SOURCE = {"accel": "kafka_core.producer._cython"}
 
 
 def build_flags() -> tuple[list[str], list[str]]:
@@ -109,15 +110,4 @@ class OptionalBuildExt(build_ext):
         )
 
 
-# Generated for the test suite only (the protocol definitions as data, ~220 KB): kept in the
-# repository and the sdist, left out of wheels.
-TEST_ONLY_MODULES = {("kafka_core.protocol.messages", "_schema")}
-
-
-class BuildPy(build_py):
-    def find_package_modules(self, package: str, package_dir: str) -> list[tuple[str, str, str]]:
-        modules = super().find_package_modules(package, package_dir)
-        return [m for m in modules if (m[0], m[1]) not in TEST_ONLY_MODULES]
-
-
-setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt, "build_py": BuildPy})
+setup(ext_modules=extensions(), cmdclass={"build_ext": OptionalBuildExt})

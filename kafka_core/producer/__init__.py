@@ -1,10 +1,13 @@
 """The producer: partitioners, accumulator, sender, idempotence, transactions; async core and sync face.
 
-``send`` appends to a thread-safe per-partition batch in the caller's thread (accumulator.py;
-its common cases in C in ``_accel.pyx`` when built, with pure-Python twins); the I/O loop
-(sender.py) seals batches on size or linger, encodes each with the columnar codec in one call,
-and sends several partitions per Produce request, retrying in order. ``send_batch`` hands
-columns (lists or pyarrow arrays) straight to the encoder (batching.py).
+``send`` appends to a thread-safe per-partition batch in the caller's thread (accumulator.py,
+the owner of the one lock; its common cases in ``accel``: C from ``_codec/accel.pyx`` in
+``_cython/`` when built, else the pure-Python twin in ``_python/``, chosen in ``_speedups``);
+the I/O loop (sender.py, with expiry.py and leaders.py) seals batches on size or linger, encodes
+each with the columnar codec in one call, and sends several partitions per Produce request,
+retrying in order. ``send_batch`` hands columns (lists or pyarrow arrays) straight to the
+encoder (batching.py). The faces: producer.py (asyncio), sync.py (blocking); transactions are
+the subpackage ``transactions``.
 """
 
 from kafka_core.producer.futures import RecordFuture, RecordMetadata, SendBatchFuture, SendBatchResult

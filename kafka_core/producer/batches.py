@@ -14,9 +14,11 @@ from kafka_core.errors import KafkaCodecError
 from kafka_core.producer.futures import BatchResult
 
 if TYPE_CHECKING:  # the pure-Python twin declares the fields the C struct has
-    from kafka_core.producer._speedups import _BatchBase as BatchBase
+    from kafka_core.producer._python.accel import BatchBase
 else:
-    from kafka_core.producer._speedups import BatchBase
+    from kafka_core.producer._speedups import accel
+
+    BatchBase = accel.BatchBase
 
 __all__ = [
     "BATCH_OVERHEAD",

@@ -10,32 +10,31 @@ producer is still trying to reach a broker.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from kafka_core.errors import KafkaTimeoutError
-from kafka_core.producer.accumulator import PartitionQueue, ProducerBatch
+from kafka_core.producer.accumulator import Accumulator, PartitionQueue, ProducerBatch
 
-if TYPE_CHECKING:
-    from kafka_core.producer.sender import Sender
-
-__all__ = ["expire"]
+__all__ = ["Settler", "expire"]
 
 
-def expire(sender: Sender, now: float) -> float | None:
+class Settler(Protocol):
+    """What expiry needs of the sender (passed in, so this module does not import it)."""
+
+    def cause_for_topic(self, topic: str) -> BaseException | None: ...
+    def hole(self, q: PartitionQueue, b: ProducerBatch) -> None: ...
+    def fail(self, b: ProducerBatch, exc: BaseException) -> None: ...
+    def record_failed(self, exc: BaseException) -> None: ...
+
+
+def expire(acc: Accumulator, sender: Settler, now: float) -> float | None:
     """Fail what is past its deadline; returns the next deadline of anything still waiting."""
-    acc = sender.acc
     timeout = acc.delivery_timeout
-    failed: list[tuple[ProducerBatch, BaseException]] = []
     next_at: float | None = None
-
-    def track(deadline: float) -> None:
-        nonlocal next_at
-        if next_at is None or deadline < next_at:
-            next_at = deadline
-
     for topic, since in acc.parked_topics():
         if since + timeout > now:
-            track(since + timeout)
+            if next_at is None or since + timeout < next_at:
+                next_at = since + timeout
             continue
         taken = acc.expire_parked(topic)
         if taken is not None:
@@ -46,44 +45,14 @@ def expire(sender: Sender, now: float) -> float | None:
             )
             taken[0].set_error(expired)
             sender.record_failed(expired)
-    with acc.lock:
-        for t in acc.topics.values():
-            for q in t.queues or ():
-                b = q.open
-                if b is not None and b.count:
-                    if b.deadline <= now:
-                        dropped = acc.drop_open(t, q)
-                        if dropped is not None:
-                            failed.append((dropped, _timeout(sender, q, dropped, "queued")))
-                    else:
-                        track(b.deadline)
-                for b in q.in_flight:
-                    if b.expired:
-                        continue
-                    if b.deadline <= now:
-                        b.expired = True
-                        failed.append((b, _timeout(sender, q, b, "in flight")))
-                    else:
-                        track(b.deadline)
-                if q.retry:
-                    keep = []
-                    for b in q.retry:
-                        if b.deadline <= now:
-                            failed.append((b, _timeout(sender, q, b, "waiting to be retried")))
-                            sender.hole(q, b)
-                        else:
-                            keep.append(b)
-                            track(b.deadline)
-                    q.retry[:] = keep
-                while q.sealed and q.sealed[0].deadline <= now:
-                    b = q.sealed.popleft()
-                    where = "waiting to be retried" if b.attempts else "waiting behind in-flight requests"
-                    if not q.in_flight and not b.attempts:
-                        where = "waiting to be sent"
-                    failed.append((b, _timeout(sender, q, b, where)))
-                    sender.hole(q, b)
-                if q.sealed:
-                    track(min(q.sealed[0].deadline, q.sealed[-1].deadline))
+    taken_out, queued_next = acc.take_expired(now)
+    if queued_next is not None and (next_at is None or queued_next < next_at):
+        next_at = queued_next
+    failed: list[tuple[ProducerBatch, BaseException]] = []
+    for q, b, where in taken_out:
+        failed.append((b, _timeout(acc, sender, q, b, where)))
+        if where not in ("queued", "in flight"):
+            sender.hole(q, b)  # numbered and never acknowledged: its sequence numbers are lost
     for b, exc in failed:
         if b.expired:
             b.result.set_error(exc)  # its memory goes back when its request ends
@@ -93,11 +62,13 @@ def expire(sender: Sender, now: float) -> float | None:
     return next_at
 
 
-def _timeout(sender: Sender, q: PartitionQueue, b: ProducerBatch, where: str) -> KafkaTimeoutError:
+def _timeout(
+    acc: Accumulator, sender: Settler, q: PartitionQueue, b: ProducerBatch, where: str
+) -> KafkaTimeoutError:
     cause = q.last_error or sender.cause_for_topic(q.topic)
     if where == "in flight":
         where = "in flight (outcome unknown: the records may have been written)"
     return KafkaTimeoutError(
-        f"{b.topic}[{b.partition}]: delivery_timeout_ms ({sender.acc.delivery_timeout * 1000:.0f} ms) "
+        f"{b.topic}[{b.partition}]: delivery_timeout_ms ({acc.delivery_timeout * 1000:.0f} ms) "
         f"expired for {b.count} record(s) {where}" + (f"; last error: {cause}" if cause else "")
     )

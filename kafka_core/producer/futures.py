@@ -204,7 +204,7 @@ def _run_callback(result: BatchResult, index: int, fn: Callable[[Any], None], wi
         logging.getLogger("kafka_core.producer").exception("producer callback raised")
 
 
-class _TupleRecordFuture(tuple):
+class TupleRecordFuture(tuple):
     """The future ``send`` returns: ``(BatchResult, index)``; see the module docstring."""
 
     __slots__ = ()
@@ -278,11 +278,8 @@ class _TupleRecordFuture(tuple):
         return f"<RecordFuture {result.topic}[{result.partition}] #{index} {state}>"
 
 
-RecordFuture: Any = _TupleRecordFuture
-_accel: Any = accel
-if _accel is not None:
-    _accel.setup(_TupleRecordFuture)
-    RecordFuture = _accel.RecordFuture
+# The C module's GC-untracked future when it is built, else the tuple future itself.
+RecordFuture: Any = accel.setup(TupleRecordFuture)
 
 
 class SendBatchResult(Sequence[RecordMetadata]):

@@ -528,10 +528,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
 
     def _flush_timeout(self, timeout: float | None, result: BatchResult) -> KafkaTimeoutError:
         """Name a partition still waiting and what last kept it from being delivered."""
-        cause: BaseException | None = None
-        t = self._acc.topics.get(result.topic)
-        if t is not None and t.queues is not None and 0 <= result.partition < len(t.queues):
-            cause = t.queues[result.partition].last_error
+        cause = self._acc.last_error(result.topic, result.partition)
         where = f"{result.topic}[{result.partition}]" if result.partition >= 0 else repr(result.topic)
         return KafkaTimeoutError(
             f"flush did not finish within {timeout}s: records of {where} still waiting"

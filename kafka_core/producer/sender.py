@@ -109,7 +109,7 @@ class Sender:
         while True:
             self._event.clear()
             now = time.monotonic()
-            next_at = expire(self, now)
+            next_at = expire(self.acc, self, now)
             if not self.paused:
                 next_at = _earliest(next_at, self.acc.seal_ready(now, self._can_send))
                 self.leaders.refresh_due(now, (t for t, _ in self.acc.parked_topics()))
@@ -117,7 +117,7 @@ class Sender:
                 if self._closing and not self._requests and not self.acc.unfinished():
                     return
             else:
-                self.acc.wake_pending = False
+                self.acc.woken()
             timeout = None if next_at is None else max(0.0, next_at - time.monotonic())
             if not self.paused and (self.leaders.stale or self.acc.parked_topics()):
                 timeout = self.backoff if timeout is None else min(timeout, self.backoff)
@@ -144,12 +144,10 @@ class Sender:
         for task in list(self._requests):
             task.cancel()
         count = 0
-        for q in self._all_queues():
-            for b in list(q.in_flight):
-                if not b.result.done:
-                    count += b.count
-                    b.result.set_error(exc)
-            q.in_flight.clear()
+        for b in self.acc.take_in_flight():
+            if not b.result.done:
+                count += b.count
+                b.result.set_error(exc)
         return count
 
     # -- sending -----------------------------------------------------------------------------------
@@ -194,52 +192,55 @@ class Sender:
         per_node: dict[int, list[list[tuple[PartitionQueue, ProducerBatch]]]] = defaultdict(list)
         next_at: float | None = None
         pipelined = self.max_in_flight if idem is not None else 1
-        with self.acc.lock:
-            for q in self._all_queues():
-                # Before the partition's broker has acknowledged a batch of this epoch it takes any
-                # first sequence: one batch goes alone, or a later one could pass a refused first.
-                limit = pipelined if q.epoch_acked else 1
-                if idem is not None and q.unresolved >= 0 and self._unprobed(q):
-                    # Nothing left that could tell whether the failed batch was written.
-                    log.info("%s[%s]: sequence unresolved; bumping the epoch", q.topic, q.partition)
-                    idem.bump_needed = True
-                    continue
-                if not q.sealed or q.retry or len(q.in_flight) >= limit:
-                    continue
-                if q.in_flight and q.in_flight[0].attempts > 1:
-                    # A retry is out: nothing passes it until it is resolved, or a batch that was
-                    # written but not acknowledged could slide out of the broker's window of five.
-                    continue
-                if q.muted_until > now:
-                    next_at = q.muted_until if next_at is None else min(next_at, q.muted_until)
-                    continue
-                if txn is not None and not txn.may_send(q.topic, q.partition):
-                    continue
-                leader = self.leaders.leader(q.topic, q.partition)
-                if leader < 0:
-                    self.leaders.mark_stale(q.topic)
-                    continue
-                requests = per_node[leader]
-                slots = self.max_in_flight - self._node_in_flight[leader]
-                i = 0
-                while q.sealed and len(q.in_flight) < limit:
-                    if i == len(requests):
-                        if len(requests) >= slots:
-                            break
-                        requests.append([])
-                    if q.unresolved >= 0 and q.sealed[0].sequence < 0:
-                        break  # nothing new is numbered until the hole is resolved
-                    b = q.sealed.popleft()
-                    if idem is not None and b.sequence < 0:
-                        b.sequence = q.next_sequence
-                        q.next_sequence = (q.next_sequence + b.count) & _MAX_SEQUENCE
-                        b.producer_id, b.producer_epoch = idem.producer_id, idem.producer_epoch
-                    q.in_flight.append(b)
-                    requests[i].append((q, b))
-                    i += 1
-                    b.attempts += 1
-                    if b.attempts > 1:
-                        break  # a retry goes alone (see above)
+
+        def pick(q: PartitionQueue) -> None:  # runs with the accumulator's lock held
+            nonlocal next_at
+            # Before the partition's broker has acknowledged a batch of this epoch it takes any
+            # first sequence: one batch goes alone, or a later one could pass a refused first.
+            limit = pipelined if q.epoch_acked else 1
+            if idem is not None and q.unresolved >= 0 and self._unprobed(q):
+                # Nothing left that could tell whether the failed batch was written.
+                log.info("%s[%s]: sequence unresolved; bumping the epoch", q.topic, q.partition)
+                idem.bump_needed = True
+                return
+            if not q.sealed or q.retry or len(q.in_flight) >= limit:
+                return
+            if q.in_flight and q.in_flight[0].attempts > 1:
+                # A retry is out: nothing passes it until it is resolved, or a batch that was
+                # written but not acknowledged could slide out of the broker's window of five.
+                return
+            if q.muted_until > now:
+                next_at = q.muted_until if next_at is None else min(next_at, q.muted_until)
+                return
+            if txn is not None and not txn.may_send(q.topic, q.partition):
+                return
+            leader = self.leaders.leader(q.topic, q.partition)
+            if leader < 0:
+                self.leaders.mark_stale(q.topic)
+                return
+            requests = per_node[leader]
+            slots = self.max_in_flight - self._node_in_flight[leader]
+            i = 0
+            while q.sealed and len(q.in_flight) < limit:
+                if i == len(requests):
+                    if len(requests) >= slots:
+                        break
+                    requests.append([])
+                if q.unresolved >= 0 and q.sealed[0].sequence < 0:
+                    break  # nothing new is numbered until the hole is resolved
+                b = q.sealed.popleft()
+                if idem is not None and b.sequence < 0:
+                    b.sequence = q.next_sequence
+                    q.next_sequence = (q.next_sequence + b.count) & _MAX_SEQUENCE
+                    b.producer_id, b.producer_epoch = idem.producer_id, idem.producer_epoch
+                q.in_flight.append(b)
+                requests[i].append((q, b))
+                i += 1
+                b.attempts += 1
+                if b.attempts > 1:
+                    break  # a retry goes alone (see above)
+
+        self.acc.drain(pick)
         loop = asyncio.get_running_loop()
         for node, requests in per_node.items():
             for items in requests:  # created (and so written to the connection) in order
@@ -252,9 +253,6 @@ class Sender:
     def _request_done(self, task: asyncio.Task[None]) -> None:
         self._requests.discard(task)
         self.wake()  # a quiesce (epoch bump, close) may have been waiting for this one
-
-    def _all_queues(self) -> list[PartitionQueue]:
-        return [q for t in self.acc.topics.values() if t.queues for q in t.queues]
 
     @staticmethod
     def _unprobed(q: PartitionQueue) -> bool:
@@ -441,13 +439,7 @@ class Sender:
 
     def _settle(self, q: PartitionQueue, b: ProducerBatch) -> None:
         """The batch leaves flight; if the partition has nothing else out, parked retries go first."""
-        with self.acc.lock:
-            if b in q.in_flight:
-                q.in_flight.remove(b)
-            if not q.in_flight and q.retry:
-                q.retry.sort(key=lambda x: (x.sequence, x.created))
-                q.sealed.extendleft(reversed(q.retry))
-                q.retry.clear()
+        self.acc.settle(q, b)
 
     def _retry_or_fail(
         self, q: PartitionQueue, b: ProducerBatch, exc: BaseException, *, force_retry: bool = False
@@ -460,11 +452,7 @@ class Sender:
         now = time.monotonic()
         q.last_error = exc
         if retriable and now < b.deadline and not b.expired and not self._closing_hard():
-            with self.acc.lock:
-                if b in q.in_flight:
-                    q.in_flight.remove(b)
-                q.retry.append(b)
-                q.muted_until = now + self.backoff
+            self.acc.park_retry(q, b, now + self.backoff)
             self.metrics.retries += 1
             self._settle(q, b)
             log.debug("retrying %r after %s", b, exc)
@@ -502,10 +490,7 @@ class Sender:
             nb.size = BATCH_OVERHEAD  # releases nothing...
             parts.append((nb, lo))
         parts[0][0].size = b.size  # ...but the first half, which carries the batch's memory
-        with self.acc.lock:
-            if b in q.in_flight:
-                q.in_flight.remove(b)
-            q.retry.extend(nb for nb, _ in parts)
+        self.acc.split_in_flight(q, b, [nb for nb, _ in parts])
         b.result.forward([(nb.result, i - lo) for nb, lo in parts for i in range(lo, lo + nb.count)])
         self._settle(q, b)
 
@@ -565,19 +550,7 @@ class Sender:
     def reset_sequences(self) -> None:
         """A new producer id or epoch: every partition numbers from 0 again, the batches not
         acknowledged yet renumbered in their order."""
-        with self.acc.lock:
-            for q in self._all_queues():
-                q.next_sequence = 0
-                q.acked_next = 0
-                q.epoch_acked = False
-                q.unresolved = -1
-                pending = sorted([*q.retry, *q.sealed], key=lambda x: (x.sequence < 0, x.sequence, x.created))
-                q.retry.clear()
-                q.sealed.clear()
-                for b in pending:
-                    b.sequence = -1
-                    b.unknown_outcome = False
-                q.sealed.extend(pending)
+        self.acc.restart_sequences()
         self.wake()
 
 

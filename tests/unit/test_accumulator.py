@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from kafka_core.errors import KafkaCodecError, KafkaConfigError, KafkaTimeoutError
-from kafka_core.producer.accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, Accumulator, BufferFull
+from kafka_core.producer.accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, BufferFull
 from kafka_core.producer.futures import RecordFuture, RecordMetadata
 from kafka_core.producer.partitioner import murmur2_partition
 
@@ -181,16 +181,18 @@ def test_abandon_all_counts_records() -> None:
 
 
 def test_accelerated_and_python_send_paths_build_the_same_batches() -> None:
-    from kafka_core.producer._speedups import accel as _accel
+    from kafka_core.producer._python import accel as python_accel
+    from kafka_core.producer._speedups import IMPLEMENTATION, accel
+    from kafka_core.producer.futures import TupleRecordFuture
 
-    if _accel is None:
-        pytest.skip("the producer extension is not built (pure-Python path only)")
+    if IMPLEMENTATION != "cython":
+        pytest.skip("the producer extension is not in use (pure-Python run): nothing to compare")
+    python_accel.setup(TupleRecordFuture)  # as futures.py does when the twin is the one in use
     results = []
-    for use_accel in (True, False):
+    for twin in (accel, python_accel):
         acc = make_accumulator(batch_size=BATCH_OVERHEAD + 5 * (RECORD_OVERHEAD + 3), partitioner_seed=11)
         acc.set_partitions("t", 3)
-        send = acc.append if use_accel else Accumulator.append.__get__(acc)
-        assert isinstance(send, _accel.FastAppend) is use_accel
+        send = twin.FastAppend(acc, acc._append, RECORD_OVERHEAD, True)
         futures = []
         for i in range(40):
             key = b"k%d" % i if i % 9 == 0 else None

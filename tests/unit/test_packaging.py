@@ -24,7 +24,7 @@ EXTENSIONS = {
     "columnar": "kafka_core/codec/_cython/columnar",
     "primitives": "kafka_core/codec/_cython/primitives",
     "records": "kafka_core/codec/_cython/records",
-    "_accel": "kafka_core/producer/_accel",
+    "accel": "kafka_core/producer/_cython/accel",
 }
 
 pytestmark = pytest.mark.skipif(
@@ -114,7 +114,7 @@ def test_wheel_codec_loads_and_round_trips(dist: tuple[Path, Path], tmp_path: Pa
     with zipfile.ZipFile(wheel) as zf:
         zf.extractall(tmp_path / "site")
     code = (
-        "import kafka_core, kafka_core.codec as c, kafka_core.producer._accel as a;"
+        "import kafka_core, kafka_core.codec as c, kafka_core.producer._cython.accel as a;"
         "print(kafka_core.__file__); print(c.IMPLEMENTATION);"
         "print(c.decode_record_batches(c.encode_record_batch([(b'k', b'v')]))[0].value);"
         "print(a.murmur2(b'k'))"

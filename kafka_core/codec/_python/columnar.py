@@ -10,8 +10,8 @@ from array import array
 from typing import Any
 
 from kafka_core._typing import Buffer
-from kafka_core.codec._python._reader import _walk, check_control_records
-from kafka_core.codec._python._writer import _encode
+from kafka_core.codec._python.batch import _walk, check_control_records
+from kafka_core.codec._python.writer import _encode
 from kafka_core.codec.columns import BatchInfo, RecordColumns, headers_type
 from kafka_core.errors import KafkaCodecError
 

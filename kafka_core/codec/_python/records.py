@@ -1,8 +1,8 @@
 """Records as objects: the pure-Python twin of ``_codec/records.pyx`` (docs/codec.md).
 
 KafkaRecord, and RecordBatch v2 encode/decode of record lists; the byte layout, inputs and
-errors are those of the Cython module. The shared writer and batch walk are in ``_writer`` and
-``_reader``; the columnar functions in ``columnar``.
+errors are those of the Cython module. The shared writer and batch walk are in ``writer`` and
+``batch``; the columnar functions in ``columnar``.
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ from collections.abc import Iterable
 from typing import Any
 
 from kafka_core._typing import Buffer
-from kafka_core.codec._python._reader import (
+from kafka_core.codec._python.batch import (
     _INT64_MAX,
     _INT64_MIN,
     _check_int64,
     _walk,
     check_control_records,
 )
-from kafka_core.codec._python._writer import _encode
+from kafka_core.codec._python.writer import _encode
 from kafka_core.errors import KafkaCodecError
 
 __all__ = ["KafkaRecord", "decode_record_batches", "encode_record_batch"]

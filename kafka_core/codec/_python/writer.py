@@ -1,4 +1,5 @@
-"""Shared by records.py and columnar.py: the batch writer (the Cython twins include writer.pxi).
+"""The pure-Python twin of ``_codec/writer.pxi``, shared by records.py and columnar.py: the batch
+writer (the Cython twins include writer.pxi).
 
 The encoder computes the exact size first and writes into one ``bytearray`` (records first,
 then the header and the CRC32C over attributes..end).
@@ -11,7 +12,7 @@ import time
 from typing import Any
 
 from kafka_core.codec import compression as _compression
-from kafka_core.codec._python._reader import (
+from kafka_core.codec._python.batch import (
     _ATTR_CONTROL,
     _ATTR_TIMESTAMP_TYPE,
     _ATTR_TRANSACTIONAL,

@@ -1,5 +1,5 @@
-"""Shared by records.py and columnar.py: the batch walk and the record parser (the Cython
-twins cimport reader.pxd and batch.pxd).
+"""The pure-Python twin of ``_codec/batch.pyx`` (with ``reader.pxd``), shared by records.py and
+columnar.py: the batch walk and the record parser (the Cython twins cimport batch and reader).
 
 The walk goes over concatenated batches, stops cleanly at a truncated trailing batch, and hands
 magic 0/1 entries to ``kafka_core.codec.legacy``.

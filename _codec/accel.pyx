@@ -1,10 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False
 """The producer's hot path in C: ``send`` of a null-key record into the sticky batch.
 
-Optional: ``accumulator.py`` and ``futures.py`` hold the pure-Python twins of everything here
-and use them when this extension is not built. The logic is theirs; this only removes the
-interpreter overhead of the common case (and, with ``no_gc`` futures, the garbage collector's
-cost of millions of live futures).
+Builds into ``kafka_core.producer._cython.accel``. Optional: its pure-Python twin,
+``kafka_core/producer/_python/accel.py``, has the same names and API, and
+``kafka_core.producer._speedups`` chooses one of the two once, at import. The logic is the
+accumulator's; this only removes the interpreter overhead of the common case (and, with
+``no_gc`` futures, the garbage collector's cost of millions of live futures).
 """
 
 cimport cython
@@ -87,12 +88,14 @@ def murmur2_partitions(const unsigned char[::1] offsets, const unsigned char[::1
     return out
 
 
-cdef object _TupleFuture = None  # futures._TupleRecordFuture, whose methods do the real work
+cdef object _TupleFuture = None  # futures.TupleRecordFuture, whose methods do the real work
 
 
 def setup(tuple_future):
+    """Returns the record future type ``send`` makes; ``tuple_future`` does its work."""
     global _TupleFuture
     _TupleFuture = tuple_future
+    return RecordFuture
 
 
 cdef class Budget:
@@ -177,7 +180,8 @@ cdef class RecordFuture:
 
 @cython.final
 cdef class FastAppend:
-    """``send`` for the common case; anything else goes to the accumulator's Python path."""
+    """``send`` for the common cases; anything else goes to ``slow`` (the accumulator's
+    general path). Takes the accumulator's lock, the one that guards what it touches."""
 
     cdef dict fast
     cdef dict topics
@@ -192,13 +196,13 @@ cdef class FastAppend:
     # every send goes to the Python path, which raises why.
     cdef public bint gated
 
-    def __init__(self, acc, Py_ssize_t overhead, bint murmur2_keys):
+    def __init__(self, acc, slow, Py_ssize_t overhead, bint murmur2_keys):
         self.topics = acc.topics
         self.murmur2_keys = murmur2_keys
         self.fast = acc.fast
         self.acquire = acc.lock.acquire
         self.release = acc.lock.release
-        self.slow = acc._append
+        self.slow = slow
         self.mem = acc.mem
         self.batch_size = acc.batch_size
         self.overhead = overhead

@@ -1,5 +1,5 @@
-"""Types of the producer's optional C extension (source: _codec/_accel.pyx); the pure-Python
-twins are in _speedups.py and futures.py."""
+"""Types of the producer's optional C extension (source: _codec/accel.pyx); its pure-Python
+twin, with the same API, is kafka_core/producer/_python/accel.py."""
 
 from collections.abc import Callable, Generator
 from typing import Any
@@ -16,7 +16,7 @@ def murmur2_partitions(
     num_partitions: int,
     validity: Buffer | None = None,
 ) -> bytearray: ...
-def setup(tuple_future: type) -> None: ...
+def setup(tuple_future: type) -> type: ...
 
 class Budget:
     used: int
@@ -49,7 +49,7 @@ class RecordFuture:
 
 class FastAppend:
     gated: bool
-    def __init__(self, acc: Any, overhead: int, murmur2_keys: bool) -> None: ...
+    def __init__(self, acc: Any, slow: Callable[..., Any], overhead: int, murmur2_keys: bool) -> None: ...
     def __call__(
         self,
         topic: str,
