@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 import pytest
+import xdist_scheduling
 from fakes.topics import wait_writable
 from prerequisites import ALLOW_SKIP, skips_allowed, summary_lines, unavailable
 from report_guard import with_line_numbers
@@ -63,7 +64,7 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:
-    """The skips KAFKA_CORE_ALLOW_SKIP allowed, said last, where a green run cannot hide them."""
+    """The skips KAFKA_CORE_ALLOW_SKIP allowed, in a section of their own that a green run cannot hide."""
     reasons = [
         str(report.longrepr[2])
         for report in terminalreporter.stats.get("skipped", ())
@@ -114,16 +115,17 @@ def _version_tuple(version: str) -> tuple[int, ...]:
     return tuple(int(part) for part in version.split(".")[:3] if part.isdigit())
 
 
-# tryfirst: before pytest-xdist's own hook reads the xdist_group markers added here.
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadgroup``: a module per worker at a time, the three-node cluster's modules on one."""
+    return xdist_scheduling.make_scheduler(config, log)
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    xdist_scheduling.check_groups(items)
     for item in items:
         if "bootstrap_servers" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.broker)
-        if "kafka_three" in getattr(item, "fixturenames", ()):
-            # Under xdist (`--dist loadgroup`) every test of the three-node cluster goes to one
-            # worker, so a run starts one such cluster, not one per worker.
-            item.add_marker(pytest.mark.xdist_group("kafka_three"))
         module = getattr(item, "module", None)
         if module is not None and module.__name__.rsplit(".", 1)[-1] in COMPAT_MODULES:
             item.add_marker(pytest.mark.compat)

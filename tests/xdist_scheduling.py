@@ -1,0 +1,60 @@
+"""How the broker suites spread over pytest-xdist workers (``-n N --dist loadgroup``, ci/test.sh).
+
+Each worker is a pytest session of its own, with its own session broker. A module's tests run on
+one worker, in order, so that a module-scoped broker, Spark session or TLS set-up starts once; the
+modules that use the three-node Apache Kafka (``kafka_three``, a session fixture) all run on the
+same worker, so that a run starts one such cluster, not one per worker. Otherwise the modules go to
+whichever worker is free, the ones with the most tests first.
+
+pytest-xdist's own ``loadgroup`` groups by an ``xdist_group`` mark through a suffix it writes into
+the node id, which pytest 9.2's structured node ids no longer take (pytest-dev/pytest-xdist#1386):
+the grouping is done here instead, from the node id the controller sees. Which modules share a
+group is said below; :func:`check_groups` fails the collection when a test uses a shared fixture
+from a module not listed, so the list cannot fall behind the tests.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from xdist.scheduler import LoadGroupScheduling
+
+# A session fixture that must be one for the whole run -> the modules whose tests use it.
+SHARED_FIXTURES: dict[str, frozenset[str]] = {
+    "kafka_three": frozenset({"test_chaos_kafka.py", "test_consumer_truncation.py"}),
+}
+_GROUP_OF_MODULE = {module: fixture for fixture, modules in SHARED_FIXTURES.items() for module in modules}
+
+
+class ModuleGroupScheduling(LoadGroupScheduling):
+    """xdist's scope scheduling with a module as the unit of work, and the modules that share a
+    session fixture (:data:`SHARED_FIXTURES`) as one unit."""
+
+    def _split_scope(self, nodeid: str) -> str:
+        if nodeid.rfind("@") > nodeid.rfind("]"):  # an xdist_group suffix, where xdist can write it
+            return super()._split_scope(nodeid)
+        path = nodeid.split("::", 1)[0]
+        return _GROUP_OF_MODULE.get(path.rsplit("/", 1)[-1], path)
+
+
+def make_scheduler(config: pytest.Config, log: Any) -> ModuleGroupScheduling | None:
+    """The scheduler for ``--dist loadgroup``; None (xdist's choice) for any other mode."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    return ModuleGroupScheduling(config, log)
+
+
+def check_groups(items: list[pytest.Item]) -> None:
+    """Fail the collection when a test uses a shared fixture from a module not in its group."""
+    strays = sorted(
+        f"{item.nodeid} uses {fixture}"
+        for item in items
+        for fixture, modules in SHARED_FIXTURES.items()
+        if fixture in getattr(item, "fixturenames", ()) and item.path.name not in modules
+    )
+    if strays:
+        raise pytest.UsageError(
+            "tests/xdist_scheduling.py: add these tests' modules to SHARED_FIXTURES, so that "
+            "every test of a shared cluster runs on one xdist worker:\n  " + "\n  ".join(strays)
+        )
