@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from kafka_core.consumer.fetch.fetcher import Fetcher
+from kafka_core.consumer.group.rebalance import Membership
 from kafka_core.consumer.offsets import ConsumerOffsets
 from kafka_core.errors import KafkaClosedError
 
@@ -14,7 +14,7 @@ class Lifecycle:
     """Starts the membership (the assignment and its positions), then the fetcher; the consumer
     face sets ``closed`` when its close begins. Runs on the event loop only."""
 
-    def __init__(self, membership: Any, fetcher: Fetcher, offsets: ConsumerOffsets) -> None:
+    def __init__(self, membership: Membership, fetcher: Fetcher, offsets: ConsumerOffsets) -> None:
         self._group = membership
         self._fetcher = fetcher
         self._offsets = offsets

@@ -21,6 +21,7 @@ from kafka_core.client.metadata import (
     as_topic_partition,
 )
 from kafka_core.consumer.fetch.fetcher import Fetcher
+from kafka_core.consumer.group.rebalance import Membership
 from kafka_core.consumer.message import ConsumedMessage
 from kafka_core.consumer.policies import IsolationLevel, OffsetReset
 from kafka_core.consumer.subscription import SubscriptionState
@@ -38,7 +39,7 @@ class ConsumerOffsets:
         client: Any,
         subs: SubscriptionState,
         fetcher: Fetcher,
-        membership: Any,
+        membership: Membership,
         *,
         group_id: str | None,
         auto_offset_reset: OffsetReset,

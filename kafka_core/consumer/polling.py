@@ -15,6 +15,7 @@ from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.fetch.fetcher import Fetcher
+from kafka_core.consumer.group.rebalance import Membership
 from kafka_core.consumer.lifecycle import Lifecycle
 from kafka_core.consumer.message import ConsumedMessage, Deserializer, deserialize_messages
 from kafka_core.consumer.offsets import ConsumerOffsets
@@ -31,7 +32,7 @@ class Poller:
         client: Any,
         subs: SubscriptionState,
         lifecycle: Lifecycle,
-        membership: Any,
+        membership: Membership,
         fetcher: Fetcher,
         offsets: ConsumerOffsets,
         outage: OutageTracker,

@@ -5,6 +5,6 @@
   subscriptions, carried in the embedded structs of ``classic_meta.py``.
 - ``kip848.py``: the KIP-848 protocol (ConsumerGroupHeartbeat), the broker assigns; its target
   assignment is brought in by ``kip848_reconcile.py``.
-- ``rebalance.py``: what either membership tells the consumer (RebalanceListener,
+- ``rebalance.py``: what the consumer asks of a membership (Membership), what it tells the consumer (RebalanceListener,
   ConsumerGroupMetadata), and the consumer's side of a rebalance.
 """

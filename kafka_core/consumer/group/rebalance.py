@@ -4,6 +4,7 @@ consumer's side of a rebalance, the listener its membership tells.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import logging
 from collections.abc import Awaitable, Callable
@@ -39,6 +40,28 @@ class RebalanceListener(Protocol):
     async def on_partitions_assigned(self, partitions: set[TopicPartition]) -> None: ...
 
     async def on_partitions_lost(self, partitions: set[TopicPartition]) -> None: ...
+
+
+class Membership(Protocol):
+    """What the consumer asks of its membership (classic, KIP-848, or ManualAssignment without
+    a group): it drives each the same way, never asking which one it has."""
+
+    @property
+    def joining(self) -> bool: ...
+
+    async def start(self) -> None: ...
+
+    def note_poll(self) -> None: ...
+
+    async def wait_active(self, timeout_s: float, interrupt: asyncio.Event | None = None) -> bool: ...
+
+    def metadata(self) -> ConsumerGroupMetadata: ...
+
+    def commit_args(self) -> dict[str, Any]: ...
+
+    async def next_epoch(self) -> bool: ...
+
+    async def close(self) -> None: ...
 
 
 class ConsumerRebalance:
