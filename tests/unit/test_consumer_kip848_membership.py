@@ -64,17 +64,20 @@ def test_revocation_comes_first_is_acknowledged_then_only_new_partitions_are_ass
     events: list = []
 
     async def main() -> None:
+        def acks(since: int = 0) -> list[list[int]]:
+            return [
+                sorted(p for x in r.topic_partitions for p in x.partitions)
+                for r in client.requests[since:]
+                if r.topic_partitions is not None
+            ]
+
         c = member(client, events)
-        await until(c, lambda: c.assignment() == {TP0, TP1})
+        # The assignment is in place before its acknowledgement goes: wait for both.
+        await until(c, lambda: c.assignment() == {TP0, TP1} and [0, 1] in acks())
         n = len(client.requests)
         client.target = {TP1, TP2}
         await until(c, lambda: c.assignment() == {TP1, TP2})
-        acks = [
-            sorted(p for x in r.topic_partitions for p in x.partitions)
-            for r in client.requests[n:]
-            if r.topic_partitions is not None
-        ]
-        assert acks[:2] == [[1], [1, 2]]  # TP0 given back (acknowledged) before TP2 came
+        assert acks(n)[:2] == [[1], [1, 2]]  # TP0 given back (acknowledged) before TP2 came
         await c.close()
 
     run(main())
