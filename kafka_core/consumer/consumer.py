@@ -1,5 +1,10 @@
 """The asyncio KafkaConsumer: static or group assignment, fetch pipeline, offsets.
 
+The face holds its parts, each owning its state, and delegates: the Poller (``polling.py``:
+poll, iteration, run, stop), ConsumerOffsets (``offsets.py``: positions and commits), the
+Lifecycle (``lifecycle.py``: the one start), the Fetcher (``fetch/``) and the membership
+(``group/`` for the two group protocols, ``manual.py`` without a group).
+
 The sync ``kafka_core.KafkaConsumer`` is a thin face over this class (see ``sync.py``): every poll
 hands over whole decoded fetch results, so the sync face crosses threads once per poll, never
 once per record.
