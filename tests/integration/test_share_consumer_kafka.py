@@ -17,10 +17,11 @@ from typing import Any
 
 import pytest
 from fakes.share_kafka import share_setup
-from kafka_core.devtools.brokers.kafka import KafkaCluster
+from prerequisites import need_module
 
 from kafka_core import AcknowledgeType, KafkaProducer, KafkaShareConsumer
 from kafka_core.aio import KafkaShareConsumer as AsyncShareConsumer
+from kafka_core.devtools.brokers.kafka import KafkaCluster
 from kafka_core.errors import KafkaClosedError
 from kafka_core.share import KafkaAcknowledgementError, KafkaShareGroupsUnsupportedError
 
@@ -145,7 +146,7 @@ def test_records_of_a_killed_member_go_to_another_after_the_lock(real_kafka: Kaf
 
 
 def test_kafka_core_and_confluent_share_the_work(real_kafka: KafkaCluster) -> None:
-    confluent_kafka = pytest.importorskip("confluent_kafka")
+    confluent_kafka = need_module("confluent_kafka")
     n = 400
     topic, group = share_setup(real_kafka, 0)
     ours = KafkaShareConsumer(

@@ -7,10 +7,10 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
+from prerequisites import need_module
 
-pyspark = pytest.importorskip("pyspark")
+pyspark = need_module("pyspark")
 
-from kafka_core.devtools.brokers.common import admin_create_topic  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from spark_cluster import local_session  # noqa: E402
 
@@ -18,6 +18,7 @@ from kafka_core import KafkaProducer  # noqa: E402
 from kafka_core.admin.sync import KafkaAdmin  # noqa: E402
 from kafka_core.client.metadata import TopicPartition  # noqa: E402
 from kafka_core.devbroker import KafkaCluster  # noqa: E402
+from kafka_core.devtools.brokers.common import admin_create_topic  # noqa: E402
 
 
 @pytest.fixture(scope="module")
