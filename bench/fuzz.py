@@ -5,7 +5,7 @@
     python -m bench.fuzz --frames N --seed S --json out.json
 
 Seeds are valid frames (every response API at every version, filled from the generated
-protocol schema, kafka_core/protocol/messages/_schema.py, with a seeded RNG; record batches of every codec, control batches, legacy message
+protocol schema, tools/protocol_gen/schema_table.py, with a seeded RNG; record batches of every codec, control batches, legacy message
 sets), mutated by bit flips, byte stores, truncations, forged length fields, splices, inserts and
 deletions. Frame ``i`` of seed ``S`` is always the same bytes, so a finding is reproducible with
 ``--only i``. A decoder may return or raise KafkaCodecError/KafkaProtocolError, nothing else; each

@@ -1,18 +1,20 @@
 """Frames for bench/fuzz.py: valid seeds of every response API and of record batches, their
 mutations, and the record decoders under test (split out to keep each module short).
 
-Seeds are filled from the protocol schema (messages/_schema.py, generated from Kafka's JSON
-definitions) with a seeded RNG: the same seed gives the same
+Seeds are filled from the protocol schema (tools/protocol_gen/schema_table.py, generated from
+Kafka's JSON definitions) with a seeded RNG: the same seed gives the same
 frames, so a finding is reproducible.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import random
 import struct
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from kafka_core._env import env_flag
@@ -24,6 +26,7 @@ from kafka_core.protocol import RESPONSE_CLASSES, Response, encode_response
 from kafka_core.protocol import messages as proto_messages
 
 INT32_MAX = (1 << 31) - 1
+SCHEMA_TABLE = Path(__file__).resolve().parents[1] / "tools" / "protocol_gen" / "schema_table.py"
 
 # Values a forged length field takes: negative, just past the data, and gigabytes.
 FORGED_I16 = [-2, -1, 0x7FFF, 0x4000, 0x00FF]
@@ -87,10 +90,14 @@ class _Message:
 def _load_definitions() -> dict[str, _Message]:
     """Every response's fields, from the generator's schema data in the repository (so the fuzzer
     needs no files outside it): message name -> its top struct and nested structs."""
-    from kafka_core.protocol.messages._schema import SCHEMA
+    spec = importlib.util.spec_from_file_location("protocol_schema_table", SCHEMA_TABLE)
+    assert spec is not None and spec.loader is not None, SCHEMA_TABLE
+    table = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(table)
+    schema: dict[str, tuple[Any, ...]] = table.SCHEMA
 
     out: dict[str, _Message] = {}
-    for name, (kind, _key, _valid, _flex, _unstable, _listeners, fields, children) in SCHEMA.items():
+    for name, (kind, _key, _valid, _flex, _unstable, _listeners, fields, children) in schema.items():
         if kind != "response":
             continue
         structs: dict[str, _Struct] = {}
