@@ -10,7 +10,7 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from prerequisites import need_module
+from prerequisites import need_module, unavailable
 
 from kafka_core import codec as K
 from kafka_core.codec import legacy
@@ -51,7 +51,7 @@ def _aiokafka_c():
     try:
         from aiokafka.record import _crecords
     except ImportError:
-        pytest.skip("aiokafka built without its C extension")
+        unavailable("aiokafka's C extension", "aiokafka.record._crecords does not import")
     return _crecords
 
 
@@ -99,7 +99,7 @@ CODEC_ID = {name: i for i, name in enumerate(COMPRESSIONS)}
 
 def _need(supports, compression: str, peer: str) -> None:
     if not supports(compression):
-        pytest.skip(f"{peer} has no {compression} support installed")
+        unavailable(f"{peer}'s {compression} support", "its library is not installed (the test extra)")
 
 
 def _as_tuple(r) -> tuple:
@@ -395,7 +395,7 @@ def test_peer_reads_our_legacy_helper(peer, magic, compression):
         and compression == "lz4"
         and not importlib.util.find_spec("xxhash")
     ):
-        pytest.skip("kafka-python needs xxhash to read magic 0 lz4")
+        unavailable("xxhash (kafka-python reads magic 0 lz4 with it)", "not installed (the test extra)")
     recs = [(b"k%d" % i, b"v%d" % i, 1_600_000_000_000 + i) for i in range(5)]
     buf = legacy.encode_legacy_message_set(recs, magic=magic, compression=compression, base_offset=30)
     got = []
