@@ -229,8 +229,14 @@ def test_bad_values_fail_at_send(bootstrap_servers: str, new_topic: Callable[...
 @pytest.mark.seaweed_deviation("creates unknown topics, even on Metadata")
 def test_unknown_topic_fails_after_delivery_timeout(bootstrap_servers: str) -> None:
     topic = f"missing-{uuid.uuid4().hex[:8]}"
+    # The sync face's send waits for a new topic's partitions up to max_block_ms (60 s by default)
+    # and fails the record with why they could not be had: 2 s of it, as of delivery.
     with KafkaProducer(
-        bootstrap_servers, delivery_timeout_ms=2000, request_timeout_ms=1000, allow_auto_create_topics=False
+        bootstrap_servers,
+        delivery_timeout_ms=2000,
+        request_timeout_ms=1000,
+        max_block_ms=2000,
+        allow_auto_create_topics=False,
     ) as p:
         fut = p.send(topic, b"nowhere")
         with pytest.raises(KafkaTimeoutError, match="UNKNOWN_TOPIC_OR_PARTITION"):
