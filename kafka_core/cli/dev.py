@@ -87,22 +87,26 @@ def _add_bench(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(run=run_in_devtools)
 
 
-def _child(command: list[str], env: dict[str, str] | None = None) -> int:
-    """Run ``command`` to its end and return its exit code. A Ctrl-C or SIGTERM that reached only
-    this process (the child shares a terminal's Ctrl-C) is passed on, so the child stops as it
-    would in the foreground: cleanly, with its own exit code."""
+def _child(command: list[str], env: dict[str, str] | None = None, *, forward: bool = True) -> int:
+    """Run ``command`` to its end and return its exit code.
+
+    A terminal's Ctrl-C reaches the child too (same process group): it stops by itself. A signal
+    sent to this process alone (``kill -INT``, SIGTERM) is passed on when ``forward`` and the child
+    has not stopped within 2 s, so broker and bench stop as they did when they ran in this process.
+    """
     proc = subprocess.Popen(command, env=env)
     try:
         return proc.wait()
     except KeyboardInterrupt as exc:  # SIGTERM comes as a KeyboardInterrupt too (kafka_core.cli)
         try:
-            return proc.wait(1)
-        except (subprocess.TimeoutExpired, KeyboardInterrupt):
-            pass
-        forwarded = signal.SIGINT if type(exc) is KeyboardInterrupt else signal.SIGTERM
-        proc.send_signal(forwarded)
-        try:
-            return proc.wait(30)
+            if not forward:
+                proc.wait(30)
+                return EXIT_INTERRUPTED
+            try:
+                return proc.wait(2)
+            except subprocess.TimeoutExpired:
+                proc.send_signal(signal.SIGINT if type(exc) is KeyboardInterrupt else signal.SIGTERM)
+            return proc.wait(30)  # the child's own code: 0 for a broker stopped by Ctrl-C
         except (subprocess.TimeoutExpired, KeyboardInterrupt):
             proc.kill()
             proc.wait()
@@ -118,4 +122,5 @@ def run_pipeline(args: argparse.Namespace, out: Output) -> int:
     env = dict(os.environ)
     if getattr(args, "bootstrap_servers", None):
         env["KAFKA_BOOTSTRAP_SERVERS"] = args.bootstrap_servers
-    return _child([sys.executable, "-m", "kafka_core.devtools.pipeline", *args.extra], env)
+    # The job stops by itself on a terminal's Ctrl-C; as before, nothing is passed on to it.
+    return _child([sys.executable, "-m", "kafka_core.devtools.pipeline", *args.extra], env, forward=False)
