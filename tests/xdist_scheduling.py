@@ -1,10 +1,11 @@
 """How the broker suites spread over pytest-xdist workers (``-n N --dist loadgroup``, ci/test.sh).
 
-Each worker is a pytest session of its own, with its own session broker. A module's tests run on
-one worker, in order, so that a module-scoped broker, Spark session or TLS set-up starts once; the
-modules that use the three-node Apache Kafka (``kafka_three``, a session fixture) all run on the
-same worker, so that a run starts one such cluster, not one per worker. Otherwise the modules go to
-whichever worker is free, the ones with the most tests first.
+Each worker is a pytest session of its own, with its own session broker. A test goes to whichever
+worker is free, but for two kinds of module: the tests of a module in :data:`WHOLE_MODULES` run on
+one worker, in order, so that what its module-scoped fixture starts (a broker, a Spark session, a
+TLS set-up) starts once; and the modules that use the three-node Apache Kafka (``kafka_three``, a
+session fixture) all run on the same worker, so that a run starts one such cluster, not one per
+worker. Those units, the largest first, go out before the single tests, which fill in around them.
 
 pytest-xdist's own ``loadgroup`` groups by an ``xdist_group`` mark through a suffix it writes into
 the node id, which pytest 9.2's structured node ids no longer take (pytest-dev/pytest-xdist#1386):
@@ -20,6 +21,25 @@ from typing import Any
 import pytest
 from xdist.scheduler import LoadGroupScheduling
 
+# Modules whose tests share a module-scoped fixture that starts something costly: a broker of their
+# own (persistent_tansu and the like), a Spark session or cluster, a TLS or SASL set-up. A module
+# left out still passes, but each worker that runs one of its tests starts its own.
+WHOLE_MODULES = frozenset(
+    {
+        "test_chaos.py",
+        "test_consumer_fail_fast.py",
+        "test_kafka_security.py",
+        "test_protocol_capture.py",
+        "test_sasl.py",
+        "test_spark_cluster.py",
+        "test_spark_data_loss.py",
+        "test_spark_group_commit.py",
+        "test_spark_source.py",
+        "test_spark_transactional.py",
+        "test_stall_bounds.py",
+        "test_tls.py",
+    }
+)
 # A session fixture that must be one for the whole run -> the modules whose tests use it.
 SHARED_FIXTURES: dict[str, frozenset[str]] = {
     "kafka_three": frozenset({"test_chaos_kafka.py", "test_consumer_truncation.py"}),
@@ -28,14 +48,18 @@ _GROUP_OF_MODULE = {module: fixture for fixture, modules in SHARED_FIXTURES.item
 
 
 class ModuleGroupScheduling(LoadGroupScheduling):
-    """xdist's scope scheduling with a module as the unit of work, and the modules that share a
-    session fixture (:data:`SHARED_FIXTURES`) as one unit."""
+    """xdist's scope scheduling with a test as the unit of work, but a module of
+    :data:`WHOLE_MODULES` as one unit, and the modules that share a session fixture
+    (:data:`SHARED_FIXTURES`) as one unit together."""
 
     def _split_scope(self, nodeid: str) -> str:
         if nodeid.rfind("@") > nodeid.rfind("]"):  # an xdist_group suffix, where xdist can write it
             return super()._split_scope(nodeid)
         path = nodeid.split("::", 1)[0]
-        return _GROUP_OF_MODULE.get(path.rsplit("/", 1)[-1], path)
+        module = path.rsplit("/", 1)[-1]
+        if module in _GROUP_OF_MODULE:
+            return _GROUP_OF_MODULE[module]
+        return path if module in WHOLE_MODULES else nodeid
 
 
 def make_scheduler(config: pytest.Config, log: Any) -> ModuleGroupScheduling | None:
