@@ -6,12 +6,15 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from fakes.patience import patience
+
 
 def drain(c: Any, expected: int, timeout: float = 45.0) -> list[Any]:
     """Poll a (sync) consumer until ``expected`` records arrived or ``timeout`` s passed; then
-    once more, so that a record delivered beyond the expected count shows up as a duplicate."""
+    once more, so that a record delivered beyond the expected count shows up as a duplicate.
+    The timeout is as fakes.patience shortens it."""
     got: list[Any] = []
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + patience(timeout)
     while len(got) < expected and time.monotonic() < deadline:
         got.extend(c.poll(200))
     got.extend(c.poll(300))

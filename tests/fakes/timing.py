@@ -15,13 +15,15 @@ from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from fakes.patience import patience
+
 __all__ = ["aio", "atimed", "black_hole", "closed_port", "outcomes", "timed", "wait_until"]
 
 
 def wait_until(cond: Callable[[], bool], timeout: float = 60.0) -> bool:
     """Whether ``cond()`` became true within ``timeout`` seconds (checked every 0.1 s, and once
-    more at the end)."""
-    deadline = time.monotonic() + timeout
+    more at the end; the timeout as fakes.patience shortens it)."""
+    deadline = time.monotonic() + patience(timeout)
     while time.monotonic() < deadline:
         if cond():
             return True
