@@ -13,7 +13,7 @@ from fakes.produce_broker import ProduceBroker
 from fakes.txn_producer import call_names, run_txn, txn_producer
 
 from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition
-from kafka_core.consumer.rebalance import ConsumerGroupMetadata
+from kafka_core.consumer.group.rebalance import ConsumerGroupMetadata
 from kafka_core.errors import (
     KafkaConfigError,
     KafkaProducerFencedError,
