@@ -112,7 +112,7 @@ class KafkaProducer(SyncFace):
             )
         super().__init__(*args, **kwargs)
         loop_thread = self._loop_thread  # not self: the face must stay collectable
-        # The hot path: the accumulator's own bound method, no wrapper frame in between (one
+        # The hot path: the accumulator's ``append`` (accel.FastAppend), no wrapper frame in between (one
         # frame only when key/value serializers are set).
         self.send = self._async_obj.bind_blocking(  # type: ignore[method-assign]
             loop_thread.run, loop_thread.loop, loop_thread.thread_id
