@@ -100,6 +100,18 @@ def test_create_topic_with_configs_then_describe(admin: KafkaAdmin) -> None:
 
 
 @pytest.mark.seaweed_deviation("CreateTopics accepts a topic that already exists (no TOPIC_ALREADY_EXISTS)")
+def listing_with(admin: KafkaAdmin, names: list[str]) -> list[str]:
+    """The topic listing once it has ``names``: Apache Kafka answers CreateTopics once the
+    controller has created them and the broker's metadata has them a moment later (seen under
+    load), so the listing is read until they come (30 s hang guard)."""
+    deadline = time.monotonic() + 30
+    listed = admin.list_topics()
+    while not set(names) <= set(listed) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        listed = admin.list_topics()
+    return listed
+
+
 def test_duplicate_topic_gets_its_own_error_while_others_succeed(admin: KafkaAdmin) -> None:
     existing, fresh = name(), name()
     assert admin.create_topics([NewTopic(existing, 1, 1)])[existing].ok
@@ -111,6 +123,7 @@ def test_duplicate_topic_gets_its_own_error_while_others_succeed(admin: KafkaAdm
     with pytest.raises(KafkaProtocolError) as raised:
         res[existing].result()
     assert raised.value.code == TOPIC_ALREADY_EXISTS
+    listing_with(admin, [fresh])
     assert len(admin.describe_topics([fresh])[fresh].result().partitions) == 2
 
 
@@ -147,7 +160,7 @@ def test_delete_topics_per_topic_results(admin: KafkaAdmin) -> None:
 def test_list_and_describe_topics(admin: KafkaAdmin) -> None:
     names = sorted(name() for _ in range(3))
     admin.create_topics([NewTopic(n, 1, 1) for n in names])
-    listed = admin.list_topics()
+    listed = listing_with(admin, names)
     assert listed == sorted(listed) and set(names) <= set(listed)
     missing = name("missing")
     desc = admin.describe_topics([names[0], missing])
