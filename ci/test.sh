@@ -3,106 +3,204 @@
 # codec, then the pure-Python twin), the integration and interop suites against Apache Kafka (the
 # reference broker, from its Maven Central jars; the replication tests on three nodes of it), the
 # compatibility subset against the other servers we support, the differential suite beside Spark's
-# own Kafka connector, and the bench self-check.
+# own Kafka connector, the bench self-check, and the unit suite on CPython 3.12 and 3.13 with the
+# Tansu subset on the newest (ci/pythons.sh).
 # With KAFKA_BOOTSTRAP_SERVERS set, the broker suites run against that cluster only. Extra
 # arguments go to every pytest run.
+# Stages that mostly wait on brokers run beside the others (`background`), each to its own log
+# under build/logs/, shown at the end; a failed one fails the run with its exit status. The run
+# ends with a table of every stage's duration.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash ci/bootstrap.sh
+RUN_BEGAN=$SECONDS
+PYTEST_ARGS=("$@")
+# pytest-xdist workers of the broker stages: each worker starts its own broker (a Kafka node is
+# some 10 s and 0.5 GB; tests that need the three-node cluster go to one worker, --dist
+# loadgroup). They mostly wait on brokers, so there are more workers than cores.
+INTEGRATION_WORKERS=${KAFKA_CORE_INTEGRATION_WORKERS:-4}
+COMPAT_WORKERS=${KAFKA_CORE_COMPAT_WORKERS:-2}
+mkdir -p build/logs
+SUMMARY=()     # "stage|seconds|status", in the order the stages ended
+BACKGROUND=()  # "pid|stage|log" of the background stages not yet waited for
+STAGE_NOW=""   # the foreground stage running, and when it began
+STAGE_BEGAN=0
+
+summary() {
+  [ "${#SUMMARY[@]}" -gt 0 ] || return 0
+  echo "==> stages (wall-clock seconds; a background stage overlaps the stages after its start)"
+  local row name seconds status
+  for row in "${SUMMARY[@]}"; do
+    IFS='|' read -r name seconds status <<<"$row"
+    printf '    %-72s %6s  %s\n' "$name" "$seconds" "$status"
+  done
+  printf '    %-72s %6s\n' "the whole run" "$((SECONDS - RUN_BEGAN))"
+}
+
+on_exit() {
+  local status=$?
+  if [ -n "$STAGE_NOW" ]; then
+    SUMMARY+=("$STAGE_NOW|$((SECONDS - STAGE_BEGAN))|$([ "$status" -ne 0 ] && echo "FAILED (exit $status)" || echo stopped)")
+  fi
+  # Background stages do not outlive a run that stopped early.
+  local entry pid name log seconds bg_status
+  for entry in "${BACKGROUND[@]}"; do
+    IFS='|' read -r pid name log <<<"$entry"
+    if read -r seconds bg_status 2>/dev/null <"$log.status"; then
+      SUMMARY+=("$name (background)|$seconds|$([ "$bg_status" -eq 0 ] && echo ok || echo "FAILED (exit $bg_status)")")
+    else
+      kill "$pid" 2>/dev/null || true
+      SUMMARY+=("$name (background)|-|stopped")
+    fi
+  done
+  summary
+}
+trap on_exit EXIT
+
+# stage NAME COMMAND...: COMMAND in the foreground, timed; a failure ends the run (set -e).
+stage() {
+  STAGE_NOW=$1
+  STAGE_BEGAN=$SECONDS
+  shift
+  echo "==> $STAGE_NOW ($(date -u +%H:%M:%S))"
+  "$@"
+  SUMMARY+=("$STAGE_NOW|$((SECONDS - STAGE_BEGAN))|ok")
+  STAGE_NOW=""
+}
+
+# A process and every process under it (a shell function's subshell does not pass SIGTERM on).
+kill_tree() {
+  local child
+  for child in $(pgrep -P "$1" || true); do kill_tree "$child"; done
+  kill "$1" 2>/dev/null || true
+}
+
+# background LOG NAME COMMAND...: COMMAND beside the stages that follow, its output to
+# build/logs/LOG.log; wait_background shows it and judges its exit status.
+background() {
+  local log="build/logs/$1.log" name=$2
+  shift 2
+  echo "==> $name: in the background, to $log ($(date -u +%H:%M:%S))"
+  rm -f "$log.status"
+  (
+    began=$SECONDS
+    status=0
+    # a job of its own, so that `set -e` holds inside a shell function given as COMMAND
+    "$@" >"$log" 2>&1 &
+    child=$!
+    trap 'kill_tree "$child"' TERM
+    wait "$child" || status=$?
+    echo "$((SECONDS - began)) $status" >"$log.status"
+    exit "$status"
+  ) &
+  BACKGROUND+=("$!|$name|$log")
+}
+
+# Waits for every background stage, prints each one's log and fails the run if one failed.
+wait_background() {
+  local entry pid name log seconds status failed=0
+  for entry in "${BACKGROUND[@]}"; do
+    IFS='|' read -r pid name log <<<"$entry"
+    wait "$pid" || true
+    read -r seconds status <"$log.status" || { seconds=-; status=1; }
+    echo "==> $name: its log ($log)"
+    cat "$log"
+    if [ "$status" -eq 0 ]; then
+      SUMMARY+=("$name (background)|$seconds|ok")
+    else
+      SUMMARY+=("$name (background)|$seconds|FAILED (exit $status)")
+      echo "$name failed (exit $status): its log is above and in $log" >&2
+      failed=$status
+    fi
+  done
+  BACKGROUND=()
+  return "$failed"
+}
+
+stage "set-up (ci/bootstrap.sh)" bash ci/bootstrap.sh
 export PATH="$PWD/.venv/bin:$PATH"
 export KAFKA_CORE_REQUIRE_EXTENSION=1
 KAFKA_NEWEST=$(python -c 'from kafka_core.devbroker import KAFKA_VERSION; print(KAFKA_VERSION)')
 KAFKA_OLDEST=$(python -c 'from kafka_core.devbroker import OLDEST_KAFKA_VERSION; print(OLDEST_KAFKA_VERSION)')
-stage() { echo "==> $* ($(date -u +%H:%M:%S))"; }
-# Background work (the gateway's build and subset) does not outlive a run that stopped early.
-trap 'jobs -p | xargs -r kill 2>/dev/null || true' EXIT
 
-# The SeaweedFS gateway is a Go program of ours built on first use (minutes, nice'd): it builds in
-# the background from here, beside the unit and integration suites, for the last broker stage.
-mkdir -p build
-SEAWEEDFS_BUILD_LOG=build/seaweedfs-build.log
-if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
-  python -c 'from kafka_core.devbroker import seaweedfs_gateway_binary; print(seaweedfs_gateway_binary())' \
-    >build/seaweedfs-bin.txt 2>"$SEAWEEDFS_BUILD_LOG" &
-  SEAWEEDFS_BUILD_PID=$!
-fi
+# pytest with the run's extra arguments
+run_pytest() { python -m pytest -p no:cacheprovider "$@" "${PYTEST_ARGS[@]}"; }
 
-stage "ruff"
-ruff check .
-ruff format --check .
+# compat_subset REPORT SERVER [KAFKA_VERSION]: the compatibility subset on one embedded server.
+compat_subset() {
+  KAFKA_CORE_TEST_BROKER=$2 KAFKA_CORE_KAFKA_VERSION=${3:-} KAFKA_CORE_COMPAT_REPORT=build/compat/$1.json \
+    run_pytest tests/integration -m compat -n "$COMPAT_WORKERS" --dist loadgroup
+}
 
-stage "mypy"
-mypy
+# The SeaweedFS gateway is a Go program of ours built on first use (minutes, nice'd): it builds
+# beside the lint and unit stages, then its compatibility subset runs.
+seaweedfs_subset() {
+  SEAWEEDFS_GATEWAY_BIN=$(nice python -c 'from kafka_core.devbroker import seaweedfs_gateway_binary; print(seaweedfs_gateway_binary())' | tail -n 1)
+  export SEAWEEDFS_GATEWAY_BIN
+  echo "gateway: $SEAWEEDFS_GATEWAY_BIN"
+  compat_subset seaweedfs seaweedfs
+}
+
+lint() {
+  ruff check .
+  ruff format --check .
+}
 
 # Before the unit suite: its protocol drift check reads the share-group definitions from the
 # newest Kafka's kafka-clients jar (tools/protocol_gen/newer.py).
-stage "Apache Kafka $KAFKA_NEWEST and $KAFKA_OLDEST from Maven Central"
-python - "$KAFKA_NEWEST" "$KAFKA_OLDEST" <<'PY'
+fetch_kafka() {
+  python - "$KAFKA_NEWEST" "$KAFKA_OLDEST" <<'PY'
 import sys, time
 from kafka_core.devbroker import kafka_classpath
 for version in sys.argv[1:]:
     began = time.monotonic()
     print(f"    {version}: {kafka_classpath(version)} ({time.monotonic() - began:.1f} s)")
 PY
+}
+
+mkdir -p build/compat
+if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
+  background seaweedfs "SeaweedFS Kafka gateway: its build, then the compatibility subset" seaweedfs_subset
+fi
+
+stage "ruff" lint
+stage "mypy" mypy
+stage "Apache Kafka $KAFKA_NEWEST and $KAFKA_OLDEST from Maven Central" fetch_kafka
 
 # The unit suite needs no broker: it runs on every core (pytest-xdist).
-stage "unit suite, Cython codec"
-python -m pytest tests/unit -n auto -p no:cacheprovider "$@"
+stage "unit suite, Cython codec" run_pytest tests/unit -n auto
 
-stage "unit suite, pure-Python codec"
-KAFKA_CORE_REQUIRE_EXTENSION= KAFKA_CORE_PURE_PYTHON=1 python -m pytest tests/unit -n auto -p no:cacheprovider "$@"
+unit_pure() { KAFKA_CORE_REQUIRE_EXTENSION='' KAFKA_CORE_PURE_PYTHON=1 run_pytest tests/unit -n auto; }
+stage "unit suite, pure-Python codec" unit_pure
 
+# The broker stages mostly wait (joins, timeouts, round trips): the compatibility subsets and the
+# Spark differential suite run beside the integration suites.
+# Spark's own connector runs only on the pyspark of its version: its own venv (ci/spark_diff.sh).
+background spark-diff "differential suite: format kafka (Spark's connector) against format kafka_core" \
+  bash ci/spark_diff.sh -p no:cacheprovider "${PYTEST_ARGS[@]}"
+# CPython 3.12 and 3.13 (ci/pythons.sh): the extension built and the unit suite run with both
+# codecs on each, then on the newest the compatibility subset against Tansu (in place of a Tansu
+# subset on 3.11). Mostly CPU-bound, so nice'd beside the broker stages, which mostly wait. A
+# missing interpreter fails it.
+background pythons "CPython 3.12 and 3.13: unit suite (both codecs), Tansu subset on 3.13" \
+  nice bash ci/pythons.sh "${PYTEST_ARGS[@]}"
 if [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
-  stage "integration and interop suites against $KAFKA_BOOTSTRAP_SERVERS"
-  python -m pytest tests/integration tests/interop -p no:cacheprovider "$@"
+  stage "integration and interop suites against $KAFKA_BOOTSTRAP_SERVERS" \
+    run_pytest tests/integration tests/interop -n "$INTEGRATION_WORKERS" --dist loadgroup
 else
-  stage "integration and interop suites against Apache Kafka $KAFKA_NEWEST"
-  mkdir -p build/compat
-  KAFKA_CORE_TEST_BROKER=kafka KAFKA_CORE_COMPAT_REPORT=build/compat/kafka-newest.json \
-    python -m pytest tests/integration tests/interop -p no:cacheprovider "$@"
-
-  # The gateway's subset spends most of its 16 minutes waiting out timeouts of what the gateway
-  # lacks: it runs beside the Tansu and Kafka 3.9 subsets and the Spark stages, its output shown
-  # (and its result judged) at the end.
-  stage "SeaweedFS Kafka gateway: waiting for its build, then its compatibility subset in the background"
-  if ! wait "$SEAWEEDFS_BUILD_PID"; then
-    echo "the SeaweedFS gateway could not be built; its build log:" >&2
-    tail -n 60 "$SEAWEEDFS_BUILD_LOG" >&2
-    exit 1
-  fi
-  SEAWEEDFS_GATEWAY_BIN=$(tail -n 1 build/seaweedfs-bin.txt)
-  export SEAWEEDFS_GATEWAY_BIN
-  echo "    gateway: $SEAWEEDFS_GATEWAY_BIN"
-  KAFKA_CORE_TEST_BROKER=seaweedfs KAFKA_CORE_COMPAT_REPORT=build/compat/seaweedfs.json \
-    python -m pytest tests/integration -m compat -p no:cacheprovider "$@" >build/seaweedfs-compat.log 2>&1 &
-  SEAWEEDFS_TESTS_PID=$!
-
-  stage "compatibility subset against Tansu"
-  KAFKA_CORE_TEST_BROKER=tansu KAFKA_CORE_COMPAT_REPORT=build/compat/tansu.json \
-    python -m pytest tests/integration -m compat -p no:cacheprovider "$@"
-
-  stage "compatibility subset against Apache Kafka $KAFKA_OLDEST"
-  KAFKA_CORE_TEST_BROKER=kafka KAFKA_CORE_KAFKA_VERSION="$KAFKA_OLDEST" KAFKA_CORE_COMPAT_REPORT=build/compat/kafka-oldest.json \
-    python -m pytest tests/integration -m compat -p no:cacheprovider "$@"
-
+  background kafka-oldest "compatibility subset against Apache Kafka $KAFKA_OLDEST" \
+    compat_subset kafka-oldest kafka "$KAFKA_OLDEST"
+  integration_on_kafka() {
+    KAFKA_CORE_TEST_BROKER=kafka KAFKA_CORE_COMPAT_REPORT=build/compat/kafka-newest.json \
+      run_pytest tests/integration tests/interop -n "$INTEGRATION_WORKERS" --dist loadgroup
+  }
+  stage "integration and interop suites against Apache Kafka $KAFKA_NEWEST ($INTEGRATION_WORKERS workers)" \
+    integration_on_kafka
 fi
 
-# Spark's own connector runs only on the pyspark of its version: its own venv (ci/spark_diff.sh).
-stage "differential suite: format kafka (Spark's connector) against format kafka_core"
-bash ci/spark_diff.sh -p no:cacheprovider "$@"
+stage "benchmark harness self-check (correctness only, no timings)" \
+  run_pytest bench/test_harness.py bench/test_codec_bench.py --benchmark-disable
 
-stage "benchmark harness self-check (correctness only, no timings)"
-python -m pytest bench/test_harness.py bench/test_codec_bench.py --benchmark-disable -p no:cacheprovider "$@"
-
-if [ -n "${SEAWEEDFS_TESTS_PID:-}" ]; then
-  stage "compatibility subset against the SeaweedFS Kafka gateway (waiting for it)"
-  seaweedfs_status=0
-  wait "$SEAWEEDFS_TESTS_PID" || seaweedfs_status=$?
-  cat build/seaweedfs-compat.log
-  if [ "$seaweedfs_status" -ne 0 ]; then
-    echo "the compatibility subset against the SeaweedFS gateway failed (exit $seaweedfs_status)" >&2
-    exit "$seaweedfs_status"
-  fi
+stage "waiting for the background stages" wait_background
+if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
   python tools/compat_table.py build/compat/*.json
 fi
-stage "done"
