@@ -174,6 +174,11 @@ class FrameProtocol(asyncio.BufferedProtocol):
 
     def write(self, parts: list[bytes | bytearray | memoryview]) -> None:
         assert self.transport is not None
+        # Once the connection is lost the bytes go nowhere and drain() raises. CPython 3.12+'s
+        # selector transport would raise TypeError from writelines then (gh-136234), where
+        # write, and 3.11's writelines, drop them.
+        if self._lost:
+            return
         self.transport.writelines(parts)
 
     async def drain(self) -> None:

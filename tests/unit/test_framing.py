@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kafka_core.network.framing import SCRATCH, FrameProtocol, FrameSink
+from kafka_core.network.framing import SCRATCH, FrameProtocol, FrameSink, open_frames
 
 
 class Sink(FrameSink):
@@ -151,5 +151,28 @@ def test_drain_waits_while_paused_and_fails_once_lost() -> None:
         with pytest.raises(ConnectionResetError):
             await proto.drain()
         assert proto.closed.done()
+
+    asyncio.run(scenario())
+
+
+def test_a_write_after_the_connection_is_lost_is_dropped_and_drain_raises() -> None:
+    """The peer went away: the write is dropped, drain() says so. CPython 3.12+'s selector
+    transport raised TypeError from writelines here (gh-136234); 3.11's dropped the bytes."""
+
+    async def scenario() -> None:
+        async def hang_up(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            writer.close()
+
+        server = await asyncio.start_server(hang_up, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            proto = await open_frames("127.0.0.1", port, Sink, max_frame=1 << 20)
+            await asyncio.wait_for(proto.closed, 10)  # connection_lost has run
+            proto.write([b"\x00\x00\x00\x01", b"x"])
+            with pytest.raises(ConnectionResetError):
+                await proto.drain()
+        finally:
+            server.close()
+            await server.wait_closed()
 
     asyncio.run(scenario())
