@@ -174,10 +174,10 @@ class FrameProtocol(asyncio.BufferedProtocol):
 
     def write(self, parts: list[bytes | bytearray | memoryview]) -> None:
         assert self.transport is not None
-        # Once the connection is lost the bytes go nowhere and drain() raises. CPython 3.12+'s
-        # selector transport would raise TypeError from writelines then (gh-136234), where
-        # write, and 3.11's writelines, drop them.
-        if self._lost:
+        # Once the transport closes the bytes go nowhere (drain() raises once it is lost, the
+        # in-flight requests fail). CPython 3.12+'s selector transport raises TypeError from
+        # writelines then (gh-136234; 3.13 from close() on), where 3.11 dropped or buffered them.
+        if self._lost or self.transport.is_closing():
             return
         self.transport.writelines(parts)
 

@@ -176,3 +176,25 @@ def test_a_write_after_the_connection_is_lost_is_dropped_and_drain_raises() -> N
             await server.wait_closed()
 
     asyncio.run(scenario())
+
+
+def test_a_write_after_close_is_dropped() -> None:
+    """Closed by us, connection_lost not yet run: CPython 3.13's transport raised TypeError."""
+
+    async def scenario() -> None:
+        async def keep(_reader: asyncio.StreamReader, _writer: asyncio.StreamWriter) -> None:
+            await asyncio.sleep(5)
+
+        server = await asyncio.start_server(keep, "127.0.0.1", 0)
+        port = server.sockets[0].getsockname()[1]
+        try:
+            proto = await open_frames("127.0.0.1", port, Sink, max_frame=1 << 20)
+            proto.close()
+            proto.write([b"\x00\x00\x00\x01", b"x"])
+            await asyncio.wait_for(proto.closed, 10)
+            with pytest.raises(ConnectionResetError):
+                await proto.drain()
+        finally:
+            server.close()
+
+    asyncio.run(scenario())
