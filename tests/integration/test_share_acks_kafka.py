@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 from fakes.share_helpers import poll_until
 from fakes.share_kafka import explicit_consumer, share_setup
-from kafka_core.devtools.brokers.kafka import KafkaCluster
 
 from kafka_core import AcknowledgeType, KafkaProducer, KafkaShareConsumer
 from kafka_core.aio import KafkaShareConsumer as AsyncShareConsumer
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.devbroker import OLDEST_KAFKA_VERSION
+from kafka_core.devtools.brokers.kafka import KafkaCluster
 from kafka_core.share import KafkaShareGroupsUnsupportedError
 
 pytestmark = pytest.mark.timeout(300)
