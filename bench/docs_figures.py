@@ -2,7 +2,7 @@
 
 A figure in a guide stands between ``<!-- bench:NAME -->`` and ``<!-- /bench:NAME -->`` (on one
 line, or around whole paragraphs): ``python -m bench.report`` rewrites what is between from the
-results, and ``check_all`` (tests/unit/test_bench_figures.py) fails when the text there differs
+results, and ``check_all`` (tests/unit/project/test_bench_figures.py) fails when the text there differs
 from them, or when a ratio (``1.23x``) stands outside such a block.
 """
 

@@ -1,5 +1,5 @@
 """Development tools, apart from the client's layers: no module of the library imports them
-(tests/unit/test_import_layers.py says so); they import the library like any user.
+(tests/unit/project/test_import_layers.py says so); they import the library like any user.
 
 - :mod:`~kafka_core.devtools.brokers`: Tansu, Apache Kafka from its Maven jars, the SeaweedFS
   gateway and Spark's own Kafka connector, for demos, tests and benchmarks

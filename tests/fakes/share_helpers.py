@@ -1,4 +1,4 @@
-"""Helpers the share consumer's unit tests share (tests/unit/test_share_*.py, on the scripted
+"""Helpers the share consumer's unit tests share (tests/unit/share/test_share_*.py, on the scripted
 broker of fakes/share_broker.py): the topic they use, running a coroutine with a bound, and
 polling either face until enough records arrived. One copy, so a fix to a bound reaches all."""
 

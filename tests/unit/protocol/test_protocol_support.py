@@ -21,7 +21,7 @@ from prerequisites import unavailable
 
 from kafka_core.protocol import messages
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 GEN_PATH = REPO / "tools" / "gen_protocol.py"
 
 

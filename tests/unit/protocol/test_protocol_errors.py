@@ -112,7 +112,7 @@ def test_error_code_enum_is_generated_from_the_table() -> None:
 
     from kafka_core.protocol.errors import ERRORS, ErrorCode
 
-    tool = Path(__file__).resolve().parents[2] / "tools" / "gen_error_codes.py"
+    tool = Path(__file__).resolve().parents[3] / "tools" / "gen_error_codes.py"
     done = subprocess.run([sys.executable, str(tool), "--check"], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert {e.value: e.name for e in ErrorCode} == {c: i.name for c, i in ERRORS.items()}

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 # module path in the wheel (without the ABI suffix) for every _codec/*.pyx
 EXTENSIONS = {
     "batch": "kafka_core/codec/_cython/batch",

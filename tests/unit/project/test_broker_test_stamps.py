@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 NOT_TO_A_BROKER = {"test_codec_interop.py"}
 # An integer literal of 13+ digits (underscores allowed): epoch milliseconds since 2001.
 LITERAL = re.compile(r"(?<![\w.])(1[\d_]{12,20})(?![\w.])")

@@ -21,7 +21,7 @@ from pathlib import Path
 import grimp
 import pytest
 
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 def import_cycles(package: str) -> list[list[str]]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from prerequisites import ALLOW_SKIP, MARK, need_module, summary_lines, unavailable
 
-TESTS = Path(__file__).resolve().parents[1]
+TESTS = Path(__file__).resolve().parents[2]
 
 PROBE = """
 from prerequisites import unavailable
