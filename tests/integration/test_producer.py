@@ -89,7 +89,15 @@ def test_keys_headers_timestamps_and_explicit_partition(
 
 @pytest.mark.parametrize(
     "acks",
-    [pytest.param(0, marks=pytest.mark.seaweed_deviation("acks=0 records go missing")), 1, "all"],
+    [
+        pytest.param(
+            0,
+            # Not every run: most lose some records, one CI run (two xdist workers) lost none.
+            marks=pytest.mark.seaweed_deviation("acks=0 records go missing at times", strict=False),
+        ),
+        1,
+        "all",
+    ],
 )
 def test_acks_modes(bootstrap_servers: str, new_topic: Callable[..., str], acks: Any) -> None:
     topic = new_topic(3)
