@@ -9,6 +9,7 @@
 #   KAFKA_CORE_PYTHONS_JOBS=2        pytest-xdist workers per unit run (default: every core)
 #   KAFKA_CORE_PYTHONS_COMPAT=0      leave the Tansu subset out (unit suites only)
 #   KAFKA_CORE_COMPAT_WORKERS=2      pytest-xdist workers of the Tansu subset (as ci/test.sh)
+#   KAFKA_CORE_PYTHONS_SETUP_ONLY=1  the venvs and the extension only (ci/test.sh sets them up early)
 # Extra arguments go to every pytest run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -82,6 +83,7 @@ for version in "${VERSIONS[@]}"; do
     | grep -v -E '^(running|copying|creating)' || true
   KAFKA_CORE_REQUIRE_EXTENSION=1 "$py" -c 'import kafka_core.codec as c, sys; print(f"    codec: {c.IMPLEMENTATION} on {sys.version.split()[0]}")'
   echo "    set-up: $(($(date +%s) - setup_began)) s"
+  [ "${KAFKA_CORE_PYTHONS_SETUP_ONLY:-0}" = "0" ] || continue
 
   stage "CPython $version: unit suite, Cython codec"
   run "CPython $version unit suite, Cython codec" env KAFKA_CORE_REQUIRE_EXTENSION=1 KAFKA_CORE_PURE_PYTHON= \
@@ -92,6 +94,10 @@ for version in "${VERSIONS[@]}"; do
 done
 
 newest=${VERSIONS[${#VERSIONS[@]} - 1]}
+if [ "${KAFKA_CORE_PYTHONS_SETUP_ONLY:-0}" != "0" ]; then
+  stage "CPython ${VERSIONS[*]}: set up in $(($(date +%s) - began)) s"
+  exit 0
+fi
 if [ "${KAFKA_CORE_PYTHONS_COMPAT:-1}" != "0" ] && [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
   stage "CPython $newest: compatibility subset against Tansu"
   mkdir -p build/compat

@@ -162,6 +162,19 @@ if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
   background seaweedfs "SeaweedFS Kafka gateway: its build, then the compatibility subset" seaweedfs_subset
 fi
 
+# CPython 3.12 and 3.13 (ci/pythons.sh): their venvs and the extension are set up now (nice'd:
+# mostly downloads and unpacking); then, once the integration stage has ended, the unit suite with
+# both codecs on each and on the newest the compatibility subset against Tansu (in place of a Tansu
+# subset on 3.11). A missing interpreter fails it.
+rm -f build/logs/integration.done
+pythons_after_integration() {
+  KAFKA_CORE_PYTHONS_SETUP_ONLY=1 nice bash ci/pythons.sh
+  while [ ! -e build/logs/integration.done ]; do sleep 5; done
+  bash ci/pythons.sh "${PYTEST_ARGS[@]}"
+}
+background pythons "CPython 3.12 and 3.13: unit suite (both codecs), Tansu subset on 3.13" \
+  pythons_after_integration
+
 stage "ruff" lint
 stage "mypy" mypy
 stage "Apache Kafka $KAFKA_NEWEST and $KAFKA_OLDEST from Maven Central" fetch_kafka
@@ -172,17 +185,11 @@ stage "unit suite, Cython codec" run_pytest tests/unit -n auto
 unit_pure() { KAFKA_CORE_REQUIRE_EXTENSION='' KAFKA_CORE_PURE_PYTHON=1 run_pytest tests/unit -n auto; }
 stage "unit suite, pure-Python codec" unit_pure
 
-# The broker stages mostly wait (joins, timeouts, round trips): the compatibility subsets and the
-# Spark differential suite run beside the integration suites.
-# Spark's own connector runs only on the pyspark of its version: its own venv (ci/spark_diff.sh).
-background spark-diff "differential suite: format kafka (Spark's connector) against format kafka_core" \
-  bash ci/spark_diff.sh -p no:cacheprovider "${PYTEST_ARGS[@]}"
-# CPython 3.12 and 3.13 (ci/pythons.sh): the extension built and the unit suite run with both
-# codecs on each, then on the newest the compatibility subset against Tansu (in place of a Tansu
-# subset on 3.11). Mostly CPU-bound, so nice'd beside the broker stages, which mostly wait. A
-# missing interpreter fails it.
-background pythons "CPython 3.12 and 3.13: unit suite (both codecs), Tansu subset on 3.13" \
-  nice bash ci/pythons.sh "${PYTEST_ARGS[@]}"
+# The broker stages mostly wait (joins, timeouts, round trips): the compatibility subsets run beside
+# the integration suites. What is CPU-bound (the other CPythons' unit runs, the Spark differential
+# suite) waits for them to end: under the load of four broker workers and those, a Spark planner's
+# Python worker took longer than the 10 s Spark gives it to connect back
+# (PythonWorkerFactory.createSimpleWorker).
 if [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
   stage "integration and interop suites against $KAFKA_BOOTSTRAP_SERVERS" \
     run_pytest tests/integration tests/interop -n "$INTEGRATION_WORKERS" --dist loadgroup
@@ -196,6 +203,11 @@ else
   stage "integration and interop suites against Apache Kafka $KAFKA_NEWEST ($INTEGRATION_WORKERS workers)" \
     integration_on_kafka
 fi
+
+touch build/logs/integration.done
+# Spark's own connector runs only on the pyspark of its version: its own venv (ci/spark_diff.sh).
+background spark-diff "differential suite: format kafka (Spark's connector) against format kafka_core" \
+  bash ci/spark_diff.sh -p no:cacheprovider "${PYTEST_ARGS[@]}"
 
 stage "benchmark harness self-check (correctness only, no timings)" \
   run_pytest bench/test_harness.py bench/test_codec_bench.py --benchmark-disable
