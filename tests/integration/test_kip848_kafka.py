@@ -232,9 +232,12 @@ def test_members_joining_one_by_one_split_the_partitions_and_read_each_record_on
     acked = stream.stop()
     assert wait_until(lambda: len(consumed(live)) >= len(acked), timeout=60)
     # KIP-848 revokes a partition before it assigns it elsewhere, and `dealt` above may hold before
-    # the target split is reached: the split is read once it holds again (seen in CI on four xdist
-    # workers: partition 5 between two members at the moment of reading).
-    assert wait_until(lambda: dealt(live, everything), timeout=60), [m.assignment() for m in live]
+    # the target split is reached: the split is read once the target holds (seen in CI on four
+    # xdist workers: partition 5 between two members at the moment of reading).
+    settled = wait_until(
+        lambda: dealt(live, everything) and sorted(len(m.assignment()) for m in live) == [2, 2, 2], timeout=60
+    )
+    assert settled, [m.assignment() for m in live]
     shares = [m.assignment() for m in live]
     for m in live:
         m.stop()
