@@ -16,6 +16,7 @@ from collections.abc import Iterable, Iterator
 from typing import Any, NamedTuple
 
 import pytest
+from fakes.timing import wait_until
 from prerequisites import need_module
 
 pyspark = need_module("pyspark")
@@ -116,11 +117,8 @@ def test_batch_write_commits_each_task_transaction(
     # Kafka writes a transaction's markers after EndTxn has answered: a log read at once may find a
     # task's records still without their COMMIT (seen on four xdist workers), so it is read again
     # until every row is committed (30 s hang guard).
-    deadline = time.monotonic() + 30
+    wait_until(lambda: _values(transactions(bootstrap_servers, topic, 2), COMMIT) == _expected(n), timeout=30)
     txns = transactions(bootstrap_servers, topic, 2)
-    while _values(txns, COMMIT) != _expected(n) and time.monotonic() < deadline:
-        time.sleep(0.5)
-        txns = transactions(bootstrap_servers, topic, 2)
     assert _values(txns, COMMIT) == _expected(n)  # every row once, all committed
     assert all(t.outcome == COMMIT for t in txns), txns
     # one transactional id per task: three producer ids, each with its COMMIT markers
@@ -200,7 +198,6 @@ def _gated_partition(bootstrap: str, topic: str, always: bool) -> Any:
     task 1 writes: the failed attempt's records are in the log for certain."""
 
     def rows(ids: Iterator[int]) -> Iterator[tuple[bytes, int]]:
-        import time
 
         from pyspark import TaskContext
 
