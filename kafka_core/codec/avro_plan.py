@@ -232,7 +232,7 @@ class Program:
         elif wk in _NUMERIC_RANK and rk in _NUMERIC_RANK and _NUMERIC_RANK[wk] <= _NUMERIC_RANK[rk]:
             self._numeric(wk, r, b)
         elif wk in ("string", "bytes") and rk in ("string", "bytes") and r.logical != "decimal":
-            self._leaf(OP_BYTES, b, 1 if rk == "string" and wk == "bytes" else 0)
+            self._leaf(OP_BYTES, b, 1 if rk == "string" else 0)
         elif rk in ("bytes", "fixed") and r.logical == "decimal" and wk in ("bytes", "fixed"):
             if w.logical == "decimal" and (w.precision, w.scale) != (r.precision, r.scale):
                 raise AvroSchemaError(

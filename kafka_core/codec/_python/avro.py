@@ -219,7 +219,7 @@ class _Decoder:
                 try:
                     data.decode()
                 except UnicodeDecodeError:
-                    raise _Bad("bytes read as a string are not UTF-8") from None
+                    raise _Bad("Avro string is not UTF-8") from None
             self.put_bytes(b, data)
         elif op == OP_UNION:
             n, branch = code[pc + 2], self.long()
