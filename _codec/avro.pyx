@@ -81,6 +81,14 @@ cdef enum:
     ERR_FATAL = 2  # the call fails (a column over 2 GiB, a corrupt program)
     ERR_MEMORY = 3
 
+cdef extern from *:
+    ctypedef unsigned long long u128 "unsigned __int128"  # GCC and Clang: the builds are Linux and macOS
+
+cdef u128[39] POW10  # 10**p, the bound of a decimal of precision p
+POW10[0] = 1
+for _p in range(1, 39):
+    POW10[_p] = POW10[_p - 1] * 10
+
 cdef int64_t BLOCK_SLACK = 1 << 16  # items a block may claim beyond its remaining bytes
 
 cdef int[11] WIDTH
@@ -116,7 +124,7 @@ cdef inline char* reserve(Buf* b, Py_ssize_t extra) noexcept:
     """Room for ``extra`` more bytes (NULL when out of memory)."""
     cdef Py_ssize_t size
     cdef char* grown
-    if extra > b.cap - b.n:
+    if b.p == NULL or extra > b.cap - b.n:
         size = 2 * b.cap
         if size < b.n + extra:
             size = b.n + extra
@@ -305,6 +313,7 @@ cdef class _Dec:
         cdef double f64
         cdef uint8_t byte
         cdef uint8_t[16] dec
+        cdef u128 mag
         cdef Col* col
         if op == OP_RECORD:
             if self.valid(code[pc + 2]) == NULL:
@@ -417,6 +426,12 @@ cdef class _Dec:
                 return self.bad("Avro decimal does not fit in 128 bits")
             for i in range(size if size < 16 else 16):
                 dec[i] = self.base[start + size - 1 - i]
+            memcpy(&mag, dec, 16)
+            if dec[15] & 0x80:
+                mag = (~mag) + 1
+            k = code[pc + 3] if op == OP_DEC_BYTES else code[pc + 4]
+            if mag >= POW10[k]:
+                return self.bad(f"Avro decimal has more than its {k} digits")
             col = self.valid(code[pc + 2])
             if col == NULL:
                 return -1

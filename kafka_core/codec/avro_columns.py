@@ -9,6 +9,7 @@ callable (schema id -> schema), so this layer knows nothing of registries.
 from __future__ import annotations
 
 import threading
+import warnings
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Literal, NamedTuple
@@ -39,15 +40,22 @@ def _implementation() -> ModuleType:
     if _module is None:
         from kafka_core import codec
 
+        from kafka_core.codec._python import avro as twin
+
+        module: ModuleType = twin
         if codec.IMPLEMENTATION == "cython":
             try:
-                from kafka_core.codec._cython import avro as module
+                from kafka_core.codec._cython import avro as compiled
+
+                module = compiled
             except ImportError as exc:
                 if env_flag("KAFKA_CORE_REQUIRE_EXTENSION"):
                     raise ImportError(f"kafka_core: the Cython Avro codec did not load ({exc})") from exc
-                from kafka_core.codec._python import avro as module
-        else:
-            from kafka_core.codec._python import avro as module
+                warnings.warn(
+                    f"kafka_core: Cython Avro codec unavailable ({exc}); using the slower pure-Python one",
+                    RuntimeWarning,
+                    stacklevel=3,
+                )
         _module = module
     return _module
 
@@ -74,7 +82,11 @@ class AvroColumnDecoder:
         *,
         framed: bool = True,
         writer_schema: WriterSchema | None = None,
+        codec: ModuleType | None = None,
     ) -> None:
+        """``codec``: the decoder module, when not the one this process chose (the parity
+        tests run both twins)."""
+        self._codec = codec
         self.reader = _parse(reader_schema)
         self.arrow_type = arrow_type(self.reader)
         self.framed = framed
@@ -84,7 +96,9 @@ class AvroColumnDecoder:
         self._tables = self._program.builder_tables()
         self._lock = threading.Lock()  # guards _program (compiling new writer ids)
         if not framed:
-            self._program.add_writer(UNFRAMED_ID, self.reader if writer_schema is None else _parse(writer_schema))
+            self._program.add_writer(
+                UNFRAMED_ID, self.reader if writer_schema is None else _parse(writer_schema)
+            )
 
     def decode(self, values: Any, mode: Mode = "FAILFAST") -> DecodedColumn:
         """``values``: a pyarrow binary-like array (or a list of bytes/None). A null value is a
@@ -95,12 +109,14 @@ class AvroColumnDecoder:
         if mode not in ("FAILFAST", "PERMISSIVE"):
             raise ValueError(f"mode must be FAILFAST or PERMISSIVE, not {mode!r}")
         values = _binary(values)
-        impl = _implementation()
+        impl = self._codec or _implementation()
         if self.framed:
             self._learn(impl.framed_ids(values))
         with self._lock:
             code, blob, ids, pcs = self._program.packed()
-        raw, errors = impl.decode_avro(code, blob, ids, pcs, *self._tables, values, self.framed, mode == "PERMISSIVE")
+        raw, errors = impl.decode_avro(
+            code, blob, ids, pcs, *self._tables, values, self.framed, mode == "PERMISSIVE"
+        )
         column = assemble(self._builders, raw)
         error_column = None
         if mode == "PERMISSIVE":
@@ -115,12 +131,16 @@ class AvroColumnDecoder:
             known = self._program.entries
             for schema_id in sorted(ids - known.keys()):
                 if self._lookup is None:
-                    self._program.add_writer(schema_id, None, f"unknown schema id {schema_id}: no writer schema lookup")
+                    self._program.add_writer(
+                        schema_id, None, f"unknown schema id {schema_id}: no writer schema lookup"
+                    )
                     continue
                 try:
                     writer = _parse(self._lookup(schema_id))
                 except Exception as exc:  # the lookup's failure is the cause of those records' errors
-                    self._program.add_writer(schema_id, None, f"schema id {schema_id}: {type(exc).__name__}: {exc}")
+                    self._program.add_writer(
+                        schema_id, None, f"schema id {schema_id}: {type(exc).__name__}: {exc}"
+                    )
                     continue
                 self._program.add_writer(schema_id, writer)
 
@@ -139,6 +159,11 @@ def _binary(values: Any) -> Any:
     t = values.type
     if pa.types.is_binary(t) or pa.types.is_large_binary(t):
         return values
-    if pa.types.is_binary_view(t) or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+    if (
+        pa.types.is_binary_view(t)
+        or pa.types.is_string(t)
+        or pa.types.is_large_string(t)
+        or pa.types.is_string_view(t)
+    ):
         return values.cast(pa.large_binary() if pa.types.is_large_string(t) else pa.binary())
     raise KafkaCodecError(f"Avro values must be a binary column, not {t}")

@@ -170,7 +170,11 @@ class Program:
             first.append(len(flat))
             flat.extend(kids)
         first.append(len(flat))
-        return array("i", self.builders.kinds).tobytes(), array("i", first).tobytes(), array("i", flat).tobytes()
+        return (
+            array("i", self.builders.kinds).tobytes(),
+            array("i", first).tobytes(),
+            array("i", flat).tobytes(),
+        )
 
     # -- compiling -----------------------------------------------------------------------
 
@@ -241,9 +245,9 @@ class Program:
             if wk == "fixed" and rk == "fixed" and w.size != r.size:
                 raise AvroSchemaError(f"fixed {w.name} of {w.size} bytes read as {r.size} bytes")
             if wk == "fixed":
-                self._leaf(OP_DEC_FIXED, b, w.size)
+                self._leaf(OP_DEC_FIXED, b, w.size, r.precision)
             else:
-                self._leaf(OP_DEC_BYTES, b)
+                self._leaf(OP_DEC_BYTES, b, r.precision)
         elif wk == "fixed" and rk == "fixed":
             if w.size != r.size:
                 raise AvroSchemaError(f"fixed {w.name} of {w.size} bytes read as {r.size} bytes")
@@ -278,7 +282,11 @@ class Program:
             millis = r.logical in ("timestamp-millis", "local-timestamp-millis")
             self._leaf(OP_LONG, b, LONG_MILLIS if millis else LONG_I64)
         elif kind == K_F32 and wk in ("int", "long", "float"):
-            self._leaf({"int": OP_INT, "long": OP_LONG, "float": OP_FLOAT}[wk], b, INT_F32 if wk == "int" else LONG_F32 if wk == "long" else FLOAT_F32)
+            self._leaf(
+                {"int": OP_INT, "long": OP_LONG, "float": OP_FLOAT}[wk],
+                b,
+                INT_F32 if wk == "int" else LONG_F32 if wk == "long" else FLOAT_F32,
+            )
         elif kind == K_F64 and wk in ("int", "long", "float", "double"):
             op = {"int": OP_INT, "long": OP_LONG, "float": OP_FLOAT, "double": OP_DOUBLE}[wk]
             conv = {"int": INT_F64, "long": LONG_F64, "float": FLOAT_F64, "double": 0}[wk]
@@ -387,9 +395,9 @@ def _pick_branch(w: AvroType, r: AvroType) -> tuple[int, AvroType]:
         if branch.kind == w.kind and branch.kind in ("record", "enum", "fixed", "array", "map"):
             return j, branch
     for j, branch in enumerate(branches):
-        if w.kind in _NUMERIC_RANK and branch.kind in _NUMERIC_RANK:
-            if _NUMERIC_RANK[w.kind] < _NUMERIC_RANK[branch.kind]:
-                return j, branch
+        promotes = _NUMERIC_RANK.get(w.kind, 9) < _NUMERIC_RANK.get(branch.kind, -1)
+        if promotes:
+            return j, branch
         if {w.kind, branch.kind} == {"string", "bytes"} and branch.logical is None:
             return j, branch
     raise AvroSchemaError(f"{_describe(w)} written, no branch of the reader's union reads it")
@@ -455,7 +463,9 @@ def encode_default(t: AvroType, value: Any) -> bytes:
         assert t.values is not None
         if not isinstance(value, dict):
             raise AvroSchemaError("a map default must be an object")
-        body = b"".join(encode_default(AvroType("string"), key) + encode_default(t.values, v) for key, v in value.items())
+        body = b"".join(
+            encode_default(AvroType("string"), key) + encode_default(t.values, v) for key, v in value.items()
+        )
         return (zigzag(len(value)) + body if value else b"") + b"\x00"
     if not isinstance(value, dict):
         raise AvroSchemaError("a record default must be an object")
@@ -483,7 +493,11 @@ def assemble(builders: Builders, raw: list[Raw]) -> Any:
 def _bitmap(bytes_per_row: bytes, n: int) -> Any:
     import pyarrow as pa
 
-    return pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(bytes_per_row)]).cast(pa.bool_()).buffers()[1]
+    return (
+        pa.Array.from_buffers(pa.uint8(), n, [None, pa.py_buffer(bytes_per_row)])
+        .cast(pa.bool_())
+        .buffers()[1]
+    )
 
 
 def _assemble(builders: Builders, raw: list[Raw], b: int) -> Any:
@@ -500,8 +514,12 @@ def _assemble(builders: Builders, raw: list[Raw], b: int) -> Any:
     if kind in (K_I32, K_I64, K_F32, K_F64, K_DEC):
         return pa.Array.from_buffers(atype, n, [validity, pa.py_buffer(data)], null_count=nulls)
     if kind == K_BIN:
-        return pa.Array.from_buffers(atype, n, [validity, pa.py_buffer(offs), pa.py_buffer(data)], null_count=nulls)
+        return pa.Array.from_buffers(
+            atype, n, [validity, pa.py_buffer(offs), pa.py_buffer(data)], null_count=nulls
+        )
     children = [_assemble(builders, raw, c) for c in builders.children[b]]
     if kind == K_STRUCT:
         return pa.Array.from_buffers(atype, n, [validity], null_count=nulls, children=children)
-    return pa.Array.from_buffers(atype, n, [validity, pa.py_buffer(offs)], null_count=nulls, children=children)
+    return pa.Array.from_buffers(
+        atype, n, [validity, pa.py_buffer(offs)], null_count=nulls, children=children
+    )

@@ -52,7 +52,9 @@ class AvroField:
     default: Any = None
 
 
-def parse_schema(schema: str | dict[str, Any] | list[Any], named: dict[str, AvroType] | None = None) -> AvroType:
+def parse_schema(
+    schema: str | dict[str, Any] | list[Any], named: dict[str, AvroType] | None = None
+) -> AvroType:
     """Parse an Avro schema (JSON text or its decoded form). ``named`` holds the named types of
     schemas it references (Confluent schema references), and receives this schema's own."""
     if isinstance(schema, str):
@@ -106,7 +108,9 @@ class _Parser:
             return t
         if logical == "decimal" and t.kind in ("bytes", "fixed"):
             precision, scale = s.get("precision"), s.get("scale", 0)
-            size_ok = t.kind != "fixed" or (isinstance(precision, int) and precision <= _max_precision(t.size))
+            size_ok = t.kind != "fixed" or (
+                isinstance(precision, int) and precision <= _max_precision(t.size)
+            )
             if isinstance(precision, int) and isinstance(scale, int) and 0 <= scale <= precision and size_ok:
                 t.logical, t.precision, t.scale = logical, precision, scale
             return t  # an invalid decimal is its underlying type, as the Avro spec says
@@ -131,7 +135,9 @@ class _Parser:
             symbols = s.get("symbols")
             if not isinstance(symbols, list) or not all(isinstance(x, str) for x in symbols):
                 raise AvroSchemaError(f"Avro enum {full} has no valid symbols")
-            t = AvroType("enum", name=full, aliases=aliases, symbols=tuple(symbols), enum_default=s.get("default"))
+            t = AvroType(
+                "enum", name=full, aliases=aliases, symbols=tuple(symbols), enum_default=s.get("default")
+            )
         else:
             t = AvroType("record", name=full, aliases=aliases)
         self.named[full] = t

@@ -10,12 +10,11 @@ from typing import Any
 from kafka_core.codec.avro_plan import (
     FLOAT_F32,
     INT_F32,
-    INT_F64,
     INT_I32,
     INT_I64,
     K_BIN,
-    K_MAP,
     K_LIST,
+    K_MAP,
     K_STRUCT,
     LONG_F32,
     LONG_F64,
@@ -127,7 +126,7 @@ class _Decoder:
         self.pos = pos
         return (result >> 1) ^ -(result & 1)
 
-    def int(self) -> int:
+    def int32(self) -> int:
         n = self.long()
         if not _INT32_MIN <= n <= _INT32_MAX:
             raise _Bad(f"Avro int out of range: {n}")
@@ -191,7 +190,7 @@ class _Decoder:
                 pc += code[pc + 1]
         elif op == OP_INT:
             b, conv = code[pc + 2], code[pc + 3]
-            n = self.int()
+            n = self.int32()
             col = self.valid(b)
             if conv == INT_I32:
                 col.data += _I32.pack(n)
@@ -203,7 +202,7 @@ class _Decoder:
             b, conv = code[pc + 2], code[pc + 3]
             n = self.long()
             col = self.valid(b)
-            if conv == LONG_F32 or conv == LONG_F64:
+            if conv in (LONG_F32, LONG_F64):
                 col.data += (_F32 if conv == LONG_F32 else _F64).pack(float(n))
             else:
                 if conv == LONG_MILLIS:
@@ -248,13 +247,16 @@ class _Decoder:
             size = code[pc + 3]
             start = self.need(size)
             self.put_bytes(code[pc + 2], self.buf[start : start + size])
-        elif op == OP_DEC_BYTES or op == OP_DEC_FIXED:
+        elif op in (OP_DEC_BYTES, OP_DEC_FIXED):
             size = self.length() if op == OP_DEC_BYTES else code[pc + 3]
             start = self.need(size)
             raw = self.buf[start : start + size]
             unscaled = int.from_bytes(raw, "big", signed=True) if raw else 0
             if not -(1 << 127) <= unscaled < (1 << 127):
                 raise _Bad("Avro decimal does not fit in 128 bits")
+            precision = code[pc + 3] if op == OP_DEC_BYTES else code[pc + 4]
+            if abs(unscaled) >= 10**precision:
+                raise _Bad(f"Avro decimal has more than its {precision} digits")
             self.valid(code[pc + 2]).data += unscaled.to_bytes(16, "little", signed=True)
         elif op == OP_ENUM:
             b, n, i = code[pc + 2], code[pc + 3], self.long()
@@ -329,7 +331,7 @@ class _Decoder:
             while pc < end:
                 self.skip(pc)
                 pc += code[pc + 1]
-        elif op == OP_SKIP_ARRAY or op == OP_SKIP_MAP:
+        elif op in (OP_SKIP_ARRAY, OP_SKIP_MAP):
             while n := self.block():
                 for _ in range(n):
                     if op == OP_SKIP_MAP:
