@@ -166,6 +166,8 @@ def expected(schema: Any, value: Any) -> Any:
         if kinds == {"int", "long"} or kinds == {"float", "double"}:
             return value
         branch = _branch_of(rest, value)
+        if rest[branch] == "double":
+            value = float(value)
         return {f"member{i}": (expected(b, value) if i == branch else None) for i, b in enumerate(rest)}
     if isinstance(schema, str):
         schema = {"type": schema}
@@ -182,9 +184,16 @@ def expected(schema: Any, value: Any) -> Any:
 
 
 def _branch_of(branches: list[Any], value: Any) -> int:
-    py = {"int": int, "string": str, "double": float, "boolean": bool, "bytes": bytes}
+    """The branch fastavro writes ``value`` with: the first whose type accepts it."""
+    accepts = {
+        "int": lambda v: type(v) is int and -(1 << 31) <= v < (1 << 31),
+        "double": lambda v: type(v) in (int, float),
+        "string": lambda v: type(v) is str,
+        "boolean": lambda v: type(v) is bool,
+        "bytes": lambda v: type(v) is bytes,
+    }
     for i, b in enumerate(branches):
-        if isinstance(b, str) and b in py and type(value) is py[b]:
+        if isinstance(b, str) and b in accepts and accepts[b](value):
             return i
     raise AssertionError(f"no branch for {value!r}")
 
