@@ -39,7 +39,6 @@ def _implementation() -> ModuleType:
     global _module
     if _module is None:
         from kafka_core import codec
-
         from kafka_core.codec._python import avro as twin
 
         module: ModuleType = twin
