@@ -15,7 +15,7 @@ import struct
 from collections.abc import Callable
 from typing import Any
 
-from kafka_core.codec.avro_schema import AvroSchemaError, AvroType, non_null, parse_schema, union_shape
+from kafka_core.codec.avro_schema import AvroSchemaError, AvroType, parse_schema, union_shape
 from kafka_core.errors import KafkaCodecError
 
 __all__ = ["AvroColumnEncoder"]
@@ -215,8 +215,7 @@ def _decimal_writer(t: AvroType, path: str) -> Writer:
         d = _present(v, path)
         if not isinstance(d, decimal.Decimal):
             d = decimal.Decimal(d)
-        sign, digits, exponent = d.scaleb(scale).quantize(1, rounding=decimal.ROUND_HALF_UP).as_tuple()
-        unscaled = int("".join(map(str, digits)) or "0") * (-1 if sign else 1)
+        unscaled = int(d.scaleb(scale).to_integral_value(rounding=decimal.ROUND_HALF_UP))
         if len(str(abs(unscaled))) > t.precision:
             raise KafkaCodecError(f"{path}: {d} has more than the {t.precision} digits of its decimal")
         n = size or max(1, (unscaled.bit_length() + 8) // 8)
@@ -266,12 +265,3 @@ def _union_writer(t: AvroType, path: str) -> Writer:
             write(out, v)
 
     return write_nullable
-
-
-def check_encodable(t: AvroType) -> None:
-    """Raise AvroSchemaError when ``t`` cannot be written (the same checks as the decoder's)."""
-    from kafka_core.codec.avro_schema import arrow_type
-
-    arrow_type(t)
-    for b in non_null(t) if t.kind == "union" else ():
-        arrow_type(b)
