@@ -111,14 +111,15 @@ class AvroColumnDeserializer:
         if len(names) == 1:
             result = self.decode(values, names[0])
             return result.values, result.errors
+        for name in names[1:]:
+            if self.arrow_type(name) != self.arrow_type(names[0]):
+                raise KafkaConfigError(
+                    f"topics {names[0]!r} and {name!r} have different reader schemas: give a reader schema or subject"
+                )
         parts, errors, order = [], [], []
         for name in names:
             rows = pc.indices_nonzero(pc.equal(topics, name))
             result = self.decode(values.take(rows), name)
-            if parts and result.values.type != parts[0].type:
-                raise KafkaConfigError(
-                    f"topics {names[0]!r} and {name!r} have different reader schemas: give a reader schema or subject"
-                )
             parts.append(result.values)
             errors.append(result.errors)
             order.append(rows)
