@@ -137,7 +137,7 @@ def test_several_topics_keep_row_order_and_must_agree() -> None:
 
 def test_permissive_unknown_id_and_failfast() -> None:
     reg, v1, _ = registry()
-    values = pa.array(encode(V1, v1, [{"id": 1, "ship": {"city": "Oslo"}}]) + [b"\x00\x00\x00\x00\x63\x02"])
+    values = pa.array([*encode(V1, v1, [{"id": 1, "ship": {"city": "Oslo"}}]), b"\x00\x00\x00\x00c\x02"])
     topics = pa.array(["orders"] * 2)
     column, errors = AvroColumnDeserializer(
         reg, json.dumps(V2).replace('"Address"', json.dumps(ADDRESS)), mode="PERMISSIVE"
