@@ -46,9 +46,9 @@ def parse_registered(client: Any, schema: Any, named: dict[str, AvroType] | None
 class AvroColumnDeserializer:
     """Framed Avro values -> one typed Arrow column (see the module docstring).
 
-    ``reader_schema``: the schema every record is resolved to (JSON text); without it, the latest
-    version of ``subject`` (default: ``<topic>-<field>`` of the first topic seen) when first
-    needed. ``mode``: FAILFAST raises KafkaCodecError at a bad record; PERMISSIVE makes it a
+    ``reader_schema``: the schema every record is resolved to (JSON text); without it, version
+    ``version`` (default: the latest) of ``subject`` (default: ``<topic>-<field>`` of each
+    topic) when first needed. ``mode``: FAILFAST raises KafkaCodecError at a bad record; PERMISSIVE makes it a
     null row and gives its error in a second column.
     """
 
@@ -58,6 +58,7 @@ class AvroColumnDeserializer:
         reader_schema: str | None = None,
         *,
         subject: str | None = None,
+        version: int | None = None,
         field: Field = "value",
         mode: Mode = "FAILFAST",
     ) -> None:
@@ -66,6 +67,7 @@ class AvroColumnDeserializer:
         self._client = schema_registry_client
         self._reader = reader_schema
         self._subject = subject
+        self._version = version
         self.field = field
         self.mode: Mode = mode
         self._decoders: dict[str | None, AvroColumnDecoder] = {}
@@ -84,7 +86,11 @@ class AvroColumnDeserializer:
             if key is None and self._subject is None:
                 raise KafkaConfigError("no reader schema, subject or topic to find the reader schema by")
             subject = self._subject or subject_for(str(key), self.field)
-            reader = parse_registered(self._client, self._client.get_latest_version(subject).schema)
+            if self._version is not None:
+                registered = self._client.get_version(subject, self._version)
+            else:
+                registered = self._client.get_latest_version(subject)
+            reader = parse_registered(self._client, registered.schema)
         decoder = AvroColumnDecoder(reader, self._writer_schema)
         with self._lock:
             return self._decoders.setdefault(key, decoder)
