@@ -199,10 +199,7 @@ def codec_only(values: list[bytes], schema: str, repeat: int) -> list[RunResult]
             "kafka_core AvroColumnDecoder.decode", records=len(values), wall_s=span.wall, cpu_s=span.cpu
         )
 
-    out = []
-    for run in (with_fastavro, with_columns):
-        out.append(max((run() for _ in range(repeat)), key=lambda r: r.rate))
-    return out
+    return [max((run() for _ in range(repeat)), key=lambda r: r.rate) for run in (with_fastavro, with_columns)]
 
 
 def _load() -> str:
