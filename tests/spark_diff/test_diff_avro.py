@@ -10,11 +10,12 @@ import datetime
 import decimal
 import json
 import random
+from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-from conftest import Rec, multiset
+from conftest import Rec
 
 SCHEMA = {
     "type": "record",
@@ -85,6 +86,21 @@ NEW = {
     ],
 }
 UTC = datetime.UTC
+
+
+def _norm(value: Any) -> Any:
+    """A collected value, hashable: maps as sorted pairs, rows and lists as tuples."""
+    if isinstance(value, dict):
+        return tuple(sorted((k, _norm(v)) for k, v in value.items()))
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if isinstance(value, list | tuple):
+        return tuple(_norm(v) for v in value)
+    return value
+
+
+def multiset(rows: list[Any]) -> Counter[Any]:
+    return Counter(_norm(r) for r in rows)
 
 
 def _row(rng: random.Random, n: int) -> dict[str, Any]:
