@@ -30,7 +30,7 @@ from kafka_core.errors import (
 )
 from kafka_core.metrics.registry import NetworkMetrics
 from kafka_core.network.framing import FrameProtocol, FrameSink, foreign_protocol, open_frames
-from kafka_core.network.sasl import SaslMechanism, make_mechanism
+from kafka_core.network.sasl import MechanismContext, SaslSettings, create_mechanism
 from kafka_core.protocol import (
     REQUEST_CLASSES,
     ApiKey,
@@ -92,6 +92,7 @@ class BrokerConnection:
         client_id: str | None = "kafka-core",
         ssl_context: ssl.SSLContext | None = None,
         server_hostname: str | None = None,
+        sasl: SaslSettings | None = None,
         sasl_mechanism: str | None = None,
         sasl_username: str | None = None,
         sasl_password: str | None = None,
@@ -108,9 +109,10 @@ class BrokerConnection:
         self.client_id = client_id
         self.ssl_context = ssl_context
         self.server_hostname = server_hostname
-        self.sasl_mechanism = sasl_mechanism
-        self._sasl_username = sasl_username
-        self._sasl_password = sasl_password
+        if sasl is None and sasl_mechanism:  # the three loose options of the first API
+            sasl = SaslSettings(sasl_mechanism, username=sasl_username, password=sasl_password)
+        self.sasl = sasl
+        self.sasl_mechanism = sasl.mechanism if sasl is not None else None
         self.connect_timeout = connect_timeout_ms / 1000.0
         self.request_timeout = request_timeout_ms / 1000.0
         self.max_response_size = max_response_size
@@ -179,8 +181,8 @@ class BrokerConnection:
             async with asyncio.timeout(self.connect_timeout):
                 await self._open()
                 await self._negotiate_api_versions()
-                if self.sasl_mechanism:
-                    await self._authenticate()
+                if self.sasl is not None:
+                    await self._authenticate(self.sasl)
         except TimeoutError:
             err: KafkaError = KafkaTimeoutError(
                 f"connecting to {self.host}:{self.port} timed out after {self.connect_timeout:.1f}s"
@@ -252,9 +254,8 @@ class BrokerConnection:
             return
         raise KafkaUnsupportedVersionError(f"{self.host}:{self.port} accepts no ApiVersions version")
 
-    async def _authenticate(self) -> None:
-        assert self.sasl_mechanism is not None
-        mech: SaslMechanism = make_mechanism(self.sasl_mechanism, self._sasl_username, self._sasl_password)
+    async def _authenticate(self, settings: SaslSettings) -> None:
+        mech = create_mechanism(settings, MechanismContext(self.host, self.port))
         hs_range = self.api_versions.get(ApiKey.SASL_HANDSHAKE)
         auth_range = self.api_versions.get(ApiKey.SASL_AUTHENTICATE)
         if hs_range is None or hs_range[1] < 1 or auth_range is None:
@@ -267,18 +268,20 @@ class BrokerConnection:
                 f"{self.host}:{self.port} does not offer SASL {mech.name} (offers {list(hs.mechanisms)})"
             )
         auth_version = min(SaslAuthenticateRequest.MAX_VERSION, auth_range[1])
-        token = mech.step(None)
+        token = await mech.evaluate(None)
         while token is not None:
             resp = await self._request(
                 SaslAuthenticateRequest(auth_bytes=token), auth_version, self.connect_timeout
             )
             if resp.error_code:
+                detail = mech.failure_detail()
                 raise KafkaAuthenticationError(
                     f"SASL {mech.name} authentication to {self.host}:{self.port} failed: "
                     f"{resp.error_message or 'error code ' + str(resp.error_code)}"
+                    + (f" ({detail})" if detail and detail not in (resp.error_message or "") else "")
                 )
             self.sasl_session_lifetime_ms = getattr(resp, "session_lifetime_ms", 0) or 0
-            token = mech.step(bytes(resp.auth_bytes or b""))
+            token = await mech.evaluate(bytes(resp.auth_bytes or b""))
         if not mech.complete:
             raise KafkaAuthenticationError(f"SASL {mech.name} exchange ended early")
 
