@@ -13,6 +13,7 @@ import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
+from kafka_core.auth.options import oauth_settings_provider
 from kafka_core.client.metadata import BrokerMeta, ClusterMeta, TopicMeta
 from kafka_core.client.metadata_cache import MetadataCache, metadata_request, parse_metadata
 from kafka_core.client.nodes import Node, parse_bootstrap
@@ -73,7 +74,11 @@ class KafkaClient(ClientOperations):
     - ``sasl_mechanism`` (``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``, ``OAUTHBEARER``...;
       ``kafka_core.network.sasl.mechanism_names()``), ``sasl_username``, ``sasl_password``;
       ``sasl_oauth_token_provider`` (OAUTHBEARER: a callable, sync or async, returning a
-      ``kafka_core.auth.OAuthBearerToken``), ``sasl_kerberos`` (GSSAPI's
+      ``kafka_core.auth.OAuthBearerToken``) or the built-in OIDC client-credentials grant:
+      ``sasl_oauth_token_endpoint_url``, ``sasl_oauth_client_id``, ``sasl_oauth_client_secret``,
+      ``sasl_oauth_scope``, ``sasl_oauth_extensions``, ``sasl_oauth_ssl_cafile`` (default
+      ``ssl_cafile``); tokens are cached per process and refreshed before they expire;
+      ``sasl_kerberos`` (GSSAPI's
       ``KerberosOptions``), ``sasl_options`` (a mechanism's own options, e.g. AWS's region).
     - ``api_version_caps``: ``{api_key: highest version}`` to hold back what is negotiated.
     """
@@ -105,6 +110,12 @@ class KafkaClient(ClientOperations):
         sasl_username: str | None = None,
         sasl_password: str | None = None,
         sasl_oauth_token_provider: Any = None,
+        sasl_oauth_token_endpoint_url: str | None = None,
+        sasl_oauth_client_id: str | None = None,
+        sasl_oauth_client_secret: str | None = None,
+        sasl_oauth_scope: str | None = None,
+        sasl_oauth_extensions: Mapping[str, str] | str | None = None,
+        sasl_oauth_ssl_cafile: str | None = None,
         sasl_kerberos: KerberosOptions | None = None,
         sasl_options: Mapping[str, Any] | None = None,
         api_version_caps: dict[int, int] | None = None,
@@ -136,7 +147,15 @@ class KafkaClient(ClientOperations):
                 sasl_mechanism,
                 username=sasl_username,
                 password=sasl_password,
-                token_provider=sasl_oauth_token_provider,
+                token_provider=oauth_settings_provider(
+                    token_provider=sasl_oauth_token_provider,
+                    token_endpoint_url=sasl_oauth_token_endpoint_url,
+                    client_id=sasl_oauth_client_id,
+                    client_secret=sasl_oauth_client_secret,
+                    scope=sasl_oauth_scope,
+                    extensions=sasl_oauth_extensions,
+                    ssl_cafile=sasl_oauth_ssl_cafile or ssl_cafile,
+                ),
                 kerberos=sasl_kerberos,
                 extra=tuple(sorted((sasl_options or {}).items())),
             )

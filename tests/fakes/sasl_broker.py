@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -70,6 +71,9 @@ class SaslBroker(LoopbackBroker):
         self.verify = verify
         self.mechanisms = mechanisms
         self.session_lifetime_ms = 0
+        # (mechanism, message) -> the latest the session may end (epoch seconds; an OAuth token's
+        # expiry bounds Kafka's session), or None
+        self.session_bound: Callable[[str, bytes], float | None] = lambda mechanism, message: None
         self.logins: list[Login] = []
         self.violations: list[str] = []  # requests Kafka would have refused (the test asserts none)
         self.metadata_answered = 0
@@ -150,6 +154,9 @@ class SaslBroker(LoopbackBroker):
             return False
         conn.authenticated = True
         lifetime = self.session_lifetime_ms
+        bound = self.session_bound(mechanism, data)
+        if lifetime > 0 and bound is not None:
+            lifetime = max(0, min(lifetime, int((bound - time.time()) * 1000)))
         conn.session_end = now + lifetime / 1000 if lifetime > 0 else None
         body = SaslAuthenticateResponse(error_code=0, auth_bytes=b"", session_lifetime_ms=lifetime)
         return self._send(writer, h, body)

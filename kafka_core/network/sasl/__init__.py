@@ -7,6 +7,7 @@ when an exchange starts, and says which extra to install when it is missing.
 
 from __future__ import annotations
 
+from kafka_core.network.sasl import oauthbearer as _oauthbearer
 from kafka_core.network.sasl import plain as _plain
 from kafka_core.network.sasl import scram as _scram
 from kafka_core.network.sasl.mechanism import (
@@ -17,6 +18,7 @@ from kafka_core.network.sasl.mechanism import (
     register_mechanism,
     validate_settings,
 )
+from kafka_core.network.sasl.oauthbearer import OAuthBearerToken, TokenProvider, TokenSource
 from kafka_core.network.sasl.plain import PlainMechanism
 from kafka_core.network.sasl.scram import SCRAM_HASHES, ScramMechanism, saslprep
 from kafka_core.network.sasl.secret import Secret, secret
@@ -26,11 +28,14 @@ __all__ = [
     "SCRAM_HASHES",
     "KerberosOptions",
     "MechanismContext",
+    "OAuthBearerToken",
     "PlainMechanism",
     "SaslMechanism",
     "SaslSettings",
     "ScramMechanism",
     "Secret",
+    "TokenProvider",
+    "TokenSource",
     "create_mechanism",
     "make_mechanism",
     "mechanism_names",
@@ -40,7 +45,7 @@ __all__ = [
     "validate_settings",
 ]
 
-_BUILT_IN = (_plain, _scram)
+_BUILT_IN = (_plain, _scram, _oauthbearer)
 
 
 def make_mechanism(
