@@ -407,7 +407,14 @@ def render(data: dict[str, Any], notes: str = "") -> str:
         f"Machine: {machine.get('nproc', '?')} CPUs ({machine.get('cpu', '?')}), Python {machine.get('python', '?')}, "
         f"{machine.get('platform', '?')}. {_brokers_line(env, sections)}",
         "",
-        "Versions: " + ", ".join(f"{k} {v}" for k, v in env.get("versions", {}).items()) + ".",
+        # Ours first, then the peers by name: the same line whether the versions come from a run
+        # in memory or from results.json (written with sorted keys).
+        "Versions: "
+        + ", ".join(
+            f"{k} {v}"
+            for k, v in sorted(env.get("versions", {}).items(), key=lambda kv: (kv[0] != "kafka_core", kv[0]))
+        )
+        + ".",
     ]
     summary = headline(sections)
     if summary:
