@@ -50,6 +50,7 @@ class Tally:
         self.first_at = self.first_cpu = 0.0
         self.first_count = 0
         self.deadline = time.monotonic() + DEADLINE_S
+        self.started_at, self.started_cpu = time.perf_counter(), time.process_time()
 
     def add(self, n: int, cents: int) -> None:
         if n and not self.count:
@@ -62,6 +63,9 @@ class Tally:
     def result(self) -> dict[str, Any]:
         wall, cpu = time.perf_counter() - self.first_at, time.process_time() - self.first_cpu
         n = self.count - self.first_count
+        if n <= 0:  # everything came in the first poll (a smoke run): the whole consume
+            wall, cpu = time.perf_counter() - self.started_at, time.process_time() - self.started_cpu
+            n = self.count
         return {
             "records": self.count,
             "total_cents": self.total_cents,
@@ -161,6 +165,51 @@ def _median(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def run(
+    bootstrap: str, records: int, partitions: int, repeat: int, clients: list[str]
+) -> tuple[dict[str, list[dict[str, Any]]], dict[str, str], tuple[float, ...], tuple[float, ...]]:
+    """Preload a fresh topic, then ``repeat`` rounds of every client, each in a fresh process:
+    (each client's rounds, each failed client's error, load average before, after)."""
+    from bench.avro_order import ORDER_SCHEMA_STR
+    from bench.common import create_topic
+    from kafka_core.devtools.registry import RegistryServer
+    from kafka_core.schema_registry import Schema, SchemaRegistryClient
+
+    with RegistryServer() as registry:
+        topic = f"bench-avro-{uuid.uuid4().hex[:8]}"
+        schema_id = SchemaRegistryClient({"url": registry.url}).register_schema(
+            f"{topic}-value", Schema(ORDER_SCHEMA_STR)
+        )
+        create_topic(bootstrap, topic, partitions)
+        t0 = time.monotonic()
+        expected_cents = preload(bootstrap, topic, records, schema_id)
+        print(f"preloaded {records:,} order events in {time.monotonic() - t0:.0f} s", file=sys.stderr)
+        rows: dict[str, list[dict[str, Any]]] = {}
+        errors: dict[str, str] = {}
+        load_before = os.getloadavg()
+        for _ in range(repeat):
+            for client in clients:
+                cmd = [sys.executable, "-m", "bench.bench_avro", "--child", client, bootstrap, topic]
+                cmd += [str(partitions), str(records), registry.url]
+                done = subprocess.run(cmd, capture_output=True, text=True, timeout=DEADLINE_S + 120)
+                line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
+                if line is None:
+                    errors[client] = (
+                        done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no result"
+                    )
+                    print(f"{client}: failed: {done.stderr[-2000:]}", file=sys.stderr)
+                    continue
+                result = json.loads(line[7:])
+                if client != "kafka_core-bytes" and result["total_cents"] != expected_cents:
+                    errors[client] = f"decoded sum {result['total_cents']} != {expected_cents}"
+                    continue
+                if result["records"] != records:
+                    errors[client] = f"{result['records']} records, expected {records}"
+                    continue
+                rows.setdefault(client, []).append(result)
+        return rows, errors, load_before, os.getloadavg()
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description="Avro decode through poll: kafka_core vs confluent-kafka")
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -180,43 +229,13 @@ def main(argv: list[str] | None = None) -> int:
         )
         return 0
 
-    from bench.avro_order import ORDER_SCHEMA_STR
     from bench.brokers import bench_broker, broker_description
-    from bench.common import create_topic
-    from kafka_core.devtools.registry import RegistryServer
-    from kafka_core.schema_registry import Schema, SchemaRegistryClient
 
     started = datetime.now(UTC)
-    with bench_broker() as bootstrap, RegistryServer() as registry:
-        topic = f"bench-avro-{uuid.uuid4().hex[:8]}"
-        schema_id = SchemaRegistryClient({"url": registry.url}).register_schema(
-            f"{topic}-value", Schema(ORDER_SCHEMA_STR)
+    with bench_broker() as bootstrap:
+        rows, errors, load_before, load_after = run(
+            bootstrap, args.records, args.partitions, args.repeat, args.clients.split(",")
         )
-        create_topic(bootstrap, topic, args.partitions)
-        t0 = time.monotonic()
-        expected_cents = preload(bootstrap, topic, args.records, schema_id)
-        print(f"preloaded {args.records:,} order events in {time.monotonic() - t0:.0f} s", file=sys.stderr)
-        rows: dict[str, list[dict[str, Any]]] = {}
-        errors: dict[str, str] = {}
-        load_before = os.getloadavg()
-        for _ in range(args.repeat):
-            for client in args.clients.split(","):
-                cmd = [sys.executable, "-m", "bench.bench_avro", "--child", client, bootstrap, topic]
-                cmd += [str(args.partitions), str(args.records), registry.url]
-                done = subprocess.run(cmd, capture_output=True, text=True, timeout=DEADLINE_S + 120)
-                line = next((x for x in done.stdout.splitlines() if x.startswith("RESULT ")), None)
-                if line is None:
-                    errors[client] = (
-                        done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "no result"
-                    )
-                    print(f"{client}: failed: {done.stderr[-2000:]}", file=sys.stderr)
-                    continue
-                result = json.loads(line[7:])
-                if client != "kafka_core-bytes" and result["total_cents"] != expected_cents:
-                    errors[client] = f"decoded sum {result['total_cents']} != {expected_cents}"
-                    continue
-                rows.setdefault(client, []).append(result)
-        load_after = os.getloadavg()
     medians = {c: _median(rs) for c, rs in rows.items()}
     anchor = medians.get(ANCHOR)
     print(
