@@ -229,9 +229,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return child_main(args.child, {args.child: run} if runner else {})
 
-    from kafka_core.devtools.registry import RegistryServer
-
     from bench.avro_order import ORDER_SCHEMA_STR, encode_orders, make_orders
+    from kafka_core.devtools.registry import RegistryServer
     from kafka_core.schema_registry import Schema, SchemaRegistryClient
 
     print(f"load average before: {_load()}")
