@@ -11,6 +11,7 @@ raises :class:`SparkClusterError` with the tail of the server's log. Stop kills 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import signal
@@ -18,14 +19,39 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from spark_cluster import HOST, SparkClusterError, free_port, log_tail, spark_home
 
-__all__ = ["SparkConnectServer"]
+__all__ = ["SparkConnectServer", "remote_session"]
 
 ROOT = Path(__file__).resolve().parents[1]
+# What pyspark sets in os.environ once a remote session is made: left set, every later
+# SparkSession.builder.getOrCreate() of the process (other test modules' local sessions) would
+# ask for a Connect URL.
+_CONNECT_ENV = ("SPARK_CONNECT_MODE_ENABLED", "SPARK_REMOTE", "SPARK_LOCAL_REMOTE")
+
+
+@contextlib.contextmanager
+def remote_session(url: str) -> Iterator[Any]:
+    """A new Spark Connect session to ``url``; stopped, and pyspark's Connect mode left, on exit."""
+    from pyspark.sql import SparkSession
+
+    saved = {name: os.environ.get(name) for name in _CONNECT_ENV}
+    try:
+        session = SparkSession.builder.remote(url).create()
+        try:
+            yield session
+        finally:
+            session.stop()
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 class SparkConnectServer:
@@ -72,7 +98,9 @@ class SparkConnectServer:
             f"spark.local.dir={self.dir}",
         ]
         with open(self.log, "wb") as out:
-            self.proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+            self.proc = subprocess.Popen(
+                command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+            )
         try:
             self._wait_ready()
         except BaseException:
@@ -81,21 +109,18 @@ class SparkConnectServer:
         return self
 
     def _wait_ready(self) -> None:
-        from pyspark.sql import SparkSession
-
         deadline = time.monotonic() + self.start_timeout
         last: Exception | None = None
         while time.monotonic() < deadline:
             assert self.proc is not None
             if self.proc.poll() is not None:
-                raise SparkClusterError(f"the Spark Connect server exited ({self.proc.returncode}):\n{log_tail(self.log)}")
+                raise SparkClusterError(
+                    f"the Spark Connect server exited ({self.proc.returncode}):\n{log_tail(self.log)}"
+                )
             try:
-                session = SparkSession.builder.remote(self.url).create()
-                try:
+                with remote_session(self.url) as session:
                     session.range(1).collect()
-                    return
-                finally:
-                    session.stop()
+                return
             except Exception as exc:  # not listening yet
                 last = exc
                 time.sleep(1.0)
@@ -109,10 +134,8 @@ class SparkConnectServer:
                 os.killpg(self.proc.pid, signal.SIGTERM)
                 self.proc.wait(20)
             except (ProcessLookupError, subprocess.TimeoutExpired):
-                try:
+                with contextlib.suppress(ProcessLookupError):
                     os.killpg(self.proc.pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
                 self.proc.wait(10)
         shutil.rmtree(self.dir, ignore_errors=True)
 

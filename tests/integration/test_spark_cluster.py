@@ -419,6 +419,50 @@ def test_batch_write_then_read_back_every_row_exactly_once(
     print(f"\n{ROWS} rows: write {wrote:.1f} s, read back {took:.1f} s on {EXECUTORS} executors")
 
 
+def test_registry_avro_written_and_read_on_the_executors(
+    spark: SparkSession, bootstrap_servers: str, schema_registry: str, new_topic: Callable[..., str]
+) -> None:
+    """valueFormat=avro on the cluster: the executors encode (the sink registers the schema) and
+    decode (each record by its id, through their own registry client)."""
+    from pyspark.sql import functions as F
+
+    topic = new_topic(partitions=PARTITIONS, prefix="spark-cluster-avro")
+    schema = {
+        "type": "record",
+        "name": "Row",
+        "namespace": "cluster",
+        "fields": [
+            {"name": "n", "type": "long"},
+            {"name": "tag", "type": ["null", "string"], "default": None},
+        ],
+    }
+    registry = {"valueFormat": "avro", "schema.registry.url": schema_registry}
+    (
+        spark.range(ROWS, numPartitions=4)
+        .select(
+            F.struct(F.col("id").alias("n"), F.when(F.col("id") % 2 == 0, F.lit("even")).alias("tag")).alias(
+                "value"
+            )
+        )
+        .write.format("kafka_core")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("topic", topic)
+        .options(**registry)
+        .option("valueSchema", json.dumps(schema))
+        .mode("append")
+        .save()
+    )
+    df = (
+        spark.read.format("kafka_core")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("subscribe", topic)
+        .options(**registry)
+        .load()
+    )
+    row = df.agg(F.count("*"), F.sum("value.n"), F.count("value.tag")).collect()[0]
+    assert tuple(row) == (ROWS, ROWS * (ROWS - 1) // 2, (ROWS + 1) // 2)
+
+
 def test_transactional_write_commits_what_the_executors_prepared(
     spark: SparkSession, bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Iterator
-from typing import Any
 
 import pytest
 from prerequisites import need_module
@@ -17,7 +16,7 @@ need_module("grpc")  # pyspark[connect]
 need_module("pandas")
 
 from pyspark.sql import SparkSession  # noqa: E402
-from spark_connect import SparkConnectServer  # noqa: E402
+from spark_connect import SparkConnectServer, remote_session  # noqa: E402
 
 from kafka_core import KafkaConsumer, KafkaProducer  # noqa: E402
 from kafka_core.spark import register  # noqa: E402
@@ -38,13 +37,9 @@ def connect_server() -> Iterator[SparkConnectServer]:
 
 @pytest.fixture
 def remote(connect_server: SparkConnectServer) -> Iterator[SparkSession]:
-    session = SparkSession.builder.remote(connect_server.url).create()
-    try:
-        assert session.is_remote() if hasattr(session, "is_remote") else True
+    with remote_session(connect_server.url) as session:
         register(session)
         yield session
-    finally:
-        session.stop()
 
 
 def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
@@ -54,11 +49,20 @@ def _produce(bootstrap: str, topic: str, values: list[bytes]) -> None:
         producer.flush()
 
 
-def test_read_stream_and_write_over_connect(remote: SparkSession, bootstrap_servers: str, new_topic: Callable[..., str]) -> None:
+def test_read_stream_and_write_over_connect(
+    remote: SparkSession, bootstrap_servers: str, new_topic: Callable[..., str]
+) -> None:
     source, sink = new_topic(1), new_topic(1)
     _produce(bootstrap_servers, source, [f"v{i}".encode() for i in range(20)])
-    df = remote.read.format("kafka_core").option("kafka.bootstrap.servers", bootstrap_servers).option("subscribe", source).load()
-    assert sorted(bytes(r.value) for r in df.select("value").collect()) == sorted(f"v{i}".encode() for i in range(20))
+    df = (
+        remote.read.format("kafka_core")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("subscribe", source)
+        .load()
+    )
+    assert sorted(bytes(r.value) for r in df.select("value").collect()) == sorted(
+        f"v{i}".encode() for i in range(20)
+    )
 
     stream = (
         remote.readStream.format("kafka_core")
@@ -68,7 +72,9 @@ def test_read_stream_and_write_over_connect(remote: SparkSession, bootstrap_serv
         .load()
     )
     name = f"connect_{source.replace('-', '_')}"
-    query = stream.select("value").writeStream.format("memory").queryName(name).trigger(availableNow=True).start()
+    query = (
+        stream.select("value").writeStream.format("memory").queryName(name).trigger(availableNow=True).start()
+    )
     query.awaitTermination(120)
     assert remote.sql(f"select count(*) from {name}").collect()[0][0] == 20
 
@@ -76,7 +82,9 @@ def test_read_stream_and_write_over_connect(remote: SparkSession, bootstrap_serv
         "kafka.bootstrap.servers", bootstrap_servers
     ).option("topic", sink).mode("append").save()
     got: list[bytes] = []
-    with KafkaConsumer(bootstrap_servers=bootstrap_servers, partitions={sink: [0]}, auto_offset_reset="earliest") as c:
+    with KafkaConsumer(
+        bootstrap_servers=bootstrap_servers, partitions={sink: [0]}, auto_offset_reset="earliest"
+    ) as c:
         deadline = time.monotonic() + 30
         while len(got) < 20 and time.monotonic() < deadline:
             got += [m.value for m in c.poll(500)]
@@ -95,7 +103,9 @@ def test_registry_avro_over_connect(
     import pyarrow as pa
 
     rows = [{"sensor": f"s{i % 3}", "value": i / 2} for i in range(30)]
-    _produce(bootstrap_servers, topic, AvroColumnEncoder(SCHEMA, schema_id).encode(pa.array(rows)).to_pylist())
+    _produce(
+        bootstrap_servers, topic, AvroColumnEncoder(SCHEMA, schema_id).encode(pa.array(rows)).to_pylist()
+    )
     df = (
         remote.read.format("kafka_core")
         .option("kafka.bootstrap.servers", bootstrap_servers)
@@ -105,5 +115,8 @@ def test_registry_avro_over_connect(
         .load()
     )
     assert df.schema["value"].dataType.simpleString() == "struct<sensor:string,value:double>"
-    totals = {r.sensor: r.total for r in df.groupBy("value.sensor").agg({"value.value": "sum"}).toDF("sensor", "total").collect()}
+    totals = {
+        r.sensor: r.total
+        for r in df.groupBy("value.sensor").agg({"value.value": "sum"}).toDF("sensor", "total").collect()
+    }
     assert totals == {f"s{k}": sum(i / 2 for i in range(30) if i % 3 == k) for k in range(3)}
