@@ -48,7 +48,7 @@ V2 = {
         {"name": "coupon", "type": ["null", "string"], "default": None},
     ],
 }
-T0 = 1_767_225_600_000  # 2026-01-01 UTC in ms
+T0 = int(time.time()) * 1000  # the "at" field of the records (ms)
 
 
 def _produce_versions(bootstrap: str, registry: str, topic: str) -> None:
