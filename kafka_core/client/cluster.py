@@ -13,7 +13,7 @@ import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
-from kafka_core.auth.options import oauth_settings_provider
+from kafka_core.auth.options import mechanism_options, oauth_settings_provider
 from kafka_core.client.metadata import BrokerMeta, ClusterMeta, TopicMeta
 from kafka_core.client.metadata_cache import MetadataCache, metadata_request, parse_metadata
 from kafka_core.client.nodes import Node, parse_bootstrap
@@ -157,7 +157,7 @@ class KafkaClient(ClientOperations):
                     ssl_cafile=sasl_oauth_ssl_cafile or ssl_cafile,
                 ),
                 kerberos=sasl_kerberos,
-                extra=tuple(sorted((sasl_options or {}).items())),
+                extra=tuple(sorted(mechanism_options(sasl_mechanism, sasl_options).items())),
             )
             try:
                 validate_settings(self._sasl)
