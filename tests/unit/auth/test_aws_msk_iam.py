@@ -203,3 +203,20 @@ def test_aws_msk_iam_needs_a_region_and_knows_its_options(monkeypatch: pytest.Mo
             sasl_mechanism="AWS_MSK_IAM",
             sasl_options={"region": "eu-west-1", "rol_arn": "x"},
         )
+
+
+def test_javas_msk_config_through_translate() -> None:
+    from kafka_core.config import translate
+
+    kwargs = translate(
+        {
+            "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "AWS_MSK_IAM",
+            "sasl.jaas.config": 'software.amazon.msk.auth.iam.IAMLoginModule required awsProfileName="msk" '
+            'awsRoleArn="arn:aws:iam::123456789012:role/r";',
+            "sasl.client.callback.handler.class": "software.amazon.msk.auth.iam.IAMClientCallbackHandler",
+        },
+        "client",
+    )
+    assert kwargs["sasl_mechanism"] == "AWS_MSK_IAM"
+    assert kwargs["sasl_options"] == {"profile": "msk", "role_arn": "arn:aws:iam::123456789012:role/r"}
