@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import json
+import logging
 import re
 import subprocess
 import sys
@@ -86,7 +87,10 @@ def logins(metrics: dict[str, Any]) -> int:
     return sum(v["count"] for v in metrics["network"]["requests"].get("SASL_AUTHENTICATE", {}).values())
 
 
-def test_a_good_client_produces_consumes_and_administers(cluster: KafkaCluster) -> None:
+def test_a_good_client_produces_consumes_and_administers(
+    cluster: KafkaCluster, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG, logger="kafka_core")
     topic = make_topic(cluster)
     options = oauth(cluster)
     with KafkaProducer(**options) as producer:
@@ -96,6 +100,8 @@ def test_a_good_client_produces_consumes_and_administers(cluster: KafkaCluster) 
     assert consume_all(options, topic, 10) == [f"r{i}".encode() for i in range(10)]
     with KafkaAdmin(**options) as admin:
         assert topic in admin.list_topics()
+    # Neither the client secret nor a token (a JWT starts "eyJ") reaches the logs, at any level.
+    assert options["sasl_oauth_client_secret"] not in caplog.text and "eyJ" not in caplog.text
 
 
 def test_one_provider_object_serves_every_client_with_one_token(cluster: KafkaCluster) -> None:
