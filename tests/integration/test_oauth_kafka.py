@@ -298,3 +298,20 @@ def test_the_cli_logs_in_with_javas_names(cluster: KafkaCluster) -> None:
     assert result.returncode == 0, result.stderr
     assert topic in result.stdout
     assert info["client_secret"] not in result.stdout + result.stderr
+
+
+def test_the_share_consumer_and_the_transport_take_the_same_options(cluster: KafkaCluster) -> None:
+    from fakes.share_kafka import share_setup
+
+    from kafka_core import KafkaShareConsumer, KafkaStreamTransport
+
+    options = oauth(cluster)
+    topic, group = share_setup(cluster, 3, prefix="oauth-share")
+    values: list[bytes | None] = []
+    with KafkaShareConsumer(topic, group_id=group, **options) as consumer:
+        deadline = time.monotonic() + 60
+        while len(values) < 3 and time.monotonic() < deadline:
+            values += [m.value for m in consumer.poll(timeout_ms=500)]
+    assert sorted(v for v in values if v is not None) == [b"0", b"1", b"2"]
+    with KafkaStreamTransport(**options) as transport:
+        assert transport.publish(topic, b"via-transport").offset == 3
