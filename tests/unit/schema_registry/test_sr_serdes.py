@@ -443,3 +443,23 @@ def test_json_validation(ours: SchemaRegistryClient, topic: str) -> None:
     with pytest.raises(SerializationError):
         JSONDeserializer(JSON_ORDER)(unchecked)
     assert JSONDeserializer(JSON_ORDER, conf={"validate": False})(unchecked) == {"note": "no id"}
+
+
+def test_same_bytes_as_confluents_in_memory_mock() -> None:
+    """confluent-kafka's ``mock://`` client (its in-memory registry) numbers schemas from 1, as a
+    fresh dev registry does: the same schema is id 1 in both, and the bytes are the same."""
+    from kafka_core.devtools.registry import RegistryServer
+
+    with RegistryServer() as fresh, SchemaRegistryClient({"url": fresh.url}) as client:
+        mine = AvroSerializer(client, ORDER_STR)(_order(), _ctx("mocked"))
+        mock = TheirClient.new_client({"url": "mock://sr-34"})
+        reference = TheirAvroSerializer(mock, ORDER_STR)(_order(), _their_ctx("mocked"))
+        assert reference[:5] == b"\x00\x00\x00\x00\x01"
+        assert mine == reference
+        assert AvroDeserializer(client)(reference) == _order()
+
+
+def test_confluents_context_works_with_ours(ours: SchemaRegistryClient, topic: str) -> None:
+    data = AvroSerializer(ours, ORDER_STR)(_order(), _their_ctx(topic))  # type: ignore[arg-type]
+    assert f"{topic}-value" in ours.get_subjects()
+    assert AvroDeserializer(ours)(data, _their_ctx(topic)) == _order()  # type: ignore[arg-type]
