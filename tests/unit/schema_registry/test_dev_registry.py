@@ -75,8 +75,9 @@ def test_register_lookup_and_fetch(
     assert (found.schema_id, found.version) == (id1, 1)
     assert json.loads(uncached().get_schema(id2).schema_str) == json.loads(v2.schema_str)
     assert subject in client.get_subjects()
-    assert client.get_subjects_by_schema_id(id1) == [subject]
-    assert [(v.subject, v.version) for v in client.get_schema_versions(id2)] == [(subject, 2)]
+    # other tests of the session may hold the same schema under their subjects: same schema, same id
+    assert subject in client.get_subjects_by_schema_id(id1)
+    assert (subject, 2) in [(v.subject, v.version) for v in client.get_schema_versions(id2)]
     assert sorted(client.get_schema_types()) == ["AVRO", "JSON", "PROTOBUF"]
 
 
