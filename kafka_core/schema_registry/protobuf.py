@@ -171,8 +171,11 @@ class ProtobufDeserializer:
         settings = {"use.deprecated.format": False, **(conf or {})}
         if settings.pop("use.deprecated.format"):
             raise KafkaConfigError("use.deprecated.format is not supported (nor by confluent-kafka any more)")
-        settings.pop("use.latest.version", None)
-        settings.pop("subject.name.strategy", None)
+        if settings.pop("use.latest.version", False):
+            raise KafkaConfigError(
+                "use.latest.version: here the message class given is the reader's schema, there is no other to choose"
+            )
+        settings.pop("subject.name.strategy", None)  # used by use.latest.version only, as in confluent-kafka
         if settings:
             raise KafkaConfigError(f"unknown ProtobufDeserializer settings: {sorted(settings)}")
         self._msg_type = message_type

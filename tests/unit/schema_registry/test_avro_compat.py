@@ -142,7 +142,10 @@ def test_recursive_and_named_types() -> None:
     wider = {**linked, "fields": [{"name": "v", "type": "long"}, linked["fields"][1]]}
     assert incompatibilities(parse_schema(wider), parse_schema(linked)) == []
     assert incompatibilities(parse_schema(linked), parse_schema(wider))  # long cannot be read as int
-    other_fields = [{"name": "v", "type": "int"}, {"name": "next", "type": ["null", "Other"], "default": None}]
+    other_fields = [
+        {"name": "v", "type": "int"},
+        {"name": "next", "type": ["null", "Other"], "default": None},
+    ]
     renamed = {**linked, "name": "Other", "fields": other_fields}
     assert incompatibilities(parse_schema(renamed), parse_schema(linked))
     aliased = {

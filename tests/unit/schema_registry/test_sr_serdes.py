@@ -463,3 +463,20 @@ def test_confluents_context_works_with_ours(ours: SchemaRegistryClient, topic: s
     data = AvroSerializer(ours, ORDER_STR)(_order(), _their_ctx(topic))  # type: ignore[arg-type]
     assert f"{topic}-value" in ours.get_subjects()
     assert AvroDeserializer(ours)(data, _their_ctx(topic)) == _order()  # type: ignore[arg-type]
+
+
+def test_json_use_latest_validates_against_the_latest(ours: SchemaRegistryClient, topic: str) -> None:
+    strict = json.dumps({**json.loads(JSON_ORDER), "required": ["id", "note"]})
+    old = JSONSerializer(JSON_ORDER, ours)({"id": 1}, _ctx(topic))  # written under v1: no note
+    ours.set_compatibility(f"{topic}-value", "NONE")
+    ours.register_schema(f"{topic}-value", Schema(strict, "JSON"))
+    assert JSONDeserializer(None, schema_registry_client=ours)(old, _ctx(topic)) == {"id": 1}  # the writer's
+    with pytest.raises(SerializationError, match="note"):
+        JSONDeserializer(None, schema_registry_client=ours, conf={"use.latest.version": True})(
+            old, _ctx(topic)
+        )
+
+
+def test_protobuf_refuses_use_latest_on_read() -> None:
+    with pytest.raises(KafkaConfigError):
+        ProtobufDeserializer(PB_ORDER, {"use.latest.version": True})
