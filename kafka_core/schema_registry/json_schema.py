@@ -5,7 +5,6 @@ unless ``validate`` is False. The subject's record name is the schema's ``title`
 from __future__ import annotations
 
 import json
-import struct
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -18,19 +17,18 @@ from kafka_core.errors import KafkaConfigError, SchemaRegistryError, Serializati
 from kafka_core.schema_registry.client import SchemaRegistryClient
 from kafka_core.schema_registry.schema import Schema
 from kafka_core.schema_registry.serde import (
-    MAGIC_BYTE,
     BoundDeserializer,
     BoundSerializer,
     MessageField,
     SchemaIdResolver,
     SerializationContext,
     SerializerConfig,
+    frame,
+    split_frame,
     topic_subject_name_strategy,
 )
 
 __all__ = ["JSONDeserializer", "JSONSerializer"]
-
-_HEADER = struct.Struct(">bI")
 
 
 def _encode(value: Any) -> bytes:
@@ -112,7 +110,7 @@ class JSONSerializer:
                     f"the value does not match schema {registered.schema_id}: {error.message}"
                 )
         try:
-            return _HEADER.pack(MAGIC_BYTE, registered.schema_id) + _encode(value)
+            return frame(registered.schema_id, _encode(value))
         except (TypeError, ValueError) as exc:
             raise SerializationError(f"cannot encode {type(obj).__name__} as JSON: {exc}") from exc
 
@@ -176,19 +174,9 @@ class JSONDeserializer:
     def __call__(self, data: Any, ctx: SerializationContext | None = None) -> Any:
         if data is None:
             return None
-        view = memoryview(data)
+        schema_id, payload = split_frame(data)
         try:
-            magic, schema_id = _HEADER.unpack_from(view)
-        except struct.error:
-            raise SerializationError(
-                f"expected Confluent framing (5 bytes or more), got {len(view)} bytes"
-            ) from None
-        if magic != MAGIC_BYTE:
-            raise SerializationError(
-                f"unknown magic byte {magic}: not written by a schema registry serializer"
-            )
-        try:
-            value = json.loads(bytes(view[5:]))
+            value = json.loads(bytes(payload))
         except ValueError as exc:
             raise SerializationError(f"not JSON: {exc}") from exc
         if self._validate:
