@@ -312,3 +312,32 @@ def test_command_prints_its_url_and_stops_on_sigterm() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+def test_concurrent_registrations_agree() -> None:
+    """Eight clients at once, each registering the same four versions under its own subject and a
+    shared one: one id per schema across every subject, the shared subject gets each version once."""
+    import threading
+
+    versions = [
+        _avro([ID, *[{"name": f"f{i}", "type": "int", "default": 0} for i in range(n)]]) for n in range(4)
+    ]
+    with RegistryServer() as registry:
+        ids: list[list[int]] = []
+        lock = threading.Lock()
+
+        def work(n: int) -> None:
+            c = SchemaRegistryClient({"url": registry.url})
+            mine = [c.register_schema(f"own-{n}", v) for v in versions]
+            shared = [c.register_schema("shared", v) for v in versions]
+            assert mine == shared
+            with lock:
+                ids.append(mine)
+
+        threads = [threading.Thread(target=work, args=(n,)) for n in range(8)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        assert len(ids) == 8 and all(row == ids[0] for row in ids) and len(set(ids[0])) == 4
+        assert SchemaRegistryClient({"url": registry.url}).get_versions("shared") == [1, 2, 3, 4]
