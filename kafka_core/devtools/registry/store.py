@@ -489,17 +489,17 @@ class SchemaStore:
             olds = live
         else:
             olds = live[-1:]
-        if schema_type != "AVRO":
-            # only Avro's resolution rules are implemented here; a type change is still refused
-            differing = [v.version for v in olds if self._schemas[v.schema_id].schema_type != schema_type]
+        differing = [v.version for v in olds if self._schemas[v.schema_id].schema_type != schema_type]
+        if differing:
             return [f"schema type differs from version {n}" for n in differing]
+        if schema_type == "PROTOBUF":
+            return self._check_protobuf(level, canonical, olds)
+        if schema_type != "AVRO":
+            return []  # JSON Schema: validated, its compatibility not checked here
         new = self._parse_avro(canonical, references)
         problems: list[str] = []
         for old_version in olds:
             stored = self._schemas[old_version.schema_id]
-            if stored.schema_type != "AVRO":
-                problems.append(f"version {old_version.version} is {stored.schema_type}, not AVRO")
-                continue
             old = self._parse_avro(stored.schema, list(stored.references))
             if level.startswith(("BACKWARD", "FULL")):
                 problems += [
@@ -510,6 +510,24 @@ class SchemaStore:
                 problems += [
                     f"{{oldVersion: {old_version.version}, reader: old}} {p}"
                     for p in incompatibilities(old, new)
+                ]
+        return problems
+
+    def _check_protobuf(self, level: str, new: str, olds: list[SubjectVersion]) -> list[str]:
+        from kafka_core.devtools.registry.protobuf_compat import protobuf_incompatibilities
+
+        problems: list[str] = []
+        for old_version in olds:
+            old = self._schemas[old_version.schema_id].schema
+            if level.startswith(("BACKWARD", "FULL")):
+                problems += [
+                    f"{{oldVersion: {old_version.version}, reader: new}} {p}"
+                    for p in protobuf_incompatibilities(new, old)
+                ]
+            if level.startswith(("FORWARD", "FULL")):
+                problems += [
+                    f"{{oldVersion: {old_version.version}, reader: old}} {p}"
+                    for p in protobuf_incompatibilities(old, new)
                 ]
         return problems
 
