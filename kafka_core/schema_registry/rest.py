@@ -152,6 +152,8 @@ def _without_userinfo(url: str) -> str:
     if parsed.username is None:
         return url
     netloc = parsed.hostname or ""
+    if ":" in netloc:  # an IPv6 address keeps its brackets
+        netloc = f"[{netloc}]"
     if parsed.port:
         netloc += f":{parsed.port}"
     return urlunsplit((parsed.scheme, netloc, parsed.path, parsed.query, parsed.fragment))
@@ -192,6 +194,10 @@ def _auth(
     source = str(
         conf.pop("basic.auth.credentials.source", "USER_INFO" if "basic.auth.user.info" in conf else "URL")
     )
+    if source.upper() not in ("URL", "USER_INFO"):
+        raise KafkaConfigError(
+            f"schema registry: basic.auth.credentials.source {source!r} is not supported here (URL or USER_INFO)"
+        )
     user_info = conf.pop("basic.auth.user.info", None)
     bearer_source = conf.pop("bearer.auth.credentials.source", None)
     extra = {}

@@ -303,6 +303,7 @@ def test_unreachable_url_falls_over_to_the_next() -> None:
         {"url": "http://x", "bearer.auth.credentials.source": "OAUTHBEARER", "bearer.auth.client.id": "a"},
         {"url": "http://x", "unknown.key": 1},
         {"url": "http://x", "ssl.ca.location": "/nonexistent/ca.pem"},
+        {"url": "http://x", "basic.auth.credentials.source": "SASL_INHERIT"},
     ],
 )
 def test_bad_settings_are_refused(conf: dict[str, object]) -> None:
@@ -378,3 +379,8 @@ def test_a_lasting_5xx_ends_with_the_registrys_error_or_the_deadline() -> None:
         assert time.monotonic() - started < 5  # a hang guard: the deadline, not 100 retries
     finally:
         flaky.close()
+
+
+def test_credentials_in_an_ipv6_url_stay_out_of_the_url() -> None:
+    c = SchemaRegistryClient({"url": "http://app:pw-ipv6@[::1]:8081"})
+    assert c.config()["url"] == "http://[::1]:8081" and "pw-ipv6" not in repr(c)
