@@ -282,6 +282,8 @@ class KafkaConsumer:
                 topics=topic_list,
                 partitions=static,
                 coordinator_ready_timeout_ms=coordinator_ready_timeout_ms,
+                metadata_max_age_ms=metadata_max_age_ms,
+                wake=fetcher.data_ready.set,
             )
         self._offsets = offsets = ConsumerOffsets(
             client,
