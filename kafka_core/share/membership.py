@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
-from kafka_core.client.watch import TopicInterest, TopicView
+from kafka_core.client.watch import TopicInterest, TopicView, topic_view
 from kafka_core.consumer_base.member import new_member_id
 from kafka_core.consumer_base.outage import OutageTracker
 from kafka_core.errors import (
@@ -106,8 +106,9 @@ class ShareMembership:
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name=f"kafka-core-share-heartbeat-{self.group_id}"
         )
-        if self._watch is None:
-            self._watch = self._client.watch_topics(self._topics_changed, topics=self.topics)
+        if self._watch is None:  # from what the client knows: only a change heartbeats early
+            seen = topic_view(self._client.cached_metadata().topics, self.topics)
+            self._watch = self._client.watch_topics(self._topics_changed, topics=self.topics, view=seen)
 
     def _topics_changed(self, view: TopicView) -> None:
         """A subscribed topic appeared (or went): heartbeat now, every field, so the broker's

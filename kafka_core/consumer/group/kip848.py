@@ -21,7 +21,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from kafka_core.client.watch import TopicInterest, TopicView
+from kafka_core.client.watch import TopicInterest, TopicView, topic_view
 from kafka_core.consumer.group.kip848_reconcile import Reconciler, Target
 from kafka_core.consumer.group.rebalance import ConsumerGroupMetadata, RebalanceListener
 from kafka_core.consumer.subscription import SubscriptionState, topics_matching
@@ -162,11 +162,17 @@ class ConsumerGroupMembership:
             self._fatal = unsupported_error(exc)
             raise self._fatal from exc
         self._task = loop.create_task(self._run(), name=f"kafka-core-heartbeat-{self.group_id}")
+        # From what the client knows already: only a change from it heartbeats early.
+        known = self._client.cached_metadata().topics
+        seen = topic_view(known, None if self._pattern is not None else self._topics)
+        if self._pattern is not None:
+            seen = {n: v for n, v in seen.items() if n in topics_matching(self._pattern, known)}
         self._watch = self._client.watch_topics(
             self._topics_changed,
             topics=self._topics,
             pattern=self._pattern,
             refresh_ms=self._metadata_check * 1000,
+            view=seen,
         )
 
     @property
