@@ -223,7 +223,7 @@ def test_sync_rounds_that_keep_failing_are_reported(caplog: pytest.LogCaptureFix
 class _DeniedTopic(FakeGroupClient):
     """A broker whose ACLs deny this consumer the topic: Metadata answers TOPIC_AUTHORIZATION_FAILED."""
 
-    async def metadata(self, topics: Any = None) -> Any:
+    async def metadata(self, topics: Any = None, **kw: Any) -> Any:
         from kafka_core.client.metadata import ClusterMeta, TopicMeta
 
         return ClusterMeta(brokers=[], topics=[TopicMeta(t, [], error_code=29) for t in topics or []])
