@@ -58,9 +58,12 @@ class KafkaConsumer:
     What to consume (one of the three):
 
     - ``topics`` (or positional topic names): with ``group_id=None``, every partition of them,
-      no group and no commits; with a ``group_id``, joins that group for them.
+      no group and no commits; with a ``group_id``, joins that group for them. A topic that does
+      not exist yet is asked for at the retry backoff (up to ``retry_backoff_max_ms``, 1 s) and
+      taken in once it is created; the consumer does not auto-create it unless
+      ``allow_auto_create_topics=True``.
     - ``pattern``: a regex (string or compiled) of topic names to join the group for; new topics
-      that match are picked up. Needs a ``group_id``.
+      that match are picked up (every ``metadata_max_age_ms``). Needs a ``group_id``.
     - ``partitions``: ``{"t": [0, 1]}`` or ``[("t", 0), ...]``, a static assignment (with a
       ``group_id``, its offsets live in that group, without joining it).
 
@@ -109,8 +112,10 @@ class KafkaConsumer:
       in the Java client, so they may call commit, committed, seek...
     - ``coordinator_ready_timeout_ms``: at the first start, how long the group coordinator and
       committed offsets may take before start/poll gives up (nothing consumed or committed).
-    - ``metadata_max_age_ms``: how often a group member checks whether its subscription changed
-      (new topics matching ``pattern``, more partitions) and rejoins if so.
+    - ``metadata_max_age_ms``: how often the topics consumed are checked for changes (new
+      topics matching ``pattern``, more partitions, a deleted or recreated topic), and the
+      assignment follows (the group leader rebalances). A subscribed topic that does not exist
+      is asked for more often: at the retry backoff.
     - ``fetch_max_wait_ms`` / ``fetch_min_bytes``: a Fetch waits this long for this much data.
     - ``fetch_max_bytes`` / ``max_partition_fetch_bytes``: the most a Fetch answer holds, in all
       and per partition (a larger first batch still comes whole).
@@ -283,6 +288,8 @@ class KafkaConsumer:
                 topics=topic_list,
                 partitions=static,
                 coordinator_ready_timeout_ms=coordinator_ready_timeout_ms,
+                metadata_max_age_ms=metadata_max_age_ms,
+                wake=fetcher.data_ready.set,
             )
         self._offsets = offsets = ConsumerOffsets(
             client,

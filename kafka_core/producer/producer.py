@@ -58,7 +58,12 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
       allow it (as the Java client); True requires it, False never.
     - ``partitioner``: ``"murmur2"`` (the Java client's, sticky for null keys), ``"round_robin"``,
       a callable ``(topic, key, num_partitions) -> partition`` or a ``Partitioner``.
-    - ``max_in_flight``: Produce requests in flight per broker (at most 5 with idempotence).
+    - ``max_in_flight``: Produce requests in flight per broker connection (at most 5 with
+      idempotence).
+    - ``produce_concurrency``: connections per broker that Produce requests travel on, the
+      partitions dealt among them (each keeps its own, so its batches stay in order): a broker
+      serves one connection's requests one at a time, so more lets it write several partitions
+      at once. 1 sends everything on the client's one connection.
     - ``delivery_timeout_ms``: a record fails (KafkaTimeoutError naming the cause) if it is not
       delivered this long after ``send`` returned, retries included.
     - ``retry_backoff_ms``: the wait before a partition's failed batch is retried.
@@ -91,6 +96,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         idempotent: bool | None = None,
         partitioner: str | Callable[[str, Any, int], int] | Partitioner = "murmur2",
         max_in_flight: int = 5,
+        produce_concurrency: int = 3,
         delivery_timeout_ms: float = 120_000,
         retry_backoff_ms: float = 100,
         request_timeout_ms: float = 30_000,
@@ -122,6 +128,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
             compression=compression,
             idempotent=idempotent,
             max_in_flight=max_in_flight,
+            produce_concurrency=produce_concurrency,
             delivery_timeout_ms=delivery_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
             request_timeout_ms=request_timeout_ms,
@@ -157,6 +164,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
             self._acc,
             acks=self.acks,
             max_in_flight=max_in_flight,
+            concurrency=produce_concurrency,
             retry_backoff_ms=retry_backoff_ms,
             request_timeout_ms=request_timeout_ms,
             compression=compression,
