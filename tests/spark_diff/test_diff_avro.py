@@ -229,3 +229,75 @@ def test_permissive_nulls_a_corrupt_record_as_from_avro_does(
     produce(topic, [Rec(partition=0, key=None, value=v) for v in (good, good[:-3], good)])
     ours, theirs = _both(spark, bootstrap, registry, topic, OLD, OLD, mode="PERMISSIVE")
     assert multiset(ours.collect()) == multiset(theirs.collect())
+
+
+def test_the_sink_writes_the_bytes_to_avro_writes(
+    spark: Any, bootstrap: str, registry: str, make_topic: Callable[..., str]
+) -> None:
+    """valueFormat=avro in the sink against ``concat(header, to_avro(struct))`` + ``format("kafka")``:
+    the same framed bytes, record for record."""
+    import struct
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.avro.functions import to_avro
+
+    from kafka_core import KafkaConsumer
+
+    reading = {
+        "type": "record",
+        "name": "Reading",
+        "namespace": "diff.avro",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "sensor", "type": "string"},
+            {"name": "value", "type": "double"},
+            {"name": "at", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+            {"name": "note", "type": ["null", "string"], "default": None},
+        ],
+    }
+    ours, theirs = make_topic(1), make_topic(1)
+    frame = (
+        spark.range(200)
+        .select(
+            F.col("id"),
+            F.concat(F.lit("s-"), (F.col("id") % 7).cast("string")).alias("sensor"),
+            (F.col("id") / 3).alias("value"),
+            F.timestamp_micros(F.lit(1_767_225_600_000_000) + F.col("id")).alias("at"),
+            F.when(F.col("id") % 4 == 0, F.lit("n")).alias("note"),
+        )
+        .coalesce(1)
+    )
+    value = F.struct("id", "sensor", "value", "at", "note")
+    (
+        frame.select(value.alias("value"))
+        .write.format("kafka_core")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", ours)
+        .option("valueFormat", "avro")
+        .option("schema.registry.url", registry)
+        .option("valueSubject", f"{theirs}-value")
+        .option("valueSchema", json.dumps(reading))
+        .mode("append")
+        .save()
+    )
+    header = struct.pack(">bI", 0, _register(registry, f"{theirs}-value", reading))
+    (
+        frame.select(F.concat(F.lit(bytearray(header)), to_avro(value, json.dumps(reading))).alias("value"))
+        .write.format("kafka")
+        .option("kafka.bootstrap.servers", bootstrap)
+        .option("topic", theirs)
+        .save()
+    )
+
+    def values(topic: str) -> list[bytes]:
+        got: list[bytes] = []
+        with KafkaConsumer(
+            bootstrap_servers=bootstrap, partitions={topic: [0]}, auto_offset_reset="earliest"
+        ) as c:
+            for _ in range(60):
+                got += [m.value for m in c.poll(500)]
+                if len(got) >= 200:
+                    break
+        return got
+
+    assert sorted(values(ours)) == sorted(values(theirs))
