@@ -24,6 +24,7 @@ from kafka_core.errors import (
     KafkaTimeoutError,
     KafkaUnsupportedVersionError,
 )
+from kafka_core.option_names import accepted_keywords, reject_unknown
 from kafka_core.producer.accumulator import Accumulator, BufferFull
 from kafka_core.producer.batching import Chunk
 from kafka_core.producer.futures import BatchResult, RecordFuture, SendBatchFuture
@@ -102,6 +103,11 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         client: KafkaClient | None = None,
         **client_options: Any,
     ) -> None:
+        reject_unknown(
+            type(self).__name__,
+            client_options,
+            accepted_keywords(KafkaProducer.__init__, KafkaClient.__init__),
+        )
         for name, fn in (("key_serializer", key_serializer), ("value_serializer", value_serializer)):
             if fn is not None and not callable(fn):
                 raise KafkaConfigError(f"{name} must be a callable or None, not {fn!r}")
