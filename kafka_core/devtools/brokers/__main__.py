@@ -8,12 +8,12 @@ import argparse
 import json
 import signal
 import sys
-import time
 from types import FrameType
 
 from kafka_core.devtools.brokers.common import BrokerStartError
 from kafka_core.devtools.brokers.kafka import KafkaCluster
 from kafka_core.devtools.brokers.kafka_jars import KAFKA_VERSION
+from kafka_core.devtools.brokers.supervise import READER_GONE, supervise, write_line
 from kafka_core.devtools.brokers.tansu import TansuBroker
 
 
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         info = broker.describe() if isinstance(broker, KafkaCluster) else _describe_tansu(broker)
         if args.json:
-            print(json.dumps(info), flush=True)
+            line = json.dumps(info)
         else:
             name = (
                 f"Apache Kafka {args.version} ({args.nodes} node{'s' if args.nodes > 1 else ''})"
@@ -78,11 +78,11 @@ def main(argv: list[str] | None = None) -> int:
                 else "tansu"
             )
             started = f" in {info['start_seconds']} s" if info.get("start_seconds") is not None else ""
-            print(f"{name} listening on {broker.bootstrap}{started}; Ctrl-C stops it", flush=True)
-        while broker.running:
-            time.sleep(0.5)
-        print("devbroker: the broker stopped by itself", file=sys.stderr)
-        return 1
+            line = f"{name} listening on {broker.bootstrap}{started}; Ctrl-C stops it"
+        if not write_line(sys.stdout, line):
+            return READER_GONE
+        nodes = args.nodes if args.broker == "kafka" else 1
+        return supervise(broker, nodes=nodes, out=sys.stdout, err=sys.stderr, json_events=args.json)
     except KeyboardInterrupt:
         return 0
     finally:
