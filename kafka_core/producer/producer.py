@@ -19,6 +19,7 @@ from kafka_core.errors import (
     KafkaAuthenticationError,
     KafkaClosedError,
     KafkaConfigError,
+    KafkaConnectionError,
     KafkaError,
     KafkaProtocolError,
     KafkaTimeoutError,
@@ -347,7 +348,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
     async def _setup_idempotence(self) -> None:
         if self._idempotent_wanted is False:
             return
-        versions = await self.client.negotiated_versions()
+        versions = await self._reachable_versions()
         supported = bool(versions) and all(
             v.get(ApiKey.INIT_PRODUCER_ID, -1) >= INIT_PRODUCER_ID_MIN_VERSION for v in versions.values()
         )
@@ -366,6 +367,23 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
             log.warning("idempotence off: InitProducerId failed (%s)", exc)
             return
         self._sender.idem = state
+
+    async def _reachable_versions(self) -> dict[int, dict[ApiKey, int]]:
+        """The negotiated versions of every known broker that can be reached now. A node that is
+        down (one of three just crashed, still in the metadata) must not hold the start back
+        until the metadata forgets it; at least one broker must answer."""
+        versions: dict[int, dict[ApiKey, int]] = {}
+        down: KafkaConnectionError | None = None
+        for broker in self.client.cached_metadata().brokers:
+            try:
+                versions.update(await self.client.negotiated_versions(broker.node_id))
+            except KafkaAuthenticationError:
+                raise
+            except KafkaConnectionError as exc:
+                down = exc
+        if not versions and down is not None:
+            raise down
+        return versions
 
     def metrics(self) -> dict[str, Any]:
         """Plain-dict snapshot: the client's network counters plus ``"producer"`` (records, bytes,
