@@ -369,21 +369,25 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         self._sender.idem = state
 
     async def _reachable_versions(self) -> dict[int, dict[ApiKey, int]]:
-        """The negotiated versions of every known broker that can be reached now. A node that is
-        down (one of three just crashed, still in the metadata) must not hold the start back
-        until the metadata forgets it; at least one broker must answer."""
-        versions: dict[int, dict[ApiKey, int]] = {}
-        down: KafkaConnectionError | None = None
-        for broker in self.client.cached_metadata().brokers:
-            try:
-                versions.update(await self.client.negotiated_versions(broker.node_id))
-            except KafkaAuthenticationError:
-                raise
-            except KafkaConnectionError as exc:
-                down = exc
-        if not versions and down is not None:
-            raise down
-        return versions
+        """The negotiated versions of every known broker, else of those that can be reached now:
+        a node that is down (one of three just crashed, still in the metadata) must not hold the
+        start back until the metadata forgets it; at least one broker must answer."""
+        try:
+            return await self.client.negotiated_versions()
+        except KafkaAuthenticationError:
+            raise
+        except KafkaConnectionError as down:
+            versions: dict[int, dict[ApiKey, int]] = {}
+            for broker in self.client.cached_metadata().brokers:
+                try:
+                    versions.update(await self.client.negotiated_versions(broker.node_id))
+                except KafkaAuthenticationError:
+                    raise
+                except KafkaConnectionError:
+                    continue
+            if not versions:
+                raise down from None
+            return versions
 
     def metrics(self) -> dict[str, Any]:
         """Plain-dict snapshot: the client's network counters plus ``"producer"`` (records, bytes,
