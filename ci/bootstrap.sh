@@ -27,7 +27,7 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "==> installing kafka_core and its dev dependencies"
   python -m pip install -q --disable-pip-version-check -U pip
   python -m pip install -q --disable-pip-version-check "Cython>=3.0.10" "setuptools>=77" wheel build
-  python -m pip install -q --disable-pip-version-check -e ".[test,bench,spark,cli,broker]"
+  python -m pip install -q --disable-pip-version-check -e ".[test,bench,spark,cli,broker,schema-registry]"
   # Spark finds data sources by listing top-level pyspark_* modules on sys.path, which an
   # editable install's import hook does not show: put the checkout itself on sys.path.
   site=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

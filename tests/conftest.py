@@ -29,7 +29,14 @@ from report_guard import with_line_numbers
 
 import kafka_core.codec
 from kafka_core._env import env_flag
-from kafka_core.devbroker import KAFKA_VERSION, BrokerStartError, KafkaCluster, SeaweedGateway, TansuBroker
+from kafka_core.devbroker import (
+    KAFKA_VERSION,
+    BrokerStartError,
+    KafkaCluster,
+    OAuthServer,
+    SeaweedGateway,
+    TansuBroker,
+)
 from kafka_core.devtools.mockcluster import MockCluster, MockClusterError
 
 EXTERNAL_BROKER = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
@@ -212,6 +219,27 @@ def kafka_cluster() -> Iterator[KafkaCluster | None]:
         yield cluster
 
 
+# Tokens of the session's OIDC provider live this long: shorter than the OAuth tests, so that they
+# see tokens renewed and connections re-authenticated (KIP-368) while records flow.
+OAUTH_TOKEN_SECONDS = 10
+
+
+@pytest.fixture(scope="session")
+def oauth_server() -> Iterator[OAuthServer]:
+    """A real OIDC provider (NAV's mock-oauth2-server, from Maven Central) on loopback, once per
+    run: the OAuth tests are one module, run by one worker (tests/xdist_scheduling.py)."""
+    server = OAuthServer(token_expiry_s=OAUTH_TOKEN_SECONDS)
+    try:
+        server.start()
+    except BrokerStartError as exc:
+        server.close()
+        _broker_unavailable("an OIDC provider (mock-oauth2-server)", exc)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
 @pytest.fixture(scope="session")
 def kafka_three() -> Iterator[KafkaCluster]:
     """A three-node Apache Kafka cluster (replication factor 3, min.insync.replicas 2), started
@@ -387,3 +415,24 @@ def mock_cluster() -> Iterator[MockCluster]:
         yield cluster
     finally:
         cluster.close()
+
+
+@pytest.fixture(scope="session")
+def schema_registry() -> Iterator[str]:
+    """The URL of a Confluent-API Schema Registry, once per session: ``KAFKA_CORE_SCHEMA_REGISTRY_URL``
+    when set (a real registry), else the dev registry (kafka_core/devtools/registry) in this process.
+    Tests use subjects of their own (``unique_subject``), so they share it."""
+    external = os.environ.get("KAFKA_CORE_SCHEMA_REGISTRY_URL", "").strip()
+    if external:
+        yield external
+        return
+    from kafka_core.devtools.registry import RegistryServer
+
+    with RegistryServer() as registry:
+        yield registry.url
+
+
+@pytest.fixture
+def unique_subject() -> Callable[[str], str]:
+    """A subject name no other test uses: ``unique_subject("orders-value")``."""
+    return lambda base: f"{base}-{uuid.uuid4().hex[:10]}"

@@ -9,14 +9,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
+from kafka_core.auth.options import mechanism_options, oauth_settings_provider
 from kafka_core.client.metadata import BrokerMeta, ClusterMeta, TopicMeta
 from kafka_core.client.metadata_cache import MetadataCache, metadata_request, parse_metadata
 from kafka_core.client.nodes import Node, parse_bootstrap
 from kafka_core.client.operations import ClientOperations
+from kafka_core.client.watch import TopicInterest, TopicView, TopicWatcher
 from kafka_core.config import keywords_from_config
 from kafka_core.errors import (
     KafkaAuthenticationError,
@@ -29,7 +32,7 @@ from kafka_core.errors import (
 from kafka_core.metrics.registry import NetworkMetrics
 from kafka_core.network.backoff import Backoff
 from kafka_core.network.connection import DEFAULT_MAX_RESPONSE_SIZE, BrokerConnection
-from kafka_core.network.sasl import SUPPORTED_MECHANISMS, secret
+from kafka_core.network.sasl import KerberosOptions, SaslSettings, mechanism_names, validate_settings
 from kafka_core.network.tls import build_ssl_context
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import COORDINATOR_CODES, STALE_METADATA_CODES, ErrorCode, error_for
@@ -70,8 +73,15 @@ class KafkaClient(ClientOperations):
     - ``security_protocol``: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.
     - ``ssl_context``, or ``ssl_cafile`` / ``ssl_certfile`` / ``ssl_keyfile`` / ``ssl_password``
       / ``ssl_check_hostname`` to build one.
-    - ``sasl_mechanism`` (``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``), ``sasl_username``,
-      ``sasl_password``.
+    - ``sasl_mechanism`` (``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``, ``OAUTHBEARER``...;
+      ``kafka_core.network.sasl.mechanism_names()``), ``sasl_username``, ``sasl_password``;
+      ``sasl_oauth_token_provider`` (OAUTHBEARER: a callable, sync or async, returning a
+      ``kafka_core.auth.OAuthBearerToken``) or the built-in OIDC client-credentials grant:
+      ``sasl_oauth_token_endpoint_url``, ``sasl_oauth_client_id``, ``sasl_oauth_client_secret``,
+      ``sasl_oauth_scope``, ``sasl_oauth_extensions``, ``sasl_oauth_ssl_cafile`` (default
+      ``ssl_cafile``); tokens are cached per process and refreshed before they expire;
+      ``sasl_kerberos`` (GSSAPI's
+      ``KerberosOptions``), ``sasl_options`` (a mechanism's own options, e.g. AWS's region).
     - ``api_version_caps``: ``{api_key: highest version}`` to hold back what is negotiated.
     """
 
@@ -101,6 +111,15 @@ class KafkaClient(ClientOperations):
         sasl_mechanism: str | None = None,
         sasl_username: str | None = None,
         sasl_password: str | None = None,
+        sasl_oauth_token_provider: Any = None,
+        sasl_oauth_token_endpoint_url: str | None = None,
+        sasl_oauth_client_id: str | None = None,
+        sasl_oauth_client_secret: str | None = None,
+        sasl_oauth_scope: str | None = None,
+        sasl_oauth_extensions: Mapping[str, str] | str | None = None,
+        sasl_oauth_ssl_cafile: str | None = None,
+        sasl_kerberos: KerberosOptions | None = None,
+        sasl_options: Mapping[str, Any] | None = None,
         api_version_caps: dict[int, int] | None = None,
     ) -> None:
         self._bootstrap = parse_bootstrap(bootstrap_servers)
@@ -119,16 +138,34 @@ class KafkaClient(ClientOperations):
                 password=ssl_password,
                 check_hostname=ssl_check_hostname,
             )
-        self._sasl: str | None = None
+        # One immutable value for every connection; its password is a Secret (masked in repr/str).
+        self._sasl: SaslSettings | None = None
         if protocol.startswith("SASL"):
-            if not sasl_mechanism or sasl_mechanism.upper() not in SUPPORTED_MECHANISMS:
-                raise KafkaConfigError(f"{protocol} needs sasl_mechanism, one of {SUPPORTED_MECHANISMS}")
-            if sasl_username is None or sasl_password is None:
-                raise KafkaConfigError(f"{protocol} needs sasl_username and sasl_password")
-            self._sasl = sasl_mechanism.upper()
+            if not sasl_mechanism or sasl_mechanism.strip().upper() not in mechanism_names():
+                raise KafkaConfigError(
+                    f"{protocol} needs sasl_mechanism, one of {mechanism_names()}, not {sasl_mechanism!r}"
+                )
+            self._sasl = SaslSettings(
+                sasl_mechanism,
+                username=sasl_username,
+                password=sasl_password,
+                token_provider=oauth_settings_provider(
+                    token_provider=sasl_oauth_token_provider,
+                    token_endpoint_url=sasl_oauth_token_endpoint_url,
+                    client_id=sasl_oauth_client_id,
+                    client_secret=sasl_oauth_client_secret,
+                    scope=sasl_oauth_scope,
+                    extensions=sasl_oauth_extensions,
+                    ssl_cafile=sasl_oauth_ssl_cafile or ssl_cafile,
+                ),
+                kerberos=sasl_kerberos,
+                extra=tuple(sorted(mechanism_options(sasl_mechanism, sasl_options).items())),
+            )
+            try:
+                validate_settings(self._sasl)
+            except KafkaConfigError as exc:
+                raise KafkaConfigError(f"{protocol}: {exc}") from None
         self.client_id = client_id
-        self._sasl_username = sasl_username
-        self._sasl_password = secret(sasl_password)  # masked in repr/str (vars() dumps, logs)
         self._connect_timeout_ms = connect_timeout_ms
         self._request_timeout_ms = request_timeout_ms
         self.api_timeout_ms = api_timeout_ms
@@ -136,6 +173,8 @@ class KafkaClient(ClientOperations):
         self._retry_backoff = (retry_backoff_ms, retry_backoff_max_ms)
         self._reconnect_backoff = (reconnect_backoff_ms, reconnect_backoff_max_ms)
         self.allow_auto_create_topics = allow_auto_create_topics
+        # Topics components wait on (a subscription to one not there yet): one task asks for them.
+        self._watcher = TopicWatcher(self.metadata, self._retry_backoff)
         self._max_response_size = max_response_size
         self._max_idle = connections_max_idle_ms / 1000.0
         self._version_caps = dict(api_version_caps or {})
@@ -208,6 +247,7 @@ class KafkaClient(ClientOperations):
         if self._closed:
             return
         self._closed = True
+        self._watcher.close()
         if self._full_refresh is not None and not self._full_refresh.done():
             self._full_refresh.cancel()
         conns = [c for n in self._nodes.values() for c in n.all_conns()]
@@ -252,9 +292,7 @@ class KafkaClient(ClientOperations):
             node_id=node_id,
             client_id=self.client_id,
             ssl_context=self._ssl,
-            sasl_mechanism=self._sasl,
-            sasl_username=self._sasl_username,
-            sasl_password=self._sasl_password,
+            sasl=self._sasl,
             connect_timeout_ms=self._connect_timeout_ms,
             request_timeout_ms=self._request_timeout_ms,
             max_response_size=self._max_response_size,
@@ -450,6 +488,30 @@ class KafkaClient(ClientOperations):
                     raise KafkaClosedError("KafkaClient is closed") from None
                 raise
         return await self._retry("metadata", lambda: self._metadata_once(list(topics), auto))
+
+    def watch_topics(
+        self,
+        on_change: Callable[[TopicView], None],
+        *,
+        topics: Iterable[str] = (),
+        pattern: re.Pattern[str] | None = None,
+        search: bool = False,
+        refresh_ms: float | None = None,
+        view: TopicView | None = None,
+    ) -> TopicInterest:
+        """Call ``on_change(view)`` whenever the named ``topics`` (or those ``pattern`` matches)
+        appear, go, are recreated or gain partitions; ``close()`` the interest when done.
+
+        A wanted topic the cluster does not have yet is asked about at the retry backoff
+        (``retry_backoff_ms`` growing to ``retry_backoff_max_ms``), as Java's and librdkafka's
+        clients do; otherwise every ``refresh_ms`` (default ``metadata_max_age_ms``). ``view``
+        is what the caller already knows (e.g. the metadata it assigned from). Runs on the
+        client's event loop (see ``watch.py``)."""
+        self._check_open()
+        refresh_s = self._meta.max_age if refresh_ms is None else refresh_ms / 1000.0
+        return self._watcher.watch(
+            on_change, topics=topics, pattern=pattern, search=search, refresh_s=refresh_s, view=view
+        )
 
     def cached_metadata(self) -> ClusterMeta:
         """The cache as it stands, without a request (may be stale or partial)."""
