@@ -26,6 +26,7 @@ from kafka_core.errors import (
 )
 from kafka_core.producer.accumulator import Accumulator, BufferFull
 from kafka_core.producer.batching import Chunk
+from kafka_core.producer.columns import ColumnEncoder, encode_columns
 from kafka_core.producer.futures import BatchResult, RecordFuture, SendBatchFuture
 from kafka_core.producer.idempotence import INIT_PRODUCER_ID_MIN_VERSION, IdempotenceState
 from kafka_core.producer.options import check_options, check_transactional, parse_acks
@@ -451,8 +452,18 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         partition: int | None = None,
         headers: Any = None,
         timestamps: Any = None,
+        *,
+        key_encoder: ColumnEncoder | None = None,
+        value_encoder: ColumnEncoder | None = None,
     ) -> SendBatchFuture:
-        """Queue many records (lists or pyarrow binary arrays) straight for the columnar encoder."""
+        """Queue many records (lists or pyarrow binary arrays) straight for the columnar encoder.
+
+        With ``value_encoder``/``key_encoder`` ``values``/``keys`` are Arrow tables or struct
+        columns, encoded first in a worker thread (a registry call blocks; the loop must not)."""
+        if key_encoder is not None or value_encoder is not None:
+            values, keys = await asyncio.to_thread(
+                encode_columns, topic, values, keys, key_encoder, value_encoder
+            )
         if self._txn is not None:
             with self._txn.sending():
                 return await self._send_batch(topic, values, keys, partition, headers, timestamps)
