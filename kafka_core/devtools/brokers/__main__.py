@@ -1,6 +1,8 @@
 """``python -m kafka_core.devbroker [--broker tansu|kafka] [--nodes 3] [--json]``: run a broker
 until interrupted. With ``--json`` the first stdout line is one JSON object (``bootstrap``,
-``listeners``, ``users``, ``nodes``) for scripts; without it, a sentence for people."""
+``listeners``, ``users``, ``nodes``; with Kerberos, ``kerberos``) for scripts; without it, a
+sentence for people. Apache Kafka gets a GSSAPI listener, with a throwaway Kerberos realm of its
+own, where MIT Kerberos's KDC is installed (``--no-kerberos`` leaves it out)."""
 
 from __future__ import annotations
 
@@ -15,6 +17,7 @@ from kafka_core.devtools.brokers.common import BrokerStartError
 from kafka_core.devtools.brokers.kafka import KafkaCluster
 from kafka_core.devtools.brokers.kafka_jars import KAFKA_VERSION
 from kafka_core.devtools.brokers.tansu import TansuBroker
+from kafka_core.devtools.kerberos import KerberosRealm, kerberos_available
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,6 +31,11 @@ def _parser() -> argparse.ArgumentParser:
         "--version", default=KAFKA_VERSION, help=f"Apache Kafka version (default {KAFKA_VERSION})"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON line describing the broker first")
+    parser.add_argument(
+        "--no-kerberos",
+        action="store_true",
+        help="no GSSAPI listener (Apache Kafka has one, with a realm of its own, where the MIT KDC is installed)",
+    )
     return parser
 
 
@@ -52,21 +60,44 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     broker: TansuBroker | KafkaCluster
+    realm: KerberosRealm | None = None
     try:
-        if args.broker == "kafka":
-            broker = KafkaCluster(args.nodes, version=args.version)
-        else:
-            broker = TansuBroker(args.port or 9092)
         try:
-            broker.start()
-        except BaseException:
-            broker.close()
-            raise
-    except BrokerStartError as exc:
-        print(f"devbroker: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+            if args.broker == "kafka":
+                realm = _start_realm(args)
+                broker = KafkaCluster(args.nodes, version=args.version, kerberos=realm)
+            else:
+                broker = TansuBroker(args.port or 9092)
+            try:
+                broker.start()
+            except BaseException:
+                broker.close()
+                raise
+        except BrokerStartError as exc:
+            print(f"devbroker: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130
+        return _serve(args, broker)
+    finally:
+        if realm is not None:  # after the broker: it logs in to the KDC while it runs
+            realm.close()
+
+
+def _start_realm(args: argparse.Namespace) -> KerberosRealm | None:
+    """The realm of the GSSAPI listener, started; None without the KDC or with --no-kerberos."""
+    if args.no_kerberos or not kerberos_available():
+        return None
+    realm = KerberosRealm()
+    try:
+        return realm.start()
+    except BaseException:
+        realm.close()
+        raise
+
+
+def _serve(args: argparse.Namespace, broker: TansuBroker | KafkaCluster) -> int:
+    """Describe the started broker, then wait until interrupted or it stops; close it."""
     try:
         info = broker.describe() if isinstance(broker, KafkaCluster) else _describe_tansu(broker)
         if args.json:

@@ -2,7 +2,8 @@
 combined KRaft node, or a three-node cluster (three processes, each broker and controller).
 
 Every node has five listeners: PLAINTEXT, SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
-SSL and SASL_SSL (a certificate made for the run), and CONTROLLER. The StandardAuthorizer
+SSL and SASL_SSL (a certificate made for the run), and CONTROLLER; given a running
+:class:`~kafka_core.devtools.kerberos.KerberosRealm`, a sixth: GSSAPI (kafka_kerberos.py). The StandardAuthorizer
 enforces ACLs; ``admin`` and anonymous (PLAINTEXT, SSL) principals are super users, so only the
 SASL user ``alice`` is ever refused. Readiness is read from each node's log ("Kafka Server
 started"), never slept for; a failed start raises with the log's tail.
@@ -33,6 +34,7 @@ from kafka_core.devtools.brokers.common import (
     stop_process,
 )
 from kafka_core.devtools.brokers.kafka_jars import KAFKA_VERSION, kafka_classpath
+from kafka_core.devtools.brokers.kafka_kerberos import KerberosListener
 from kafka_core.devtools.brokers.kafka_security import (
     MECHANISMS,
     ServerCertificates,
@@ -42,6 +44,7 @@ from kafka_core.devtools.brokers.kafka_security import (
     make_users,
     scram_format_arguments,
 )
+from kafka_core.devtools.kerberos import KerberosRealm
 
 __all__ = ["KafkaCluster", "KafkaNode"]
 
@@ -114,6 +117,7 @@ class KafkaCluster(EmbeddedBroker):
         workdir: Path | None = None,
         startup_timeout: float = 120.0,
         advertised_ports: dict[int, int] | None = None,
+        kerberos: KerberosRealm | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
@@ -129,9 +133,13 @@ class KafkaCluster(EmbeddedBroker):
         self.cluster_id = _cluster_id()
         self.users: list[TestUser] = make_users()
         self.certificates: ServerCertificates | None = None
+        # the GSSAPI listener, with a realm (the caller's: started before, closed after)
+        self.kerberos: KerberosListener | None = KerberosListener(kerberos) if kerberos is not None else None
         self.nodes = [
             KafkaNode(
-                i, {name: free_port(host) for name in (*LISTENERS, "CONTROLLER")}, self.workdir / f"node-{i}"
+                i,
+                {name: free_port(host) for name in (*self._listener_names(), "CONTROLLER")},
+                self.workdir / f"node-{i}",
             )
             for i in range(1, nodes + 1)
         ]
@@ -140,8 +148,17 @@ class KafkaCluster(EmbeddedBroker):
 
     # -- addresses ------------------------------------------------------------------------------
 
+    def _listener_names(self) -> tuple[str, ...]:
+        return (*LISTENERS, *((self.kerberos.name,) if self.kerberos is not None else ()))
+
+    def _advertised_host(self, listener: str) -> str:
+        if self.kerberos is not None and listener == self.kerberos.name:
+            return self.kerberos.advertised_host
+        return self.host
+
     def addresses(self, listener: str = "PLAINTEXT") -> str:
-        return ",".join(f"{self.host}:{node.ports[listener]}" for node in self.nodes)
+        host = self._advertised_host(listener)
+        return ",".join(f"{host}:{node.ports[listener]}" for node in self.nodes)
 
     @property
     def bootstrap(self) -> str:
@@ -149,14 +166,14 @@ class KafkaCluster(EmbeddedBroker):
 
     @property
     def listeners(self) -> dict[str, str]:
-        return {name: self.addresses(name) for name in LISTENERS}
+        return {name: self.addresses(name) for name in self._listener_names()}
 
     def user(self, mechanism: str, name: str = "alice") -> TestUser:
         return next(u for u in self.users if u.mechanism == mechanism and u.name == name)
 
     def describe(self) -> dict[str, Any]:
         """What ``python -m kafka_core.devbroker --json`` prints: addresses, users and nodes."""
-        return {
+        described: dict[str, Any] = {
             "broker": "kafka",
             "version": self.version,
             "bootstrap": self.bootstrap,
@@ -168,12 +185,16 @@ class KafkaCluster(EmbeddedBroker):
             ],
             "start_seconds": self.start_seconds,
         }
+        if self.kerberos is not None:
+            described["kerberos"] = self.kerberos.describe(self.addresses(self.kerberos.name))
+        return described
 
     # -- configuration --------------------------------------------------------------------------
 
     def _properties(self, node: KafkaNode) -> str:
         host = self.host
-        listeners = ",".join(f"{name}://{host}:{node.ports[name]}" for name in (*LISTENERS, "CONTROLLER"))
+        names = self._listener_names()
+        listeners = ",".join(f"{name}://{host}:{node.ports[name]}" for name in (*names, "CONTROLLER"))
         voters = ",".join(f"{n.node_id}@{host}:{n.ports['CONTROLLER']}" for n in self.nodes)
         single = len(self.nodes) == 1
         assert self.certificates is not None
@@ -183,11 +204,17 @@ class KafkaCluster(EmbeddedBroker):
             "controller.quorum.voters": voters,
             "listeners": listeners,
             "advertised.listeners": ",".join(
-                f"{name}://{host}:{self._advertised_port(node, name)}" for name in LISTENERS
+                f"{name}://{self._advertised_host(name)}:{self._advertised_port(node, name)}"
+                for name in names
             ),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL",
+            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL"
+            + (
+                f",{self.kerberos.name}:{self.kerberos.security_protocol}"
+                if self.kerberos is not None
+                else ""
+            ),
             "log.dirs": str(node.directory / "data"),
             "sasl.enabled.mechanisms": ",".join(MECHANISMS),
             "ssl.keystore.type": "PEM",
@@ -215,6 +242,8 @@ class KafkaCluster(EmbeddedBroker):
                 props[f"listener.name.{listener}.{mechanism.lower()}.sasl.jaas.config"] = jaas_config(
                     mechanism, self.users
                 )
+        if self.kerberos is not None:
+            props.update(self.kerberos.properties())
         props.update(self.overrides)
         return "".join(f"{key}={value}\n" for key, value in props.items())
 
@@ -273,6 +302,8 @@ class KafkaCluster(EmbeddedBroker):
     def start(self) -> KafkaCluster:
         """Fetch, format (first start only) and start every node; return when all are ready."""
         self._classpath = self._classpath or kafka_classpath(self.version)
+        if self.kerberos is not None:
+            self.kerberos.prepare()
         if self.certificates is None:
             self.certificates = make_certificates(self.workdir / "tls")
             (self.workdir / "log4j2.properties").write_text(_LOG4J)
@@ -325,6 +356,7 @@ class KafkaCluster(EmbeddedBroker):
             "-XX:InitiatingHeapOccupancyPercent=35",
             "-XX:+ExplicitGCInvokesConcurrent",
             "-Djava.awt.headless=true",
+            *(self.kerberos.jvm_options() if self.kerberos is not None else ()),
             f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
             "-cp",
             f"{self._classpath}/*",
