@@ -282,3 +282,8 @@ class KerberosRealm:
     def rekey(self, name: str) -> None:
         """Give ``name`` a new random key: a keytab made before no longer logs in (a stale keytab)."""
         self._run("kadmin.local", "-r", self.realm, "-q", f"cpw -randkey {self.qualified(name)}")
+
+    def delete(self, name: str) -> None:
+        """Remove ``name`` from the database: its keytab then names a principal the KDC does not know."""
+        self._run("kadmin.local", "-r", self.realm, "-q", f"delprinc -force {self.qualified(name)}")
+        self._keytabs.pop(self.qualified(name), None)
