@@ -257,7 +257,24 @@ def spark_guide(data: dict[str, Any]) -> str:
     ).format(**_spark_figures(data))
 
 
+def avro_rows(data: dict[str, Any]) -> str:
+    """docs/schema-registry.md's figure: Avro decode through poll against confluent-kafka's deserializer."""
+    sec = data["sections"].get("avro")
+    medians = (sec or {}).get("medians", {})
+    ours, theirs = medians.get("kafka_core"), medians.get(ANCHOR)
+    if not sec or not ours or not theirs:
+        return "not measured yet (`python -m bench.bench_avro --save`)"
+    return (
+        f"{fmt_ratio(ours['rate'], theirs['rate'])} confluent-kafka's records per second, "
+        f"{fmt_num(ours['cpu_s_per_million'])} CPU s per million records against "
+        f"{fmt_num(theirs['cpu_s_per_million'])} ({sec['records']:,} order events, {sec['broker'].split(' (')[0]}, "
+        f"{sec['date']}, load average {sec['load'].split(',')[0]} before, "
+        f"{sec.get('load_after', '?').split(',')[0]} after)"
+    )
+
+
 BLOCKS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "avro-rows": avro_rows,
     "readme-e2e": readme_e2e,
     "readme-spark": readme_spark,
     "spread": spread,

@@ -407,7 +407,14 @@ def render(data: dict[str, Any], notes: str = "") -> str:
         f"Machine: {machine.get('nproc', '?')} CPUs ({machine.get('cpu', '?')}), Python {machine.get('python', '?')}, "
         f"{machine.get('platform', '?')}. {_brokers_line(env, sections)}",
         "",
-        "Versions: " + ", ".join(f"{k} {v}" for k, v in env.get("versions", {}).items()) + ".",
+        # Ours first, then the peers by name: the same line whether the versions come from a run
+        # in memory or from results.json (written with sorted keys).
+        "Versions: "
+        + ", ".join(
+            f"{k} {v}"
+            for k, v in sorted(env.get("versions", {}).items(), key=lambda kv: (kv[0] != "kafka_core", kv[0]))
+        )
+        + ".",
     ]
     summary = headline(sections)
     if summary:
@@ -494,6 +501,12 @@ def render(data: dict[str, Any], notes: str = "") -> str:
         out += ["", f"## {SHARE_TITLE}", "", _stamp_share(share), ""]
         out += [SHARE_TEXT.format(records=share.get("records", 0)), "", share_table(share)]
         out += _note(by_title, SHARE_TITLE)
+    if "avro" in sections:
+        avro = sections["avro"]
+        out += ["", f"## {AVRO_TITLE}", "", _stamp_share(avro), ""]
+        out += [AVRO_TEXT.format(records=avro.get("records", 0), partitions=avro.get("partitions", "?")), ""]
+        out += [avro_table(avro)]
+        out += _note(by_title, AVRO_TITLE)
     out += [
         "",
         "## Notes",
@@ -542,6 +555,7 @@ RENDERED_TITLES = {
     "Transactional produce",
     "Spark write and read",
     SHARE_TITLE,
+    "Schema Registry: Avro through poll (issue 34)",
 }
 
 
@@ -572,6 +586,43 @@ def share_rows(section: dict[str, Any]) -> list[list[str]]:
             ]
         )
     return rows
+
+
+AVRO_TITLE = "Schema Registry: Avro through poll (issue 34)"
+AVRO_TEXT = (
+    "{records:,} Avro order events (bench/avro_order.py: 12 fields, a nested record, an array of records, "
+    "nullables, an enum, a timestamp; about 120 B each) on {partitions} partitions, Confluent framing, the "
+    "dev registry; each client in its own fresh process reads the topic by assignment and sums a decoded "
+    "field of every record (checked); rate and CPU from the first non-empty poll to the last record. "
+    "confluent-kafka: its Consumer and its `AvroDeserializer` per message; kafka_core: `poll` with "
+    "`AvroDeserializer` as `value_deserializer`. Medians of the rounds. Details: bench/bench_avro.py."
+)
+AVRO_NAMES = {
+    "confluent-kafka": "confluent-kafka Consumer + AvroDeserializer",
+    "kafka_core": "kafka_core `poll` + AvroDeserializer",
+    "kafka_core-bytes": "kafka_core `poll`, bytes only (no decode)",
+}
+AVRO_HEADERS = ["client", "records/s", "vs confluent", "CPU s per M records", "CPU vs confluent"]
+
+
+def avro_table(section: dict[str, Any]) -> str:
+    """The Avro bench's rows from the medians bench_avro saved (a client that failed: its error)."""
+    medians = section.get("medians", {})
+    anchor = medians.get("confluent-kafka")
+    rows = [
+        [
+            AVRO_NAMES.get(client, client),
+            fmt_rate(m["rate"]),
+            fmt_ratio(m["rate"], anchor["rate"]) if anchor else "-",
+            fmt_num(m["cpu_s_per_million"]),
+            fmt_ratio(m["cpu_s_per_million"], anchor["cpu_s_per_million"]) if anchor else "-",
+        ]
+        for client, m in medians.items()
+    ]
+    rows += [
+        [AVRO_NAMES.get(c, c), f"error: {e}", "-", "-", "-"] for c, e in section.get("errors", {}).items()
+    ]
+    return markdown_table(AVRO_HEADERS, rows)
 
 
 def share_table(section: dict[str, Any]) -> str:

@@ -74,7 +74,7 @@ for version in "${VERSIONS[@]}"; do
   if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     "$py" -m pip install -q --disable-pip-version-check -U pip
     "$py" -m pip install -q --disable-pip-version-check "Cython>=3.0.10" "setuptools>=77" wheel build
-    "$py" -m pip install -q --disable-pip-version-check -e ".[test,spark,cli,broker]"
+    "$py" -m pip install -q --disable-pip-version-check -e ".[test,spark,cli,broker,schema-registry]"
     site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     echo "$PWD" >"$site/kafka_core_checkout.pth"  # Spark finds pyspark_kafka_core on sys.path
     echo "$want" >"$stamp"

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafka_core.errors import KafkaConfigError
+from kafka_core.network.sasl.secret import Secret
 
 __all__ = ["ROLES", "client_keywords", "keywords_from_config", "translate"]
 
@@ -49,6 +50,10 @@ def _lower(value: str) -> str:
     return str(value).strip().lower()
 
 
+def _secret(value: str) -> str:
+    return Secret(str(value).strip())
+
+
 def _acks(value: str) -> int | str:
     text = str(value).strip().lower()
     return "all" if text == "all" else int(text)
@@ -79,7 +84,16 @@ _CLIENT: dict[str, tuple[str, Convert]] = {
     "sasl.mechanism": ("sasl_mechanism", _upper),
     "sasl.mechanisms": ("sasl_mechanism", _upper),  # librdkafka's name
     "sasl.username": ("sasl_username", _str),
-    "sasl.password": ("sasl_password", _str),
+    "sasl.password": ("sasl_password", _secret),
+    # OAUTHBEARER with the built-in OIDC client-credentials grant: Java 4.x's names, then librdkafka's
+    "sasl.oauthbearer.token.endpoint.url": ("sasl_oauth_token_endpoint_url", _str),
+    "sasl.oauthbearer.client.credentials.client.id": ("sasl_oauth_client_id", _str),
+    "sasl.oauthbearer.client.credentials.client.secret": ("sasl_oauth_client_secret", _secret),
+    "sasl.oauthbearer.scope": ("sasl_oauth_scope", _str),
+    "sasl.oauthbearer.client.id": ("sasl_oauth_client_id", _str),
+    "sasl.oauthbearer.client.secret": ("sasl_oauth_client_secret", _secret),
+    "sasl.oauthbearer.extensions": ("sasl_oauth_extensions", _str),
+    "https.ca.location": ("sasl_oauth_ssl_cafile", _str),
 }
 
 _PRODUCER: dict[str, tuple[str, Convert]] = {
@@ -138,18 +152,53 @@ _NO_EFFECT = frozenset(
         "ssl.enabled.protocols",
         "ssl.truststore.type",
         "ssl.keystore.type",
+        # Java wires OAuth through these classes; here the options above are enough.
+        "sasl.login.callback.handler.class",
+        "sasl.oauthbearer.method",  # librdkafka: "oidc" is what a token endpoint URL means here
+    }
+)
+
+# Names whose values are credentials: never echoed in an error, whatever went wrong with them.
+_SECRET_NAMES = frozenset(
+    {
+        "sasl.jaas.config",
+        "sasl.password",
+        "ssl.key.password",
+        "sasl.oauthbearer.client.credentials.client.secret",
+        "sasl.oauthbearer.client.secret",
     }
 )
 
 _JAAS = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+_JAAS_MODULE = re.compile(r"\s*([\w.$]+)\s+(required|requisite|sufficient|optional)\b")
 
 
 def _jaas(value: str) -> dict[str, Any]:
-    """``sasl.jaas.config``: the username and password of a PLAIN or SCRAM login module."""
+    """``sasl.jaas.config``: the credentials of a PLAIN or SCRAM login module, or the OIDC client
+    of ``OAuthBearerLoginModule`` (``clientId``, ``clientSecret``, ``scope``, ``extension_*``).
+    Its text is never put in an error: it holds a password."""
+    head = _JAAS_MODULE.match(value)
+    if head is None:
+        raise ValueError("expected '<LoginModule class> required key=\"value\" ...;'")
+    module = head.group(1).rsplit(".", 1)[-1]
     fields = dict(_JAAS.findall(value))
+    if module == "OAuthBearerLoginModule":
+        out: dict[str, Any] = {}
+        if "clientId" in fields:
+            out["sasl_oauth_client_id"] = fields["clientId"]
+        if "clientSecret" in fields:
+            out["sasl_oauth_client_secret"] = Secret(fields["clientSecret"])
+        if "scope" in fields:
+            out["sasl_oauth_scope"] = fields["scope"]
+        extensions = {k[len("extension_") :]: v for k, v in fields.items() if k.startswith("extension_")}
+        if extensions:
+            out["sasl_oauth_extensions"] = extensions
+        return out
+    if module not in ("PlainLoginModule", "ScramLoginModule"):
+        raise ValueError(f"login module {module} is not one kafka_core takes")
     if "username" not in fields or "password" not in fields:
         raise ValueError('needs username="..." and password="..." (PlainLoginModule or ScramLoginModule)')
-    return {"sasl_username": fields["username"], "sasl_password": fields["password"]}
+    return {"sasl_username": fields["username"], "sasl_password": Secret(fields["password"])}
 
 
 def translate(config: Mapping[str, Any], role: str, *, prefix: str = "") -> dict[str, Any]:
@@ -181,7 +230,8 @@ def translate(config: Mapping[str, Any], role: str, *, prefix: str = "") -> dict
         except (ValueError, TypeError) as exc:
             if isinstance(exc, KafkaConfigError):
                 raise
-            raise KafkaConfigError(f"bad value for {prefix}{raw_name}: {value!r} ({exc})") from None
+            shown = "(value not shown: it holds a credential)" if name in _SECRET_NAMES else repr(value)
+            raise KafkaConfigError(f"bad value for {prefix}{raw_name}: {shown} ({exc})") from None
     if unknown:  # every one of them at once: a config from another client often has several
         known = sorted({n for t in tables for n in t} | {"sasl.jaas.config"})
         raise KafkaConfigError(
@@ -203,6 +253,13 @@ def keywords_from_config(
 
 def client_keywords(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
     """Split translated keyword arguments into the client's and the rest (the role's own)."""
-    ours = {keyword for keyword, _ in _CLIENT.values()} | {"sasl_username", "sasl_password"}
+    ours = {keyword for keyword, _ in _CLIENT.values()} | {
+        "sasl_username",
+        "sasl_password",
+        "sasl_oauth_client_id",
+        "sasl_oauth_client_secret",
+        "sasl_oauth_scope",
+        "sasl_oauth_extensions",
+    }
     client = {k: v for k, v in kwargs.items() if k in ours}
     return client, {k: v for k, v in kwargs.items() if k not in ours}

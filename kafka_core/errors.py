@@ -118,3 +118,35 @@ class KafkaLogTruncationError(KafkaError):
 
     def __reduce__(self) -> tuple[type, tuple[dict[object, tuple[int, int]], str]]:
         return (type(self), (self.divergent, str(self)))
+
+
+# --- schema registry (kafka_core.schema_registry) ---
+
+
+class SchemaRegistryError(KafkaError):
+    """The schema registry refused a request, or could not be reached in time.
+
+    ``http_status_code`` and ``error_code`` are the registry's (``error_code`` is Confluent's, e.g.
+    40401 subject not found, 40403 schema not found, 409 incompatible, 42201 invalid schema; see
+    :class:`kafka_core.schema_registry.RegistryErrorCode`); both are -1 when no answer came, and
+    the message then says why. Names match confluent-kafka's error, so handlers carry over.
+    """
+
+    UNKNOWN = -1
+
+    def __init__(self, http_status_code: int, error_code: int, error_message: str) -> None:
+        self.http_status_code = http_status_code
+        self.error_code = error_code
+        self.error_message = error_message
+        super().__init__(f"{error_message} (HTTP status code {http_status_code}, SR code {error_code})")
+
+    def __reduce__(self) -> tuple[type, tuple[int, int, str]]:
+        return (type(self), (self.http_status_code, self.error_code, self.error_message))
+
+
+class SchemaRegistryTimeoutError(SchemaRegistryError, KafkaTimeoutError):
+    """The registry did not answer within the client's ``timeout``."""
+
+
+class SerializationError(KafkaError, ValueError):
+    """A value could not be serialized or deserialized with its schema (the cause is chained)."""

@@ -409,3 +409,24 @@ def mock_cluster() -> Iterator[MockCluster]:
         yield cluster
     finally:
         cluster.close()
+
+
+@pytest.fixture(scope="session")
+def schema_registry() -> Iterator[str]:
+    """The URL of a Confluent-API Schema Registry, once per session: ``KAFKA_CORE_SCHEMA_REGISTRY_URL``
+    when set (a real registry), else the dev registry (kafka_core/devtools/registry) in this process.
+    Tests use subjects of their own (``unique_subject``), so they share it."""
+    external = os.environ.get("KAFKA_CORE_SCHEMA_REGISTRY_URL", "").strip()
+    if external:
+        yield external
+        return
+    from kafka_core.devtools.registry import RegistryServer
+
+    with RegistryServer() as registry:
+        yield registry.url
+
+
+@pytest.fixture
+def unique_subject() -> Callable[[str], str]:
+    """A subject name no other test uses: ``unique_subject("orders-value")``."""
+    return lambda base: f"{base}-{uuid.uuid4().hex[:10]}"

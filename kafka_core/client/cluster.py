@@ -13,6 +13,7 @@ import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
+from kafka_core.auth.options import oauth_settings_provider
 from kafka_core.client.metadata import BrokerMeta, ClusterMeta, TopicMeta
 from kafka_core.client.metadata_cache import MetadataCache, metadata_request, parse_metadata
 from kafka_core.client.nodes import Node, parse_bootstrap
@@ -29,7 +30,7 @@ from kafka_core.errors import (
 from kafka_core.metrics.registry import NetworkMetrics
 from kafka_core.network.backoff import Backoff
 from kafka_core.network.connection import DEFAULT_MAX_RESPONSE_SIZE, BrokerConnection
-from kafka_core.network.sasl import SUPPORTED_MECHANISMS, secret
+from kafka_core.network.sasl import KerberosOptions, SaslSettings, mechanism_names, validate_settings
 from kafka_core.network.tls import build_ssl_context
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import COORDINATOR_CODES, STALE_METADATA_CODES, ErrorCode, error_for
@@ -70,8 +71,15 @@ class KafkaClient(ClientOperations):
     - ``security_protocol``: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.
     - ``ssl_context``, or ``ssl_cafile`` / ``ssl_certfile`` / ``ssl_keyfile`` / ``ssl_password``
       / ``ssl_check_hostname`` to build one.
-    - ``sasl_mechanism`` (``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``), ``sasl_username``,
-      ``sasl_password``.
+    - ``sasl_mechanism`` (``PLAIN``, ``SCRAM-SHA-256``, ``SCRAM-SHA-512``, ``OAUTHBEARER``...;
+      ``kafka_core.network.sasl.mechanism_names()``), ``sasl_username``, ``sasl_password``;
+      ``sasl_oauth_token_provider`` (OAUTHBEARER: a callable, sync or async, returning a
+      ``kafka_core.auth.OAuthBearerToken``) or the built-in OIDC client-credentials grant:
+      ``sasl_oauth_token_endpoint_url``, ``sasl_oauth_client_id``, ``sasl_oauth_client_secret``,
+      ``sasl_oauth_scope``, ``sasl_oauth_extensions``, ``sasl_oauth_ssl_cafile`` (default
+      ``ssl_cafile``); tokens are cached per process and refreshed before they expire;
+      ``sasl_kerberos`` (GSSAPI's
+      ``KerberosOptions``), ``sasl_options`` (a mechanism's own options, e.g. AWS's region).
     - ``api_version_caps``: ``{api_key: highest version}`` to hold back what is negotiated.
     """
 
@@ -101,6 +109,15 @@ class KafkaClient(ClientOperations):
         sasl_mechanism: str | None = None,
         sasl_username: str | None = None,
         sasl_password: str | None = None,
+        sasl_oauth_token_provider: Any = None,
+        sasl_oauth_token_endpoint_url: str | None = None,
+        sasl_oauth_client_id: str | None = None,
+        sasl_oauth_client_secret: str | None = None,
+        sasl_oauth_scope: str | None = None,
+        sasl_oauth_extensions: Mapping[str, str] | str | None = None,
+        sasl_oauth_ssl_cafile: str | None = None,
+        sasl_kerberos: KerberosOptions | None = None,
+        sasl_options: Mapping[str, Any] | None = None,
         api_version_caps: dict[int, int] | None = None,
     ) -> None:
         self._bootstrap = parse_bootstrap(bootstrap_servers)
@@ -119,16 +136,34 @@ class KafkaClient(ClientOperations):
                 password=ssl_password,
                 check_hostname=ssl_check_hostname,
             )
-        self._sasl: str | None = None
+        # One immutable value for every connection; its password is a Secret (masked in repr/str).
+        self._sasl: SaslSettings | None = None
         if protocol.startswith("SASL"):
-            if not sasl_mechanism or sasl_mechanism.upper() not in SUPPORTED_MECHANISMS:
-                raise KafkaConfigError(f"{protocol} needs sasl_mechanism, one of {SUPPORTED_MECHANISMS}")
-            if sasl_username is None or sasl_password is None:
-                raise KafkaConfigError(f"{protocol} needs sasl_username and sasl_password")
-            self._sasl = sasl_mechanism.upper()
+            if not sasl_mechanism or sasl_mechanism.strip().upper() not in mechanism_names():
+                raise KafkaConfigError(
+                    f"{protocol} needs sasl_mechanism, one of {mechanism_names()}, not {sasl_mechanism!r}"
+                )
+            self._sasl = SaslSettings(
+                sasl_mechanism,
+                username=sasl_username,
+                password=sasl_password,
+                token_provider=oauth_settings_provider(
+                    token_provider=sasl_oauth_token_provider,
+                    token_endpoint_url=sasl_oauth_token_endpoint_url,
+                    client_id=sasl_oauth_client_id,
+                    client_secret=sasl_oauth_client_secret,
+                    scope=sasl_oauth_scope,
+                    extensions=sasl_oauth_extensions,
+                    ssl_cafile=sasl_oauth_ssl_cafile or ssl_cafile,
+                ),
+                kerberos=sasl_kerberos,
+                extra=tuple(sorted((sasl_options or {}).items())),
+            )
+            try:
+                validate_settings(self._sasl)
+            except KafkaConfigError as exc:
+                raise KafkaConfigError(f"{protocol}: {exc}") from None
         self.client_id = client_id
-        self._sasl_username = sasl_username
-        self._sasl_password = secret(sasl_password)  # masked in repr/str (vars() dumps, logs)
         self._connect_timeout_ms = connect_timeout_ms
         self._request_timeout_ms = request_timeout_ms
         self.api_timeout_ms = api_timeout_ms
@@ -252,9 +287,7 @@ class KafkaClient(ClientOperations):
             node_id=node_id,
             client_id=self.client_id,
             ssl_context=self._ssl,
-            sasl_mechanism=self._sasl,
-            sasl_username=self._sasl_username,
-            sasl_password=self._sasl_password,
+            sasl=self._sasl,
             connect_timeout_ms=self._connect_timeout_ms,
             request_timeout_ms=self._request_timeout_ms,
             max_response_size=self._max_response_size,

@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
+import random
 import ssl
 import struct
 from collections import OrderedDict
@@ -30,7 +31,7 @@ from kafka_core.errors import (
 )
 from kafka_core.metrics.registry import NetworkMetrics
 from kafka_core.network.framing import FrameProtocol, FrameSink, foreign_protocol, open_frames
-from kafka_core.network.sasl import SaslMechanism, make_mechanism
+from kafka_core.network.sasl import MechanismContext, SaslSettings, create_mechanism
 from kafka_core.protocol import (
     REQUEST_CLASSES,
     ApiKey,
@@ -63,6 +64,7 @@ KAFKA4_MIN_VERSIONS: dict[int, int] = {
 }
 DEFAULT_MAX_RESPONSE_SIZE = 100 * 1024 * 1024 + 4096
 UNSUPPORTED_VERSION = 35
+_SASL_APIS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 CLIENT_SOFTWARE_NAME = "kafka-core"
 
 
@@ -92,6 +94,7 @@ class BrokerConnection:
         client_id: str | None = "kafka-core",
         ssl_context: ssl.SSLContext | None = None,
         server_hostname: str | None = None,
+        sasl: SaslSettings | None = None,
         sasl_mechanism: str | None = None,
         sasl_username: str | None = None,
         sasl_password: str | None = None,
@@ -108,9 +111,10 @@ class BrokerConnection:
         self.client_id = client_id
         self.ssl_context = ssl_context
         self.server_hostname = server_hostname
-        self.sasl_mechanism = sasl_mechanism
-        self._sasl_username = sasl_username
-        self._sasl_password = sasl_password
+        if sasl is None and sasl_mechanism:  # the three loose options of the first API
+            sasl = SaslSettings(sasl_mechanism, username=sasl_username, password=sasl_password)
+        self.sasl = sasl
+        self.sasl_mechanism = sasl.mechanism if sasl is not None else None
         self.connect_timeout = connect_timeout_ms / 1000.0
         self.request_timeout = request_timeout_ms / 1000.0
         self.max_response_size = max_response_size
@@ -119,6 +123,14 @@ class BrokerConnection:
         self.api_versions: dict[int, tuple[int, int]] = {}
         self.api_versions_used = -1
         self.sasl_session_lifetime_ms = 0
+        # KIP-368: when the broker's SASL session ends (loop time; 0 = never) and the exchange
+        # that re-authenticates in band before it does, holding other requests back meanwhile.
+        self._session_end = 0.0
+        self._reauth_timer: asyncio.TimerHandle | None = None
+        self._reauth_task: asyncio.Task[None] | None = None
+        self._auth_gate = asyncio.Event()  # set while requests may go out (cleared mid-exchange)
+        self._auth_gate.set()
+        self.reauthentications = 0
         self._ready_at = 0.0
         self._last_used = 0.0
         # KIP-219: a broker answers a quota-violating request at once with throttle_time_ms and
@@ -146,11 +158,14 @@ class BrokerConnection:
 
     @property
     def reauthentication_due(self) -> bool:
-        """The broker's SASL session (KIP-368) is close to expiry: better reconnect while idle."""
-        lifetime = self.sasl_session_lifetime_ms / 1000.0
-        if lifetime <= 0 or not self._ready:
+        """The broker's SASL session (KIP-368) ends within half a second and no re-authentication
+        renewed it (the in-band one failed to get a token in time, or the session was too short
+        to renew): better reconnect while idle than send a request the broker will not answer."""
+        if self._session_end <= 0 or not self._ready:
             return False
-        return asyncio.get_running_loop().time() - self._ready_at > 0.85 * lifetime
+        if self._reauth_timer is not None or self._reauth_task is not None:
+            return False  # one is on its way
+        return asyncio.get_running_loop().time() > self._session_end - 0.5
 
     def idle_for(self) -> float:
         """Seconds since the last request was sent (0 while requests are in flight)."""
@@ -179,8 +194,8 @@ class BrokerConnection:
             async with asyncio.timeout(self.connect_timeout):
                 await self._open()
                 await self._negotiate_api_versions()
-                if self.sasl_mechanism:
-                    await self._authenticate()
+                if self.sasl is not None:
+                    await self._authenticate(self.sasl)
         except TimeoutError:
             err: KafkaError = KafkaTimeoutError(
                 f"connecting to {self.host}:{self.port} timed out after {self.connect_timeout:.1f}s"
@@ -204,6 +219,7 @@ class BrokerConnection:
             raise exc
         self._ready = True
         self._ready_at = self._last_used = asyncio.get_running_loop().time()
+        self._schedule_reauthentication()
         if self.metrics is not None:
             self.metrics.connections_created += 1
             self.metrics.connections_active += 1
@@ -252,9 +268,9 @@ class BrokerConnection:
             return
         raise KafkaUnsupportedVersionError(f"{self.host}:{self.port} accepts no ApiVersions version")
 
-    async def _authenticate(self) -> None:
-        assert self.sasl_mechanism is not None
-        mech: SaslMechanism = make_mechanism(self.sasl_mechanism, self._sasl_username, self._sasl_password)
+    async def _authenticate(self, settings: SaslSettings) -> None:
+        """One SASL exchange: at connect, and again in band before the session ends (KIP-368)."""
+        mech = create_mechanism(settings, MechanismContext(self.host, self.port))
         hs_range = self.api_versions.get(ApiKey.SASL_HANDSHAKE)
         auth_range = self.api_versions.get(ApiKey.SASL_AUTHENTICATE)
         if hs_range is None or hs_range[1] < 1 or auth_range is None:
@@ -267,20 +283,73 @@ class BrokerConnection:
                 f"{self.host}:{self.port} does not offer SASL {mech.name} (offers {list(hs.mechanisms)})"
             )
         auth_version = min(SaslAuthenticateRequest.MAX_VERSION, auth_range[1])
-        token = mech.step(None)
+        token = await mech.evaluate(None)
+        self._session_end = 0.0
         while token is not None:
+            sent_at = asyncio.get_running_loop().time()
             resp = await self._request(
                 SaslAuthenticateRequest(auth_bytes=token), auth_version, self.connect_timeout
             )
             if resp.error_code:
+                detail = mech.failure_detail()
                 raise KafkaAuthenticationError(
                     f"SASL {mech.name} authentication to {self.host}:{self.port} failed: "
                     f"{resp.error_message or 'error code ' + str(resp.error_code)}"
+                    + (f" ({detail})" if detail and detail not in (resp.error_message or "") else "")
                 )
             self.sasl_session_lifetime_ms = getattr(resp, "session_lifetime_ms", 0) or 0
-            token = mech.step(bytes(resp.auth_bytes or b""))
+            if self.sasl_session_lifetime_ms > 0:  # counted from the send, as Java's client does
+                self._session_end = sent_at + self.sasl_session_lifetime_ms / 1000.0
+            token = await mech.evaluate(bytes(resp.auth_bytes or b""))
         if not mech.complete:
             raise KafkaAuthenticationError(f"SASL {mech.name} exchange ended early")
+
+    def _schedule_reauthentication(self) -> None:
+        """Re-authenticate at 85-95% of the session the broker granted (KIP-368; Java's client
+        picks the same window), so that the session never ends under a busy connection."""
+        if self._session_end <= 0 or self.sasl is None or self._error is not None:
+            return
+        loop = asyncio.get_running_loop()
+        remaining = self._session_end - loop.time()
+        if remaining < 0.5:  # too short to renew: it lapses, and an idle connection is replaced
+            return
+        # The handshake must reach the broker before the session ends, behind whatever requests
+        # are in flight then (Kafka reads them first and closes on one read after the end): keep
+        # at least min(1 s, a quarter of the session) for them.
+        delay = min(remaining * random.uniform(0.85, 0.95), remaining - min(1.0, remaining / 4))
+        self._reauth_timer = loop.call_later(delay, self._start_reauthentication)
+
+    def _start_reauthentication(self) -> None:
+        self._reauth_timer = None
+        if self._error is None and self._reauth_task is None:
+            self._reauth_task = asyncio.get_running_loop().create_task(self._reauthenticate())
+
+    async def _reauthenticate(self) -> None:
+        """The same exchange on the live connection. Requests already sent are answered first
+        (Kafka answers in order); new ones wait at the gate until the exchange is over, because
+        the broker takes nothing but SASL requests in between. A refusal drops the connection:
+        requests in flight fail as retriable, and reconnecting reports the broker's reason."""
+        assert self.sasl is not None
+        self._auth_gate.clear()
+        try:
+            async with asyncio.timeout(self.connect_timeout):
+                await self._authenticate(self.sasl)
+        except TimeoutError:
+            self._fail(
+                KafkaConnectionError(
+                    f"re-authentication with {self.host}:{self.port} timed out after "
+                    f"{self.connect_timeout:.1f}s; connection dropped"
+                )
+            )
+        except KafkaError as exc:
+            self._fail(KafkaConnectionError(f"re-authentication with {self.host}:{self.port} failed: {exc}"))
+        else:
+            self.reauthentications += 1
+            log.debug("%r re-authenticated; session %d ms", self, self.sasl_session_lifetime_ms)
+            self._schedule_reauthentication()
+        finally:
+            self._reauth_task = None
+            self._auth_gate.set()
 
     # -- versions --------------------------------------------------------------------------
 
@@ -343,6 +412,8 @@ class BrokerConnection:
         delay = self.throttled_until - asyncio.get_running_loop().time()
         if delay > 0:
             await asyncio.sleep(delay)  # the broker's quota: held back here, not on the wire
+        if not self._auth_gate.is_set() and body.API_KEY not in _SASL_APIS:
+            await self._pass_auth_gate(body, version, timeout)
         writer = self._stream
         if writer is None or self._error is not None:
             raise KafkaConnectionError(f"connection to {self.host}:{self.port} is down: {self._error}")
@@ -382,6 +453,18 @@ class BrokerConnection:
             err = KafkaConnectionError(f"write to {self.host}:{self.port} failed: {exc}")
             self._fail(err)
             raise err from exc
+
+    async def _pass_auth_gate(self, body: Any, version: int, timeout: float) -> None:
+        """Wait out a re-authentication (itself bounded by connect_timeout), within ``timeout``."""
+        try:
+            async with asyncio.timeout(timeout):
+                while not self._auth_gate.is_set():
+                    await self._auth_gate.wait()
+        except TimeoutError:
+            raise KafkaTimeoutError(
+                f"{_api_name(body.API_KEY)} v{version} to {self.host}:{self.port} waited {timeout:.1f}s "
+                f"for a re-authentication to finish"
+            ) from None
 
     # -- reading ---------------------------------------------------------------------------
 
@@ -506,6 +589,12 @@ class BrokerConnection:
                     error if isinstance(error, KafkaError) else KafkaConnectionError(str(error))
                 )
         self._ready = False
+        if self._reauth_timer is not None:
+            self._reauth_timer.cancel()
+            self._reauth_timer = None
+        if self._reauth_task is not None and self._reauth_task is not _current_task():
+            self._reauth_task.cancel()
+        self._auth_gate.set()  # waiters find the connection down
         if self._stream is not None:
             with contextlib.suppress(Exception):
                 self._stream.close()
@@ -570,6 +659,13 @@ def _salvage_api_versions_rejection(frame: bytes | bytearray) -> ApiVersionsResp
             keys.append(ApiVersionsResponse.ApiVersion(api_key=api_key, min_version=low, max_version=high))
             break
     return ApiVersionsResponse(error_code=UNSUPPORTED_VERSION, api_keys=keys)
+
+
+def _current_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:  # no running loop (a close from a finaliser)
+        return None
 
 
 def _api_name(api_key: int) -> str:

@@ -47,6 +47,7 @@ SPARK_GUIDES = {"docs/spark.md", "docs/spark-cluster.md"}
 # Guides whose examples another test runs, against the broker they need.
 RUN_ELSEWHERE = {
     "docs/share-groups.md": "tests/integration/test_share_consumer_kafka.py",  # share groups: Kafka 4.1+
+    "docs/schema-registry.md": "tests/integration/test_schema_registry_docs.py",  # with the registry fixture
 }
 PLACEHOLDER = "127.0.0.1:9092"
 SPARK_PLACEHOLDERS = ("broker1:9092,broker2:9092", "broker1:9092")

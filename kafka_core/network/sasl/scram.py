@@ -1,8 +1,4 @@
-"""SASL client mechanisms (PLAIN, SCRAM-SHA-256/512), sans-IO: each step maps server bytes to client bytes.
-
-The connection drives them through SaslHandshake/SaslAuthenticate; keeping the mechanisms free of
-I/O lets the RFC 5802/7677 test vectors exercise them directly.
-"""
+"""SASL/SCRAM-SHA-256 and -512 (RFC 5802, 7677), sans-IO, so the RFC test vectors exercise it directly."""
 
 from __future__ import annotations
 
@@ -14,33 +10,15 @@ import stringprep
 import unicodedata
 
 from kafka_core.errors import KafkaAuthenticationError, KafkaConfigError
+from kafka_core.network.sasl.mechanism import MechanismContext, SaslMechanism, register_mechanism
+from kafka_core.network.sasl.secret import Secret
+from kafka_core.network.sasl.settings import SaslSettings
+
+__all__ = ["MAX_SCRAM_ITERATIONS", "SCRAM_HASHES", "ScramMechanism", "saslprep"]
 
 SCRAM_HASHES = {"SCRAM-SHA-1": "sha1", "SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
-SUPPORTED_MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 # A hostile server could ask for an absurd PBKDF2 cost and pin a CPU; Kafka itself caps it at 16384.
 MAX_SCRAM_ITERATIONS = 1_000_000
-
-
-class Secret(str):
-    """A password that stays itself for the code that uses it (``encode``, SASLprep) but shows as
-    ``'******'`` in ``repr``, ``str`` and f-strings: a ``vars(client)`` dump, a log line or an
-    error message that names the options does not carry it (as the Java client's ``Password``)."""
-
-    __slots__ = ()
-
-    def __repr__(self) -> str:
-        return "'******'"
-
-    def __str__(self) -> str:
-        return "******"
-
-    def __format__(self, spec: str) -> str:
-        return format("******", spec)
-
-
-def secret(value: str | None) -> str | None:
-    """``value`` as a :class:`Secret` (None stays None)."""
-    return None if value is None else Secret(value)
 
 
 def saslprep(text: str) -> str:
@@ -75,40 +53,6 @@ def saslprep(text: str) -> str:
     return norm
 
 
-class SaslMechanism:
-    """One authentication exchange. ``step(None)`` gives the first client message."""
-
-    name: str = ""
-
-    def step(self, challenge: bytes | None) -> bytes | None:
-        """Next client message for ``challenge``; None when the exchange is complete."""
-        raise NotImplementedError
-
-    @property
-    def complete(self) -> bool:
-        raise NotImplementedError
-
-
-class PlainMechanism(SaslMechanism):
-    """RFC 4616: one message, ``authzid NUL authcid NUL passwd``. Only safe over TLS."""
-
-    name = "PLAIN"
-
-    def __init__(self, username: str, password: str) -> None:
-        self._message = b"\x00" + username.encode() + b"\x00" + password.encode()
-        self._sent = False
-
-    def step(self, challenge: bytes | None) -> bytes | None:
-        if self._sent:
-            return None
-        self._sent = True
-        return self._message
-
-    @property
-    def complete(self) -> bool:
-        return self._sent
-
-
 def _escape_username(name: str) -> str:
     return name.replace("=", "=3D").replace(",", "=2C")
 
@@ -130,7 +74,7 @@ class ScramMechanism(SaslMechanism):
             raise KafkaConfigError(f"unknown SCRAM mechanism {mechanism!r}")
         self.name = mechanism
         self._hash = SCRAM_HASHES[mechanism]
-        self._password = saslprep(password).encode()
+        self._password = Secret(saslprep(password))  # kept out of vars() dumps
         self._nonce = nonce or base64.b64encode(secrets.token_bytes(24)).decode()
         self._client_first_bare = f"n={_escape_username(saslprep(username))},r={self._nonce}"
         self._state = 0
@@ -179,7 +123,7 @@ class ScramMechanism(SaslMechanism):
             ) from None
         if not 1 <= iterations <= MAX_SCRAM_ITERATIONS:
             raise KafkaAuthenticationError(f"SCRAM: iteration count {iterations} out of range")
-        salted = hashlib.pbkdf2_hmac(self._hash, self._password, salt, iterations)
+        salted = hashlib.pbkdf2_hmac(self._hash, self._password.encode(), salt, iterations)
         client_key = self._hmac(salted, b"Client Key")
         stored_key = hashlib.new(self._hash, client_key).digest()
         without_proof = f"c=biws,r={nonce}"
@@ -203,13 +147,15 @@ class ScramMechanism(SaslMechanism):
             )
 
 
-def make_mechanism(mechanism: str, username: str | None, password: str | None) -> SaslMechanism:
-    """A fresh mechanism object for one connection attempt."""
-    if username is None or password is None:
-        raise KafkaConfigError("SASL needs sasl_username and sasl_password")
-    mech = mechanism.upper()
-    if mech == "PLAIN":
-        return PlainMechanism(username, password)
-    if mech in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
-        return ScramMechanism(mech, username, password)
-    raise KafkaConfigError(f"unsupported sasl_mechanism {mechanism!r}; use one of {SUPPORTED_MECHANISMS}")
+def _validate(settings: SaslSettings) -> None:
+    if settings.username is None or settings.password is None:
+        raise KafkaConfigError(f"SASL {settings.mechanism} needs sasl_username and sasl_password")
+
+
+def _create(settings: SaslSettings, context: MechanismContext) -> SaslMechanism:
+    assert settings.username is not None and settings.password is not None
+    return ScramMechanism(settings.mechanism, settings.username, settings.password)
+
+
+for _name in ("SCRAM-SHA-256", "SCRAM-SHA-512"):
+    register_mechanism(_name, _create, _validate)
