@@ -238,7 +238,9 @@ def kerberos_realm() -> Iterator[KerberosRealm]:
     """A throwaway MIT Kerberos realm (kafka_core/devtools/kerberos.py), its KDC started once for
     the run. The test process uses it and only it: KRB5_CONFIG and a ticket cache of its own."""
     if not kerberos_available():
-        unavailable("MIT Kerberos's KDC (krb5kdc, kdb5_util, kadmin.local)", "not installed: run ci/kerberos.sh")
+        unavailable(
+            "MIT Kerberos's KDC (krb5kdc, kdb5_util, kadmin.local)", "not installed: run ci/kerberos.sh"
+        )
     realm = KerberosRealm()
     try:
         realm.start()
