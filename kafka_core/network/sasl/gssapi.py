@@ -1,7 +1,8 @@
 """SASL GSSAPI (Kerberos V5), as Kafka speaks it (RFC 4752): a GSS-API security context for
 ``service@host``, then the security-layer negotiation, choosing no security layer (Kafka has none).
 
-Through PyPI's ``gssapi`` (the ``gssapi`` extra), imported when an exchange starts. Credentials come
+Through PyPI's ``gssapi`` (the ``gssapi`` extra), imported when a client is built for GSSAPI
+(checking its options), so the library imports without it. Credentials come
 from a keytab (``sasl_kerberos_keytab`` with ``sasl_kerberos_principal``; the tickets got with it are
 kept in a process-wide in-memory cache per principal and keytab, so the KDC is asked once, not per
 connection) or else from the ticket cache (``KRB5CCNAME``, ``kinit``). The KDC round trips block,
@@ -21,7 +22,7 @@ from kafka_core.errors import KafkaAuthenticationError, KafkaConfigError
 from kafka_core.network.sasl.mechanism import MechanismContext, SaslMechanism, register_mechanism
 from kafka_core.network.sasl.settings import KerberosOptions, SaslSettings
 
-__all__ = ["GssapiMechanism", "load_gssapi"]
+__all__ = ["GssapiMechanism", "keytab_principals", "load_gssapi"]
 
 NAME = "GSSAPI"
 # RFC 4752 section 3.3: the security layers, as bits of the first octet.
