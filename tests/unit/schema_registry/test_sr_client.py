@@ -84,7 +84,8 @@ def test_the_confluent_workflow(client: SchemaRegistryClient, unique_subject: Ca
     assert json.loads(client.get_schema(id1).schema_str) == json.loads(ORDER_V1.schema_str)
     assert client.get_versions(subject) == [1, 2]
     assert subject in client.get_subjects()
-    assert client.get_subjects_by_schema_id(id2) == [subject]
+    # One schema, one id across subjects: another test may have registered ORDER_V2 under its own.
+    assert subject in client.get_subjects_by_schema_id(id2)
     assert client.test_compatibility(subject, ORDER_BAD) is False
     assert client.test_compatibility(subject, ORDER_V2, version=1) is True
     assert client.test_compatibility_all_versions(subject, ORDER_V2) is True
