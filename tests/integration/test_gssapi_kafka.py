@@ -37,6 +37,7 @@ from kafka_core.producer import RecordMetadata
 pytestmark = pytest.mark.timeout(300)
 
 GUARD = 60.0  # a hang guard: every refusal here comes within seconds
+REAUTH_MS = 3_000  # the GSSAPI listener's sessions: connections re-authenticate in band (KIP-368)
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -46,7 +47,11 @@ def cluster(kerberos_realm: KerberosRealm) -> Iterator[KafkaCluster]:
         import gssapi  # noqa: F401
     except ImportError as exc:
         unavailable("the gssapi package", f"{exc} (pip install -e '.[gssapi]'; ci/bootstrap.sh does)")
-    own = KafkaCluster(1, kerberos=kerberos_realm, overrides={"auto.create.topics.enable": "false"})
+    overrides = {
+        "auto.create.topics.enable": "false",
+        "listener.name.gssapi.gssapi.connections.max.reauth.ms": str(REAUTH_MS),
+    }
+    own = KafkaCluster(1, kerberos=kerberos_realm, overrides=overrides)
     try:
         own.start()
     except BrokerStartError as exc:
@@ -136,6 +141,31 @@ def test_a_principal_with_its_keytab_administers_produces_and_consumes(
     assert "GSSAPI" in kafka_logs.text or kafka_logs.records  # the connections were logged at DEBUG
     assert cluster.kerberos is not None
     assert_no_keytab(list(cluster.kerberos.client_keytabs.values()), kafka_logs.text, *texts)
+
+
+def sasl_authenticates(metrics: dict[str, Any]) -> int:
+    return sum(v["count"] for v in metrics["network"]["requests"].get("SASL_AUTHENTICATE", {}).values())
+
+
+def test_busy_connections_re_authenticate_in_band_and_lose_nothing(cluster: KafkaCluster) -> None:
+    """The listener ends sessions after REAUTH_MS: the producer's connection logs in again with a
+    fresh GSS-API context (the tickets from the process's cache) while records flow."""
+    options = client(cluster, "admin")
+    topic = make_topic(cluster)
+    sent = 0
+    with KafkaProducer(**options, linger_ms=5) as producer:
+        producer.send(topic, b"0").result(GUARD)
+        sent, first = 1, sasl_authenticates(producer.metrics())
+        connections = producer.metrics()["network"]["connections"]["created"]
+        deadline = time.monotonic() + GUARD
+        while sasl_authenticates(producer.metrics()) < 2 * first:  # one more whole exchange
+            assert time.monotonic() < deadline, "no re-authentication within the guard"
+            producer.send(topic, b"%d" % sent).result(GUARD)
+            sent += 1
+        # in band: on the connections it had, none dropped and made again
+        assert producer.metrics()["network"]["connections"]["created"] == connections
+    values = consume(options, topic, unique("g"), sent)
+    assert sorted(int(v or b"-1") for v in values) == list(range(sent))
 
 
 def test_a_ticket_cache_logs_in_without_a_keytab(
@@ -243,6 +273,19 @@ def test_a_keytab_without_the_principal_is_refused_naming_what_it_holds(cluster:
     alice_principal, alice_keytab = cluster.kerberos.client("alice")
     error, _ = refused(gssapi_options(cluster, admin_principal, alice_keytab))
     assert f"holds no key for {admin_principal}" in str(error) and alice_principal in str(error), error
+
+
+def test_a_kdc_that_does_not_answer_is_named(
+    cluster: KafkaCluster, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A realm whose KDC is down (made, then stopped): the login fails at once, saying so."""
+    down = KerberosRealm("DOWN.TEST", workdir=tmp_path / "down")
+    down.start()
+    keytab = down.principal("dave")
+    down.close()  # the KDC stops; its files stay (the directory is the test's)
+    monkeypatch.setenv("KRB5_CONFIG", str(down.krb5_conf))
+    error, _ = refused(gssapi_options(cluster, "dave@DOWN.TEST", keytab))
+    assert "GSSAPI" in str(error) and "Cannot contact any KDC for realm 'DOWN.TEST'" in str(error), error
 
 
 def test_a_service_name_the_realm_lacks_is_refused(cluster: KafkaCluster) -> None:
