@@ -20,7 +20,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_core.devtools.brokers.common import (
     BrokerStartError,
@@ -44,7 +44,9 @@ from kafka_core.devtools.brokers.kafka_security import (
     make_users,
     scram_format_arguments,
 )
-from kafka_core.devtools.kerberos import KerberosRealm
+
+if TYPE_CHECKING:  # kerberos.py imports this package's common module: no import at run time
+    from kafka_core.devtools.kerberos import KerberosRealm
 
 __all__ = ["KafkaCluster", "KafkaNode"]
 

@@ -10,9 +10,10 @@ client principals get keytabs: ``admin`` (a super user, as the SASL ``admin``) a
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kafka_core.devtools.kerberos import KerberosRealm
+if TYPE_CHECKING:  # kerberos.py imports this package's common module: no import at run time
+    from kafka_core.devtools.kerberos import KerberosRealm
 
 __all__ = ["CLIENTS", "LISTENER", "SERVICE_NAME", "KerberosListener"]
 
