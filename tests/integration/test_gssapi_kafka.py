@@ -271,8 +271,18 @@ def test_a_keytab_without_the_principal_is_refused_naming_what_it_holds(cluster:
     assert cluster.kerberos is not None
     admin_principal, _ = cluster.kerberos.client("admin")
     alice_principal, alice_keytab = cluster.kerberos.client("alice")
-    error, _ = refused(gssapi_options(cluster, admin_principal, alice_keytab))
+    options = gssapi_options(cluster, admin_principal, alice_keytab)
+    error, _ = refused(options)
     assert f"holds no key for {admin_principal}" in str(error) and alice_principal in str(error), error
+    # the consumer's poll and the admin's calls say the same, at once and again
+    with KafkaConsumer(unique("t"), group_id=unique("g"), **options) as consumer:
+        for _ in range(2):
+            t0 = time.monotonic()
+            with pytest.raises(KafkaAuthenticationError, match="holds no key"):
+                consumer.poll(timeout_ms=500)
+            assert time.monotonic() - t0 < GUARD
+    with KafkaAdmin(**options) as admin, pytest.raises(KafkaAuthenticationError, match="holds no key"):
+        admin.list_topics()
 
 
 def test_a_kdc_that_does_not_answer_is_named(
