@@ -399,3 +399,17 @@ def test_protobuf_compatibility(
     client.set_compatibility(subject, "BACKWARD")
     client.register_schema(subject, _proto(base))
     assert client.test_compatibility(subject, new) is compatible
+
+
+def test_unknown_paths_and_methods_answer_in_confluents_shape() -> None:
+    import httpx
+
+    with RegistryServer() as registry:
+        missing = httpx.get(f"{registry.url}/no/such/path")
+        assert (missing.status_code, missing.json()["error_code"]) == (404, 404)
+        wrong = httpx.put(f"{registry.url}/subjects")
+        assert (wrong.status_code, wrong.json()["error_code"]) == (405, 405)
+        garbled = httpx.post(f"{registry.url}/subjects/x/versions", content=b"{not json")
+        assert garbled.status_code == 400 and "error_code" in garbled.json()
+        no_schema = httpx.post(f"{registry.url}/subjects/x/versions", json={"schemaType": "AVRO"})
+        assert (no_schema.status_code, no_schema.json()["error_code"]) == (422, 42201)
