@@ -155,6 +155,7 @@ _NO_EFFECT = frozenset(
         # Java wires OAuth through these classes; here the options above are enough.
         "sasl.login.callback.handler.class",
         "sasl.oauthbearer.method",  # librdkafka: "oidc" is what a token endpoint URL means here
+        "sasl.client.callback.handler.class",  # MSK's IAMClientCallbackHandler: built in here
     }
 )
 
@@ -194,6 +195,14 @@ def _jaas(value: str) -> dict[str, Any]:
         if extensions:
             out["sasl_oauth_extensions"] = extensions
         return out
+    if module == "IAMLoginModule":  # software.amazon.msk.auth.iam: SASL AWS_MSK_IAM
+        aws = {
+            "awsProfileName": "profile",
+            "awsRoleArn": "role_arn",
+            "awsRoleSessionName": "role_session_name",
+        }
+        aws["awsStsRegion"] = "sts_region"
+        return {"sasl_options": {ours: fields[theirs] for theirs, ours in aws.items() if theirs in fields}}
     if module not in ("PlainLoginModule", "ScramLoginModule"):
         raise ValueError(f"login module {module} is not one kafka_core takes")
     if "username" not in fields or "password" not in fields:
@@ -260,6 +269,7 @@ def client_keywords(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str
         "sasl_oauth_client_secret",
         "sasl_oauth_scope",
         "sasl_oauth_extensions",
+        "sasl_options",
     }
     client = {k: v for k, v in kwargs.items() if k in ours}
     return client, {k: v for k, v in kwargs.items() if k not in ours}

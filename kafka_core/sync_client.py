@@ -6,7 +6,7 @@ from kafka_core._sync import SyncFace, sync_face
 from kafka_core.client import cluster
 
 
-@sync_face(cluster.KafkaClient)
+@sync_face(cluster.KafkaClient, exclude=("watch_topics",))
 class KafkaClient(SyncFace):
     """Same constructor and methods as :class:`kafka_core.aio.KafkaClient`, but blocking.
 

@@ -29,7 +29,14 @@ from report_guard import with_line_numbers
 
 import kafka_core.codec
 from kafka_core._env import env_flag
-from kafka_core.devbroker import KAFKA_VERSION, BrokerStartError, KafkaCluster, SeaweedGateway, TansuBroker
+from kafka_core.devbroker import (
+    KAFKA_VERSION,
+    BrokerStartError,
+    KafkaCluster,
+    OAuthServer,
+    SeaweedGateway,
+    TansuBroker,
+)
 from kafka_core.devtools.mockcluster import MockCluster, MockClusterError
 
 EXTERNAL_BROKER = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
@@ -210,6 +217,27 @@ def kafka_cluster() -> Iterator[KafkaCluster | None]:
         return
     with _started_kafka(1, f"Apache Kafka {KAFKA_TEST_VERSION}") as cluster:
         yield cluster
+
+
+# Tokens of the session's OIDC provider live this long: shorter than the OAuth tests, so that they
+# see tokens renewed and connections re-authenticated (KIP-368) while records flow.
+OAUTH_TOKEN_SECONDS = 10
+
+
+@pytest.fixture(scope="session")
+def oauth_server() -> Iterator[OAuthServer]:
+    """A real OIDC provider (NAV's mock-oauth2-server, from Maven Central) on loopback, once per
+    run: the OAuth tests are one module, run by one worker (tests/xdist_scheduling.py)."""
+    server = OAuthServer(token_expiry_s=OAUTH_TOKEN_SECONDS)
+    try:
+        server.start()
+    except BrokerStartError as exc:
+        server.close()
+        _broker_unavailable("an OIDC provider (mock-oauth2-server)", exc)
+    try:
+        yield server
+    finally:
+        server.close()
 
 
 @pytest.fixture(scope="session")

@@ -9,15 +9,17 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
+import re
 import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
-from kafka_core.auth.options import oauth_settings_provider
+from kafka_core.auth.options import mechanism_options, oauth_settings_provider
 from kafka_core.client.metadata import BrokerMeta, ClusterMeta, TopicMeta
 from kafka_core.client.metadata_cache import MetadataCache, metadata_request, parse_metadata
 from kafka_core.client.nodes import Node, parse_bootstrap
 from kafka_core.client.operations import ClientOperations
+from kafka_core.client.watch import TopicInterest, TopicView, TopicWatcher
 from kafka_core.config import keywords_from_config
 from kafka_core.errors import (
     KafkaAuthenticationError,
@@ -157,7 +159,7 @@ class KafkaClient(ClientOperations):
                     ssl_cafile=sasl_oauth_ssl_cafile or ssl_cafile,
                 ),
                 kerberos=sasl_kerberos,
-                extra=tuple(sorted((sasl_options or {}).items())),
+                extra=tuple(sorted(mechanism_options(sasl_mechanism, sasl_options).items())),
             )
             try:
                 validate_settings(self._sasl)
@@ -171,6 +173,8 @@ class KafkaClient(ClientOperations):
         self._retry_backoff = (retry_backoff_ms, retry_backoff_max_ms)
         self._reconnect_backoff = (reconnect_backoff_ms, reconnect_backoff_max_ms)
         self.allow_auto_create_topics = allow_auto_create_topics
+        # Topics components wait on (a subscription to one not there yet): one task asks for them.
+        self._watcher = TopicWatcher(self.metadata, self._retry_backoff)
         self._max_response_size = max_response_size
         self._max_idle = connections_max_idle_ms / 1000.0
         self._version_caps = dict(api_version_caps or {})
@@ -243,6 +247,7 @@ class KafkaClient(ClientOperations):
         if self._closed:
             return
         self._closed = True
+        self._watcher.close()
         if self._full_refresh is not None and not self._full_refresh.done():
             self._full_refresh.cancel()
         conns = [c for n in self._nodes.values() for c in n.all_conns()]
@@ -483,6 +488,30 @@ class KafkaClient(ClientOperations):
                     raise KafkaClosedError("KafkaClient is closed") from None
                 raise
         return await self._retry("metadata", lambda: self._metadata_once(list(topics), auto))
+
+    def watch_topics(
+        self,
+        on_change: Callable[[TopicView], None],
+        *,
+        topics: Iterable[str] = (),
+        pattern: re.Pattern[str] | None = None,
+        search: bool = False,
+        refresh_ms: float | None = None,
+        view: TopicView | None = None,
+    ) -> TopicInterest:
+        """Call ``on_change(view)`` whenever the named ``topics`` (or those ``pattern`` matches)
+        appear, go, are recreated or gain partitions; ``close()`` the interest when done.
+
+        A wanted topic the cluster does not have yet is asked about at the retry backoff
+        (``retry_backoff_ms`` growing to ``retry_backoff_max_ms``), as Java's and librdkafka's
+        clients do; otherwise every ``refresh_ms`` (default ``metadata_max_age_ms``). ``view``
+        is what the caller already knows (e.g. the metadata it assigned from). Runs on the
+        client's event loop (see ``watch.py``)."""
+        self._check_open()
+        refresh_s = self._meta.max_age if refresh_ms is None else refresh_ms / 1000.0
+        return self._watcher.watch(
+            on_change, topics=topics, pattern=pattern, search=search, refresh_s=refresh_s, view=view
+        )
 
     def cached_metadata(self) -> ClusterMeta:
         """The cache as it stands, without a request (may be stale or partial)."""

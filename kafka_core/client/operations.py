@@ -295,8 +295,20 @@ class ClientOperations:
             if stale:
                 # Retriable metadata errors (e.g. FENCED/UNKNOWN_LEADER_EPOCH about the
                 # committed_leader_epoch, KIP-320), as in Java: refresh, then commit again.
-                await self.metadata(sorted(stale))
+                meta = await self.metadata(sorted(stale), allow_auto_topic_creation=False)
                 stale.clear()
+                gone = sorted(
+                    t.name for t in meta.topics if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                )
+                if gone:
+                    # Deleted (with the group's offsets of it): no retry can commit there.
+                    raise KafkaProtocolError(
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION.name,
+                        False,
+                        f"OffsetCommit {group_id!r}: topic(s) {', '.join(map(repr, gone))} no longer "
+                        "exist (deleted); not committed",
+                    )
             coord = await self.find_coordinator(group_id, 0, timeout_ms=timeout_ms)
             resp = await self.send(coord.node_id, body, max_version=OFFSETS_MAX_VERSION)
             failure: KafkaProtocolError | None = None

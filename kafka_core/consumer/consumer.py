@@ -20,6 +20,7 @@ from typing import Any, Self
 
 from kafka_core.client.metadata import ListedOffset, OffsetAndMetadata, TopicPartition, as_topic_partition
 from kafka_core.config import keywords_from_config
+from kafka_core.consumer.columns import ColumnDecoder, decode_columns, first_offsets
 from kafka_core.consumer.fetch.fetcher import Fetcher
 from kafka_core.consumer.group.classic import GroupMembership
 from kafka_core.consumer.group.kip848 import ConsumerGroupMembership
@@ -57,9 +58,12 @@ class KafkaConsumer:
     What to consume (one of the three):
 
     - ``topics`` (or positional topic names): with ``group_id=None``, every partition of them,
-      no group and no commits; with a ``group_id``, joins that group for them.
+      no group and no commits; with a ``group_id``, joins that group for them. A topic that does
+      not exist yet is asked for at the retry backoff (up to ``retry_backoff_max_ms``, 1 s) and
+      taken in once it is created; the consumer does not auto-create it unless
+      ``allow_auto_create_topics=True``.
     - ``pattern``: a regex (string or compiled) of topic names to join the group for; new topics
-      that match are picked up. Needs a ``group_id``.
+      that match are picked up (every ``metadata_max_age_ms``). Needs a ``group_id``.
     - ``partitions``: ``{"t": [0, 1]}`` or ``[("t", 0), ...]``, a static assignment (with a
       ``group_id``, its offsets live in that group, without joining it).
 
@@ -108,8 +112,10 @@ class KafkaConsumer:
       in the Java client, so they may call commit, committed, seek...
     - ``coordinator_ready_timeout_ms``: at the first start, how long the group coordinator and
       committed offsets may take before start/poll gives up (nothing consumed or committed).
-    - ``metadata_max_age_ms``: how often a group member checks whether its subscription changed
-      (new topics matching ``pattern``, more partitions) and rejoins if so.
+    - ``metadata_max_age_ms``: how often the topics consumed are checked for changes (new
+      topics matching ``pattern``, more partitions, a deleted or recreated topic), and the
+      assignment follows (the group leader rebalances). A subscribed topic that does not exist
+      is asked for more often: at the retry backoff.
     - ``fetch_max_wait_ms`` / ``fetch_min_bytes``: a Fetch waits this long for this much data.
     - ``fetch_max_bytes`` / ``max_partition_fetch_bytes``: the most a Fetch answer holds, in all
       and per partition (a larger first batch still comes whole).
@@ -282,6 +288,8 @@ class KafkaConsumer:
                 topics=topic_list,
                 partitions=static,
                 coordinator_ready_timeout_ms=coordinator_ready_timeout_ms,
+                metadata_max_age_ms=metadata_max_age_ms,
+                wake=fetcher.data_ready.set,
             )
         self._offsets = offsets = ConsumerOffsets(
             client,
@@ -378,9 +386,28 @@ class KafkaConsumer:
         """Records handed over now (empty after ``timeout_ms`` without data)."""
         return await self._poller.poll(timeout_ms, max_records)
 
-    async def poll_columns(self, timeout_ms: float = 1_000, max_records: int | None = None) -> Any:
-        """Like poll, as one ``pyarrow.RecordBatch`` (no Python object per record), or None."""
-        return await self._poller.poll_columns(timeout_ms, max_records)
+    async def poll_columns(
+        self,
+        timeout_ms: float = 1_000,
+        max_records: int | None = None,
+        *,
+        key_decoder: ColumnDecoder | None = None,
+        value_decoder: ColumnDecoder | None = None,
+    ) -> Any:
+        """Like poll, as one ``pyarrow.RecordBatch`` (no Python object per record), or None.
+
+        ``key_decoder``/``value_decoder`` turn those columns into typed ones in a worker thread
+        (a registry lookup blocks; the event loop must not); one that raises leaves the
+        positions back at the batch's first records (see consumer.columns)."""
+        batch = await self._poller.poll_columns(timeout_ms, max_records)
+        if batch is None or (key_decoder is None and value_decoder is None):
+            return batch
+        try:
+            return await asyncio.to_thread(decode_columns, batch, key_decoder, value_decoder)
+        except BaseException:
+            for (topic, partition), offset in first_offsets(batch).items():
+                self.seek(TopicPartition(topic, partition), offset)
+            raise
 
     def __aiter__(self) -> AsyncIterator[ConsumedMessage]:
         return self._poller.messages()

@@ -1,20 +1,27 @@
-"""The no-group stand-in: a fixed assignment with the group membership's interface.
+"""The no-group stand-in: the application's assignment with the group membership's interface.
 
 The consumer drives either this or a GroupMembership the same way, so it never asks which one
 it has (no ``if group`` branches): here joining is instant, there are no heartbeats, and the
-commits carry no generation.
+commits carry no generation. Topics given by name are every partition of them, followed as the
+cluster changes: one created after the consumer started is taken in (from where
+``auto_offset_reset`` says) once it appears, added partitions too, and a deleted topic's
+partitions are dropped (taken in afresh if it is created again).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
+from kafka_core.client.watch import TopicInterest, TopicView, topic_view
 from kafka_core.consumer.group.rebalance import ConsumerGroupMetadata, RebalanceListener
 from kafka_core.consumer.subscription import SubscriptionState
-from kafka_core.errors import KafkaError, KafkaTimeoutError
+from kafka_core.errors import KafkaClosedError, KafkaError, KafkaTimeoutError
+
+log = logging.getLogger("kafka_core.consumer.consumer")
 
 
 class ManualAssignment:
@@ -23,8 +30,6 @@ class ManualAssignment:
     With a ``group_id`` (static partitions whose offsets live in the group) the start waits for
     the group coordinator, so that nothing is consumed from the wrong place when it is not ready.
     """
-
-    joining = False  # never: the assignment is known at start
 
     def __init__(
         self,
@@ -36,6 +41,8 @@ class ManualAssignment:
         topics: Iterable[str],
         partitions: list[TopicPartition] | None,
         coordinator_ready_timeout_ms: float,
+        metadata_max_age_ms: float = 5_000,
+        wake: Callable[[], None] = lambda: None,
     ) -> None:
         self._client = client
         self._subs = subscription
@@ -44,26 +51,75 @@ class ManualAssignment:
         self._topics = list(topics)
         self._partitions = partitions
         self._gate_timeout_ms = coordinator_ready_timeout_ms
+        self._refresh_ms = metadata_max_age_ms
+        self._wake = wake
+        self._watch: TopicInterest | None = None
+        self._view: TopicView = {}  # what the assignment of the named topics was made from
+        self._follow: asyncio.Task[None] | None = None  # taking a change of the topics in
+        self._changed = False
         if partitions is not None:
             subscription.assign(partitions)  # known now: seek/pause work before the first poll
 
+    @property
+    def joining(self) -> bool:
+        """Taking a change of the named topics in (no auto-commit meanwhile, as a rebalance)."""
+        return self._follow is not None and not self._follow.done()
+
     async def start(self) -> None:
-        """Resolve the assignment and have the listener position it (committed or reset)."""
+        """Resolve the assignment and have the listener position it (committed or reset).
+        Named topics that do not exist yet are waited on in the background (the watch)."""
         if self._partitions is not None:
             tps = self._partitions
         else:
-            tps = await self._all_partitions()
+            meta = await self._client.metadata(self._topics)
+            self._view = topic_view(meta.topics, self._topics)
+            tps = _partitions(self._view)
         if self.group_id is not None:
             await self._coordinator_gate()
         self._subs.assign(tps)
         await self._listener.on_partitions_assigned(set(tps))
+        if self._partitions is None and self._watch is None:
+            self._watch = self._client.watch_topics(
+                self._topics_changed, topics=self._topics, refresh_ms=self._refresh_ms, view=self._view
+            )
 
-    async def _all_partitions(self) -> list[TopicPartition]:
-        out: list[TopicPartition] = []
-        for topic in self._topics:
-            meta = await self._client.await_topic_ready(topic, 1, timeout_ms=self._gate_timeout_ms)
-            out.extend(TopicPartition(topic, p.partition) for p in meta.partitions)
-        return out
+    def _topics_changed(self, view: TopicView) -> None:
+        self._changed = True
+        if self._follow is None or self._follow.done():
+            self._follow = asyncio.get_running_loop().create_task(
+                self._take_in(), name="kafka-core-follow-topics"
+            )
+
+    async def _take_in(self) -> None:
+        """Bring the assignment to the watch's view: partitions of topics gone (or recreated
+        under another id) are dropped, new ones positioned per ``auto_offset_reset``."""
+        named = set(self._topics)
+        while self._changed and self._watch is not None:
+            self._changed = False
+            view = dict(self._watch.view)
+            have = {tp for tp in self._subs.assigned() if tp.topic in named}
+            stale = {n for n, (_, tid) in self._view.items() if n in view and view[n][1] != tid}
+            gone = {tp for tp in have if tp.topic in stale} | (have - set(_partitions(view)))
+            added = set(_partitions(view)) - (have - gone)
+            try:
+                if gone:
+                    await self._listener.on_partitions_lost(gone)
+                    self._subs.remove(gone)
+                if added:
+                    self._subs.add(added)
+                    await self._listener.on_partitions_assigned(added)
+            except KafkaClosedError:
+                return
+            except KafkaError as exc:
+                log.warning("taking in partitions %s failed: %r; trying again", sorted(added), exc)
+                self._subs.remove(added)
+                self._changed = True
+                await asyncio.sleep(1.0)
+                continue
+            self._view = view
+            if gone or added:
+                log.info("consuming %s (topics %s changed)", sorted(self._subs.assigned()), self._topics)
+            self._wake()
 
     async def _coordinator_gate(self) -> None:
         """Cold start: the coordinator and a stable offsets topic, or do not start at all."""
@@ -79,7 +135,7 @@ class ManualAssignment:
         """No poll deadline without a group."""
 
     async def wait_active(self, timeout_s: float, interrupt: asyncio.Event | None = None) -> bool:
-        return True
+        return True  # a change being taken in goes on behind poll (new partitions come when ready)
 
     def metadata(self) -> ConsumerGroupMetadata:
         return ConsumerGroupMetadata(self.group_id, -1, "", None)  # never a member
@@ -92,4 +148,15 @@ class ManualAssignment:
         return False
 
     async def close(self) -> None:
-        """Nothing to leave."""
+        """Nothing to leave; the watch of the named topics ends."""
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
+        if self._follow is not None:
+            self._follow.cancel()
+            await asyncio.gather(self._follow, return_exceptions=True)
+            self._follow = None
+
+
+def _partitions(view: TopicView) -> list[TopicPartition]:
+    return sorted(TopicPartition(name, p) for name, (count, _) in view.items() for p in range(count))

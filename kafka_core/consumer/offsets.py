@@ -26,7 +26,7 @@ from kafka_core.consumer.message import ConsumedMessage
 from kafka_core.consumer.policies import IsolationLevel, OffsetReset
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import KafkaConfigError, KafkaError, KafkaProtocolError, KafkaTimeoutError
-from kafka_core.protocol.errors import ErrorCode
+from kafka_core.protocol.errors import MEMBER_FENCED_CODES, REJOIN_CODES, ErrorCode
 
 log = logging.getLogger("kafka_core.consumer.consumer")
 
@@ -117,6 +117,21 @@ class ConsumerOffsets:
             log.warning("commit on revoke failed for %s: %r", sorted(tps), exc)
             self._report(exc)
 
+    async def _existing(self, tps: set[TopicPartition]) -> set[TopicPartition]:
+        """``tps`` without those of deleted topics: the broker drops a deleted topic's committed
+        offsets and answers a commit of them UNKNOWN_TOPIC_OR_PARTITION, retried until the
+        timeout, which would hold the poll or the rebalance that takes the topic away. Only a
+        topic the client's cache lacks is asked about."""
+        cached = self._client.cached_metadata()
+        topics = sorted({tp.topic for tp in tps if cached.topic(tp.topic) is None})
+        if not topics:  # all known (an error about a topic drops it from the cache)
+            return set(tps)
+        meta = await self._client.metadata(topics, allow_auto_topic_creation=False)
+        gone = {t.name for t in meta.topics if t.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+        if gone:
+            log.info("not committing offsets of deleted topic(s) %s", sorted(gone))
+        return {tp for tp in tps if tp.topic not in gone}
+
     def forget(self, tps: set[TopicPartition]) -> None:
         """Partitions gone (revoked or lost): their buffered data and commit marks with them."""
         self._fetcher.drop(tps)
@@ -135,9 +150,12 @@ class ConsumerOffsets:
         return {tp: off for tp, off in positions.items() if self._committed_positions.get(tp) != off}
 
     async def commit_positions(self, tps: Iterable[TopicPartition] | None = None) -> None:
+        """Commit the positions handed over (those of deleted topics left out)."""
         todo = self.uncommitted(tps)
         if todo:
-            await self.commit_offsets(todo)
+            kept = await self._existing(set(todo))
+            if kept:
+                await self.commit_offsets({tp: off for tp, off in todo.items() if tp in kept})
 
     def _with_epochs(
         self, offsets: Mapping[TopicPartition, int | OffsetAndMetadata]
@@ -169,6 +187,23 @@ class ConsumerOffsets:
         for tp, value in offsets.items():
             off = value.offset if isinstance(value, OffsetAndMetadata) else int(value)
             self._committed_positions[tp] = off
+
+    async def run_auto_commit(self, offsets: Mapping[TopicPartition, int]) -> None:
+        """An auto-commit (behind poll). One the group's rebalance overtook (ILLEGAL_GENERATION,
+        REBALANCE_IN_PROGRESS...) is not the application's error: the member rejoins, the
+        revocation commits again, and at worst those records come again, as Java's auto-commit
+        logs it and goes on. Any other error is raised by the next poll."""
+        try:
+            kept = await self._existing(set(offsets))
+            if kept:
+                await self.commit_offsets({tp: off for tp, off in offsets.items() if tp in kept})
+        except KafkaProtocolError as exc:
+            if exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not exc.retriable:
+                log.warning("auto-commit of group %s: %s", self.group_id, exc)  # a deleted topic
+                return
+            if exc.code not in REJOIN_CODES and exc.code not in MEMBER_FENCED_CODES:
+                raise
+            log.warning("auto-commit overtaken by a rebalance of group %s: %s", self.group_id, exc)
 
     async def commit(self, offsets: Any = None) -> None:
         """The face's commit: positions, a {tp: offset} map, or messages (past them)."""

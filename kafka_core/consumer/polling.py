@@ -105,7 +105,7 @@ class Poller:
             todo = self._offsets.auto_commit_due()
             if todo:
                 self._commit_task = loop.create_task(
-                    self._offsets.commit_offsets(todo), name="kafka-core-auto-commit"
+                    self._offsets.run_auto_commit(todo), name="kafka-core-auto-commit"
                 )
         task = self._commit_task
         if task is not None:

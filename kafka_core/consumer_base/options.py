@@ -38,11 +38,15 @@ def resolve_client(
     """(async client, whether the consumer owns it, its request timeout in ms).
 
     Connection options configure a client the consumer makes; a client passed in (sync or
-    asyncio) is its owner's, configured by them.
+    asyncio) is its owner's, configured by them. A consumer's client does not auto-create the
+    topics it asks about unless told to (``allow_auto_create_topics=True``), as librdkafka's:
+    a subscription to a topic not created yet waits for it, rather than creating it with the
+    broker's default partition count under the application that is about to create it.
     """
     if client is None:
         from kafka_core.client.cluster import KafkaClient
 
+        options = {"allow_auto_create_topics": False, **options}
         return KafkaClient(bootstrap_servers, **options), True, options.get("request_timeout_ms", 30_000)
     if options or bootstrap_servers != DEFAULT_BOOTSTRAP:
         raise KafkaConfigError("client options and bootstrap_servers go to the client you pass, not here")

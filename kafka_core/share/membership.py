@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
+from kafka_core.client.watch import TopicInterest, TopicView, topic_view
 from kafka_core.consumer_base.member import new_member_id
 from kafka_core.consumer_base.outage import OutageTracker
 from kafka_core.errors import (
@@ -87,6 +88,9 @@ class ShareMembership:
         self._send_now = asyncio.Event()  # topics changed or a rejoin: heartbeat before the interval
         self._joined = asyncio.Event()  # a member (or a fatal error): a waiting poll goes on
         self._names: dict[uuid.UUID, str] = {}
+        # The subscribed topics as the cluster shows them: one appearing means the broker has
+        # an assignment for it, fetched at once by a heartbeat rather than at the next interval.
+        self._watch: TopicInterest | None = None
 
     async def start(self, topics: list[str]) -> None:
         """Check the coordinator speaks ShareGroupHeartbeat, then heartbeat (the first joins)."""
@@ -102,12 +106,23 @@ class ShareMembership:
         self._task = asyncio.get_running_loop().create_task(
             self._run(), name=f"kafka-core-share-heartbeat-{self.group_id}"
         )
+        if self._watch is None:  # from what the client knows: only a change heartbeats early
+            seen = topic_view(self._client.cached_metadata().topics, self.topics)
+            self._watch = self._client.watch_topics(self._topics_changed, topics=self.topics, view=seen)
+
+    def _topics_changed(self, view: TopicView) -> None:
+        """A subscribed topic appeared (or went): heartbeat now, every field, so the broker's
+        assignment for it comes now and its id resolves."""
+        self._full = True
+        self._send_now.set()
 
     def set_topics(self, topics: list[str]) -> None:
         topics = sorted(set(topics))
         if topics != self.topics:
             self.topics = topics
             self._send_now.set()
+            if self._watch is not None:
+                self._watch.set_topics(topics)
 
     @property
     def running(self) -> bool:
@@ -285,6 +300,9 @@ class ShareMembership:
 
     async def leave(self) -> None:
         """Stop heartbeating and leave (epoch -1): the member's acquired records are released."""
+        if self._watch is not None:
+            self._watch.close()
+            self._watch = None
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)

@@ -16,6 +16,7 @@ from kafka_core.client.metadata import (
     TopicMeta,
     TopicPartition,
 )
+from kafka_core.client.watch import TopicInterest, TopicWatcher
 from kafka_core.codec import encode_record_batch
 from kafka_core.errors import KafkaConnectionError
 from kafka_core.protocol.messages import FetchRequest, FetchResponse
@@ -59,6 +60,21 @@ class FakeClient:
         self.unknown_id_answers = 0
         self.cached_ids: dict[str, uuid.UUID] | None = None  # stale view, refreshed on invalidation
         self.topic_ids: dict[str, uuid.UUID] = {t: uuid.uuid4() for t in partitions}
+        self._watcher: TopicWatcher | None = None
+
+    async def metadata(self, topics: Any = None, **kw: Any) -> Any:
+        names = topics if topics is not None else list(self.topics)
+        return ClusterMeta(
+            brokers=[], topics=[await self.await_topic_ready(t) for t in names if t in self.topics]
+        )
+
+    def watch_topics(self, on_change: Any, **kw: Any) -> TopicInterest:
+        """The real watcher, over this fake's metadata."""
+        if self._watcher is None:
+            self._watcher = TopicWatcher(self.metadata, (10, 50))
+        kw.setdefault("refresh_ms", 300_000)
+        kw["refresh_s"] = kw.pop("refresh_ms") / 1000
+        return self._watcher.watch(on_change, **kw)
 
     def log(self, topic: str, partition: int) -> FakeLog:
         return self.logs[TopicPartition(topic, partition)]
@@ -195,6 +211,8 @@ class FakeClient:
 
     async def close(self) -> None:
         self.closed = True
+        if self._watcher is not None:
+            self._watcher.close()
 
 
 class _FakeConnection:
@@ -220,14 +238,6 @@ class FakeGroupClient(FakeClient):
         self.leaves: list[Any] = []
         self.heartbeats = 0
         self.join_delay = 0.0  # seconds JoinGroup takes to answer (a slow rebalance)
-
-    async def metadata(self, topics: Any = None) -> Any:
-        from kafka_core.client.metadata import ClusterMeta
-
-        names = topics if topics is not None else list(self.topics)
-        return ClusterMeta(
-            brokers=[], topics=[await self.await_topic_ready(t) for t in names if t in self.topics]
-        )
 
     async def send(self, node: int, body: Any, version: int | None = None, **kw: Any) -> Any:
         from kafka_core.protocol import messages as m

@@ -43,7 +43,7 @@ class FakeCoordinator(FakeClient):
             )
         return self.version
 
-    async def metadata(self, topics: Any = None) -> ClusterMeta:
+    async def metadata(self, topics: Any = None, **kw: Any) -> ClusterMeta:
         return self.cached_metadata()
 
     def note_error(self, code: int, topic: str | None = None, **kw: Any) -> bool:

@@ -53,6 +53,7 @@ class FakeShareBroker:
         self.fetch_error: int = 0  # answer the next ShareFetch with this top-level code
         self.closed = False
         self.down = False  # every request fails as against a broker that refuses connections
+        self._watcher: Any = None
 
     # -- the script's side ------------------------------------------------------------------------
 
@@ -101,6 +102,15 @@ class FakeShareBroker:
     def cached_metadata(self) -> ClusterMeta:
         return self._meta()
 
+    def watch_topics(self, on_change: Any, **kw: Any) -> Any:
+        """The real watcher, over this fake's metadata."""
+        from kafka_core.client.watch import TopicWatcher
+
+        if self._watcher is None:
+            self._watcher = TopicWatcher(self.metadata, (10, 50))
+        kw["refresh_s"] = kw.pop("refresh_ms", 300_000) / 1000
+        return self._watcher.watch(on_change, **kw)
+
     def invalidate_metadata(self, topic: str | None = None) -> None:
         pass
 
@@ -115,6 +125,8 @@ class FakeShareBroker:
 
     async def close(self) -> None:
         self.closed = True
+        if self._watcher is not None:
+            self._watcher.close()
 
     async def send(self, node_id: int, body: Any, version: int | None = None, **_: Any) -> Any:
         await asyncio.sleep(0)

@@ -57,7 +57,7 @@ def test_the_command_line_prints_one_json_line_and_stops_cleanly() -> None:
         assert line, proc.stderr.read() if proc.stderr else ""
         info = json.loads(line)
         assert info["broker"] == "kafka"
-        assert set(info["listeners"]) == {"PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL"}
+        assert set(info["listeners"]) == {"PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL", "SASL_OAUTH"}
         assert info["bootstrap"] == ",".join(info["listeners"]["PLAINTEXT"])
         mechanisms = {(u["mechanism"], u["name"]) for u in info["users"]}
         assert ("SCRAM-SHA-512", "alice") in mechanisms and ("PLAIN", "admin") in mechanisms
@@ -65,6 +65,18 @@ def test_the_command_line_prints_one_json_line_and_stops_cleanly() -> None:
         assert node["port"] == int(info["bootstrap"].rsplit(":", 1)[1])
         with KafkaProducer(info["bootstrap"]) as producer:
             assert producer.send("cli-json", b"x").result(30).offset == 0
+        oauth = info["oauth"]  # the OAUTHBEARER listener, and a client of its OIDC provider that works
+        assert set(oauth) == {"listener", "bootstrap", "token_endpoint", "client_id", "client_secret"}
+        assert oauth["bootstrap"] == ",".join(info["listeners"][oauth["listener"]])
+        with KafkaProducer(
+            oauth["bootstrap"],
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="OAUTHBEARER",
+            sasl_oauth_token_endpoint_url=oauth["token_endpoint"],
+            sasl_oauth_client_id=oauth["client_id"],
+            sasl_oauth_client_secret=oauth["client_secret"],
+        ) as producer:
+            assert producer.send("cli-json", b"y").result(30).offset == 1
         proc.send_signal(signal.SIGINT)
         assert proc.wait(90) == 0
         deadline = time.monotonic() + 30

@@ -438,3 +438,45 @@ def test_pattern_stream_picks_up_a_new_topic_from_its_start(
         _produce(bootstrap_servers, first, 5)
         run(checkpoint)
     assert sorted(seen) == sorted([first] * 5 + [second] * 30)
+
+
+@pytest.mark.parametrize("option", ["subscribe", "subscribePattern"])
+def test_stream_started_before_its_topic_exists_reads_it_once_created(
+    spark: SparkSession, bootstrap_servers: str, option: str
+) -> None:
+    """A running query (not AvailableNow) whose topic is created after it started: each
+    trigger looks the topics up again, so every record comes, from the new topic's start."""
+    from kafka_core import KafkaAdmin, NewTopic
+
+    topic = f"late-spark-{uuid.uuid4().hex[:10]}"
+    seen: list[bytes] = []
+    triggers: list[int] = []
+
+    def collect(df: Any, batch_id: int) -> None:
+        triggers.append(batch_id)
+        seen.extend(bytes(r.value) for r in df.select("value").collect())
+
+    value = topic if option == "subscribe" else f"{topic[:-4]}.*"
+    stream = _stream(spark, bootstrap_servers, **{option: value})
+    with tempfile.TemporaryDirectory() as checkpoint:
+        q = (
+            stream.writeStream.foreachBatch(collect)
+            .option("checkpointLocation", checkpoint)
+            .trigger(processingTime="500 milliseconds")
+            .start()
+        )
+        try:
+            deadline = time.monotonic() + 120
+            while not q.recentProgress and time.monotonic() < deadline:  # the query runs, topic-less
+                time.sleep(0.2)
+            assert q.recentProgress, "the query made no progress"
+            with KafkaAdmin(bootstrap_servers) as admin:
+                [created] = admin.create_topics([NewTopic(topic, num_partitions=2)]).values()
+                assert created.ok, created.error
+            _produce(bootstrap_servers, topic, 5)
+            while len(seen) < 5 and time.monotonic() < deadline and q.exception() is None:
+                time.sleep(0.2)
+            assert q.exception() is None
+        finally:
+            q.stop()
+    assert sorted(seen) == sorted(f"v{i}".encode() for i in range(5))

@@ -353,6 +353,9 @@ class Fetcher:
             if slot in self._inflight:
                 continue
             by_node[slot][tp] = where
+        for offsets in by_node.values():
+            for tp in [tp for tp in offsets if tp not in self._subs]:
+                del offsets[tp]  # revoked while the leaders were looked up (a rebalance)
         self._check_recreated({tp.topic for offsets in by_node.values() for tp in offsets})
         meta = {t.name: t for t in self._client.cached_metadata().topics}
         for offsets in by_node.values():

@@ -22,6 +22,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
+from kafka_core.client.watch import TopicInterest, TopicView, topic_view
 from kafka_core.consumer.group.assignors import COOPERATIVE, get_assignor
 from kafka_core.consumer.group.classic_leader import leader_plan
 from kafka_core.consumer.group.classic_meta import (
@@ -125,7 +126,12 @@ class GroupMembership:
         self._join_lock = asyncio.Lock()
         self._closed = False
         self._joined_once = False
-        self._assigned_counts: dict[str, int] = {}  # what the leader assigned from
+        # The leader watches every member's topics, from what it assigned from: one that
+        # appears, goes, is recreated or grows means a rebalance (as Java's leader). A pattern
+        # member watches what its pattern matches: a new match means a rejoin.
+        self._leader_watch: TopicInterest | None = None
+        self._pattern_watch: TopicInterest | None = None
+        self._pattern_view: TopicView = {}  # what the pattern matched at the last join
         self._gate_timeout_ms = coordinator_ready_timeout_ms
         self._failed_rounds = 0  # join rounds in a row that got no assignment
         # A refused login (SASL credentials, TLS handshake): fatal, every poll raises it.
@@ -142,6 +148,10 @@ class GroupMembership:
         if self._task is None:
             self._task = loop.create_task(
                 self._heartbeat_loop(), name=f"kafka-core-heartbeat-{self.group_id}"
+            )
+        if self._pattern is not None and self._pattern_watch is None:
+            self._pattern_watch = self._client.watch_topics(
+                self._pattern_changed, pattern=self._pattern, refresh_ms=self._metadata_check * 1000
             )
 
     @property
@@ -167,6 +177,9 @@ class GroupMembership:
 
     async def close(self) -> None:
         self._closed = True
+        for watch in (self._leader_watch, self._pattern_watch):
+            if watch is not None:
+                watch.close()
         for task in (self._task, self._join_task):
             if task is not None:
                 task.cancel()
@@ -318,7 +331,9 @@ class GroupMembership:
             await self._check_authorized(topics)
             return topics
         meta = await self._client.metadata(None)
-        return topics_matching(self._pattern, meta.topics)
+        matched = topics_matching(self._pattern, meta.topics)
+        self._pattern_view = topic_view(meta.topics, matched)
+        return matched
 
     async def _check_authorized(self, topics: list[str]) -> None:
         """A named topic this consumer may not describe is refused, not absent: taken as absent,
@@ -400,10 +415,12 @@ class GroupMembership:
         self.generation = resp.generation_id
         self.protocol_name = resp.protocol_name
         assignments: list[Any] = []
+        watched: tuple[set[str], TopicView] | None = None
         if resp.leader == resp.member_id and not getattr(resp, "skip_assignment", False):
-            plan, self._assigned_counts = await leader_plan(
+            plan, topics, view = await leader_plan(
                 self._client, self._assignors, resp.protocol_name, resp.members
             )
+            watched = (topics, view)
             assignments = [
                 SyncGroupRequest.SyncGroupRequestAssignment(member_id=m, assignment=encode_assignment(a))
                 for m, a in plan.items()
@@ -425,6 +442,15 @@ class GroupMembership:
             if isinstance(retry, _Retry) and resp.leader != self.member_id:
                 retry.args = (f"{retry} (leader {resp.leader!r} did not send the assignment)",)
             raise retry
+        # The watches start from what this join was made from (a change during the join is
+        # seen again against it, not lost with the join's end).
+        if watched is not None:
+            self._watch_as_leader(*watched)
+        elif self._leader_watch is not None:
+            self._leader_watch.close()  # another member leads now: its job
+            self._leader_watch = None
+        if self._pattern_watch is not None:
+            self._pattern_watch.set_topics((), view=self._pattern_view)
         self._joined_once = True
         assignment = decode_assignment(sresp.assignment)
         new = {TopicPartition(t, p) for t, ps in assignment.partitions.items() for p in ps}
@@ -451,32 +477,38 @@ class GroupMembership:
         self.needs_rejoin = True
         self._wake()  # a waiting poll rejoins promptly
 
-    async def _metadata_changed(self) -> bool:
-        """New topics matching the pattern, or (leader) partition counts that moved: rebalance."""
-        try:
-            if self._pattern is not None and await self._subscription_topics() != self._subscribed:
-                return True
-            if self._assigned_counts:
-                meta = await self._client.metadata(sorted(self._assigned_counts))
-                now = {t.name: len(t.partitions) for t in meta.topics if not t.error_code}
-                return any(now.get(t, n) != n for t, n in self._assigned_counts.items())
-        except KafkaError as exc:
-            log.debug("metadata check for group %s failed: %r", self.group_id, exc)
-        return False
+    def _watch_as_leader(self, topics: set[str], view: TopicView) -> None:
+        """Watch the group's topics from the metadata this assignment was made from."""
+        if self._leader_watch is None:
+            self._leader_watch = self._client.watch_topics(
+                self._assigned_topics_changed,
+                topics=topics,
+                refresh_ms=self._metadata_check * 1000,
+                view=view,
+            )
+        else:
+            self._leader_watch.set_topics(topics, view)
+
+    def _assigned_topics_changed(self, view: TopicView) -> None:
+        """(Leader) a subscribed topic appeared, went, was recreated or grew: rebalance."""
+        if self._closed or not self.member_id:
+            return
+        log.info("group %s: subscribed topics changed (now %s); rejoining", self.group_id, view)
+        self._request_rejoin()
+
+    def _pattern_changed(self, view: TopicView) -> None:
+        """The pattern matches other topics than this member joined with: rejoin."""
+        if self._closed or not self.member_id or sorted(view) == self._subscribed:
+            return
+        log.info("group %s: the pattern now matches %s; rejoining", self.group_id, sorted(view))
+        self._request_rejoin()
 
     async def _heartbeat_loop(self) -> None:
         loop = asyncio.get_running_loop()
-        next_check = loop.time() + self._metadata_check
         while not self._closed:
             await asyncio.sleep(self._heartbeat_interval)
             if self.needs_rejoin or not self.member_id or self.generation < 0:
                 continue
-            if loop.time() >= next_check:
-                next_check = loop.time() + self._metadata_check
-                if await self._metadata_changed():
-                    log.info("group %s: subscribed topics or partitions changed; rejoining", self.group_id)
-                    self._request_rejoin()
-                    continue
             if (loop.time() - self._last_poll) * 1000 > self._max_poll_interval:
                 log.warning(
                     "group %s: no poll for over max_poll_interval_ms=%s; leaving the group",

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kafka_core.client.watch import TopicView, topic_view
 from kafka_core.consumer.group.assignors import MemberInfo
 from kafka_core.consumer.group.classic_meta import Assignment, decode_subscription
 from kafka_core.protocol.errors import ErrorCode, error_for
@@ -12,9 +13,11 @@ from kafka_core.protocol.errors import ErrorCode, error_for
 
 async def leader_plan(
     client: Any, assignors: list[Any], protocol: str, members: list[Any]
-) -> tuple[dict[str, Assignment], dict[str, int]]:
-    """The group leader's job: every member's assignment by the assignor the group chose, and
-    the partition counts it was made from (a change in them means a new rebalance)."""
+) -> tuple[dict[str, Assignment], set[str], TopicView]:
+    """The group leader's job: every member's assignment by the assignor the group chose, the
+    topics the members subscribe to, and what the assignment was made from (those that exist,
+    their partition counts and ids): a change in that (a subscribed topic created, deleted,
+    recreated or grown) means a new rebalance."""
     assignor = next((a for a in assignors if a.name == protocol), None)
     if assignor is None:
         raise error_for(
@@ -27,13 +30,11 @@ async def leader_plan(
         sub = decode_subscription(m.metadata)
         infos[m.member_id] = MemberInfo(m.member_id, sub, getattr(m, "group_instance_id", None))
         topics.update(sub.topics)
-    counts: dict[str, int] = {}
+    view: TopicView = {}
     if topics:
         meta = await client.metadata(sorted(topics))
-        for t in meta.topics:
-            if t.name in topics and not t.error_code and t.partitions:
-                counts[t.name] = len(t.partitions)
-    plan = assignor.assign(counts, infos)
+        view = topic_view(meta.topics, topics)
+    plan = assignor.assign({name: count for name, (count, _) in view.items()}, infos)
     for member_id in infos:
         plan.setdefault(member_id, Assignment())
-    return plan, dict(counts)
+    return plan, topics, view

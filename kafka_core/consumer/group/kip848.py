@@ -21,6 +21,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kafka_core.client.watch import TopicInterest, TopicView, topic_view
 from kafka_core.consumer.group.kip848_reconcile import Reconciler, Target
 from kafka_core.consumer.group.rebalance import ConsumerGroupMetadata, RebalanceListener
 from kafka_core.consumer.subscription import SubscriptionState, topics_matching
@@ -121,6 +122,10 @@ class ConsumerGroupMembership:
         self._last_poll = 0.0
         self._closed = False
         self._task: asyncio.Task[None] | None = None
+        # The subscribed topics (or the pattern's) as the cluster shows them: one appearing
+        # means the broker has a new assignment for us, fetched at once by a heartbeat rather
+        # than at the next interval, and any topic ids it names that were unknown can resolve.
+        self._watch: TopicInterest | None = None
         self._reconcile_task: asyncio.Task[None] | None = None
         self._send_now = asyncio.Event()  # an acknowledgement or a rejoin: heartbeat now
         self._settled = asyncio.Event()  # a member with its assignment in place
@@ -157,6 +162,18 @@ class ConsumerGroupMembership:
             self._fatal = unsupported_error(exc)
             raise self._fatal from exc
         self._task = loop.create_task(self._run(), name=f"kafka-core-heartbeat-{self.group_id}")
+        # From what the client knows already: only a change from it heartbeats early.
+        known = self._client.cached_metadata().topics
+        seen = topic_view(known, None if self._pattern is not None else self._topics)
+        if self._pattern is not None:
+            seen = {n: v for n, v in seen.items() if n in topics_matching(self._pattern, known)}
+        self._watch = self._client.watch_topics(
+            self._topics_changed,
+            topics=self._topics,
+            pattern=self._pattern,
+            refresh_ms=self._metadata_check * 1000,
+            view=seen,
+        )
 
     @property
     def joining(self) -> bool:
@@ -223,6 +240,8 @@ class ConsumerGroupMembership:
         (its partitions wait for it for the session timeout). The consumer bounds this by
         close's timeout."""
         self._closed = True
+        if self._watch is not None:
+            self._watch.close()
         for task in (self._task, self._reconcile_task):
             if task is not None:
                 task.cancel()
@@ -232,6 +251,19 @@ class ConsumerGroupMembership:
         await self._rec.revoke_all()
         if self.epoch > 0:
             await self._leave("consumer closed")
+
+    def _topics_changed(self, view: TopicView) -> None:
+        """A subscribed topic appeared, went or grew: heartbeat now (the broker's assignment
+        follows the cluster's topics), and retry an assignment waiting on unknown topic ids.
+        A pattern resolved here (ConsumerGroupHeartbeat v0) takes the new match at once."""
+        if self._closed:
+            return
+        if self._pattern is not None and self._version == 0:
+            self._matched = sorted(view)
+            self._next_match = asyncio.get_running_loop().time() + self._metadata_check
+        self._send_now.set()
+        if self._target is not None and self.epoch > 0:
+            self._kick()
 
     # -- the heartbeat loop -------------------------------------------------------------------
 

@@ -1,6 +1,8 @@
 """``python -m kafka_core.devbroker [--broker tansu|kafka] [--nodes 3] [--json]``: run a broker
 until interrupted. With ``--json`` the first stdout line is one JSON object (``bootstrap``,
-``listeners``, ``users``, ``nodes``) for scripts; without it, a sentence for people."""
+``listeners``, ``users``, ``nodes``; for Kafka ``oauth``: the OAUTHBEARER listener's ``listener``,
+``bootstrap``, ``token_endpoint``, ``client_id``, ``client_secret``) for scripts; without it, a
+sentence for people."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from types import FrameType
 from kafka_core.devtools.brokers.common import BrokerStartError
 from kafka_core.devtools.brokers.kafka import KafkaCluster
 from kafka_core.devtools.brokers.kafka_jars import KAFKA_VERSION
+from kafka_core.devtools.brokers.oauth_server import OAuthServer
 from kafka_core.devtools.brokers.tansu import TansuBroker
 
 
@@ -28,6 +31,11 @@ def _parser() -> argparse.ArgumentParser:
         "--version", default=KAFKA_VERSION, help=f"Apache Kafka version (default {KAFKA_VERSION})"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON line describing the broker first")
+    parser.add_argument(
+        "--no-oauth",
+        action="store_true",
+        help="Apache Kafka without its OAUTHBEARER listener (and the OIDC provider behind it)",
+    )
     return parser
 
 
@@ -52,15 +60,19 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     broker: TansuBroker | KafkaCluster
+    oauth: OAuthServer | None = None
     try:
         if args.broker == "kafka":
-            broker = KafkaCluster(args.nodes, version=args.version)
+            oauth = None if args.no_oauth else _start_oauth()
+            broker = KafkaCluster(args.nodes, version=args.version, oauth=oauth)
         else:
             broker = TansuBroker(args.port or 9092)
         try:
             broker.start()
         except BaseException:
             broker.close()
+            if oauth is not None:
+                oauth.close()
             raise
     except BrokerStartError as exc:
         print(f"devbroker: {exc}", file=sys.stderr)
@@ -87,6 +99,18 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         broker.close()
+        if oauth is not None:
+            oauth.close()
+
+
+def _start_oauth() -> OAuthServer:
+    """The OIDC provider behind Kafka's OAUTHBEARER listener (tokens for an hour)."""
+    server = OAuthServer()
+    try:
+        return server.start()
+    except BaseException:
+        server.close()
+        raise
 
 
 if __name__ == "__main__":

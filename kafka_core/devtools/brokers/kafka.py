@@ -35,13 +35,17 @@ from kafka_core.devtools.brokers.common import (
 from kafka_core.devtools.brokers.kafka_jars import KAFKA_VERSION, kafka_classpath
 from kafka_core.devtools.brokers.kafka_security import (
     MECHANISMS,
+    OAUTH_LISTENER,
     ServerCertificates,
     TestUser,
     jaas_config,
     make_certificates,
     make_users,
+    oauth_jvm_options,
+    oauth_listener_properties,
     scram_format_arguments,
 )
+from kafka_core.devtools.brokers.oauth_server import AUDIENCE, CLIENT_ID, OAuthServer
 
 __all__ = ["KafkaCluster", "KafkaNode"]
 
@@ -114,6 +118,7 @@ class KafkaCluster(EmbeddedBroker):
         workdir: Path | None = None,
         startup_timeout: float = 120.0,
         advertised_ports: dict[int, int] | None = None,
+        oauth: OAuthServer | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
@@ -129,9 +134,17 @@ class KafkaCluster(EmbeddedBroker):
         self.cluster_id = _cluster_id()
         self.users: list[TestUser] = make_users()
         self.certificates: ServerCertificates | None = None
+        # An OIDC provider (started by the caller) behind an extra OAUTHBEARER listener.
+        self.oauth = oauth
+        # Listeners beyond the four every node has: name -> security protocol.
+        self.extra_listeners: dict[str, str] = {}
+        if oauth is not None:
+            self.extra_listeners[OAUTH_LISTENER] = "SASL_PLAINTEXT"
         self.nodes = [
             KafkaNode(
-                i, {name: free_port(host) for name in (*LISTENERS, "CONTROLLER")}, self.workdir / f"node-{i}"
+                i,
+                {name: free_port(host) for name in (*self._listener_names, "CONTROLLER")},
+                self.workdir / f"node-{i}",
             )
             for i in range(1, nodes + 1)
         ]
@@ -148,8 +161,12 @@ class KafkaCluster(EmbeddedBroker):
         return self.addresses("PLAINTEXT")
 
     @property
+    def _listener_names(self) -> tuple[str, ...]:
+        return (*LISTENERS, *self.extra_listeners)
+
+    @property
     def listeners(self) -> dict[str, str]:
-        return {name: self.addresses(name) for name in LISTENERS}
+        return {name: self.addresses(name) for name in self._listener_names}
 
     def user(self, mechanism: str, name: str = "alice") -> TestUser:
         return next(u for u in self.users if u.mechanism == mechanism and u.name == name)
@@ -167,13 +184,20 @@ class KafkaCluster(EmbeddedBroker):
                 {"id": n.node_id, "pid": n.pid, "port": n.port, "log": str(n.log_path)} for n in self.nodes
             ],
             "start_seconds": self.start_seconds,
+            **self._describe_oauth(),
         }
+
+    def _describe_oauth(self) -> dict[str, Any]:
+        if self.oauth is None:
+            return {}
+        return {"oauth": self.oauth.describe(self.addresses(OAUTH_LISTENER), OAUTH_LISTENER)}
 
     # -- configuration --------------------------------------------------------------------------
 
     def _properties(self, node: KafkaNode) -> str:
         host = self.host
-        listeners = ",".join(f"{name}://{host}:{node.ports[name]}" for name in (*LISTENERS, "CONTROLLER"))
+        names = self._listener_names
+        listeners = ",".join(f"{name}://{host}:{node.ports[name]}" for name in (*names, "CONTROLLER"))
         voters = ",".join(f"{n.node_id}@{host}:{n.ports['CONTROLLER']}" for n in self.nodes)
         single = len(self.nodes) == 1
         assert self.certificates is not None
@@ -183,18 +207,23 @@ class KafkaCluster(EmbeddedBroker):
             "controller.quorum.voters": voters,
             "listeners": listeners,
             "advertised.listeners": ",".join(
-                f"{name}://{host}:{self._advertised_port(node, name)}" for name in LISTENERS
+                f"{name}://{host}:{self._advertised_port(node, name)}" for name in names
             ),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL",
+            "listener.security.protocol.map": ",".join(
+                [
+                    "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL",
+                    *(f"{name}:{protocol}" for name, protocol in self.extra_listeners.items()),
+                ]
+            ),
             "log.dirs": str(node.directory / "data"),
             "sasl.enabled.mechanisms": ",".join(MECHANISMS),
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(self.certificates.keystore_file),
             "ssl.client.auth": "none",
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": "User:admin;User:ANONYMOUS",
+            "super.users": ";".join(["User:admin", "User:ANONYMOUS", *self._oauth_super_users()]),
             "allow.everyone.if.no.acl.found": "false",
             "group.initial.rebalance.delay.ms": "0",
             "offsets.topic.num.partitions": "1" if single else "3",
@@ -215,8 +244,25 @@ class KafkaCluster(EmbeddedBroker):
                 props[f"listener.name.{listener}.{mechanism.lower()}.sasl.jaas.config"] = jaas_config(
                     mechanism, self.users
                 )
+        props.update(self._oauth_properties())
         props.update(self.overrides)
         return "".join(f"{key}={value}\n" for key, value in props.items())
+
+    def _oauth_properties(self) -> dict[str, str]:
+        if self.oauth is None:
+            return {}
+        return oauth_listener_properties(
+            OAUTH_LISTENER, jwks_url=self.oauth.jwks_url, issuer=self.oauth.issuer, audience=AUDIENCE
+        )
+
+    def _oauth_super_users(self) -> list[str]:
+        return [] if self.oauth is None else [f"User:{CLIENT_ID}"]
+
+    def _jvm_options(self) -> list[str]:
+        """System properties for every Kafka JVM (the OAuth URLs Kafka may fetch)."""
+        if self.oauth is None:
+            return []
+        return oauth_jvm_options(self.oauth.jwks_url, self.oauth.token_endpoint)
 
     def _advertised_port(self, node: KafkaNode, listener: str) -> int:
         if listener == "PLAINTEXT":
@@ -326,6 +372,7 @@ class KafkaCluster(EmbeddedBroker):
             "-XX:+ExplicitGCInvokesConcurrent",
             "-Djava.awt.headless=true",
             f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
+            *self._jvm_options(),
             "-cp",
             f"{self._classpath}/*",
             main,

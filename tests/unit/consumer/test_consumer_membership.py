@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any
 
 import pytest
@@ -223,7 +224,7 @@ def test_sync_rounds_that_keep_failing_are_reported(caplog: pytest.LogCaptureFix
 class _DeniedTopic(FakeGroupClient):
     """A broker whose ACLs deny this consumer the topic: Metadata answers TOPIC_AUTHORIZATION_FAILED."""
 
-    async def metadata(self, topics: Any = None) -> Any:
+    async def metadata(self, topics: Any = None, **kw: Any) -> Any:
         from kafka_core.client.metadata import ClusterMeta, TopicMeta
 
         return ClusterMeta(brokers=[], topics=[TopicMeta(t, [], error_code=29) for t in topics or []])
@@ -277,3 +278,51 @@ def test_a_refused_login_is_raised_by_the_first_poll_and_not_retried(protocol: s
 
     run(main())
     assert client.logins == 1
+
+
+def test_leader_rebalances_when_a_subscribed_topic_appears_and_when_it_grows():
+    """The subscribed topic does not exist at the join: the leader assigns nothing and watches
+    it (at the retry backoff, retry_backoff_ms here), rebalances once it appears, and again
+    when it gains a partition."""
+    client = FakeGroupClient({})
+    events: list = []
+
+    async def main():
+        c = member(client, events, metadata_max_age_ms=50)
+        await poll_until(c, lambda g: c.group_metadata().generation_id >= 0)
+        assert c.assignment() == set()
+        client.topics[T] = 1
+        client.topic_ids[T] = uuid.uuid4()
+        fill(client, 0, 3)
+        got = await poll_until(c, lambda g: len(g) >= 3)
+        assert c.assignment() == {TP0} and len(got) == 3
+        client.topics[T] = 2
+        fill(client, 1, 2)
+        got = await poll_until(c, lambda g: len(g) >= 2)
+        assert c.assignment() == {TP0, TP1} and len(got) == 2
+        await c.close()
+
+    run(main())
+    assert ("assign", [TP0]) in events
+
+
+def test_consumer_without_group_takes_in_a_topic_created_after_its_start():
+    from fakes.consumer_client import FakeClient
+
+    client = FakeClient({})
+
+    async def main():
+        c = KafkaConsumer(
+            topics=[T], group_id=None, client=client, auto_offset_reset="earliest", fetch_max_wait_ms=20
+        )
+        assert await c.poll(50) == [] and c.assignment() == set()  # started: nothing to read yet
+        client.topics[T] = 2
+        client.topic_ids[T] = uuid.uuid4()
+        fill(client, 0, 2)
+        fill(client, 1, 3)
+        got = await poll_until(c, lambda g: len(g) >= 5)
+        assert c.assignment() == {TP0, TP1}
+        await c.close()
+        return got
+
+    assert len(run(main())) == 5
