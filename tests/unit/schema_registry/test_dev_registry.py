@@ -293,9 +293,13 @@ def test_ccompat_prefix_is_served(unique_subject: Callable[[str], str]) -> None:
 
 
 def test_command_prints_its_url_and_stops_on_sigterm() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "SR_TEST_USERS": "u:pw-cli-secret",
+    }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kafka_core.devtools.registry", "--user", "u:pw"],
+        [sys.executable, "-m", "kafka_core.devtools.registry", "--users-env", "SR_TEST_USERS"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -303,9 +307,10 @@ def test_command_prints_its_url_and_stops_on_sigterm() -> None:
     )
     try:
         assert proc.stdout is not None
-        info = json.loads(proc.stdout.readline())
-        assert info["auth"] == "basic" and info["url"].startswith("http://127.0.0.1:")
-        c = SchemaRegistryClient({"url": info["url"], "basic.auth.user.info": "u:pw"})
+        line = proc.stdout.readline()
+        info = json.loads(line)
+        assert info["auth"] == "basic" and info["url"].startswith("http://127.0.0.1:") and "pw-cli-secret" not in line
+        c = SchemaRegistryClient({"url": info["url"], "basic.auth.user.info": "u:pw-cli-secret"})
         assert c.register_schema("cmd-value", _avro([ID])) == 1
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
