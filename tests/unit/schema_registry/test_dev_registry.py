@@ -309,7 +309,11 @@ def test_command_prints_its_url_and_stops_on_sigterm() -> None:
         assert proc.stdout is not None
         line = proc.stdout.readline()
         info = json.loads(line)
-        assert info["auth"] == "basic" and info["url"].startswith("http://127.0.0.1:") and "pw-cli-secret" not in line
+        assert (
+            info["auth"] == "basic"
+            and info["url"].startswith("http://127.0.0.1:")
+            and "pw-cli-secret" not in line
+        )
         c = SchemaRegistryClient({"url": info["url"], "basic.auth.user.info": "u:pw-cli-secret"})
         assert c.register_schema("cmd-value", _avro([ID])) == 1
         proc.send_signal(signal.SIGTERM)
