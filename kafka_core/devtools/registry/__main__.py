@@ -1,4 +1,4 @@
-"""``python -m kafka_core.devtools.registry [--port 0] [--user NAME:PASSWORD] [--token-env VAR]
+"""``python -m kafka_core.devtools.registry [--port 0] [--user NAME:PASSWORD | --users-env VAR] [--token-env VAR]
 [--kafka BOOTSTRAP [--topic _schemas]]``: run the dev registry until interrupted, its schemas in
 memory or kept in a Kafka topic. The first stdout line is one JSON object (``url``, ``port``,
 ``pid``, ``auth``, ``storage``) for scripts, as the dev broker's ``--json`` prints."""
@@ -24,6 +24,12 @@ def _parser() -> argparse.ArgumentParser:
         "--user", action="append", default=[], metavar="NAME:PASSWORD", help="require basic auth (repeatable)"
     )
     parser.add_argument(
+        "--users-env",
+        metavar="VAR",
+        help="require basic auth for NAME:PASSWORD[,NAME:PASSWORD...] read from environment variable VAR "
+        "(kept out of the process list, unlike --user)",
+    )
+    parser.add_argument(
         "--token-env", metavar="VAR", help="require this bearer token, read from environment variable VAR"
     )
     parser.add_argument("--compatibility", default="BACKWARD", choices=sorted(LEVELS))
@@ -40,9 +46,15 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    users = dict(u.split(":", 1) for u in args.user if ":" in u)
-    if len(users) != len(args.user):
-        print("registry: --user takes NAME:PASSWORD", file=sys.stderr)
+    pairs = list(args.user)
+    if args.users_env:
+        pairs += [p.strip() for p in os.environ.get(args.users_env, "").split(",") if p.strip()]
+        if not pairs:
+            print(f"registry: environment variable {args.users_env} is empty", file=sys.stderr)
+            return 2
+    users = dict(u.split(":", 1) for u in pairs if ":" in u)
+    if len(users) != len(pairs):
+        print("registry: users are NAME:PASSWORD", file=sys.stderr)
         return 2
     token = os.environ.get(args.token_env) if args.token_env else None
     if args.token_env and not token:

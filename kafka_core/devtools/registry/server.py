@@ -284,10 +284,15 @@ class RegistryServer:
         return answer
 
     def _dispatch(self, method: str, path: str, query: dict[str, list[str]], body: Any) -> tuple[int, Any]:
+        known_path = False
         for route_method, pattern, fn in self._routes:
             match = pattern.match(path)
-            if match is not None and route_method == method:
-                return 200, fn(_Request(method, match.groups(), query, body))
+            if match is not None:
+                if route_method == method:
+                    return 200, fn(_Request(method, match.groups(), query, body))
+                known_path = True
+        if known_path:
+            return 405, {"error_code": 405, "message": "HTTP 405 Method Not Allowed"}
         return 404, {"error_code": 404, "message": "HTTP 404 Not Found"}
 
     def _handler_class(self) -> type[BaseHTTPRequestHandler]:

@@ -293,9 +293,13 @@ def test_ccompat_prefix_is_served(unique_subject: Callable[[str], str]) -> None:
 
 
 def test_command_prints_its_url_and_stops_on_sigterm() -> None:
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+        "SR_TEST_USERS": "u:pw-cli-secret",
+    }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "kafka_core.devtools.registry", "--user", "u:pw"],
+        [sys.executable, "-m", "kafka_core.devtools.registry", "--users-env", "SR_TEST_USERS"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -303,9 +307,14 @@ def test_command_prints_its_url_and_stops_on_sigterm() -> None:
     )
     try:
         assert proc.stdout is not None
-        info = json.loads(proc.stdout.readline())
-        assert info["auth"] == "basic" and info["url"].startswith("http://127.0.0.1:")
-        c = SchemaRegistryClient({"url": info["url"], "basic.auth.user.info": "u:pw"})
+        line = proc.stdout.readline()
+        info = json.loads(line)
+        assert (
+            info["auth"] == "basic"
+            and info["url"].startswith("http://127.0.0.1:")
+            and "pw-cli-secret" not in line
+        )
+        c = SchemaRegistryClient({"url": info["url"], "basic.auth.user.info": "u:pw-cli-secret"})
         assert c.register_schema("cmd-value", _avro([ID])) == 1
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=10) == 0
@@ -399,3 +408,17 @@ def test_protobuf_compatibility(
     client.set_compatibility(subject, "BACKWARD")
     client.register_schema(subject, _proto(base))
     assert client.test_compatibility(subject, new) is compatible
+
+
+def test_unknown_paths_and_methods_answer_in_confluents_shape() -> None:
+    import httpx
+
+    with RegistryServer() as registry:
+        missing = httpx.get(f"{registry.url}/no/such/path")
+        assert (missing.status_code, missing.json()["error_code"]) == (404, 404)
+        wrong = httpx.put(f"{registry.url}/subjects")
+        assert (wrong.status_code, wrong.json()["error_code"]) == (405, 405)
+        garbled = httpx.post(f"{registry.url}/subjects/x/versions", content=b"{not json")
+        assert garbled.status_code == 400 and "error_code" in garbled.json()
+        no_schema = httpx.post(f"{registry.url}/subjects/x/versions", json={"schemaType": "AVRO"})
+        assert (no_schema.status_code, no_schema.json()["error_code"]) == (422, 42201)

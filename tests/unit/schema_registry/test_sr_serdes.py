@@ -480,3 +480,23 @@ def test_json_use_latest_validates_against_the_latest(ours: SchemaRegistryClient
 def test_protobuf_refuses_use_latest_on_read() -> None:
     with pytest.raises(KafkaConfigError):
         ProtobufDeserializer(PB_ORDER, {"use.latest.version": True})
+
+
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(payload=_json_values)
+def test_json_bytes_are_confluents_for_any_value(
+    ours: SchemaRegistryClient, theirs: TheirClient, payload: Any
+) -> None:
+    """confluent-kafka without orjson (its json-fast extra) spells JSON as the standard library does, compactly."""
+    schema = json.dumps({"title": "Any"})
+    value = {"v": payload}
+    mine = JSONSerializer(schema, ours)(value, _ctx("hypothesis-json"))
+    assert mine == TheirJSONSerializer(schema, theirs)(value, _their_ctx("hypothesis-json"))
+    assert JSONDeserializer(schema)(mine) == value
