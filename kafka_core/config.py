@@ -7,6 +7,7 @@ refused with its name rather than silently ignored.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from kafka_core.errors import KafkaConfigError
 from kafka_core.network.sasl.secret import Secret
 
-__all__ = ["ROLES", "client_keywords", "keywords_from_config", "translate"]
+__all__ = ["ROLES", "client_keywords", "java_keyword", "keywords_from_config", "translate"]
 
 ROLES = ("client", "producer", "consumer")
 
@@ -94,6 +95,10 @@ _CLIENT: dict[str, tuple[str, Convert]] = {
     "sasl.oauthbearer.client.secret": ("sasl_oauth_client_secret", _secret),
     "sasl.oauthbearer.extensions": ("sasl_oauth_extensions", _str),
     "https.ca.location": ("sasl_oauth_ssl_cafile", _str),
+    # GSSAPI (Kerberos): Java's service name, librdkafka's principal and keytab
+    "sasl.kerberos.service.name": ("sasl_kerberos_service_name", _str),
+    "sasl.kerberos.principal": ("sasl_kerberos_principal", _str),
+    "sasl.kerberos.keytab": ("sasl_kerberos_keytab", _str),
 }
 
 _PRODUCER: dict[str, tuple[str, Convert]] = {
@@ -156,6 +161,11 @@ _NO_EFFECT = frozenset(
         "sasl.login.callback.handler.class",
         "sasl.oauthbearer.method",  # librdkafka: "oidc" is what a token endpoint URL means here
         "sasl.client.callback.handler.class",  # MSK's IAMClientCallbackHandler: built in here
+        # Kerberos ticket renewal: MIT's library renews from the keytab by itself
+        "sasl.kerberos.kinit.cmd",
+        "sasl.kerberos.min.time.before.relogin",
+        "sasl.kerberos.ticket.renew.window.factor",
+        "sasl.kerberos.ticket.renew.jitter",
     }
 )
 
@@ -172,16 +182,41 @@ _SECRET_NAMES = frozenset(
 
 _JAAS = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _JAAS_MODULE = re.compile(r"\s*([\w.$]+)\s+(required|requisite|sufficient|optional)\b")
+# Krb5LoginModule's options are quoted or not: useKeyTab=true keyTab="/k/app.keytab"
+_JAAS_ANY = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
+
+
+def _krb5_jaas(value: str) -> dict[str, Any]:
+    """``Krb5LoginModule``'s options, as Java reads them: ``keyTab`` counts only with
+    ``useKeyTab=true``; without a keytab, the ticket cache (``KRB5CCNAME``) is used."""
+    fields = {
+        m.group(1): m.group(2) if m.group(2) is not None else m.group(3) for m in _JAAS_ANY.finditer(value)
+    }
+    out: dict[str, Any] = {}
+    if "principal" in fields:
+        out["sasl_kerberos_principal"] = fields["principal"]
+    if fields.get("useKeyTab", "false").lower() == "true":
+        if not fields.get("keyTab"):
+            raise ValueError('Krb5LoginModule: useKeyTab=true needs keyTab="..."')
+        out["sasl_kerberos_keytab"] = fields["keyTab"]
+    if "ticketCache" in fields:
+        raise ValueError("Krb5LoginModule: ticketCache is not taken here; name the cache in KRB5CCNAME")
+    if "serviceName" in fields:  # Kafka reads it when sasl.kerberos.service.name is not set
+        out["sasl_kerberos_service_name"] = fields["serviceName"]
+    return out
 
 
 def _jaas(value: str) -> dict[str, Any]:
     """``sasl.jaas.config``: the credentials of a PLAIN or SCRAM login module, or the OIDC client
-    of ``OAuthBearerLoginModule`` (``clientId``, ``clientSecret``, ``scope``, ``extension_*``).
-    Its text is never put in an error: it holds a password."""
+    of ``OAuthBearerLoginModule`` (``clientId``, ``clientSecret``, ``scope``, ``extension_*``), or
+    the principal and keytab of ``Krb5LoginModule``. Its text is never put in an error: it holds
+    a password."""
     head = _JAAS_MODULE.match(value)
     if head is None:
         raise ValueError("expected '<LoginModule class> required key=\"value\" ...;'")
     module = head.group(1).rsplit(".", 1)[-1]
+    if module == "Krb5LoginModule":
+        return _krb5_jaas(value)
     fields = dict(_JAAS.findall(value))
     if module == "OAuthBearerLoginModule":
         out: dict[str, Any] = {}
@@ -243,11 +278,32 @@ def translate(config: Mapping[str, Any], role: str, *, prefix: str = "") -> dict
             raise KafkaConfigError(f"bad value for {prefix}{raw_name}: {shown} ({exc})") from None
     if unknown:  # every one of them at once: a config from another client often has several
         known = sorted({n for t in tables for n in t} | {"sasl.jaas.config"})
+        hints = [_hint(name.strip("'")[len(prefix) :], role, known, prefix) for name in unknown]
         raise KafkaConfigError(
-            f"unknown {role} option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
-            f"(kafka_core understands: {', '.join(known)})"
+            f"unknown {role} option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}"
+            + "".join(f"; {h}" for h in hints if h)
+            + f" (kafka_core understands: {', '.join(known)})"
         )
     return out
+
+
+def _hint(name: str, role: str, known: list[str], prefix: str) -> str:
+    """What an unknown name in a config may have meant: another role's option, or a near name."""
+    found = java_keyword(name)
+    if found is not None:
+        return f"{prefix}{name} is a {found[1]} option, not a {role} one"
+    close = difflib.get_close_matches(name.strip().lower(), known, n=1, cutoff=0.6)
+    return f"{prefix}{name}: did you mean {prefix}{close[0]}?" if close else ""
+
+
+def java_keyword(name: str) -> tuple[str, str] | None:
+    """(our keyword, its role) for a Java-style or librdkafka name of any role, else None; the
+    client's own names say role "client"."""
+    key = name.strip().lower()
+    for role, table in (("client", _CLIENT), ("producer", _PRODUCER), ("consumer", _CONSUMER)):
+        if key in table:
+            return table[key][0], role
+    return None
 
 
 def keywords_from_config(

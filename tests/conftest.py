@@ -37,6 +37,7 @@ from kafka_core.devbroker import (
     SeaweedGateway,
     TansuBroker,
 )
+from kafka_core.devtools.kerberos import KerberosRealm, kerberos_available
 from kafka_core.devtools.mockcluster import MockCluster, MockClusterError
 
 EXTERNAL_BROKER = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
@@ -258,6 +259,29 @@ def real_kafka(kafka_cluster: KafkaCluster | None) -> Iterator[KafkaCluster]:
         return
     with _started_kafka(1, f"Apache Kafka {KAFKA_TEST_VERSION}") as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def kerberos_realm() -> Iterator[KerberosRealm]:
+    """A throwaway MIT Kerberos realm (kafka_core/devtools/kerberos.py), its KDC started once for
+    the run. The test process uses it and only it: KRB5_CONFIG and a ticket cache of its own."""
+    if not kerberos_available():
+        unavailable(
+            "MIT Kerberos's KDC (krb5kdc, kdb5_util, kadmin.local)", "not installed: run ci/kerberos.sh"
+        )
+    realm = KerberosRealm()
+    try:
+        realm.start()
+    except BrokerStartError as exc:
+        realm.close()
+        unavailable("a Kerberos realm", exc)
+    try:
+        with pytest.MonkeyPatch.context() as env:
+            for name, value in realm.env.items():
+                env.setenv(name, value)
+            yield realm
+    finally:
+        realm.close()
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ from kafka_core.devtools.brokers import (
     seaweedfs_gateway_binary,
     tansu_binary,
 )
+from kafka_core.devtools.kerberos import KerberosRealm, kerberos_available
 
 __all__ = [
     "KAFKA_VERSION",
@@ -32,6 +33,7 @@ __all__ = [
     "BrokerStartError",
     "KafkaCluster",
     "KafkaNode",
+    "KerberosRealm",
     "OAuthServer",
     "S3Emulator",
     "SeaweedGateway",
@@ -40,6 +42,7 @@ __all__ = [
     "broker_from_env",
     "free_port",
     "kafka_classpath",
+    "kerberos_available",
     "seaweedfs_gateway_binary",
     "tansu_binary",
 ]

@@ -54,8 +54,8 @@ __all__ = ["Sender"]
 PRODUCE_MAX_VERSION = 12  # v13 addresses topics by id only
 _MAX_SEQUENCE = 0x7FFFFFFF
 # A broker serves one connection's requests one at a time (Kafka mutes a connection while one of
-# its requests is in process; Tansu reads the next frame once it has answered), so a producer on
-# one connection keeps the broker writing one partition at a time however many requests are out.
+# its requests is in process), so a producer on one connection keeps the broker writing one
+# partition at a time however many requests are out (bench/results_notes.md, "Producer").
 # Produce requests travel on ``concurrency`` connections (lanes) per broker, partitions dealt
 # among them; a partition keeps its lane, so its batches stay in order on one connection. The
 # first lane is the client's own (lane 0: metadata, InitProducerId); the others start far from

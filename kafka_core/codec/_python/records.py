@@ -350,8 +350,10 @@ def decode_share_records(
         if at == len(ranges) or ranges[at][0] > offset:
             continue  # not acquired by this member: left out
         o = _new(record_type)
-        for name in KafkaRecord.__slots__:
-            setattr(o, name, getattr(r, name))
+        o.key, o.value, o.headers, o.timestamp = r.key, r.value, r.headers, r.timestamp
+        o.offset, o.timestamp_type = offset, r.timestamp_type
+        o.producer_id, o.producer_epoch = r.producer_id, r.producer_epoch
+        o.is_transactional, o.is_control = r.is_transactional, r.is_control
         o.topic = topic
         o.partition = part
         o.delivery_count = ranges[at][2]

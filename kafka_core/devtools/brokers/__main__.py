@@ -1,8 +1,10 @@
 """``python -m kafka_core.devbroker [--broker tansu|kafka] [--nodes 3] [--json]``: run a broker
 until interrupted. With ``--json`` the first stdout line is one JSON object (``bootstrap``,
 ``listeners``, ``users``, ``nodes``; for Kafka ``oauth``: the OAUTHBEARER listener's ``listener``,
-``bootstrap``, ``token_endpoint``, ``client_id``, ``client_secret``) for scripts; without it, a
-sentence for people."""
+``bootstrap``, ``token_endpoint``, ``client_id``, ``client_secret``; with Kerberos, ``kerberos``)
+for scripts; without it, a sentence for people. Apache Kafka gets a GSSAPI listener, with a
+throwaway Kerberos realm of its own, where MIT Kerberos's KDC is installed (``--no-kerberos``
+leaves it out)."""
 
 from __future__ import annotations
 
@@ -10,14 +12,15 @@ import argparse
 import json
 import signal
 import sys
-import time
 from types import FrameType
 
 from kafka_core.devtools.brokers.common import BrokerStartError
 from kafka_core.devtools.brokers.kafka import KafkaCluster
 from kafka_core.devtools.brokers.kafka_jars import KAFKA_VERSION
 from kafka_core.devtools.brokers.oauth_server import OAuthServer
+from kafka_core.devtools.brokers.supervise import READER_GONE, supervise, write_line
 from kafka_core.devtools.brokers.tansu import TansuBroker
+from kafka_core.devtools.kerberos import KerberosRealm, kerberos_available
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,6 +38,11 @@ def _parser() -> argparse.ArgumentParser:
         "--no-oauth",
         action="store_true",
         help="Apache Kafka without its OAUTHBEARER listener (and the OIDC provider behind it)",
+    )
+    parser.add_argument(
+        "--no-kerberos",
+        action="store_true",
+        help="no GSSAPI listener (Apache Kafka has one, with a realm of its own, where the MIT KDC is installed)",
     )
     return parser
 
@@ -61,28 +69,39 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, on_term)
     broker: TansuBroker | KafkaCluster
     oauth: OAuthServer | None = None
+    realm: KerberosRealm | None = None
     try:
-        if args.broker == "kafka":
-            oauth = None if args.no_oauth else _start_oauth()
-            broker = KafkaCluster(args.nodes, version=args.version, oauth=oauth)
-        else:
-            broker = TansuBroker(args.port or 9092)
         try:
-            broker.start()
-        except BaseException:
-            broker.close()
-            if oauth is not None:
-                oauth.close()
-            raise
-    except BrokerStartError as exc:
-        print(f"devbroker: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+            if args.broker == "kafka":
+                oauth = None if args.no_oauth else _start_oauth()
+                realm = _start_realm(args)
+                broker = KafkaCluster(args.nodes, version=args.version, oauth=oauth, kerberos=realm)
+            else:
+                broker = TansuBroker(args.port or 9092)
+            try:
+                broker.start()
+            except BaseException:
+                broker.close()
+                raise
+        except BrokerStartError as exc:
+            print(f"devbroker: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130
+        return _serve(args, broker)
+    finally:  # after the broker: it uses them while it runs
+        if oauth is not None:
+            oauth.close()
+        if realm is not None:
+            realm.close()
+
+
+def _serve(args: argparse.Namespace, broker: TansuBroker | KafkaCluster) -> int:
+    """Describe the started broker, then wait until interrupted or it stops; close it."""
     try:
         info = broker.describe() if isinstance(broker, KafkaCluster) else _describe_tansu(broker)
         if args.json:
-            print(json.dumps(info), flush=True)
+            line = json.dumps(info)
         else:
             name = (
                 f"Apache Kafka {args.version} ({args.nodes} node{'s' if args.nodes > 1 else ''})"
@@ -90,17 +109,15 @@ def main(argv: list[str] | None = None) -> int:
                 else "tansu"
             )
             started = f" in {info['start_seconds']} s" if info.get("start_seconds") is not None else ""
-            print(f"{name} listening on {broker.bootstrap}{started}; Ctrl-C stops it", flush=True)
-        while broker.running:
-            time.sleep(0.5)
-        print("devbroker: the broker stopped by itself", file=sys.stderr)
-        return 1
+            line = f"{name} listening on {broker.bootstrap}{started}; Ctrl-C stops it"
+        if not write_line(sys.stdout, line):
+            return READER_GONE
+        nodes = args.nodes if args.broker == "kafka" else 1
+        return supervise(broker, nodes=nodes, out=sys.stdout, err=sys.stderr, json_events=args.json)
     except KeyboardInterrupt:
         return 0
     finally:
         broker.close()
-        if oauth is not None:
-            oauth.close()
 
 
 def _start_oauth() -> OAuthServer:
@@ -110,6 +127,18 @@ def _start_oauth() -> OAuthServer:
         return server.start()
     except BaseException:
         server.close()
+        raise
+
+
+def _start_realm(args: argparse.Namespace) -> KerberosRealm | None:
+    """The realm of the GSSAPI listener, started; None without the KDC or with --no-kerberos."""
+    if args.no_kerberos or not kerberos_available():
+        return None
+    realm = KerberosRealm()
+    try:
+        return realm.start()
+    except BaseException:
+        realm.close()
         raise
 
 

@@ -2,7 +2,8 @@
 combined KRaft node, or a three-node cluster (three processes, each broker and controller).
 
 Every node has five listeners: PLAINTEXT, SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
-SSL and SASL_SSL (a certificate made for the run), and CONTROLLER. The StandardAuthorizer
+SSL and SASL_SSL (a certificate made for the run), and CONTROLLER; given a running
+:class:`~kafka_core.devtools.kerberos.KerberosRealm`, a sixth: GSSAPI (kafka_kerberos.py). The StandardAuthorizer
 enforces ACLs; ``admin`` and anonymous (PLAINTEXT, SSL) principals are super users, so only the
 SASL user ``alice`` is ever refused. Readiness is read from each node's log ("Kafka Server
 started"), never slept for; a failed start raises with the log's tail.
@@ -19,11 +20,12 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_core.devtools.brokers.common import (
     BrokerStartError,
     EmbeddedBroker,
+    NodeExit,
     admin_create_topic,
     die_with_parent,
     free_port,
@@ -33,6 +35,7 @@ from kafka_core.devtools.brokers.common import (
     stop_process,
 )
 from kafka_core.devtools.brokers.kafka_jars import KAFKA_VERSION, kafka_classpath
+from kafka_core.devtools.brokers.kafka_kerberos import KerberosListener
 from kafka_core.devtools.brokers.kafka_security import (
     MECHANISMS,
     OAUTH_LISTENER,
@@ -46,6 +49,9 @@ from kafka_core.devtools.brokers.kafka_security import (
     scram_format_arguments,
 )
 from kafka_core.devtools.brokers.oauth_server import AUDIENCE, CLIENT_ID, OAuthServer
+
+if TYPE_CHECKING:  # kerberos.py imports this package's common module: no import at run time
+    from kafka_core.devtools.kerberos import KerberosRealm
 
 __all__ = ["KafkaCluster", "KafkaNode"]
 
@@ -118,6 +124,7 @@ class KafkaCluster(EmbeddedBroker):
         workdir: Path | None = None,
         startup_timeout: float = 120.0,
         advertised_ports: dict[int, int] | None = None,
+        kerberos: KerberosRealm | None = None,
         oauth: OAuthServer | None = None,
     ) -> None:
         if nodes < 1:
@@ -140,6 +147,10 @@ class KafkaCluster(EmbeddedBroker):
         self.extra_listeners: dict[str, str] = {}
         if oauth is not None:
             self.extra_listeners[OAUTH_LISTENER] = "SASL_PLAINTEXT"
+        # A GSSAPI listener with a Kerberos realm (the caller's: started before, closed after).
+        self.kerberos: KerberosListener | None = KerberosListener(kerberos) if kerberos is not None else None
+        if self.kerberos is not None:
+            self.extra_listeners[self.kerberos.name] = self.kerberos.security_protocol
         self.nodes = [
             KafkaNode(
                 i,
@@ -153,8 +164,14 @@ class KafkaCluster(EmbeddedBroker):
 
     # -- addresses ------------------------------------------------------------------------------
 
+    def _advertised_host(self, listener: str) -> str:
+        if self.kerberos is not None and listener == self.kerberos.name:
+            return self.kerberos.advertised_host
+        return self.host
+
     def addresses(self, listener: str = "PLAINTEXT") -> str:
-        return ",".join(f"{self.host}:{node.ports[listener]}" for node in self.nodes)
+        host = self._advertised_host(listener)
+        return ",".join(f"{host}:{node.ports[listener]}" for node in self.nodes)
 
     @property
     def bootstrap(self) -> str:
@@ -173,7 +190,7 @@ class KafkaCluster(EmbeddedBroker):
 
     def describe(self) -> dict[str, Any]:
         """What ``python -m kafka_core.devbroker --json`` prints: addresses, users and nodes."""
-        return {
+        described: dict[str, Any] = {
             "broker": "kafka",
             "version": self.version,
             "bootstrap": self.bootstrap,
@@ -186,6 +203,9 @@ class KafkaCluster(EmbeddedBroker):
             "start_seconds": self.start_seconds,
             **self._describe_oauth(),
         }
+        if self.kerberos is not None:
+            described["kerberos"] = self.kerberos.describe(self.addresses(self.kerberos.name))
+        return described
 
     def _describe_oauth(self) -> dict[str, Any]:
         if self.oauth is None:
@@ -207,7 +227,8 @@ class KafkaCluster(EmbeddedBroker):
             "controller.quorum.voters": voters,
             "listeners": listeners,
             "advertised.listeners": ",".join(
-                f"{name}://{host}:{self._advertised_port(node, name)}" for name in names
+                f"{name}://{self._advertised_host(name)}:{self._advertised_port(node, name)}"
+                for name in names
             ),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
@@ -245,6 +266,8 @@ class KafkaCluster(EmbeddedBroker):
                     mechanism, self.users
                 )
         props.update(self._oauth_properties())
+        if self.kerberos is not None:
+            props.update(self.kerberos.properties())
         props.update(self.overrides)
         return "".join(f"{key}={value}\n" for key, value in props.items())
 
@@ -319,6 +342,8 @@ class KafkaCluster(EmbeddedBroker):
     def start(self) -> KafkaCluster:
         """Fetch, format (first start only) and start every node; return when all are ready."""
         self._classpath = self._classpath or kafka_classpath(self.version)
+        if self.kerberos is not None:
+            self.kerberos.prepare()
         if self.certificates is None:
             self.certificates = make_certificates(self.workdir / "tls")
             (self.workdir / "log4j2.properties").write_text(_LOG4J)
@@ -371,6 +396,7 @@ class KafkaCluster(EmbeddedBroker):
             "-XX:InitiatingHeapOccupancyPercent=35",
             "-XX:+ExplicitGCInvokesConcurrent",
             "-Djava.awt.headless=true",
+            *(self.kerberos.jvm_options() if self.kerberos is not None else ()),
             f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
             *self._jvm_options(),
             "-cp",
@@ -492,6 +518,17 @@ class KafkaCluster(EmbeddedBroker):
     @property
     def running(self) -> bool:
         return all(node.running for node in self.nodes)
+
+    def exits(self) -> list[NodeExit]:
+        """Nodes whose process ended by itself (stop_node and kill_node forget theirs first)."""
+        return [
+            NodeExit(n.node_id, n.proc.returncode, _redact(n.log_tail(2000), self.users))
+            for n in self.nodes
+            if n.proc is not None and n.proc.poll() is not None
+        ]
+
+    def running_nodes(self) -> list[int]:
+        return [n.node_id for n in self.nodes if n.running]
 
     def stop(self, timeout: float = 60.0) -> None:
         """Stop every node; a node that does not stop within ``timeout`` is killed."""
