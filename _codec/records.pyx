@@ -23,9 +23,21 @@ from reader cimport (
 
 include "writer.pxi"
 
-__all__ = ["KafkaRecord", "decode_record_batches", "encode_record_batch"]
+__all__ = ["KafkaRecord", "KafkaShareRecord", "decode_record_batches", "decode_share_records", "encode_record_batch"]
 
 cdef object _NO_HEADERS = object()
+cdef tuple _NO_ARGS = ()
+
+cdef extern from *:
+    """
+    /* An instance of the extension type or Python subclass t, made by its tp_new directly
+       (t.__new__(t) goes through a method lookup and tp_new_wrapper: half the cost of a
+       decoded share record). */
+    static CYTHON_INLINE PyObject* kc_new_of(PyObject* t, PyObject* args) {
+        return ((PyTypeObject*)t)->tp_new((PyTypeObject*)t, args, NULL);
+    }
+    """
+    object kc_new_of(object t, object args)
 
 
 cdef object _headers_list(object headers):
@@ -171,6 +183,68 @@ cdef _use_member_descriptors():
 _use_member_descriptors()
 
 
+@cython.freelist(1024)
+@cython.no_gc
+cdef class KafkaShareRecord(KafkaRecord):
+    """A record of a share group: a KafkaRecord with the topic, partition and delivery count
+    (how many times the broker has delivered it), built by decode_share_records in one object
+    (kafka_core.share.ShareRecord subclasses it). Compared and hashed by identity: two
+    deliveries of one record are two records to acknowledge."""
+
+    cdef readonly object topic
+    cdef readonly int32_t partition
+    cdef readonly int32_t delivery_count
+
+    def __init__(self, topic, partition, offset, key=None, value=None, headers=None, timestamp=-1,
+                 timestamp_type=0, delivery_count=1):
+        KafkaRecord.__init__(self, key, value, list(headers or ()), timestamp, offset, timestamp_type)
+        self.topic = topic
+        self.partition = <int32_t>_ranged(partition, -2147483648, 2147483647, "partition")
+        self.delivery_count = <int32_t>_ranged(delivery_count, -2147483648, 2147483647, "delivery_count")
+
+    def __eq__(self, other):
+        return self is other
+
+    def __ne__(self, other):
+        return self is not other
+
+    def __hash__(self):
+        return object.__hash__(self)
+
+    def __reduce__(self):
+        return (
+            type(self),
+            (self.topic, self.partition, self.offset, self.key, self.value, self.headers,
+             self.timestamp, self.timestamp_type, self.delivery_count),
+        )
+
+    def _copy_as(self, type cls):
+        """A copy of this record as ``cls`` (a subclass, e.g. one whose key and value are
+        deserialized: the caller sets them)."""
+        if not issubclass(cls, KafkaShareRecord):
+            raise TypeError(f"cls must be KafkaShareRecord or a subclass, not {cls!r}")
+        cdef KafkaShareRecord o = <KafkaShareRecord>kc_new_of(cls, _NO_ARGS)
+        _copy_share(self, o)
+        return o
+
+
+cdef inline void _copy_share(KafkaShareRecord a, KafkaShareRecord o):
+    o.offset = a.offset
+    o._timestamp = a._timestamp
+    o._has_timestamp = a._has_timestamp
+    o.timestamp_type = a.timestamp_type
+    o.key = a.key
+    o.value = a.value
+    o._headers = a._headers
+    o.producer_id = a.producer_id
+    o.producer_epoch = a.producer_epoch
+    o.is_transactional = a.is_transactional
+    o.is_control = a.is_control
+    o.topic = a.topic
+    o.partition = a.partition
+    o.delivery_count = a.delivery_count
+
+
 def encode_record_batch(records, *, base_offset=0, base_timestamp=None, compression="none",
                         compression_level=None, producer_id=-1, producer_epoch=-1,
                         base_sequence=-1, transactional=False, control=False,
@@ -238,7 +312,39 @@ def encode_record_batch(records, *, base_offset=0, base_timestamp=None, compress
             )
     return _finish(w, o)
 
-cdef list _decode_rows(Input inp, Batch* b, bint check_crc):
+cdef class _Share:
+    """Where decode_share_records puts records: its type, topic and partition, and the acquired
+    ranges (first, last, delivery count), in offset order, walked once alongside the records."""
+    cdef type cls
+    cdef object topic
+    cdef int32_t partition
+    cdef list ranges
+    cdef Py_ssize_t at  # the range of the last record taken
+    cdef int64_t first, last
+    cdef int32_t count
+
+    cdef bint take(self, int64_t offset) except -1:
+        """Whether ``offset`` was acquired; then ``count`` is its delivery count."""
+        cdef tuple rng
+        cdef Py_ssize_t i
+        if self.first <= offset <= self.last:
+            return True
+        # the first range that ends at or after it: from the current one on (records come in
+        # offset order), or from the start for one before the current range
+        i = 0 if offset < self.first else self.at + 1
+        while i < len(self.ranges):
+            rng = self.ranges[i]
+            if rng[1] >= offset:
+                if rng[0] > offset:
+                    return False
+                self.at = i
+                self.first, self.last, self.count = rng[0], rng[1], rng[2]
+                return True
+            i += 1
+        return False
+
+
+cdef list _decode_rows(Input inp, Batch* b, bint check_crc, _Share share=None):
     cdef Reader r
     cdef Rec rec = Rec(0, 0, 0, 0, 0, 0, NULL, NULL)
     cdef Hdr h = Hdr(NULL, NULL, 0, 0)
@@ -246,6 +352,9 @@ cdef list _decode_rows(Input inp, Batch* b, bint check_crc):
     cdef int32_t i, j
     cdef list headers
     cdef list out
+    cdef KafkaShareRecord so
+    cdef int64_t offset
+    cdef Py_ssize_t n = 0
     cdef object keep = open_records(inp, b, check_crc, &r)  # validates count first
     cdef bint log_append = (b.attributes & ATTR_LOG_APPEND) != 0
     cdef bint transactional = (b.attributes & ATTR_TRANSACTIONAL) != 0
@@ -257,8 +366,22 @@ cdef list _decode_rows(Input inp, Batch* b, bint check_crc):
             read_error(&r)
         if control and rec.klen < 4:  # a marker's key holds version and type (as the columns)
             read_fail(&r, r.pos, f"control record key is {'null' if rec.klen < 0 else f'{rec.klen} bytes'}, needs 4")
-        o = KafkaRecord.__new__(KafkaRecord)
-        o.offset = add64(&r, b.base_offset, rec.off_delta, "offset")
+        offset = add64(&r, b.base_offset, rec.off_delta, "offset")
+        if share is None:
+            o = KafkaRecord.__new__(KafkaRecord)
+        else:
+            if not share.take(offset):  # not acquired by this member: skipped
+                for j in range(rec.hcount):
+                    if read_hdr(&r, &rec, &h):
+                        read_error(&r)
+                end_rec(&r, &rec)
+                continue
+            so = <KafkaShareRecord>kc_new_of(share.cls, _NO_ARGS)
+            so.topic = share.topic
+            so.partition = share.partition
+            so.delivery_count = share.count
+            o = so
+        o.offset = offset
         if log_append:
             o._timestamp = b.max_ts
             o.timestamp_type = 1
@@ -291,8 +414,11 @@ cdef list _decode_rows(Input inp, Batch* b, bint check_crc):
             o._headers = headers
         end_rec(&r, &rec)
         Py_INCREF(o)
-        PyList_SET_ITEM(out, i, o)  # steals the reference
+        PyList_SET_ITEM(out, n, o)  # steals the reference
+        n += 1
     close_records(&r, b)
+    if n < b.count:
+        del out[n:]  # the slots past n are NULL: never read, and freed as such
     return out
 
 
@@ -312,6 +438,64 @@ cdef list _legacy_records(Input inp, Batch* b, bint check_crc):
         o.producer_epoch = -1
         out.append(o)
     return out
+
+
+def decode_share_records(buf, topic, partition, acquired, *, record_type=KafkaShareRecord, check_crc=True):
+    """Decode the records of ``buf`` whose offsets a share group acquired: ``acquired`` is
+    (first, last, delivery_count) ranges in offset order; each record becomes one
+    ``record_type`` (KafkaShareRecord or a subclass of it) with topic, partition and its
+    delivery count. Records outside the ranges are left out."""
+    cdef Input inp = open_input(buf)
+    cdef list out = []
+    cdef Batch b
+    cdef Py_ssize_t pos = 0
+    cdef int kind
+    cdef bint crc = bool(check_crc)
+    cdef _Share share = _Share()
+    cdef KafkaShareRecord so
+    if not (isinstance(record_type, type) and issubclass(record_type, KafkaShareRecord)):
+        raise TypeError(f"record_type must be KafkaShareRecord or a subclass, not {record_type!r}")
+    share.cls = record_type
+    share.topic = topic
+    share.partition = <int32_t>_ranged(partition, -2147483648, 2147483647, "partition")
+    share.ranges = [(int(a), int(z), int(c)) for a, z, c in acquired]
+    share.at = -1
+    share.first, share.last, share.count = 1, 0, 0
+    while True:
+        kind = next_batch(inp.ptr, inp.size, pos, &b)
+        if kind == 0:
+            break
+        if kind == 2:
+            for rec in _legacy_records(inp, &b, crc):
+                if share.take((<KafkaRecord>rec).offset):
+                    so = <KafkaShareRecord>kc_new_of(share.cls, _NO_ARGS)
+                    _copy_record(<KafkaRecord>rec, so)
+                    so.topic = share.topic
+                    so.partition = share.partition
+                    so.delivery_count = share.count
+                    out.append(so)
+        else:
+            rows = _decode_rows(inp, &b, crc, share)
+            if out:
+                out += rows
+            else:
+                out = rows
+        pos = b.end
+    return out
+
+
+cdef inline void _copy_record(KafkaRecord a, KafkaRecord o):
+    o.offset = a.offset
+    o._timestamp = a._timestamp
+    o._has_timestamp = a._has_timestamp
+    o.timestamp_type = a.timestamp_type
+    o.key = a.key
+    o.value = a.value
+    o._headers = a._headers
+    o.producer_id = a.producer_id
+    o.producer_epoch = a.producer_epoch
+    o.is_transactional = a.is_transactional
+    o.is_control = a.is_control
 
 
 def decode_record_batches(buf, *, check_crc=True):

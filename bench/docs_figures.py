@@ -160,7 +160,7 @@ def codec_ratios(data: dict[str, Any]) -> str:
     return (
         f"columnar decode {ratio('decode-columns', 'decode')}, encode {ratio('encode', 'encode')}, "
         f"decode to records {ratio('decode', 'decode')}, columnar encode {ratio('encode-columns', 'encode')} "
-        f"(fastest rounds, {date})"
+        f"(medians, {date})"
     )
 
 

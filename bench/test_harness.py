@@ -195,6 +195,28 @@ def test_report_codec_ratios_and_targets() -> None:
     assert "FAILED x" in text
 
 
+def test_report_codec_figures_are_medians_with_the_fastest_beside() -> None:
+    ours = {**_entry("decode-columns", "ours", 0.0001), "min": 0.00008}
+    peer = {**_entry("decode", "aiokafka", 0.0009), "min": 0.0009}
+    text = report.render({"environment": {}, "sections": {"codec": {"entries": [ours, peer]}}})
+    # 9x by medians: the target is not met, whatever the fastest rounds say (11.25x)
+    assert "9.00x (fastest 11.25x) | ≥10x NOT met |" in text
+    assert "| decode-columns, value 100 B | 10.00 M/s" in text
+
+
+def test_run_codec_keeps_the_middle_process_and_the_fastest_round() -> None:
+    from bench import run_all
+
+    runs = [
+        {"name": "b", "median": 3.0, "min": 2.0, "rounds": 1},
+        {"name": "b", "median": 1.0, "min": 0.5, "rounds": 2},
+        {"name": "b", "median": 2.0, "min": 1.5, "rounds": 3},
+    ]
+    kept = run_all.middle_run(runs)
+    assert (kept["median"], kept["rounds"], kept["min"], kept["medians"]) == (2.0, 3, 0.5, [3.0, 1.0, 2.0])
+    assert run_all.middle_run(runs[:2])["median"] == 1.0  # an even count: the lower middle
+
+
 def test_report_without_our_codec_still_renders() -> None:
     data = {"environment": {}, "sections": {"codec": {"entries": [_entry("encode", "aiokafka", 0.0004)]}}}
     text = report.render(data)

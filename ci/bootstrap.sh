@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Set-up shared by every entry point: a virtualenv in .venv with the package (Cython codec built
-# in place) and the test/bench/spark extras. Idempotent: reinstalls only when the packaging files
-# change. Needs only Python >= 3.11 (and Java 17 for Spark) on the machine.
+# in place) and the test/bench/spark/cli/broker/schema-registry/gssapi extras. Idempotent:
+# reinstalls only when the packaging files change. Needs Python >= 3.11 (and Java 17 for Spark) on the machine; MIT
+# Kerberos's packages (the GSSAPI tests' KDC, and the headers `gssapi` compiles against) are
+# installed by ci/kerberos.sh when missing, which needs root.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -21,13 +23,15 @@ if [ ! -x .venv/bin/python ]; then
 fi
 export PATH="$PWD/.venv/bin:$PATH"
 
+bash ci/kerberos.sh
+
 stamp=.venv/.kafka_core-installed
 want=$(cat pyproject.toml setup.py | sha256sum | cut -d' ' -f1)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
   echo "==> installing kafka_core and its dev dependencies"
   python -m pip install -q --disable-pip-version-check -U pip
   python -m pip install -q --disable-pip-version-check "Cython>=3.0.10" "setuptools>=77" wheel build
-  python -m pip install -q --disable-pip-version-check -e ".[test,bench,spark,cli,broker,schema-registry]"
+  python -m pip install -q --disable-pip-version-check -e ".[test,bench,spark,cli,broker,schema-registry,gssapi]"
   # Spark finds data sources by listing top-level pyspark_* modules on sys.path, which an
   # editable install's import hook does not show: put the checkout itself on sys.path.
   site=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

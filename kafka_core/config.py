@@ -94,6 +94,10 @@ _CLIENT: dict[str, tuple[str, Convert]] = {
     "sasl.oauthbearer.client.secret": ("sasl_oauth_client_secret", _secret),
     "sasl.oauthbearer.extensions": ("sasl_oauth_extensions", _str),
     "https.ca.location": ("sasl_oauth_ssl_cafile", _str),
+    # GSSAPI (Kerberos): Java's service name, librdkafka's principal and keytab
+    "sasl.kerberos.service.name": ("sasl_kerberos_service_name", _str),
+    "sasl.kerberos.principal": ("sasl_kerberos_principal", _str),
+    "sasl.kerberos.keytab": ("sasl_kerberos_keytab", _str),
 }
 
 _PRODUCER: dict[str, tuple[str, Convert]] = {
@@ -155,6 +159,12 @@ _NO_EFFECT = frozenset(
         # Java wires OAuth through these classes; here the options above are enough.
         "sasl.login.callback.handler.class",
         "sasl.oauthbearer.method",  # librdkafka: "oidc" is what a token endpoint URL means here
+        "sasl.client.callback.handler.class",  # MSK's IAMClientCallbackHandler: built in here
+        # Kerberos ticket renewal: MIT's library renews from the keytab by itself
+        "sasl.kerberos.kinit.cmd",
+        "sasl.kerberos.min.time.before.relogin",
+        "sasl.kerberos.ticket.renew.window.factor",
+        "sasl.kerberos.ticket.renew.jitter",
     }
 )
 
@@ -171,16 +181,41 @@ _SECRET_NAMES = frozenset(
 
 _JAAS = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
 _JAAS_MODULE = re.compile(r"\s*([\w.$]+)\s+(required|requisite|sufficient|optional)\b")
+# Krb5LoginModule's options are quoted or not: useKeyTab=true keyTab="/k/app.keytab"
+_JAAS_ANY = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
+
+
+def _krb5_jaas(value: str) -> dict[str, Any]:
+    """``Krb5LoginModule``'s options, as Java reads them: ``keyTab`` counts only with
+    ``useKeyTab=true``; without a keytab, the ticket cache (``KRB5CCNAME``) is used."""
+    fields = {
+        m.group(1): m.group(2) if m.group(2) is not None else m.group(3) for m in _JAAS_ANY.finditer(value)
+    }
+    out: dict[str, Any] = {}
+    if "principal" in fields:
+        out["sasl_kerberos_principal"] = fields["principal"]
+    if fields.get("useKeyTab", "false").lower() == "true":
+        if not fields.get("keyTab"):
+            raise ValueError('Krb5LoginModule: useKeyTab=true needs keyTab="..."')
+        out["sasl_kerberos_keytab"] = fields["keyTab"]
+    if "ticketCache" in fields:
+        raise ValueError("Krb5LoginModule: ticketCache is not taken here; name the cache in KRB5CCNAME")
+    if "serviceName" in fields:  # Kafka reads it when sasl.kerberos.service.name is not set
+        out["sasl_kerberos_service_name"] = fields["serviceName"]
+    return out
 
 
 def _jaas(value: str) -> dict[str, Any]:
     """``sasl.jaas.config``: the credentials of a PLAIN or SCRAM login module, or the OIDC client
-    of ``OAuthBearerLoginModule`` (``clientId``, ``clientSecret``, ``scope``, ``extension_*``).
-    Its text is never put in an error: it holds a password."""
+    of ``OAuthBearerLoginModule`` (``clientId``, ``clientSecret``, ``scope``, ``extension_*``), or
+    the principal and keytab of ``Krb5LoginModule``. Its text is never put in an error: it holds
+    a password."""
     head = _JAAS_MODULE.match(value)
     if head is None:
         raise ValueError("expected '<LoginModule class> required key=\"value\" ...;'")
     module = head.group(1).rsplit(".", 1)[-1]
+    if module == "Krb5LoginModule":
+        return _krb5_jaas(value)
     fields = dict(_JAAS.findall(value))
     if module == "OAuthBearerLoginModule":
         out: dict[str, Any] = {}
@@ -194,6 +229,14 @@ def _jaas(value: str) -> dict[str, Any]:
         if extensions:
             out["sasl_oauth_extensions"] = extensions
         return out
+    if module == "IAMLoginModule":  # software.amazon.msk.auth.iam: SASL AWS_MSK_IAM
+        aws = {
+            "awsProfileName": "profile",
+            "awsRoleArn": "role_arn",
+            "awsRoleSessionName": "role_session_name",
+        }
+        aws["awsStsRegion"] = "sts_region"
+        return {"sasl_options": {ours: fields[theirs] for theirs, ours in aws.items() if theirs in fields}}
     if module not in ("PlainLoginModule", "ScramLoginModule"):
         raise ValueError(f"login module {module} is not one kafka_core takes")
     if "username" not in fields or "password" not in fields:
@@ -260,6 +303,7 @@ def client_keywords(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str
         "sasl_oauth_client_secret",
         "sasl_oauth_scope",
         "sasl_oauth_extensions",
+        "sasl_options",
     }
     client = {k: v for k, v in kwargs.items() if k in ours}
     return client, {k: v for k, v in kwargs.items() if k not in ours}

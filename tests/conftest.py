@@ -29,7 +29,15 @@ from report_guard import with_line_numbers
 
 import kafka_core.codec
 from kafka_core._env import env_flag
-from kafka_core.devbroker import KAFKA_VERSION, BrokerStartError, KafkaCluster, SeaweedGateway, TansuBroker
+from kafka_core.devbroker import (
+    KAFKA_VERSION,
+    BrokerStartError,
+    KafkaCluster,
+    OAuthServer,
+    SeaweedGateway,
+    TansuBroker,
+)
+from kafka_core.devtools.kerberos import KerberosRealm, kerberos_available
 from kafka_core.devtools.mockcluster import MockCluster, MockClusterError
 
 EXTERNAL_BROKER = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
@@ -212,6 +220,27 @@ def kafka_cluster() -> Iterator[KafkaCluster | None]:
         yield cluster
 
 
+# Tokens of the session's OIDC provider live this long: shorter than the OAuth tests, so that they
+# see tokens renewed and connections re-authenticated (KIP-368) while records flow.
+OAUTH_TOKEN_SECONDS = 10
+
+
+@pytest.fixture(scope="session")
+def oauth_server() -> Iterator[OAuthServer]:
+    """A real OIDC provider (NAV's mock-oauth2-server, from Maven Central) on loopback, once per
+    run: the OAuth tests are one module, run by one worker (tests/xdist_scheduling.py)."""
+    server = OAuthServer(token_expiry_s=OAUTH_TOKEN_SECONDS)
+    try:
+        server.start()
+    except BrokerStartError as exc:
+        server.close()
+        _broker_unavailable("an OIDC provider (mock-oauth2-server)", exc)
+    try:
+        yield server
+    finally:
+        server.close()
+
+
 @pytest.fixture(scope="session")
 def kafka_three() -> Iterator[KafkaCluster]:
     """A three-node Apache Kafka cluster (replication factor 3, min.insync.replicas 2), started
@@ -230,6 +259,29 @@ def real_kafka(kafka_cluster: KafkaCluster | None) -> Iterator[KafkaCluster]:
         return
     with _started_kafka(1, f"Apache Kafka {KAFKA_TEST_VERSION}") as cluster:
         yield cluster
+
+
+@pytest.fixture(scope="session")
+def kerberos_realm() -> Iterator[KerberosRealm]:
+    """A throwaway MIT Kerberos realm (kafka_core/devtools/kerberos.py), its KDC started once for
+    the run. The test process uses it and only it: KRB5_CONFIG and a ticket cache of its own."""
+    if not kerberos_available():
+        unavailable(
+            "MIT Kerberos's KDC (krb5kdc, kdb5_util, kadmin.local)", "not installed: run ci/kerberos.sh"
+        )
+    realm = KerberosRealm()
+    try:
+        realm.start()
+    except BrokerStartError as exc:
+        realm.close()
+        unavailable("a Kerberos realm", exc)
+    try:
+        with pytest.MonkeyPatch.context() as env:
+            for name, value in realm.env.items():
+                env.setenv(name, value)
+            yield realm
+    finally:
+        realm.close()
 
 
 @pytest.fixture(scope="session")

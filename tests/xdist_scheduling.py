@@ -29,6 +29,7 @@ WHOLE_MODULES = frozenset(
         "test_chaos.py",
         "test_consumer_fail_fast.py",
         "test_kafka_security.py",
+        "test_oauth_kafka.py",
         "test_protocol_capture.py",
         "test_sasl.py",
         "test_spark_cluster.py",

@@ -2,9 +2,10 @@
 
 Every client in the process (each sync client runs its own event loop on its own thread) asks the
 same :class:`TokenCache` for its token, so the cache is guarded by a thread lock and hands out
-``concurrent.futures`` futures that any loop can await. The refresh is due at 80% of the token's
-lifetime plus up to 5% jitter (as Java's ``sasl.login.refresh.window.*``), so that many processes
-started together do not all call the endpoint at once. A failed refresh keeps the current token
+``concurrent.futures`` futures that any loop can await. The refresh is due at 75% of the token's
+lifetime plus up to 5% jitter (Java's ``sasl.login.refresh.window.*`` are 80% and 5%; ours ends
+where a connection's re-authentication window begins), so that many processes started together
+do not all call the endpoint at once. A failed refresh keeps the current token
 while it is valid and tries again with a growing backoff: an identity provider that is down for a
 while does not take working connections with it.
 """
@@ -28,7 +29,9 @@ __all__ = ["TokenCache", "shared_token_cache"]
 
 log = logging.getLogger("kafka_core.auth")
 
-REFRESH_WINDOW = 0.8
+# Due at 75-80% of the lifetime: before a connection re-authenticates (at 85-95% of a session that
+# began no earlier than the token), so that it carries the renewed token.
+REFRESH_WINDOW = 0.75
 REFRESH_JITTER = 0.05
 # A token with less than this left is not handed out: the broker would refuse it on arrival.
 MIN_REMAINING_S = 1.0
@@ -50,12 +53,14 @@ class TokenCache:
         backoff_s: float = BACKOFF_S,
         backoff_max_s: float = BACKOFF_MAX_S,
         refresh_wait_s: float = REFRESH_WAIT_S,
+        refresh_ahead: bool = True,
         clock: Callable[[], float] = time.time,
     ) -> None:
         self.provider = provider
         self._window = (refresh_window, refresh_jitter)
         self._backoff = (backoff_s, backoff_max_s)
         self._refresh_wait = refresh_wait_s
+        self._refresh_ahead_on = refresh_ahead
         self._clock = clock
         # Guards every field below: callers come from many threads' event loops.
         self._lock = threading.Lock()
@@ -66,6 +71,8 @@ class TokenCache:
         self._next_attempt = 0.0
         self._last_error: KafkaError | None = None
         self.fetches = 0  # how often the provider was called (tests and metrics read it)
+        self._used = False  # asked for since the last fetch: worth refreshing ahead of time
+        self._timer: threading.Timer | None = None
 
     def __repr__(self) -> str:
         token = self._token
@@ -77,7 +84,10 @@ class TokenCache:
         due (the cached one if that refresh fails or takes longer than ``refresh_wait_s``)."""
         now = self._clock()
         with self._lock:
+            self._used = True
             current = self._token
+            if current is not None and self._timer is None and self._inflight is None:
+                self._schedule_refresh()  # in use again: renew it ahead of time
             usable = current is not None and current.remaining(now) > MIN_REMAINING_S
             if usable and now < self._refresh_at:
                 assert current is not None
@@ -90,10 +100,12 @@ class TokenCache:
             return await waiting
         assert current is not None
         try:
-            async with asyncio.timeout(min(self._refresh_wait, current.remaining(now) - MIN_REMAINING_S)):
+            async with asyncio.timeout(self._refresh_wait):
                 return await asyncio.shield(waiting)
         except (TimeoutError, KafkaError):
-            return current
+            if current.remaining(self._clock()) > MIN_REMAINING_S:
+                return current
+            raise
 
     def _start_fetch(self, now: float) -> concurrent.futures.Future[OAuthBearerToken]:
         """Begin one fetch (lock held). A sync provider (the built-in ones) runs on the module's
@@ -145,8 +157,9 @@ class TokenCache:
             delay = min(top, base * 2 ** (failures - 1)) * random.uniform(0.8, 1.2)
             self._next_attempt = self._clock() + delay
             self._last_error = error
-            if self._token is not None:
+            if self._token is not None and self._token.remaining(self._clock()) > 0:
                 self._refresh_at = self._next_attempt
+                self._schedule_refresh(retry=True)  # keep trying while the token in hand lasts
         log.warning("OAuth token fetch failed (attempt %d, next in %.1fs): %s", failures, delay, error)
         future.set_exception(error)
 
@@ -160,8 +173,37 @@ class TokenCache:
             self._last_error = None
             self._token = token
             self._refresh_at = token.issued_at + token.lifetime * (low + random.uniform(0, jitter))
+            self._schedule_refresh()
         log.debug("OAuth token for %s valid for %.0fs", token.principal or "?", token.remaining())
         future.set_result(token)
+
+    def _schedule_refresh(self, *, retry: bool = False) -> None:
+        """(Lock held.) A sync provider's token is renewed at its refresh point by a timer, so
+        that a connection re-authenticating just after it finds the new token ready instead of
+        waiting for the endpoint. Only while the token is in use: a cache whose clients are gone
+        stops calling the endpoint after one more refresh at most."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if not self._refresh_ahead_on or is_async_provider(self.provider) or not (self._used or retry):
+            return
+        if not retry:
+            self._used = False
+        delay = max(0.0, self._refresh_at - self._clock())
+        timer = threading.Timer(delay, self._refresh_ahead)
+        timer.daemon = True
+        self._timer = timer
+        timer.start()
+
+    def _refresh_ahead(self) -> None:
+        with self._lock:
+            self._timer = None
+            if self._inflight is not None or self._clock() < self._refresh_at:
+                return
+            future: concurrent.futures.Future[OAuthBearerToken] = concurrent.futures.Future()
+            self._inflight = future
+            self.fetches += 1
+        self._fetch_sync(future)
 
 
 _TASKS: set[asyncio.Task[None]] = set()

@@ -80,7 +80,8 @@ def _common(defaults: bool) -> argparse.ArgumentParser:
         action="append",
         metavar="KEY=VALUE",
         default=d(None),
-        help="a client option, e.g. -X security_protocol=SSL -X ssl_cafile=ca.pem (repeatable)",
+        help="a client option, e.g. -X security_protocol=SSL -X ssl_cafile=ca.pem, or Java's name, "
+        "e.g. -X sasl.oauthbearer.token.endpoint.url=URL (repeatable)",
     )
     g.add_argument("--json", action="store_true", default=d(False), help="machine-readable JSON on stdout")
     g.add_argument(

@@ -61,10 +61,20 @@ def _option_value(text: str) -> Any:
 
 
 def client_options(args: argparse.Namespace) -> dict[str, Any]:
-    """Options for every client the command builds: ``-X key=value`` plus the CLI's deadlines."""
-    options: dict[str, Any] = {
-        k: _option_value(v) for k, v in parse_pairs(getattr(args, "option", None), "-X")
-    }
+    """Options for every client the command builds: ``-X key=value`` (our keyword names, or Java's
+    dotted names) plus the CLI's deadlines."""
+    pairs = parse_pairs(getattr(args, "option", None), "-X")
+    options: dict[str, Any] = {k: _option_value(v) for k, v in pairs if "." not in k}
+    # Java's names (-X sasl.oauthbearer.token.endpoint.url=...), as from_config takes them.
+    java = {k: v for k, v in pairs if "." in k}
+    if java:
+        from kafka_core.config import translate
+        from kafka_core.errors import KafkaConfigError
+
+        try:
+            options.update(translate(java, "client"))
+        except KafkaConfigError as exc:
+            raise CliError(f"-X: {exc}", EXIT_USAGE) from None
     timeout_ms = float(args.connect_timeout) * 1000
     options.setdefault("connect_timeout_ms", min(timeout_ms, 10_000))
     # A topic that is not there is reported, never created behind the user's back.

@@ -14,7 +14,7 @@ import ssl
 from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
-from kafka_core.auth.options import oauth_settings_provider
+from kafka_core.auth.options import mechanism_options, oauth_settings_provider
 from kafka_core.client.metadata import BrokerMeta, ClusterMeta, TopicMeta
 from kafka_core.client.metadata_cache import MetadataCache, metadata_request, parse_metadata
 from kafka_core.client.nodes import Node, parse_bootstrap
@@ -82,6 +82,9 @@ class KafkaClient(ClientOperations):
       ``ssl_cafile``); tokens are cached per process and refreshed before they expire;
       ``sasl_kerberos`` (GSSAPI's
       ``KerberosOptions``), ``sasl_options`` (a mechanism's own options, e.g. AWS's region).
+    - GSSAPI (Kerberos), when ``sasl_kerberos`` is not given: ``sasl_kerberos_service_name``
+      (``"kafka"``), ``sasl_kerberos_principal`` and ``sasl_kerberos_keytab`` (None: the ticket
+      cache), ``sasl_kerberos_domain_name`` (the service principal's host; None: the broker's).
     - ``api_version_caps``: ``{api_key: highest version}`` to hold back what is negotiated.
     """
 
@@ -119,6 +122,10 @@ class KafkaClient(ClientOperations):
         sasl_oauth_extensions: Mapping[str, str] | str | None = None,
         sasl_oauth_ssl_cafile: str | None = None,
         sasl_kerberos: KerberosOptions | None = None,
+        sasl_kerberos_service_name: str = "kafka",
+        sasl_kerberos_principal: str | None = None,
+        sasl_kerberos_keytab: str | None = None,
+        sasl_kerberos_domain_name: str | None = None,
         sasl_options: Mapping[str, Any] | None = None,
         api_version_caps: dict[int, int] | None = None,
     ) -> None:
@@ -158,8 +165,14 @@ class KafkaClient(ClientOperations):
                     extensions=sasl_oauth_extensions,
                     ssl_cafile=sasl_oauth_ssl_cafile or ssl_cafile,
                 ),
-                kerberos=sasl_kerberos,
-                extra=tuple(sorted((sasl_options or {}).items())),
+                kerberos=sasl_kerberos
+                or KerberosOptions(
+                    service_name=sasl_kerberos_service_name,
+                    principal=sasl_kerberos_principal,
+                    keytab=sasl_kerberos_keytab,
+                    host_name=sasl_kerberos_domain_name,
+                ),
+                extra=tuple(sorted(mechanism_options(sasl_mechanism, sasl_options).items())),
             )
             try:
                 validate_settings(self._sasl)

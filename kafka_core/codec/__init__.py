@@ -42,6 +42,8 @@ else:
 from kafka_core.codec.crc import crc32c
 
 KafkaRecord = records.KafkaRecord
+KafkaShareRecord = records.KafkaShareRecord
+decode_share_records = records.decode_share_records
 encode_record_batch = records.encode_record_batch
 decode_record_batches = records.decode_record_batches
 encode_record_batch_columns = columnar.encode_record_batch_columns
@@ -72,10 +74,12 @@ __all__ = [
     "BatchInfo",
     "KafkaCodecError",
     "KafkaRecord",
+    "KafkaShareRecord",
     "RecordColumns",
     "crc32c",
     "decode_record_batches",
     "decode_record_batches_columns",
+    "decode_share_records",
     "encode_record_batch",
     "encode_record_batch_columns",
     "set_decode_helper",

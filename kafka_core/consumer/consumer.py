@@ -20,6 +20,7 @@ from typing import Any, Self
 
 from kafka_core.client.metadata import ListedOffset, OffsetAndMetadata, TopicPartition, as_topic_partition
 from kafka_core.config import keywords_from_config
+from kafka_core.consumer.columns import ColumnDecoder, decode_columns, first_offsets
 from kafka_core.consumer.fetch.fetcher import Fetcher
 from kafka_core.consumer.group.classic import GroupMembership
 from kafka_core.consumer.group.kip848 import ConsumerGroupMembership
@@ -385,9 +386,28 @@ class KafkaConsumer:
         """Records handed over now (empty after ``timeout_ms`` without data)."""
         return await self._poller.poll(timeout_ms, max_records)
 
-    async def poll_columns(self, timeout_ms: float = 1_000, max_records: int | None = None) -> Any:
-        """Like poll, as one ``pyarrow.RecordBatch`` (no Python object per record), or None."""
-        return await self._poller.poll_columns(timeout_ms, max_records)
+    async def poll_columns(
+        self,
+        timeout_ms: float = 1_000,
+        max_records: int | None = None,
+        *,
+        key_decoder: ColumnDecoder | None = None,
+        value_decoder: ColumnDecoder | None = None,
+    ) -> Any:
+        """Like poll, as one ``pyarrow.RecordBatch`` (no Python object per record), or None.
+
+        ``key_decoder``/``value_decoder`` turn those columns into typed ones in a worker thread
+        (a registry lookup blocks; the event loop must not); one that raises leaves the
+        positions back at the batch's first records (see consumer.columns)."""
+        batch = await self._poller.poll_columns(timeout_ms, max_records)
+        if batch is None or (key_decoder is None and value_decoder is None):
+            return batch
+        try:
+            return await asyncio.to_thread(decode_columns, batch, key_decoder, value_decoder)
+        except BaseException:
+            for (topic, partition), offset in first_offsets(batch).items():
+                self.seek(TopicPartition(topic, partition), offset)
+            raise
 
     def __aiter__(self) -> AsyncIterator[ConsumedMessage]:
         return self._poller.messages()

@@ -17,6 +17,8 @@ from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, TypeVar
 
 from kafka_core._sync import SyncFace, sync_face
+from kafka_core.client.metadata import TopicPartition
+from kafka_core.consumer.columns import ColumnDecoder, decode_columns, first_offsets
 from kafka_core.consumer.consumer import KafkaConsumer as AsyncKafkaConsumer
 from kafka_core.consumer.message import ConsumedMessage
 from kafka_core.consumer.polling import rewind
@@ -165,9 +167,27 @@ class KafkaConsumer(SyncFace):
         """Records handed over now (empty after ``timeout_ms`` without data)."""
         return self._serve(self._async_obj.poll(timeout_ms, max_records))
 
-    def poll_columns(self, timeout_ms: float = 1_000, max_records: int | None = None) -> Any:
-        """Like poll, as one ``pyarrow.RecordBatch`` (no Python object per record), or None."""
-        return self._serve(self._async_obj.poll_columns(timeout_ms, max_records))
+    def poll_columns(
+        self,
+        timeout_ms: float = 1_000,
+        max_records: int | None = None,
+        *,
+        key_decoder: ColumnDecoder | None = None,
+        value_decoder: ColumnDecoder | None = None,
+    ) -> Any:
+        """Like poll, as one ``pyarrow.RecordBatch`` (no Python object per record), or None.
+
+        ``key_decoder``/``value_decoder`` (e.g. ``schema_registry.columnar.AvroColumns``) turn
+        those columns into typed ones here, in the caller's thread (see consumer.columns)."""
+        batch = self._serve(self._async_obj.poll_columns(timeout_ms, max_records))
+        if batch is None or (key_decoder is None and value_decoder is None):
+            return batch
+        try:
+            return decode_columns(batch, key_decoder, value_decoder)
+        except BaseException:
+            for (topic, partition), offset in first_offsets(batch).items():
+                self.seek(TopicPartition(topic, partition), offset)
+            raise
 
     def __iter__(self) -> Iterator[ConsumedMessage]:
         self._stopped = False

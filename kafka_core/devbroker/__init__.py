@@ -14,6 +14,7 @@ from kafka_core.devtools.brokers import (
     BrokerStartError,
     KafkaCluster,
     KafkaNode,
+    OAuthServer,
     S3Emulator,
     SeaweedGateway,
     TansuBroker,
@@ -24,6 +25,7 @@ from kafka_core.devtools.brokers import (
     seaweedfs_gateway_binary,
     tansu_binary,
 )
+from kafka_core.devtools.kerberos import KerberosRealm, kerberos_available
 
 __all__ = [
     "KAFKA_VERSION",
@@ -31,6 +33,8 @@ __all__ = [
     "BrokerStartError",
     "KafkaCluster",
     "KafkaNode",
+    "KerberosRealm",
+    "OAuthServer",
     "S3Emulator",
     "SeaweedGateway",
     "TansuBroker",
@@ -38,6 +42,7 @@ __all__ = [
     "broker_from_env",
     "free_port",
     "kafka_classpath",
+    "kerberos_available",
     "seaweedfs_gateway_binary",
     "tansu_binary",
 ]

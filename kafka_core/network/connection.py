@@ -65,6 +65,8 @@ KAFKA4_MIN_VERSIONS: dict[int, int] = {
 DEFAULT_MAX_RESPONSE_SIZE = 100 * 1024 * 1024 + 4096
 UNSUPPORTED_VERSION = 35
 _SASL_APIS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
+# KafkaChannel's MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS, with a margin for the clocks' drift
+MIN_REAUTH_INTERVAL_S = 1.1
 CLIENT_SOFTWARE_NAME = "kafka-core"
 
 
@@ -131,6 +133,7 @@ class BrokerConnection:
         self._auth_gate = asyncio.Event()  # set while requests may go out (cleared mid-exchange)
         self._auth_gate.set()
         self.reauthentications = 0
+        self._last_auth_start = 0.0
         self._ready_at = 0.0
         self._last_used = 0.0
         # KIP-219: a broker answers a quota-violating request at once with throttle_time_ms and
@@ -283,6 +286,7 @@ class BrokerConnection:
                 f"{self.host}:{self.port} does not offer SASL {mech.name} (offers {list(hs.mechanisms)})"
             )
         auth_version = min(SaslAuthenticateRequest.MAX_VERSION, auth_range[1])
+        self._last_auth_start = asyncio.get_running_loop().time()
         token = await mech.evaluate(None)
         self._session_end = 0.0
         while token is not None:
@@ -317,6 +321,10 @@ class BrokerConnection:
         # are in flight then (Kafka reads them first and closes on one read after the end): keep
         # at least min(1 s, a quarter of the session) for them.
         delay = min(remaining * random.uniform(0.85, 0.95), remaining - min(1.0, remaining / 4))
+        # Kafka refuses a re-authentication begun less than a second after the previous one.
+        delay = max(delay, self._last_auth_start + MIN_REAUTH_INTERVAL_S - loop.time())
+        if delay >= remaining:
+            return
         self._reauth_timer = loop.call_later(delay, self._start_reauthentication)
 
     def _start_reauthentication(self) -> None:

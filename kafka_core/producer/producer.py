@@ -26,6 +26,7 @@ from kafka_core.errors import (
 )
 from kafka_core.producer.accumulator import Accumulator, BufferFull
 from kafka_core.producer.batching import Chunk
+from kafka_core.producer.columns import ColumnEncoder, encode_columns
 from kafka_core.producer.futures import BatchResult, RecordFuture, SendBatchFuture
 from kafka_core.producer.idempotence import INIT_PRODUCER_ID_MIN_VERSION, IdempotenceState
 from kafka_core.producer.options import check_options, check_transactional, parse_acks
@@ -57,7 +58,12 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
       allow it (as the Java client); True requires it, False never.
     - ``partitioner``: ``"murmur2"`` (the Java client's, sticky for null keys), ``"round_robin"``,
       a callable ``(topic, key, num_partitions) -> partition`` or a ``Partitioner``.
-    - ``max_in_flight``: Produce requests in flight per broker (at most 5 with idempotence).
+    - ``max_in_flight``: Produce requests in flight per broker connection (at most 5 with
+      idempotence).
+    - ``produce_concurrency``: connections per broker that Produce requests travel on, the
+      partitions dealt among them (each keeps its own, so its batches stay in order): a broker
+      serves one connection's requests one at a time, so more lets it write several partitions
+      at once. 1 sends everything on the client's one connection.
     - ``delivery_timeout_ms``: a record fails (KafkaTimeoutError naming the cause) if it is not
       delivered this long after ``send`` returned, retries included.
     - ``retry_backoff_ms``: the wait before a partition's failed batch is retried.
@@ -90,6 +96,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         idempotent: bool | None = None,
         partitioner: str | Callable[[str, Any, int], int] | Partitioner = "murmur2",
         max_in_flight: int = 5,
+        produce_concurrency: int = 3,
         delivery_timeout_ms: float = 120_000,
         retry_backoff_ms: float = 100,
         request_timeout_ms: float = 30_000,
@@ -121,6 +128,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
             compression=compression,
             idempotent=idempotent,
             max_in_flight=max_in_flight,
+            produce_concurrency=produce_concurrency,
             delivery_timeout_ms=delivery_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
             request_timeout_ms=request_timeout_ms,
@@ -156,6 +164,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
             self._acc,
             acks=self.acks,
             max_in_flight=max_in_flight,
+            concurrency=produce_concurrency,
             retry_backoff_ms=retry_backoff_ms,
             request_timeout_ms=request_timeout_ms,
             compression=compression,
@@ -443,8 +452,18 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         partition: int | None = None,
         headers: Any = None,
         timestamps: Any = None,
+        *,
+        key_encoder: ColumnEncoder | None = None,
+        value_encoder: ColumnEncoder | None = None,
     ) -> SendBatchFuture:
-        """Queue many records (lists or pyarrow binary arrays) straight for the columnar encoder."""
+        """Queue many records (lists or pyarrow binary arrays) straight for the columnar encoder.
+
+        With ``value_encoder``/``key_encoder`` ``values``/``keys`` are Arrow tables or struct
+        columns, encoded first in a worker thread (a registry call blocks; the loop must not)."""
+        if key_encoder is not None or value_encoder is not None:
+            values, keys = await asyncio.to_thread(
+                encode_columns, topic, values, keys, key_encoder, value_encoder
+            )
         if self._txn is not None:
             with self._txn.sending():
                 return await self._send_batch(topic, values, keys, partition, headers, timestamps)

@@ -53,6 +53,14 @@ __all__ = ["Sender"]
 
 PRODUCE_MAX_VERSION = 12  # v13 addresses topics by id only
 _MAX_SEQUENCE = 0x7FFFFFFF
+# A broker serves one connection's requests one at a time (Kafka mutes a connection while one of
+# its requests is in process), so a producer on one connection keeps the broker writing one
+# partition at a time however many requests are out (bench/results_notes.md, "Producer").
+# Produce requests travel on ``concurrency`` connections (lanes) per broker, partitions dealt
+# among them; a partition keeps its lane, so its batches stay in order on one connection. The
+# first lane is the client's own (lane 0: metadata, InitProducerId); the others start far from
+# the consumer's fetch lanes and group lanes, in case the client is shared.
+PRODUCE_LANE_BASE = 1 << 12
 
 
 class Sender:
@@ -66,6 +74,7 @@ class Sender:
         acks: int,
         max_in_flight: int,
         retry_backoff_ms: float,
+        concurrency: int = 1,
         request_timeout_ms: float,
         compression: str,
         compression_level: int | None,
@@ -90,7 +99,11 @@ class Sender:
         # (added to the transaction), and hears of every failed record. None: not transactional.
         self.txn: Any = None
         self._event = asyncio.Event()
-        self._node_in_flight: dict[int, int] = defaultdict(int)
+        # Requests in flight per (broker, lane), at most ``max_in_flight`` on each connection.
+        self._node_in_flight: dict[tuple[int, int], int] = defaultdict(int)
+        self.lanes = max(1, concurrency)
+        self._lane_of: dict[tuple[str, int], int] = {}
+        self._next_lane: dict[int, int] = defaultdict(int)
         self.leaders = Leaders(
             client, acc, backoff=self.backoff, on_change=self.wake, on_failed=self.record_failed
         )
@@ -173,7 +186,20 @@ class Sender:
         if q.in_flight and q.in_flight[0].attempts > 1:
             return False
         leader = self.leaders.leader(q.topic, q.partition)
-        return leader >= 0 and self._node_in_flight[leader] < self.max_in_flight
+        return leader >= 0 and self._node_in_flight[(leader, self._lane(leader, q))] < self.max_in_flight
+
+    def _lane(self, node: int, q: PartitionQueue) -> int:
+        """``q``'s connection to its broker: dealt round-robin the first time it is asked for,
+        kept from then on (see PRODUCE_LANE_BASE); called with the accumulator's lock held."""
+        if self.lanes == 1:
+            return 0
+        key = (q.topic, q.partition)
+        lane = self._lane_of.get(key)
+        if lane is None:
+            index = self._next_lane[node] % self.lanes
+            self._next_lane[node] += 1
+            lane = self._lane_of[key] = 0 if index == 0 else PRODUCE_LANE_BASE + index - 1
+        return lane
 
     def _send_ready(self, now: float) -> float | None:
         """Pick what can go now; returns the earliest time a muted partition can go again."""
@@ -189,7 +215,7 @@ class Sender:
             return None
         # Per broker, the requests to send now; a request holds at most one batch per partition,
         # so a partition's next batches go into the node's next requests, in sequence order.
-        per_node: dict[int, list[list[tuple[PartitionQueue, ProducerBatch]]]] = defaultdict(list)
+        per_node: dict[tuple[int, int], list[list[tuple[PartitionQueue, ProducerBatch]]]] = defaultdict(list)
         next_at: float | None = None
         pipelined = self.max_in_flight if idem is not None else 1
 
@@ -218,8 +244,9 @@ class Sender:
             if leader < 0:
                 self.leaders.mark_stale(q.topic)
                 return
-            requests = per_node[leader]
-            slots = self.max_in_flight - self._node_in_flight[leader]
+            slot = (leader, self._lane(leader, q))
+            requests = per_node[slot]
+            slots = self.max_in_flight - self._node_in_flight[slot]
             i = 0
             while q.sealed and len(q.in_flight) < limit:
                 if i == len(requests):
@@ -242,10 +269,10 @@ class Sender:
 
         self.acc.drain(pick)
         loop = asyncio.get_running_loop()
-        for node, requests in per_node.items():
+        for slot, requests in per_node.items():
             for items in requests:  # created (and so written to the connection) in order
-                self._node_in_flight[node] += 1
-                task = loop.create_task(self._produce(node, items))
+                self._node_in_flight[slot] += 1
+                task = loop.create_task(self._produce(slot, items))
                 self._requests.add(task)
                 task.add_done_callback(self._request_done)
         return next_at
@@ -304,7 +331,10 @@ class Sender:
         b.encoded_for = ident
         return b.encoded
 
-    async def _produce(self, node: int, items: list[tuple[PartitionQueue, ProducerBatch]]) -> None:
+    async def _produce(
+        self, slot: tuple[int, int], items: list[tuple[PartitionQueue, ProducerBatch]]
+    ) -> None:
+        node, lane = slot
         try:
             by_topic: dict[str, list[Any]] = defaultdict(list)
             sent: list[tuple[PartitionQueue, ProducerBatch]] = []
@@ -333,7 +363,9 @@ class Sender:
                 top = (
                     PRODUCE_MAX_VERSION if self.txn is None else self.txn.produce_version(PRODUCE_MAX_VERSION)
                 )
-                resp = await self.client.send(node, body, max_version=top, timeout_ms=self.request_timeout_ms)
+                resp = await self.client.send(
+                    node, body, max_version=top, timeout_ms=self.request_timeout_ms, lane=lane
+                )
             except (KafkaConnectionError, KafkaTimeoutError) as exc:
                 for q, b in sent:
                     b.unknown_outcome = True
@@ -368,7 +400,7 @@ class Sender:
                     self.hole(q, b)
                     self.fail(b, exc)
         finally:
-            self._node_in_flight[node] -= 1
+            self._node_in_flight[slot] -= 1
             self.wake()
 
     def _handle_response(

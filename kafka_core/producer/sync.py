@@ -12,6 +12,7 @@ from typing import Any
 
 from kafka_core._sync import LoopThread, SyncFace, sync_face
 from kafka_core.errors import KafkaConfigError
+from kafka_core.producer.columns import ColumnEncoder, encode_columns
 from kafka_core.producer.futures import RecordFuture, SendBatchFuture
 from kafka_core.producer.producer import KafkaProducer as AsyncKafkaProducer
 from kafka_core.producer.transactions import prepared as _prepared
@@ -138,8 +139,15 @@ class KafkaProducer(SyncFace):
         partition: int | None = None,
         headers: Any = None,
         timestamps: Any = None,
+        *,
+        key_encoder: ColumnEncoder | None = None,
+        value_encoder: ColumnEncoder | None = None,
     ) -> SendBatchFuture:
-        """Queue many records (lists or pyarrow binary arrays); one future for the whole call."""
+        """Queue many records (lists or pyarrow binary arrays); one future for the whole call.
+
+        With ``value_encoder``/``key_encoder`` (e.g. ``schema_registry.columnar.AvroColumns``)
+        ``values``/``keys`` are Arrow tables or struct columns, encoded here first."""
+        values, keys = encode_columns(topic, values, keys, key_encoder, value_encoder)
         core: AsyncKafkaProducer = self._async_obj
         if not core.known_partitions(topic):
             self._run(core.wait_topic(topic))

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import io
 import json
-import struct
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -20,6 +19,7 @@ from kafka_core.errors import KafkaConfigError, SchemaRegistryError, Serializati
 from kafka_core.schema_registry.client import SchemaRegistryClient
 from kafka_core.schema_registry.schema import Schema
 from kafka_core.schema_registry.serde import (
+    HEADER,
     MAGIC_BYTE,
     BoundDeserializer,
     BoundSerializer,
@@ -27,12 +27,11 @@ from kafka_core.schema_registry.serde import (
     SchemaIdResolver,
     SerializationContext,
     SerializerConfig,
+    schema_id_of,
     topic_subject_name_strategy,
 )
 
 __all__ = ["AvroDeserializer", "AvroSerializer", "avro_schema", "parse_avro_schema"]
-
-_HEADER = struct.Struct(">bI")
 
 
 def avro_schema(schema_str: str | Schema) -> Schema:
@@ -126,7 +125,7 @@ class AvroSerializer:
         parsed = self._writer_schema(registered.schema_id, registered.schema)
         value = self._to_dict(obj, ctx) if self._to_dict is not None else obj
         out = io.BytesIO()
-        out.write(_HEADER.pack(MAGIC_BYTE, registered.schema_id))
+        out.write(HEADER.pack(MAGIC_BYTE, registered.schema_id))
         try:
             schemaless_writer(out, parsed, value)
         except (ValueError, TypeError, KeyError, AttributeError) as exc:
@@ -195,17 +194,7 @@ class AvroDeserializer:
     def __call__(self, data: Any, ctx: SerializationContext | None = None) -> Any:
         if data is None:
             return None
-        try:
-            magic, schema_id = _HEADER.unpack_from(data)
-        except struct.error:
-            raise SerializationError(
-                f"expected Confluent framing (5 bytes or more), got {len(data)} bytes: not written by a "
-                "schema registry serializer"
-            ) from None
-        if magic != MAGIC_BYTE:
-            raise SerializationError(
-                f"unknown magic byte {magic}: not written by a schema registry serializer"
-            )
+        schema_id = schema_id_of(data)
         schemas = self._by_id.get(schema_id) if not self._use_latest else None
         if schemas is None:
             schemas = self._schemas(schema_id, ctx)

@@ -5,7 +5,6 @@ unless ``validate`` is False. The subject's record name is the schema's ``title`
 from __future__ import annotations
 
 import json
-import struct
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -18,18 +17,18 @@ from kafka_core.errors import KafkaConfigError, SchemaRegistryError, Serializati
 from kafka_core.schema_registry.client import SchemaRegistryClient
 from kafka_core.schema_registry.schema import Schema
 from kafka_core.schema_registry.serde import (
-    MAGIC_BYTE,
     BoundDeserializer,
     BoundSerializer,
     MessageField,
     SchemaIdResolver,
     SerializationContext,
     SerializerConfig,
+    frame,
+    split_frame,
+    topic_subject_name_strategy,
 )
 
 __all__ = ["JSONDeserializer", "JSONSerializer"]
-
-_HEADER = struct.Struct(">bI")
 
 
 def _encode(value: Any) -> bytes:
@@ -111,7 +110,7 @@ class JSONSerializer:
                     f"the value does not match schema {registered.schema_id}: {error.message}"
                 )
         try:
-            return _HEADER.pack(MAGIC_BYTE, registered.schema_id) + _encode(value)
+            return frame(registered.schema_id, _encode(value))
         except (TypeError, ValueError) as exc:
             raise SerializationError(f"cannot encode {type(obj).__name__} as JSON: {exc}") from exc
 
@@ -142,10 +141,17 @@ class JSONDeserializer:
         schema_registry_client: SchemaRegistryClient | None = None,
         conf: dict[str, Any] | None = None,
     ) -> None:
-        settings = {"validate": True, **(conf or {})}
+        settings = {
+            "validate": True,
+            "use.latest.version": False,
+            "subject.name.strategy": topic_subject_name_strategy,
+            **(conf or {}),
+        }
         self._validate = bool(settings.pop("validate"))
-        settings.pop("use.latest.version", None)
-        settings.pop("subject.name.strategy", None)
+        self._use_latest = bool(settings.pop("use.latest.version"))
+        self._strategy = settings.pop("subject.name.strategy")
+        if self._use_latest and schema_registry_client is None:
+            raise KafkaConfigError("use.latest.version needs a schema_registry_client")
         if settings:
             raise KafkaConfigError(f"unknown JSONDeserializer settings: {sorted(settings)}")
         if schema_str is None and schema_registry_client is None and self._validate:
@@ -168,27 +174,35 @@ class JSONDeserializer:
     def __call__(self, data: Any, ctx: SerializationContext | None = None) -> Any:
         if data is None:
             return None
-        view = memoryview(data)
+        schema_id, payload = split_frame(data)
         try:
-            magic, schema_id = _HEADER.unpack_from(view)
-        except struct.error:
-            raise SerializationError(
-                f"expected Confluent framing (5 bytes or more), got {len(view)} bytes"
-            ) from None
-        if magic != MAGIC_BYTE:
-            raise SerializationError(
-                f"unknown magic byte {magic}: not written by a schema registry serializer"
-            )
-        try:
-            value = json.loads(bytes(view[5:]))
+            value = json.loads(bytes(payload))
         except ValueError as exc:
             raise SerializationError(f"not JSON: {exc}") from exc
         if self._validate:
-            validator = self._validator or self._writer_validator(schema_id)
+            if self._use_latest:
+                validator = self._latest_validator(schema_id, ctx)
+            else:
+                validator = self._validator or self._writer_validator(schema_id)
             error = jsonschema.exceptions.best_match(validator.iter_errors(value))
             if error is not None:
                 raise SerializationError(f"the value does not match the schema: {error.message}")
         return self._from_dict(value, ctx) if self._from_dict is not None else value
+
+    def _latest_validator(self, schema_id: int, ctx: SerializationContext | None) -> Any:
+        """The validator of the subject's latest schema (the subject from the writer's title)."""
+        assert self._client is not None
+        try:
+            title = json.loads(self._client.get_schema(schema_id).schema_str).get("title")
+            subject = self._strategy(ctx, None if title is None else str(title))
+            if subject is None:
+                raise SerializationError("use.latest.version: the subject name strategy gave no subject")
+            latest = self._client.get_latest_version(subject)
+        except SchemaRegistryError as exc:
+            raise SerializationError(
+                f"cannot fetch the latest schema for writer schema {schema_id}: {exc}"
+            ) from exc
+        return self._writer_validator(latest.schema_id)
 
     def _writer_validator(self, schema_id: int) -> Any:
         found = self._by_id.get(schema_id)

@@ -7,7 +7,6 @@ skipped)."""
 from __future__ import annotations
 
 import base64
-import struct
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -19,18 +18,18 @@ from kafka_core.errors import KafkaConfigError, SerializationError
 from kafka_core.schema_registry.client import SchemaRegistryClient
 from kafka_core.schema_registry.schema import Schema, SchemaReference
 from kafka_core.schema_registry.serde import (
-    MAGIC_BYTE,
     BoundDeserializer,
     BoundSerializer,
     MessageField,
     SchemaIdResolver,
     SerializationContext,
     SerializerConfig,
+    frame,
+    split_frame,
 )
 
 __all__ = ["ProtobufDeserializer", "ProtobufSerializer", "message_indexes", "reference_subject_name_strategy"]
 
-_HEADER = struct.Struct(">bI")
 _KNOWN_PREFIXES = ("google/protobuf/", "google/type/")
 
 
@@ -149,7 +148,7 @@ class ProtobufSerializer:
             )
         subject = self._config.strategy(ctx, self._full_name)
         registered = self._resolver(ctx, subject).resolve(subject)
-        return _HEADER.pack(MAGIC_BYTE, registered.schema_id) + self._indexes + message.SerializeToString()
+        return frame(registered.schema_id, self._indexes + message.SerializeToString())
 
     def for_topic(self, topic: str, field: MessageField | str = MessageField.VALUE) -> BoundSerializer:
         return BoundSerializer(self, SerializationContext(topic, field))
@@ -171,8 +170,11 @@ class ProtobufDeserializer:
         settings = {"use.deprecated.format": False, **(conf or {})}
         if settings.pop("use.deprecated.format"):
             raise KafkaConfigError("use.deprecated.format is not supported (nor by confluent-kafka any more)")
-        settings.pop("use.latest.version", None)
-        settings.pop("subject.name.strategy", None)
+        if settings.pop("use.latest.version", False):
+            raise KafkaConfigError(
+                "use.latest.version: here the message class given is the reader's schema, there is no other to choose"
+            )
+        settings.pop("subject.name.strategy", None)  # used by use.latest.version only, as in confluent-kafka
         if settings:
             raise KafkaConfigError(f"unknown ProtobufDeserializer settings: {sorted(settings)}")
         self._msg_type = message_type
@@ -180,19 +182,8 @@ class ProtobufDeserializer:
     def __call__(self, data: Any, ctx: SerializationContext | None = None) -> Message | None:
         if data is None:
             return None
-        view = memoryview(data)
-        try:
-            magic, _schema_id = _HEADER.unpack_from(view)
-        except struct.error:
-            raise SerializationError(
-                f"expected Confluent framing (6 bytes or more), got {len(view)} bytes: not written by a "
-                "schema registry serializer"
-            ) from None
-        if magic != MAGIC_BYTE:
-            raise SerializationError(
-                f"unknown magic byte {magic}: not written by a schema registry serializer"
-            )
-        count, pos = _read_varint(view, 5)
+        _, view = split_frame(data)
+        count, pos = _read_varint(view, 0)
         if count < 0 or count > 100_000:
             raise SerializationError(f"invalid Protobuf message index list length {count}")
         for _ in range(count):

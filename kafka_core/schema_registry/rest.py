@@ -19,7 +19,8 @@ from urllib.parse import quote, unquote, urlsplit, urlunsplit
 
 import httpx
 
-from kafka_core.errors import KafkaConfigError, SchemaRegistryError, SchemaRegistryTimeoutError
+from kafka_core.auth.oidc import OidcTokenProvider
+from kafka_core.errors import KafkaConfigError, KafkaError, SchemaRegistryError, SchemaRegistryTimeoutError
 
 __all__ = ["RestClient", "RestConfig", "urlencode"]
 
@@ -73,66 +74,30 @@ class _StaticBearer:
 
 
 class _OAuthBearer:
-    """OAuth 2 client credentials: a token from the issuer, fetched again shortly before it expires."""
+    """OAuth 2 client credentials: the project's OIDC grant (kafka_core.auth), its token reused
+    until 80 % of its life has passed."""
 
-    def __init__(
-        self,
-        issuer: str,
-        client_id: str,
-        client_secret: str,
-        scope: str | None,
-        extra: dict[str, str],
-        verify: ssl.SSLContext,
-    ) -> None:
-        self._issuer = issuer
-        self._client_id = client_id
-        self._client_secret = _Secret(client_secret)
-        self._scope = scope
+    def __init__(self, provider: OidcTokenProvider, extra: dict[str, str]) -> None:
+        self._provider = provider
         self._extra = extra
-        self._verify = verify
-        self._lock = threading.Lock()  # guards _token and _expires
+        self._lock = threading.Lock()  # guards _token and _refresh_at
         self._token: _Secret | None = None
-        self._expires = 0.0
+        self._refresh_at = 0.0
 
     def headers(self, deadline: float) -> dict[str, str]:
         with self._lock:
-            if self._token is None or time.monotonic() > self._expires:
-                self._fetch(deadline)
-            assert self._token is not None
+            if self._token is None or time.time() >= self._refresh_at:
+                try:
+                    token = self._provider()
+                except KafkaError as exc:
+                    raise SchemaRegistryError(-1, -1, f"no OAuth token for the registry: {exc}") from None
+                now = time.time()
+                self._token = _Secret(token.value)
+                self._refresh_at = now + 0.8 * max(0.0, token.expires_at - now)
             return {"Authorization": f"Bearer {self._token.reveal()}", **self._extra}
 
-    def _fetch(self, deadline: float) -> None:
-        form = {"grant_type": "client_credentials"}
-        if self._scope:
-            form["scope"] = self._scope
-        timeout = max(0.001, deadline - time.monotonic())
-        try:
-            answer = httpx.post(
-                self._issuer,
-                data=form,
-                auth=(self._client_id, self._client_secret.reveal()),
-                timeout=timeout,
-                verify=self._verify,
-            )
-        except httpx.TimeoutException:
-            raise SchemaRegistryTimeoutError(
-                -1, -1, f"the token endpoint {self._issuer} did not answer in time"
-            ) from None
-        except httpx.HTTPError as exc:
-            raise SchemaRegistryError(
-                -1, -1, f"cannot reach the token endpoint {self._issuer}: {type(exc).__name__}"
-            ) from None
-        if answer.status_code != 200:
-            raise SchemaRegistryError(
-                answer.status_code, -1, f"the token endpoint {self._issuer} refused the client credentials"
-            )
-        body = answer.json()
-        self._token = _Secret(str(body["access_token"]))
-        # fetch again at 80 % of its life, so a request never goes out with a token about to lapse
-        self._expires = time.monotonic() + 0.8 * float(body.get("expires_in", 300))
-
     def __repr__(self) -> str:
-        return f"OAuthBearer(issuer={self._issuer!r}, client_id={self._client_id!r})"
+        return f"OAuthBearer({self._provider!r})"
 
 
 @dataclass
@@ -166,10 +131,10 @@ class RestConfig:
                 url_user = (unquote(parsed.username), unquote(parsed.password or ""))
             urls.append(_without_userinfo(part.strip().rstrip("/")))
         verify = _ssl_context(conf)
-        auth = _auth(conf, url_user, verify)
         timeout = float(conf.pop("timeout", 30.0) or 30.0)
         if timeout <= 0:
             raise KafkaConfigError("schema registry: 'timeout' must be positive (seconds)")
+        auth = _auth(conf, url_user, verify, timeout)
         return cls(
             urls=urls,
             verify=verify,
@@ -187,6 +152,8 @@ def _without_userinfo(url: str) -> str:
     if parsed.username is None:
         return url
     netloc = parsed.hostname or ""
+    if ":" in netloc:  # an IPv6 address keeps its brackets
+        netloc = f"[{netloc}]"
     if parsed.port:
         netloc += f":{parsed.port}"
     return urlunsplit((parsed.scheme, netloc, parsed.path, parsed.query, parsed.fragment))
@@ -221,10 +188,16 @@ def _ssl_context(conf: dict[str, Any]) -> ssl.SSLContext:
     return context
 
 
-def _auth(conf: dict[str, Any], url_user: tuple[str, str] | None, verify: ssl.SSLContext) -> Any:
+def _auth(
+    conf: dict[str, Any], url_user: tuple[str, str] | None, verify: ssl.SSLContext, timeout: float
+) -> Any:
     source = str(
         conf.pop("basic.auth.credentials.source", "USER_INFO" if "basic.auth.user.info" in conf else "URL")
     )
+    if source.upper() not in ("URL", "USER_INFO"):
+        raise KafkaConfigError(
+            f"schema registry: basic.auth.credentials.source {source!r} is not supported here (URL or USER_INFO)"
+        )
     user_info = conf.pop("basic.auth.user.info", None)
     bearer_source = conf.pop("bearer.auth.credentials.source", None)
     extra = {}
@@ -263,14 +236,15 @@ def _auth(conf: dict[str, Any], url_user: tuple[str, str] | None, verify: ssl.SS
             ]
             if missing:
                 raise KafkaConfigError(f"schema registry: OAUTHBEARER needs {', '.join(missing)}")
-            return _OAuthBearer(
+            provider = OidcTokenProvider(
                 str(oauth["bearer.auth.issuer.endpoint.url"]),
                 str(oauth["bearer.auth.client.id"]),
                 str(oauth["bearer.auth.client.secret"]),
-                oauth["bearer.auth.scope"],
-                extra,
-                verify,
+                scope=oauth["bearer.auth.scope"],
+                ssl_context=verify,
+                timeout_s=timeout,
             )
+            return _OAuthBearer(provider, extra)
         raise KafkaConfigError(
             f"schema registry: bearer.auth.credentials.source {bearer_source!r} is not one of STATIC_TOKEN, OAUTHBEARER"
         )

@@ -22,13 +22,14 @@ __all__ = [
     "SubjectNameStrategy",
     "frame",
     "record_subject_name_strategy",
+    "schema_id_of",
     "split_frame",
     "topic_record_subject_name_strategy",
     "topic_subject_name_strategy",
 ]
 
 MAGIC_BYTE = 0
-_HEADER = struct.Struct(">bI")
+HEADER = struct.Struct(">bI")  # the magic byte and the schema id
 
 
 class MessageField(enum.StrEnum):
@@ -80,21 +81,27 @@ def record_subject_name_strategy(ctx: SerializationContext | None, record_name: 
 
 
 def frame(schema_id: int, payload: bytes) -> bytes:
-    return _HEADER.pack(MAGIC_BYTE, schema_id) + payload
+    return HEADER.pack(MAGIC_BYTE, schema_id) + payload
+
+
+def schema_id_of(data: Any) -> int:
+    """The schema id of Confluent-framed bytes; SerializationError if they are not framed."""
+    try:
+        magic, schema_id = HEADER.unpack_from(data)
+    except struct.error:
+        raise SerializationError(
+            f"expected Confluent framing (5 bytes or more), got {len(data)} bytes: not written by a "
+            "schema registry serializer"
+        ) from None
+    if magic != MAGIC_BYTE:
+        raise SerializationError(f"unknown magic byte {magic}: not written by a schema registry serializer")
+    return int(schema_id)
 
 
 def split_frame(data: Any) -> tuple[int, memoryview]:
     """(schema id, payload) of Confluent-framed bytes; SerializationError if they are not framed."""
     view = memoryview(data)
-    if len(view) < 5:
-        raise SerializationError(
-            f"expected Confluent framing (5 bytes or more), got {len(view)} bytes: not written by a "
-            "schema registry serializer"
-        )
-    magic, schema_id = _HEADER.unpack_from(view)
-    if magic != MAGIC_BYTE:
-        raise SerializationError(f"unknown magic byte {magic}: not written by a schema registry serializer")
-    return schema_id, view[5:]
+    return schema_id_of(view), view[5:]
 
 
 class SerializerConfig:

@@ -24,7 +24,7 @@ from collections.abc import Collection
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
-from kafka_core.codec import decode_record_batches, decode_record_batches_columns
+from kafka_core.codec import decode_record_batches_columns
 from kafka_core.codec.columns import CONSTANTS
 from kafka_core.errors import KafkaConnectionError, KafkaError, KafkaTimeoutError
 from kafka_core.protocol.errors import ErrorCode, error_for
@@ -127,9 +127,7 @@ class Chunk:
             gc_was_enabled = gc.isenabled()
             gc.disable()
             try:
-                recs = decode_record_batches(self.records) if self.records is not None else []
-                counts = {} if self.single is not None else self.counts
-                items = share_records(self.tp.topic, self.tp.partition, recs, counts, self.single)
+                items = share_records(self.tp.topic, self.tp.partition, self.records, self.ranges)
             finally:
                 if gc_was_enabled:
                     gc.enable()
@@ -156,10 +154,9 @@ class Chunk:
         if table is None:
             return []
         offsets = set(table.column("offset").to_pylist())
-        recs = decode_record_batches(self.records) if self.records is not None else []
         return [
             r
-            for r in share_records(self.tp.topic, self.tp.partition, recs, self.counts)
+            for r in share_records(self.tp.topic, self.tp.partition, self.records, self.ranges)
             if r.offset in offsets
         ]
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 import enum
 from collections import deque
 from collections.abc import Collection, Iterable, Iterator
-from operator import attrgetter
 from typing import Any
 
+from kafka_core._typing import Buffer
 from kafka_core.client.metadata import TopicPartition
-from kafka_core.codec import KafkaRecord
+from kafka_core.codec import KafkaShareRecord, decode_share_records
 from kafka_core.consumer_base.deserialize import KafkaDeserializationError
 from kafka_core.errors import KafkaConfigError, KafkaError, KafkaUnsupportedVersionError
 from kafka_core.protocol.errors import ErrorCode
@@ -111,42 +111,14 @@ def record_key(topic: str, partition: int, offset: int) -> tuple[str, int, int]:
     return (topic, partition, offset)
 
 
-class ShareRecord:
+class ShareRecord(KafkaShareRecord):
     """One record of a share group: topic, partition, offset, key, value, headers, timestamp,
-    timestamp_type and delivery_count (how many times the broker has delivered it)."""
+    timestamp_type and delivery_count (how many times the broker has delivered it).
 
-    __slots__ = ("topic", "partition", "delivery_count", "_record")
+    The codec builds these in one object per record (``decode_share_records``), no wrapper
+    around a decoded record. Compared and hashed by identity."""
 
-    offset: int = property(attrgetter("_record.offset"))  # type: ignore[assignment]
-    key: Any = property(attrgetter("_record.key"))
-    value: Any = property(attrgetter("_record.value"))
-    headers: list[tuple[str, bytes | None]] = property(attrgetter("_record.headers"))  # type: ignore[assignment]
-    timestamp: int = property(attrgetter("_record.timestamp"))  # type: ignore[assignment]
-    timestamp_type: int = property(attrgetter("_record.timestamp_type"))  # type: ignore[assignment]
-
-    def __init__(
-        self,
-        topic: str,
-        partition: int,
-        offset: int,
-        key: bytes | None = None,
-        value: bytes | None = None,
-        headers: list[tuple[str, bytes | None]] | None = None,
-        timestamp: int = -1,
-        timestamp_type: int = 0,
-        delivery_count: int = 1,
-    ) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.delivery_count = delivery_count
-        self._record = KafkaRecord(
-            key=key,
-            value=value,
-            headers=list(headers or ()),
-            timestamp=timestamp,
-            offset=offset,
-            timestamp_type=timestamp_type,
-        )
+    __slots__ = ()
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -160,9 +132,21 @@ class ShareRecord:
 
 
 class _DeserializedShareRecord(ShareRecord):
-    __slots__ = ("key", "value")  # plain slots over the base class's properties
+    __slots__ = ("key", "value")  # plain slots over the codec's read-only key and value
     key: Any
     value: Any
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (_deserialized, (ShareRecord.__reduce__(self), self.key, self.value))
+
+
+def _deserialized(base: tuple[Any, ...], key: Any, value: Any) -> _DeserializedShareRecord:
+    """Unpickle a deserialized record: the raw one rebuilt, then its key and value set."""
+    raw = ShareRecord(*base[1])
+    d = raw._copy_as(_DeserializedShareRecord)
+    assert isinstance(d, _DeserializedShareRecord)
+    d.key, d.value = key, value
+    return d
 
 
 def _short(value: Any) -> str:
@@ -171,50 +155,27 @@ def _short(value: Any) -> str:
 
 
 def share_records(
-    topic: str,
-    partition: int,
-    records: Iterable[Any],
-    counts: dict[int, int],
-    single: tuple[int, int, int] | None = None,
+    topic: str, partition: int, records: Buffer | None, acquired: list[tuple[int, int, int]]
 ) -> list[ShareRecord]:
-    """Wrap codec records (only those whose offset is in ``counts``: the acquired ones);
-    ``single``: (low, high, count) when the acquired offsets are one range of one count."""
-    new = ShareRecord.__new__
-    records = list(records)
-    if records and single is not None:  # one acquired range: no lookups
-        low, high, count = single
-        if records[0].offset < low or records[-1].offset > high:
-            records = [r for r in records if low <= r.offset <= high]
-        out_fast: list[ShareRecord] = []
-        add = out_fast.append
-        for r in records:
-            m = new(ShareRecord)
-            m.topic = topic
-            m.partition = partition
-            m.delivery_count = count
-            m._record = r
-            add(m)
-        return out_fast
-    cls = ShareRecord
-    out: list[ShareRecord] = []
-    append = out.append
-    for r in records:
-        found = counts.get(r.offset)
-        if found is None:
-            continue
-        m = new(cls)
-        m.topic = topic
-        m.partition = partition
-        m.delivery_count = found
-        m._record = r
-        append(m)
+    """The acquired records of a ShareFetch partition's record data, one ShareRecord each,
+    ``acquired`` being its (first, last, delivery count) ranges."""
+    if records is None:
+        return []
+    ranges = acquired if _in_order(acquired) else sorted(acquired)
+    out: list[ShareRecord] = decode_share_records(  # type: ignore[assignment]
+        records, topic, partition, ranges, record_type=ShareRecord
+    )
     return out
+
+
+def _in_order(ranges: list[tuple[int, int, int]]) -> bool:
+    return all(ranges[i][1] < ranges[i + 1][0] for i in range(len(ranges) - 1))
 
 
 def deserialize(records: list[ShareRecord], key_fn: Any, value_fn: Any) -> list[ShareRecord]:
     """The records with key and value deserialized (None stays None). A deserializer that raises
     makes a KafkaCodecError naming the record (the caller releases the rest)."""
-    new = _DeserializedShareRecord.__new__
+    copy_as = KafkaShareRecord._copy_as
     cls = _DeserializedShareRecord
     out: list[ShareRecord] = []
     for r in records:
@@ -230,9 +191,7 @@ def deserialize(records: list[ShareRecord], key_fn: Any, value_fn: Any) -> list[
             err = KafkaDeserializationError(r.topic, r.partition, r.offset, part, exc)
             err.__cause__ = exc
             raise err from exc
-        d = new(cls)
-        d.topic, d.partition, d.delivery_count = r.topic, r.partition, r.delivery_count
-        d._record = r._record
+        d: Any = copy_as(r, cls)
         d.key = key
         d.value = value
         out.append(d)

@@ -15,6 +15,7 @@ from typing import Any
 
 from kafka_core.config import client_keywords, translate
 from kafka_core.errors import KafkaConfigError
+from kafka_core.spark.registry import FormatOptions, SinkFormat, parse_formats, parse_sink_formats
 
 __all__ = [
     "DEFAULT_TRANSACTION_TIMEOUT_MS",
@@ -187,6 +188,9 @@ class SourceOptions:
     isolation_level: str = "read_uncommitted"
     # streaming only: the consumer group each finished micro-batch's offsets are committed to
     commit_group: str | None = None
+    # keyFormat/valueFormat: the columns decoded by Schema Registry (kafka_core.spark.registry)
+    key_format: FormatOptions | None = None
+    value_format: FormatOptions | None = None
 
 
 def _kafka_params(
@@ -317,6 +321,7 @@ def parse_source(options: Mapping[str, Any], *, streaming: bool) -> SourceOption
         )
     poll_ms = _int(opts, "kafkaConsumer.pollTimeoutMs")
     commit_group = _commit_group(opts, streaming)
+    key_format, value_format = parse_formats(opts, options)
     return SourceOptions(
         client=client,
         consumer=consumer,
@@ -336,6 +341,8 @@ def parse_source(options: Mapping[str, Any], *, streaming: bool) -> SourceOption
         poll_timeout_ms=poll_ms if poll_ms is not None else 120_000,
         isolation_level=isolation,
         commit_group=commit_group,
+        key_format=key_format,
+        value_format=value_format,
     )
 
 
@@ -371,6 +378,9 @@ class SinkOptions:
 
     producer: dict[str, Any]
     topic: str | None = None
+    # keyFormat/valueFormat: struct columns encoded by Schema Registry (kafka_core.spark.registry)
+    key_format: SinkFormat | None = None
+    value_format: SinkFormat | None = None
     transactional_id_prefix: str | None = None
     transaction_timeout_ms: int = DEFAULT_TRANSACTION_TIMEOUT_MS
     # Set by the writer on the driver, one per write: names the write's end mark.
@@ -405,10 +415,16 @@ def parse_sink(options: Mapping[str, Any]) -> SinkOptions:
         raise KafkaConfigError("option 'topic' is empty")
     prefix = opts.get("transactionalidprefix")
     timeout_ms = _int(opts, "transactionTimeoutMs")
+    key_format, value_format = parse_sink_formats(opts, options)
     if prefix is None:
         if timeout_ms is not None:
             raise KafkaConfigError("option 'transactionTimeoutMs' needs 'transactionalIdPrefix'")
-        return SinkOptions(producer=producer, topic=topic.strip() if topic else None)
+        return SinkOptions(
+            producer=producer,
+            topic=topic.strip() if topic else None,
+            key_format=key_format,
+            value_format=value_format,
+        )
     prefix = prefix.strip()
     if not prefix:
         raise KafkaConfigError("option 'transactionalIdPrefix' is empty")
@@ -429,6 +445,8 @@ def parse_sink(options: Mapping[str, Any]) -> SinkOptions:
     return SinkOptions(
         producer=producer,
         topic=topic.strip() if topic else None,
+        key_format=key_format,
+        value_format=value_format,
         transactional_id_prefix=prefix,
         transaction_timeout_ms=timeout_ms,
     )

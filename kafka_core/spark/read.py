@@ -154,7 +154,12 @@ class _RangeReader:
         if offsets[len(offsets) - 1].as_py() >= self.r.end:
             keep = pc.sum(pc.less(offsets, self.r.end)).as_py() or 0
             batch = batch.slice(0, keep)
-        return _to_spark(batch, self.options.include_headers)
+        batch = _to_spark(batch, self.options.include_headers)
+        if self.options.key_format is not None or self.options.value_format is not None:
+            from kafka_core.spark.registry import decode_batch
+
+            batch = decode_batch(batch, (self.options.key_format, self.options.value_format))
+        return batch
 
     def _out_of_range(self, consumer: Any, position: int) -> int:
         """The position is not in the log: before its start (aged out) or past its end."""

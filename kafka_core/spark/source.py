@@ -29,7 +29,9 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from kafka_core.errors import KafkaConfigError
 from kafka_core.spark.options import SinkOptions, SourceOptions, parse_sink, parse_source
+from kafka_core.spark.registry import pin_reader, pinned, read_schema_with_formats, source_formats, spark_type
 from kafka_core.spark.tasks import KafkaCommitMessage, RangePartition, commit_message, read_partition
 
 if TYPE_CHECKING:  # the checker sees the 4.1+ base; at run time 4.0 falls back
@@ -199,15 +201,19 @@ class KafkaDataSource(DataSource):
 
     def schema(self) -> StructType:
         include = str(self.options.get("includeHeaders", "false")).strip().lower() in ("true", "1", "yes")
-        return read_schema(include)
+        formats, topics = source_formats(self.options)
+        if not any(formats):
+            return read_schema(include)
+        pinned_formats = tuple(None if f is None else pin_reader(f, topics) for f in formats)
+        return read_schema_with_formats(read_schema(include), pinned_formats)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KafkaBatchReader(parse_source(self.options, streaming=False))
+        return KafkaBatchReader(_with_formats(parse_source(self.options, streaming=False), schema))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from kafka_core.spark.stream import KafkaStreamReader
 
-        return KafkaStreamReader(parse_source(self.options, streaming=True))
+        return KafkaStreamReader(_with_formats(parse_source(self.options, streaming=True), schema))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         return KafkaArrowWriter(_sink(self.options, schema))
@@ -216,9 +222,25 @@ class KafkaDataSource(DataSource):
         return KafkaStreamWriter(_sink(self.options, schema))
 
 
+def _with_formats(options: SourceOptions, schema: StructType) -> SourceOptions:
+    """Reader schemas pinned; they must still give the types Spark planned with (a new latest
+    version registered in between would not)."""
+    if options.key_format is None and options.value_format is None:
+        return options
+    options = pinned(options)
+    for fmt in (options.key_format, options.value_format):
+        if fmt is not None and schema[fmt.column].dataType != spark_type(fmt):
+            raise KafkaConfigError(
+                f"the reader schema of the {fmt.column} column (subject {fmt.subject!r}) changed while the "
+                "query was planned: run it again"
+            )
+    return options
+
+
 def _sink(options: Any, schema: StructType) -> SinkOptions:
     from kafka_core.spark.write import check_sink_schema
 
     sink = parse_sink(options)
-    check_sink_schema({f.name: f.dataType.simpleString() for f in schema.fields}, sink.topic)
+    encoded = frozenset(f.column for f in (sink.key_format, sink.value_format) if f is not None)
+    check_sink_schema({f.name: f.dataType.simpleString() for f in schema.fields}, sink.topic, encoded)
     return sink

@@ -50,16 +50,19 @@ class TaskResult:
     prepared: PreparedTransaction | None = None
 
 
-def check_sink_schema(fields: dict[str, str], topic_option: str | None) -> None:
+def check_sink_schema(
+    fields: dict[str, str], topic_option: str | None, encoded: frozenset[str] = frozenset()
+) -> None:
     """Spark's rules for the sink's columns, checked on the driver. ``fields``: name -> Spark
-    simpleString type (``binary``, ``string``, ``int``, ``array<struct<key:string,value:binary>>``)."""
+    simpleString type (``binary``, ``string``, ``int``, ``array<struct<key:string,value:binary>>``);
+    ``encoded``: the columns keyFormat/valueFormat encode (any type the schema writes)."""
     lower = {name.lower(): t for name, t in fields.items()}
     if "value" not in lower:
         raise KafkaConfigError(
             "the sink needs a 'value' column (string or binary); the DataFrame has: " + ", ".join(fields)
         )
     for name, allowed in (("value", ("string", "binary")), ("key", ("string", "binary"))):
-        if name in lower and lower[name] not in allowed:
+        if name in lower and name not in encoded and lower[name] not in allowed:
             raise KafkaConfigError(f"column {name!r} must be string or binary, not {lower[name]}")
     # As Spark's connector: with the option set the column is ignored, whatever its type.
     if "topic" in lower and topic_option is None and lower["topic"] != "string":
@@ -128,8 +131,11 @@ class _Sender:
     """Sends the batches of one task and remembers their futures. ``producer`` returns the task's
     producer; it is asked when the first group is sent (the producer may still be starting)."""
 
-    def __init__(self, producer: Callable[[], Any], topic_option: str | None) -> None:
+    def __init__(
+        self, producer: Callable[[], Any], topic_option: str | None, formats: tuple[Any, Any] = (None, None)
+    ) -> None:
         self._get_producer = producer
+        self.formats = formats  # (key, value) SinkFormat or None: encoded by Schema Registry
         self._producer: Any = None
         self.topic_option = topic_option
         self.futures: list[Any] = []
@@ -192,8 +198,8 @@ class _Sender:
     def _send_topic(self, topic: str, batch: Any) -> None:
         import pyarrow.compute as pc
 
-        values = _binary(_column(batch, "value"))
-        keys = _binary(_column(batch, "key"))
+        values = self._encoded(topic, batch, "value", self.formats[1])
+        keys = self._encoded(topic, batch, "key", self.formats[0])
         headers = _headers(_column(batch, "headers"))
         self.counts.rows += batch.num_rows
         self.counts.bytes += values.nbytes + (keys.nbytes if keys is not None else 0)
@@ -210,6 +216,15 @@ class _Sender:
             self.futures.append(
                 self.producer.send_batch(topic, take[0], keys=take[1], partition=p, headers=take[2])
             )
+
+    @staticmethod
+    def _encoded(topic: str, batch: Any, name: str, fmt: Any) -> Any:
+        column = _column(batch, name)
+        if fmt is None or column is None:
+            return _binary(column)
+        from kafka_core.spark.registry import encode_column
+
+        return encode_column(fmt, column, topic)
 
     def flush_pending(self) -> None:
         """Hand the batches still grouped here to the producer."""
@@ -284,7 +299,7 @@ def _run(options: SinkOptions, feed: Any) -> WriteCounts:
     key = options.cache_key
     start = _ProducerStart(key, options.producer, options.topic)
     delivery_s = float(options.producer.get("delivery_timeout_ms", 120_000)) / 1000.0
-    sender = _Sender(start.get, options.topic)
+    sender = _Sender(start.get, options.topic, (options.key_format, options.value_format))
     try:
         feed(sender)
         counts = sender.finish(delivery_s + 5.0)
@@ -327,7 +342,7 @@ def _run_transactional(options: SinkOptions, feed: Any, task_partition: int) -> 
                 request_s = float(options.producer.get("request_timeout_ms", 30_000)) / 1000.0
                 check_write_not_ended(producer, options.end_mark_id(), txn_id, request_s)
             producer.begin_transaction()
-            sender = _Sender(lambda: producer, options.topic)
+            sender = _Sender(lambda: producer, options.topic, (options.key_format, options.value_format))
             feed(sender)
             sender.flush_pending()
             prepared = producer.prepare_transaction(delivery_s + 5.0)  # as long as a delivery may take

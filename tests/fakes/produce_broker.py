@@ -44,7 +44,7 @@ Fault = Callable[[int, str, int], str | None]
 
 class ProduceBroker:
     """See the module docstring. ``requests[n]`` is partition -> record count of Produce ``n``;
-    ``answers[n]`` is partition -> the error code it got."""
+    ``answers[n]`` is partition -> the error code it got; ``lanes[n]`` the connection it came on."""
 
     def __init__(
         self,
@@ -72,6 +72,7 @@ class ProduceBroker:
         self.logs: dict[int, list[bytes | None]] = {p: [] for p in range(partitions)}
         self.state: dict[tuple[int, int], tuple[int, int, list[tuple[int, int]]]] = {}
         self.requests: list[dict[int, int]] = []
+        self.lanes: list[int] = []  # the connection (lane) each Produce request came on
         self.answers: list[dict[int, int]] = []
         self.next_pid = 1000
         self.epochs: dict[int, int] = {}
@@ -277,6 +278,7 @@ class ProduceBroker:
                         self.unadded.append((td.name, pd.index))
                 batches.append((td.name, pd.index, data, pid, epoch, seq, count))
         self.requests.append(counts)
+        self.lanes.append(kw.get("lane", 0))
         self.answers.append({})
         self.calls.append(("Produce", (body.transactional_id, sorted(counts))))
         if self.faults(n, "before", -1) == "disconnect":

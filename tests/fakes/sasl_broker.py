@@ -59,6 +59,7 @@ class _Conn:
     mechanism: str | None = None
     session_end: float | None = None
     pending_error: str | None = None  # OAUTHBEARER: the JSON challenge was sent, awaiting 0x01
+    last_handshake: float = -10.0
     message: bytes = b""
 
 
@@ -74,6 +75,8 @@ class SaslBroker(LoopbackBroker):
         # (mechanism, message) -> the latest the session may end (epoch seconds; an OAuth token's
         # expiry bounds Kafka's session), or None
         self.session_bound: Callable[[str, bytes], float | None] = lambda mechanism, message: None
+        # (mechanism, message) -> the server's final message on success (AWS_MSK_IAM's JSON)
+        self.reply: Callable[[str, bytes], bytes] = lambda mechanism, message: b""
         self.logins: list[Login] = []
         self.violations: list[str] = []  # requests Kafka would have refused (the test asserts none)
         self.metadata_answered = 0
@@ -94,6 +97,13 @@ class SaslBroker(LoopbackBroker):
         if h.api_key == SASL_HANDSHAKE:
             if conn.mechanism is not None:
                 return self._violation(f"SaslHandshake during an exchange on connection {conn.number}")
+            if conn.authenticated and now - conn.last_handshake < 1.0:
+                # Kafka's KafkaChannel allows one re-authentication a second; a handshake sooner
+                # is a request on an authenticated connection, refused as such.
+                self.violations.append(f"re-authentication within a second on {conn.number}")
+                refused = SaslHandshakeResponse(error_code=ILLEGAL_SASL_STATE, mechanisms=[])
+                return self._send(writer, h, refused)
+            conn.last_handshake = now
             mechanism = req.body.mechanism
             if mechanism not in self.mechanisms:
                 body: Any = SaslHandshakeResponse(
@@ -158,7 +168,9 @@ class SaslBroker(LoopbackBroker):
         if lifetime > 0 and bound is not None:
             lifetime = max(0, min(lifetime, int((bound - time.time()) * 1000)))
         conn.session_end = now + lifetime / 1000 if lifetime > 0 else None
-        body = SaslAuthenticateResponse(error_code=0, auth_bytes=b"", session_lifetime_ms=lifetime)
+        body = SaslAuthenticateResponse(
+            error_code=0, auth_bytes=self.reply(mechanism, data), session_lifetime_ms=lifetime
+        )
         return self._send(writer, h, body)
 
     def _violation(self, what: str) -> bool:

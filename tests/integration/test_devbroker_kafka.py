@@ -18,6 +18,7 @@ from prerequisites import unavailable
 
 from kafka_core import KafkaConsumer, KafkaProducer
 from kafka_core.devbroker import BrokerStartError, KafkaCluster
+from kafka_core.devtools.kerberos import kerberos_available
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(240)]
 
@@ -57,7 +58,19 @@ def test_the_command_line_prints_one_json_line_and_stops_cleanly() -> None:
         assert line, proc.stderr.read() if proc.stderr else ""
         info = json.loads(line)
         assert info["broker"] == "kafka"
-        assert set(info["listeners"]) == {"PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL"}
+        # with MIT's KDC installed (ci/kerberos.sh), a GSSAPI listener and its realm too
+        kerberos = kerberos_available()
+        assert set(info["listeners"]) == {"PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL", "SASL_OAUTH"} | (
+            {"GSSAPI"} if kerberos else set()
+        )
+        if kerberos:
+            krb = info["kerberos"]
+            assert krb["listener"] == "GSSAPI" and krb["service_name"] == "kafka"
+            assert krb["bootstrap"] == ",".join(info["listeners"]["GSSAPI"])
+            assert krb["principal"] == f"admin@{krb['realm']}"
+            assert os.path.isfile(krb["keytab"]) and os.path.isfile(krb["krb5_conf"])
+        else:
+            assert "kerberos" not in info
         assert info["bootstrap"] == ",".join(info["listeners"]["PLAINTEXT"])
         mechanisms = {(u["mechanism"], u["name"]) for u in info["users"]}
         assert ("SCRAM-SHA-512", "alice") in mechanisms and ("PLAIN", "admin") in mechanisms
@@ -65,12 +78,26 @@ def test_the_command_line_prints_one_json_line_and_stops_cleanly() -> None:
         assert node["port"] == int(info["bootstrap"].rsplit(":", 1)[1])
         with KafkaProducer(info["bootstrap"]) as producer:
             assert producer.send("cli-json", b"x").result(30).offset == 0
+        oauth = info["oauth"]  # the OAUTHBEARER listener, and a client of its OIDC provider that works
+        assert set(oauth) == {"listener", "bootstrap", "token_endpoint", "client_id", "client_secret"}
+        assert oauth["bootstrap"] == ",".join(info["listeners"][oauth["listener"]])
+        with KafkaProducer(
+            oauth["bootstrap"],
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="OAUTHBEARER",
+            sasl_oauth_token_endpoint_url=oauth["token_endpoint"],
+            sasl_oauth_client_id=oauth["client_id"],
+            sasl_oauth_client_secret=oauth["client_secret"],
+        ) as producer:
+            assert producer.send("cli-json", b"y").result(30).offset == 1
         proc.send_signal(signal.SIGINT)
         assert proc.wait(90) == 0
         deadline = time.monotonic() + 30
         while not _gone(node["pid"]) and time.monotonic() < deadline:
             time.sleep(0.1)
         assert _gone(node["pid"]), "the broker's JVM outlived the command"
+        if kerberos:  # the realm (its KDC, keytabs and database) went with it
+            assert not os.path.exists(os.path.dirname(info["kerberos"]["krb5_conf"]))
     finally:
         if proc.poll() is None:
             proc.kill()

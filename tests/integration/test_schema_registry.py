@@ -196,3 +196,37 @@ def test_share_consumer_with_avro(real_kafka: KafkaCluster, registry: SchemaRegi
         while len(got) < 6 and time.monotonic() < deadline:
             got.extend(r.value for r in consumer.poll(500))
     assert sorted(got, key=lambda o: o["id"]) == orders(6)
+
+
+def test_asyncio_producer_and_consumer_with_avro(
+    bootstrap_servers: str, new_topic: Callable[..., str], registry: SchemaRegistryClient
+) -> None:
+    """kafka_core.aio takes the same serializers (the first record of each id fetches its schema, in the loop)."""
+    import asyncio
+
+    from kafka_core.aio import KafkaConsumer as AsyncConsumer
+    from kafka_core.aio import KafkaProducer as AsyncProducer
+
+    topic = new_topic(1)
+
+    async def main() -> list[Any]:
+        async with AsyncProducer(
+            bootstrap_servers, value_serializer=AvroSerializer(registry, json.dumps(V1)).for_topic(topic)
+        ) as producer:
+            futures = [await producer.send(topic, order) for order in orders(8)]
+            await producer.flush(30)
+            for future in futures:
+                await future
+        async with AsyncConsumer(
+            bootstrap_servers=bootstrap_servers,
+            topics=[topic],
+            auto_offset_reset="earliest",
+            value_deserializer=AvroDeserializer(registry, json.dumps(V2)),
+        ) as consumer:
+            got: list[Any] = []
+            deadline = time.monotonic() + 30
+            while len(got) < 8 and time.monotonic() < deadline:
+                got.extend(m.value for m in await consumer.poll(500))
+            return got
+
+    assert asyncio.run(main()) == [{**o, "coupon": None} for o in orders(8)]

@@ -6,7 +6,13 @@ from typing import Any
 
 from kafka_core._typing import Buffer
 
-__all__ = ["KafkaRecord", "decode_record_batches", "encode_record_batch"]
+__all__ = [
+    "KafkaRecord",
+    "KafkaShareRecord",
+    "decode_record_batches",
+    "decode_share_records",
+    "encode_record_batch",
+]
 
 class KafkaRecord:
     """One record (read-only attributes here; the pure twin's are assignable)."""
@@ -47,6 +53,31 @@ class KafkaRecord:
     def __eq__(self, other: object) -> bool: ...
     __hash__: None  # type: ignore[assignment]
 
+class KafkaShareRecord(KafkaRecord):
+    """A share group's record: topic, partition and delivery count too; identity-compared."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    @property
+    def delivery_count(self) -> int: ...
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: Buffer | None = None,
+        value: Buffer | None = None,
+        headers: Iterable[tuple[str, Buffer | None]] | None = None,
+        timestamp: int | None = -1,
+        timestamp_type: int = 0,
+        delivery_count: int = 1,
+    ) -> None: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...  # type: ignore[override]
+    def _copy_as(self, cls: type[KafkaShareRecord]) -> KafkaShareRecord: ...
+
 def encode_record_batch(
     records: Iterable[Any],
     *,
@@ -63,3 +94,12 @@ def encode_record_batch(
     log_append_time: bool = False,
 ) -> bytearray: ...
 def decode_record_batches(buf: Buffer, *, check_crc: bool = True) -> list[KafkaRecord]: ...
+def decode_share_records(
+    buf: Buffer,
+    topic: str,
+    partition: int,
+    acquired: Iterable[tuple[int, int, int]],
+    *,
+    record_type: type[KafkaShareRecord] = ...,
+    check_crc: bool = True,
+) -> list[KafkaShareRecord]: ...

@@ -22,7 +22,13 @@ from kafka_core.codec._python.batch import (
 from kafka_core.codec._python.writer import _encode
 from kafka_core.errors import KafkaCodecError
 
-__all__ = ["KafkaRecord", "decode_record_batches", "encode_record_batch"]
+__all__ = [
+    "KafkaRecord",
+    "KafkaShareRecord",
+    "decode_record_batches",
+    "decode_share_records",
+    "encode_record_batch",
+]
 
 
 def _i64(value: Any, what: str) -> int:
@@ -122,6 +128,68 @@ class KafkaRecord:
 
 
 _new = object.__new__
+_INT32 = (-(1 << 31), (1 << 31) - 1)
+
+
+class KafkaShareRecord(KafkaRecord):
+    """A record of a share group: a KafkaRecord with the topic, partition and delivery count,
+    built by decode_share_records in one object (the Cython twin's docstring says more).
+    Compared and hashed by identity."""
+
+    __slots__ = ("delivery_count", "partition", "topic")
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        key: Buffer | None = None,
+        value: Buffer | None = None,
+        headers: Iterable[tuple[str, Buffer | None]] | None = None,
+        timestamp: int | None = -1,
+        timestamp_type: int = 0,
+        delivery_count: int = 1,
+    ) -> None:
+        super().__init__(key, value, list(headers or ()), timestamp, offset, timestamp_type)
+        self.topic = topic
+        self.partition = _ranged(partition, *_INT32, "partition")
+        self.delivery_count = _ranged(delivery_count, *_INT32, "delivery_count")
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+    __hash__ = object.__hash__  # type: ignore[assignment]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (
+            type(self),
+            (
+                self.topic,
+                self.partition,
+                self.offset,
+                self.key,
+                self.value,
+                self.headers,
+                self.timestamp,
+                self.timestamp_type,
+                self.delivery_count,
+            ),
+        )
+
+    def _copy_as(self, cls: type[KafkaShareRecord]) -> KafkaShareRecord:
+        """A copy of this record as ``cls`` (a subclass; the caller sets what it changes)."""
+        if not (isinstance(cls, type) and issubclass(cls, KafkaShareRecord)):
+            raise TypeError(f"cls must be KafkaShareRecord or a subclass, not {cls!r}")
+        o = _new(cls)
+        for name in _SHARE_FIELDS:
+            setattr(o, name, getattr(self, name))
+        return o
+
+
+_SHARE_FIELDS = (*KafkaRecord.__slots__, *KafkaShareRecord.__slots__)
 
 
 def _record(
@@ -252,4 +320,42 @@ def decode_record_batches(buf: Buffer, *, check_crc: bool = True) -> list[KafkaR
                     _check_int64(offset, "offset", batch)
                     _check_int64(ts, "timestamp", batch)
                 append(_record(key, value, headers, ts, offset, 0, pid, epoch, txn, ctrl))
+    return out
+
+
+def decode_share_records(
+    buf: Buffer,
+    topic: str,
+    partition: int,
+    acquired: Iterable[tuple[int, int, int]],
+    *,
+    record_type: type[KafkaShareRecord] = KafkaShareRecord,
+    check_crc: bool = True,
+) -> list[KafkaShareRecord]:
+    """Decode the records of ``buf`` whose offsets a share group acquired (the Cython twin's
+    docstring says more): (first, last, delivery_count) ranges in offset order."""
+    if not (isinstance(record_type, type) and issubclass(record_type, KafkaShareRecord)):
+        raise TypeError(f"record_type must be KafkaShareRecord or a subclass, not {record_type!r}")
+    part = _ranged(partition, *_INT32, "partition")
+    ranges = [(int(a), int(z), int(c)) for a, z, c in acquired]
+    out: list[KafkaShareRecord] = []
+    append = out.append
+    at = 0
+    for r in decode_record_batches(buf, check_crc=check_crc):
+        offset = r.offset
+        if at >= len(ranges) or offset < ranges[at][0]:
+            at = 0  # before the current range (or past them all): look from the start
+        while at < len(ranges) and ranges[at][1] < offset:
+            at += 1
+        if at == len(ranges) or ranges[at][0] > offset:
+            continue  # not acquired by this member: left out
+        o = _new(record_type)
+        o.key, o.value, o.headers, o.timestamp = r.key, r.value, r.headers, r.timestamp
+        o.offset, o.timestamp_type = offset, r.timestamp_type
+        o.producer_id, o.producer_epoch = r.producer_id, r.producer_epoch
+        o.is_transactional, o.is_control = r.is_transactional, r.is_control
+        o.topic = topic
+        o.partition = part
+        o.delivery_count = ranges[at][2]
+        append(o)
     return out

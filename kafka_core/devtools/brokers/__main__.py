@@ -1,6 +1,10 @@
 """``python -m kafka_core.devbroker [--broker tansu|kafka] [--nodes 3] [--json]``: run a broker
 until interrupted. With ``--json`` the first stdout line is one JSON object (``bootstrap``,
-``listeners``, ``users``, ``nodes``) for scripts; without it, a sentence for people."""
+``listeners``, ``users``, ``nodes``; for Kafka ``oauth``: the OAUTHBEARER listener's ``listener``,
+``bootstrap``, ``token_endpoint``, ``client_id``, ``client_secret``; with Kerberos, ``kerberos``)
+for scripts; without it, a sentence for people. Apache Kafka gets a GSSAPI listener, with a
+throwaway Kerberos realm of its own, where MIT Kerberos's KDC is installed (``--no-kerberos``
+leaves it out)."""
 
 from __future__ import annotations
 
@@ -14,7 +18,9 @@ from types import FrameType
 from kafka_core.devtools.brokers.common import BrokerStartError
 from kafka_core.devtools.brokers.kafka import KafkaCluster
 from kafka_core.devtools.brokers.kafka_jars import KAFKA_VERSION
+from kafka_core.devtools.brokers.oauth_server import OAuthServer
 from kafka_core.devtools.brokers.tansu import TansuBroker
+from kafka_core.devtools.kerberos import KerberosRealm, kerberos_available
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -28,6 +34,16 @@ def _parser() -> argparse.ArgumentParser:
         "--version", default=KAFKA_VERSION, help=f"Apache Kafka version (default {KAFKA_VERSION})"
     )
     parser.add_argument("--json", action="store_true", help="print one JSON line describing the broker first")
+    parser.add_argument(
+        "--no-oauth",
+        action="store_true",
+        help="Apache Kafka without its OAUTHBEARER listener (and the OIDC provider behind it)",
+    )
+    parser.add_argument(
+        "--no-kerberos",
+        action="store_true",
+        help="no GSSAPI listener (Apache Kafka has one, with a realm of its own, where the MIT KDC is installed)",
+    )
     return parser
 
 
@@ -52,21 +68,36 @@ def main(argv: list[str] | None = None) -> int:
 
     signal.signal(signal.SIGTERM, on_term)
     broker: TansuBroker | KafkaCluster
+    oauth: OAuthServer | None = None
+    realm: KerberosRealm | None = None
     try:
-        if args.broker == "kafka":
-            broker = KafkaCluster(args.nodes, version=args.version)
-        else:
-            broker = TansuBroker(args.port or 9092)
         try:
-            broker.start()
-        except BaseException:
-            broker.close()
-            raise
-    except BrokerStartError as exc:
-        print(f"devbroker: {exc}", file=sys.stderr)
-        return 1
-    except KeyboardInterrupt:
-        return 130
+            if args.broker == "kafka":
+                oauth = None if args.no_oauth else _start_oauth()
+                realm = _start_realm(args)
+                broker = KafkaCluster(args.nodes, version=args.version, oauth=oauth, kerberos=realm)
+            else:
+                broker = TansuBroker(args.port or 9092)
+            try:
+                broker.start()
+            except BaseException:
+                broker.close()
+                raise
+        except BrokerStartError as exc:
+            print(f"devbroker: {exc}", file=sys.stderr)
+            return 1
+        except KeyboardInterrupt:
+            return 130
+        return _serve(args, broker)
+    finally:  # after the broker: it uses them while it runs
+        if oauth is not None:
+            oauth.close()
+        if realm is not None:
+            realm.close()
+
+
+def _serve(args: argparse.Namespace, broker: TansuBroker | KafkaCluster) -> int:
+    """Describe the started broker, then wait until interrupted or it stops; close it."""
     try:
         info = broker.describe() if isinstance(broker, KafkaCluster) else _describe_tansu(broker)
         if args.json:
@@ -87,6 +118,28 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     finally:
         broker.close()
+
+
+def _start_oauth() -> OAuthServer:
+    """The OIDC provider behind Kafka's OAUTHBEARER listener (tokens for an hour)."""
+    server = OAuthServer()
+    try:
+        return server.start()
+    except BaseException:
+        server.close()
+        raise
+
+
+def _start_realm(args: argparse.Namespace) -> KerberosRealm | None:
+    """The realm of the GSSAPI listener, started; None without the KDC or with --no-kerberos."""
+    if args.no_kerberos or not kerberos_available():
+        return None
+    realm = KerberosRealm()
+    try:
+        return realm.start()
+    except BaseException:
+        realm.close()
+        raise
 
 
 if __name__ == "__main__":

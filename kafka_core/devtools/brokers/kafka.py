@@ -2,7 +2,8 @@
 combined KRaft node, or a three-node cluster (three processes, each broker and controller).
 
 Every node has five listeners: PLAINTEXT, SASL_PLAINTEXT (PLAIN, SCRAM-SHA-256, SCRAM-SHA-512),
-SSL and SASL_SSL (a certificate made for the run), and CONTROLLER. The StandardAuthorizer
+SSL and SASL_SSL (a certificate made for the run), and CONTROLLER; given a running
+:class:`~kafka_core.devtools.kerberos.KerberosRealm`, a sixth: GSSAPI (kafka_kerberos.py). The StandardAuthorizer
 enforces ACLs; ``admin`` and anonymous (PLAINTEXT, SSL) principals are super users, so only the
 SASL user ``alice`` is ever refused. Readiness is read from each node's log ("Kafka Server
 started"), never slept for; a failed start raises with the log's tail.
@@ -19,7 +20,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kafka_core.devtools.brokers.common import (
     BrokerStartError,
@@ -33,15 +34,23 @@ from kafka_core.devtools.brokers.common import (
     stop_process,
 )
 from kafka_core.devtools.brokers.kafka_jars import KAFKA_VERSION, kafka_classpath
+from kafka_core.devtools.brokers.kafka_kerberos import KerberosListener
 from kafka_core.devtools.brokers.kafka_security import (
     MECHANISMS,
+    OAUTH_LISTENER,
     ServerCertificates,
     TestUser,
     jaas_config,
     make_certificates,
     make_users,
+    oauth_jvm_options,
+    oauth_listener_properties,
     scram_format_arguments,
 )
+from kafka_core.devtools.brokers.oauth_server import AUDIENCE, CLIENT_ID, OAuthServer
+
+if TYPE_CHECKING:  # kerberos.py imports this package's common module: no import at run time
+    from kafka_core.devtools.kerberos import KerberosRealm
 
 __all__ = ["KafkaCluster", "KafkaNode"]
 
@@ -114,6 +123,8 @@ class KafkaCluster(EmbeddedBroker):
         workdir: Path | None = None,
         startup_timeout: float = 120.0,
         advertised_ports: dict[int, int] | None = None,
+        kerberos: KerberosRealm | None = None,
+        oauth: OAuthServer | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
@@ -129,9 +140,21 @@ class KafkaCluster(EmbeddedBroker):
         self.cluster_id = _cluster_id()
         self.users: list[TestUser] = make_users()
         self.certificates: ServerCertificates | None = None
+        # An OIDC provider (started by the caller) behind an extra OAUTHBEARER listener.
+        self.oauth = oauth
+        # Listeners beyond the four every node has: name -> security protocol.
+        self.extra_listeners: dict[str, str] = {}
+        if oauth is not None:
+            self.extra_listeners[OAUTH_LISTENER] = "SASL_PLAINTEXT"
+        # A GSSAPI listener with a Kerberos realm (the caller's: started before, closed after).
+        self.kerberos: KerberosListener | None = KerberosListener(kerberos) if kerberos is not None else None
+        if self.kerberos is not None:
+            self.extra_listeners[self.kerberos.name] = self.kerberos.security_protocol
         self.nodes = [
             KafkaNode(
-                i, {name: free_port(host) for name in (*LISTENERS, "CONTROLLER")}, self.workdir / f"node-{i}"
+                i,
+                {name: free_port(host) for name in (*self._listener_names, "CONTROLLER")},
+                self.workdir / f"node-{i}",
             )
             for i in range(1, nodes + 1)
         ]
@@ -140,23 +163,33 @@ class KafkaCluster(EmbeddedBroker):
 
     # -- addresses ------------------------------------------------------------------------------
 
+    def _advertised_host(self, listener: str) -> str:
+        if self.kerberos is not None and listener == self.kerberos.name:
+            return self.kerberos.advertised_host
+        return self.host
+
     def addresses(self, listener: str = "PLAINTEXT") -> str:
-        return ",".join(f"{self.host}:{node.ports[listener]}" for node in self.nodes)
+        host = self._advertised_host(listener)
+        return ",".join(f"{host}:{node.ports[listener]}" for node in self.nodes)
 
     @property
     def bootstrap(self) -> str:
         return self.addresses("PLAINTEXT")
 
     @property
+    def _listener_names(self) -> tuple[str, ...]:
+        return (*LISTENERS, *self.extra_listeners)
+
+    @property
     def listeners(self) -> dict[str, str]:
-        return {name: self.addresses(name) for name in LISTENERS}
+        return {name: self.addresses(name) for name in self._listener_names}
 
     def user(self, mechanism: str, name: str = "alice") -> TestUser:
         return next(u for u in self.users if u.mechanism == mechanism and u.name == name)
 
     def describe(self) -> dict[str, Any]:
         """What ``python -m kafka_core.devbroker --json`` prints: addresses, users and nodes."""
-        return {
+        described: dict[str, Any] = {
             "broker": "kafka",
             "version": self.version,
             "bootstrap": self.bootstrap,
@@ -167,13 +200,23 @@ class KafkaCluster(EmbeddedBroker):
                 {"id": n.node_id, "pid": n.pid, "port": n.port, "log": str(n.log_path)} for n in self.nodes
             ],
             "start_seconds": self.start_seconds,
+            **self._describe_oauth(),
         }
+        if self.kerberos is not None:
+            described["kerberos"] = self.kerberos.describe(self.addresses(self.kerberos.name))
+        return described
+
+    def _describe_oauth(self) -> dict[str, Any]:
+        if self.oauth is None:
+            return {}
+        return {"oauth": self.oauth.describe(self.addresses(OAUTH_LISTENER), OAUTH_LISTENER)}
 
     # -- configuration --------------------------------------------------------------------------
 
     def _properties(self, node: KafkaNode) -> str:
         host = self.host
-        listeners = ",".join(f"{name}://{host}:{node.ports[name]}" for name in (*LISTENERS, "CONTROLLER"))
+        names = self._listener_names
+        listeners = ",".join(f"{name}://{host}:{node.ports[name]}" for name in (*names, "CONTROLLER"))
         voters = ",".join(f"{n.node_id}@{host}:{n.ports['CONTROLLER']}" for n in self.nodes)
         single = len(self.nodes) == 1
         assert self.certificates is not None
@@ -183,18 +226,24 @@ class KafkaCluster(EmbeddedBroker):
             "controller.quorum.voters": voters,
             "listeners": listeners,
             "advertised.listeners": ",".join(
-                f"{name}://{host}:{self._advertised_port(node, name)}" for name in LISTENERS
+                f"{name}://{self._advertised_host(name)}:{self._advertised_port(node, name)}"
+                for name in names
             ),
             "controller.listener.names": "CONTROLLER",
             "inter.broker.listener.name": "PLAINTEXT",
-            "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL",
+            "listener.security.protocol.map": ",".join(
+                [
+                    "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL",
+                    *(f"{name}:{protocol}" for name, protocol in self.extra_listeners.items()),
+                ]
+            ),
             "log.dirs": str(node.directory / "data"),
             "sasl.enabled.mechanisms": ",".join(MECHANISMS),
             "ssl.keystore.type": "PEM",
             "ssl.keystore.location": str(self.certificates.keystore_file),
             "ssl.client.auth": "none",
             "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
-            "super.users": "User:admin;User:ANONYMOUS",
+            "super.users": ";".join(["User:admin", "User:ANONYMOUS", *self._oauth_super_users()]),
             "allow.everyone.if.no.acl.found": "false",
             "group.initial.rebalance.delay.ms": "0",
             "offsets.topic.num.partitions": "1" if single else "3",
@@ -215,8 +264,27 @@ class KafkaCluster(EmbeddedBroker):
                 props[f"listener.name.{listener}.{mechanism.lower()}.sasl.jaas.config"] = jaas_config(
                     mechanism, self.users
                 )
+        props.update(self._oauth_properties())
+        if self.kerberos is not None:
+            props.update(self.kerberos.properties())
         props.update(self.overrides)
         return "".join(f"{key}={value}\n" for key, value in props.items())
+
+    def _oauth_properties(self) -> dict[str, str]:
+        if self.oauth is None:
+            return {}
+        return oauth_listener_properties(
+            OAUTH_LISTENER, jwks_url=self.oauth.jwks_url, issuer=self.oauth.issuer, audience=AUDIENCE
+        )
+
+    def _oauth_super_users(self) -> list[str]:
+        return [] if self.oauth is None else [f"User:{CLIENT_ID}"]
+
+    def _jvm_options(self) -> list[str]:
+        """System properties for every Kafka JVM (the OAuth URLs Kafka may fetch)."""
+        if self.oauth is None:
+            return []
+        return oauth_jvm_options(self.oauth.jwks_url, self.oauth.token_endpoint)
 
     def _advertised_port(self, node: KafkaNode, listener: str) -> int:
         if listener == "PLAINTEXT":
@@ -273,6 +341,8 @@ class KafkaCluster(EmbeddedBroker):
     def start(self) -> KafkaCluster:
         """Fetch, format (first start only) and start every node; return when all are ready."""
         self._classpath = self._classpath or kafka_classpath(self.version)
+        if self.kerberos is not None:
+            self.kerberos.prepare()
         if self.certificates is None:
             self.certificates = make_certificates(self.workdir / "tls")
             (self.workdir / "log4j2.properties").write_text(_LOG4J)
@@ -325,7 +395,9 @@ class KafkaCluster(EmbeddedBroker):
             "-XX:InitiatingHeapOccupancyPercent=35",
             "-XX:+ExplicitGCInvokesConcurrent",
             "-Djava.awt.headless=true",
+            *(self.kerberos.jvm_options() if self.kerberos is not None else ()),
             f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
+            *self._jvm_options(),
             "-cp",
             f"{self._classpath}/*",
             main,

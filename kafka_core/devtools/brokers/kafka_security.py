@@ -14,11 +14,21 @@ from typing import Any
 
 from kafka_core.devtools.brokers.common import BrokerStartError
 
-__all__ = ["MECHANISMS", "ServerCertificates", "TestUser", "make_certificates", "make_users"]
+__all__ = [
+    "MECHANISMS",
+    "OAUTH_LISTENER",
+    "ServerCertificates",
+    "TestUser",
+    "make_certificates",
+    "make_users",
+    "oauth_jvm_options",
+    "oauth_listener_properties",
+]
 
 MECHANISMS = ("PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512")
 ADMIN = "admin"  # a super user on every listener
 USER = "alice"  # governed by ACLs on the SASL listeners: refused what no ACL allows
+OAUTH_LISTENER = "SASL_OAUTH"  # SASL_PLAINTEXT with OAUTHBEARER only, validated by Kafka itself
 
 
 @dataclass(frozen=True)
@@ -148,3 +158,29 @@ def make_certificates(
     )
     keystore.chmod(0o600)
     return ServerCertificates(ca_file, keystore, names)
+
+
+def oauth_listener_properties(listener: str, *, jwks_url: str, issuer: str, audience: str) -> dict[str, str]:
+    """An OAUTHBEARER listener validated by Kafka's own ``OAuthBearerValidatorCallbackHandler``
+    against the provider's JWKS (issuer and audience checked, as Kafka 4.4 insists). Sessions
+    last until the token expires (``connections.max.reauth.ms`` on), so clients must
+    re-authenticate in band (KIP-368) to keep a connection past their token's lifetime."""
+    prefix = f"listener.name.{listener.lower()}"
+    return {
+        f"{prefix}.sasl.enabled.mechanisms": "OAUTHBEARER",
+        f"{prefix}.oauthbearer.sasl.jaas.config": (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerLoginModule required;"
+        ),
+        f"{prefix}.oauthbearer.sasl.server.callback.handler.class": (
+            "org.apache.kafka.common.security.oauthbearer.OAuthBearerValidatorCallbackHandler"
+        ),
+        f"{prefix}.oauthbearer.connections.max.reauth.ms": "3600000",
+        "sasl.oauthbearer.jwks.endpoint.url": jwks_url,
+        "sasl.oauthbearer.expected.issuer": issuer,
+        "sasl.oauthbearer.expected.audience": audience,
+    }
+
+
+def oauth_jvm_options(*urls: str) -> list[str]:
+    """Kafka 4.x fetches no OAuth URL that this JVM property does not allow."""
+    return [f"-Dorg.apache.kafka.sasl.oauthbearer.allowed.urls={','.join(urls)}"]

@@ -18,6 +18,7 @@ import hashlib
 import os
 import subprocess
 import sys
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -43,6 +44,7 @@ CONNECTOR_ARTIFACTS = (
     "spark-token-provider-kafka-0-10_2.13",
     "kafka-clients",
     "commons-pool2",
+    "spark-avro_2.13",  # from_avro/to_avro: the peer of valueFormat=avro
 )
 _READY = ".kafka_core-ready"
 
@@ -54,9 +56,11 @@ def connector_jars(version: str = SPARK_CONNECTOR_VERSION, *, timeout: float = 9
     :class:`BrokerStartError` naming what to install when Maven or Java is missing, or Maven's own
     complaint when resolution fails (no network, a version Maven Central lacks).
     """
+    # One folder per pom: a jar added to it (spark-avro) is fetched, not missed in an older cache.
+    pom = resources.files("kafka_core.devtools.brokers").joinpath("spark-connector.pom.xml").read_bytes()
     folder = maven_copy_dependencies(
         "spark-connector.pom.xml",
-        cache_root() / "spark-connector" / version / "jars",
+        cache_root() / "spark-connector" / version / f"jars-{hashlib.sha256(pom).hexdigest()[:8]}",
         properties={"spark.version": version},
         expect="spark-sql-kafka-0-10_2.13-*.jar",
         what=f"Spark's Kafka connector {version} (org.apache.spark:spark-sql-kafka-0-10_2.13)",
@@ -77,6 +81,8 @@ def venv_requirements(version: str = SPARK_CONNECTOR_VERSION) -> list[str]:
         "pytest>=8",
         "pytest-timeout>=2.3",
         "cryptography>=42",  # the embedded Apache Kafka's TLS listeners
+        "httpx>=0.27",  # valueFormat=avro: the Schema Registry client
+        "fastavro>=1.9",  # the dev Schema Registry's schema checks
     ]
 
 

@@ -1,6 +1,7 @@
-"""``python -m kafka_core.devtools.registry [--port 0] [--user NAME:PASSWORD] [--token-env VAR]``:
-run the dev registry until interrupted. The first stdout line is one JSON object (``url``, ``port``,
-``pid``, ``auth``) for scripts, as the dev broker's ``--json`` prints."""
+"""``python -m kafka_core.devtools.registry [--port 0] [--user NAME:PASSWORD] [--token-env VAR]
+[--kafka BOOTSTRAP [--topic _schemas]]``: run the dev registry until interrupted, its schemas in
+memory or kept in a Kafka topic. The first stdout line is one JSON object (``url``, ``port``,
+``pid``, ``auth``, ``storage``) for scripts, as the dev broker's ``--json`` prints."""
 
 from __future__ import annotations
 
@@ -26,6 +27,14 @@ def _parser() -> argparse.ArgumentParser:
         "--token-env", metavar="VAR", help="require this bearer token, read from environment variable VAR"
     )
     parser.add_argument("--compatibility", default="BACKWARD", choices=sorted(LEVELS))
+    parser.add_argument(
+        "--kafka",
+        metavar="BOOTSTRAP",
+        help="keep the schemas in a Kafka topic on this cluster (default: memory only)",
+    )
+    parser.add_argument(
+        "--topic", default="_schemas", help="the topic --kafka keeps them in (default _schemas)"
+    )
     return parser
 
 
@@ -44,21 +53,38 @@ def main(argv: list[str] | None = None) -> int:
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)
+    log = None
     try:
-        server = RegistryServer(
-            args.host, args.port, store=SchemaStore(args.compatibility), users=users, token=token
-        )
+        store = SchemaStore(args.compatibility)
+        if args.kafka:
+            from kafka_core.devtools.registry.kafka_log import KafkaSchemaLog
+
+            log = KafkaSchemaLog(args.kafka, args.topic)
+            store = SchemaStore(args.compatibility, journal=log.append)
+            store.replay(log.events())
+        server = RegistryServer(args.host, args.port, store=store, users=users, token=token)
     except OSError as exc:
         print(f"registry: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 1
+    except Exception as exc:  # the Kafka log: a broker that cannot be reached, a topic of several partitions
+        print(f"registry: cannot use the Kafka log: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
     auth = "basic" if users else "bearer" if token else "none"
-    print(json.dumps({"url": server.url, "port": server.port, "pid": os.getpid(), "auth": auth}), flush=True)
+    storage = f"kafka:{args.kafka}/{args.topic}" if args.kafka else "memory"
+    print(
+        json.dumps(
+            {"url": server.url, "port": server.port, "pid": os.getpid(), "auth": auth, "storage": storage}
+        ),
+        flush=True,
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:
         return 0
     finally:
         server.close()
+        if log is not None:
+            log.close()
     return 0
 
 

@@ -9,6 +9,7 @@ import binascii
 import json
 import threading
 import uuid
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -100,16 +101,96 @@ class _Subject:
         return [v for v in self.versions if not v.deleted]
 
 
-class SchemaStore:
-    """Thread-safe: every public method holds ``_lock`` (the HTTP server runs a thread per request)."""
+def _identity(
+    schema_type: str, schema: str, references: tuple[Reference, ...]
+) -> tuple[str, str, tuple[Reference, ...]]:
+    """What makes two registrations the same schema (and so the same id): JSON schemas whatever
+    their spacing and key order; Protobuf descriptors byte for byte."""
+    if schema_type == "PROTOBUF":
+        return (schema_type, schema, references)
+    return (schema_type, json.dumps(json.loads(schema), separators=(",", ":"), sort_keys=True), references)
 
-    def __init__(self, compatibility: str = "BACKWARD") -> None:
+
+class SchemaStore:
+    """Thread-safe: every public method holds ``_lock`` (the HTTP server runs a thread per request).
+
+    Every change is an event (a JSON-able dict) applied by ``_apply``; with a ``journal`` (e.g.
+    :class:`~kafka_core.devtools.registry.kafka_log.KafkaSchemaLog`) each event is written there
+    first, under the lock, and a change whose event cannot be written fails (50001) and changes
+    nothing. ``replay`` applies a journal's events at start.
+    """
+
+    def __init__(
+        self, compatibility: str = "BACKWARD", journal: Callable[[dict[str, Any]], None] | None = None
+    ) -> None:
         self._lock = threading.Lock()  # guards everything below
         self._schemas: dict[int, StoredSchema] = {}
         self._ids_by_key: dict[tuple[str, str, tuple[Reference, ...]], int] = {}
         self._subjects: dict[str, _Subject] = {}
+        self._default_compatibility = compatibility
         self._compatibility = compatibility
         self._next_id = 1
+        self._journal = journal
+
+    def replay(self, events: Iterable[dict[str, Any]]) -> int:
+        """Applies a journal's events in order (at start, before serving); how many."""
+        count = 0
+        with self._lock:
+            for event in events:
+                self._apply(event)
+                count += 1
+        return count
+
+    def _commit(self, event: dict[str, Any]) -> None:
+        if self._journal is not None:
+            try:
+                self._journal(event)
+            except Exception as exc:
+                raise RegistryHTTPError(
+                    500, 50001, f"Error while storing the change: {type(exc).__name__}: {exc}"
+                ) from exc
+        self._apply(event)
+
+    def _apply(self, event: dict[str, Any]) -> None:
+        op = event["op"]
+        if op == "register":
+            refs = tuple(Reference(r["name"], r["subject"], int(r["version"])) for r in event["references"])
+            schema_id = int(event["id"])
+            if schema_id not in self._schemas:
+                self._schemas[schema_id] = StoredSchema(
+                    schema_id, event["guid"], event["schemaType"], event["schema"], refs
+                )
+                self._ids_by_key[_identity(event["schemaType"], event["schema"], refs)] = schema_id
+            self._next_id = max(self._next_id, schema_id + 1)
+            entry = self._subjects.setdefault(event["subject"], _Subject())
+            entry.versions.append(SubjectVersion(event["subject"], int(event["version"]), schema_id))
+        elif op == "delete_version":
+            entry = self._subjects[event["subject"]]
+            found = next(v for v in entry.versions if v.version == event["version"])
+            if event["permanent"]:
+                entry.versions.remove(found)
+                if not entry.versions and entry.compatibility is None:
+                    del self._subjects[event["subject"]]
+                self._forget_unused()
+            else:
+                found.deleted = True
+        elif op == "delete_subject":
+            if event["permanent"]:
+                del self._subjects[event["subject"]]
+                self._forget_unused()
+            else:
+                for v in self._subjects[event["subject"]].versions:
+                    v.deleted = True
+        elif op == "config":
+            level = event["compatibility"]
+            if event["subject"] is None:
+                self._compatibility = level or self._default_compatibility
+            elif level is None:
+                self._subjects[event["subject"]].compatibility = None
+            else:
+                self._subjects.setdefault(event["subject"], _Subject()).compatibility = level
+        else:
+            raise ValueError(f"unknown registry event {op!r}")
 
     # --- schemas -------------------------------------------------------------------------------
 
@@ -139,20 +220,27 @@ class SchemaStore:
                         "Schema being registered is incompatible with an earlier schema for subject "
                         f'"{subject}", details: {problems}',
                     )
+            guid = str(uuid.uuid4())
             if existing_id is None:
                 if schema_id is not None and schema_id in self._schemas:
                     raise RegistryHTTPError(422, 42205, f"Schema id {schema_id} is taken by another schema")
                 existing_id = schema_id if schema_id is not None else self._next_id
-                self._next_id = max(self._next_id, existing_id + 1)
-                self._schemas[existing_id] = StoredSchema(
-                    existing_id, str(uuid.uuid4()), schema_type, canonical, tuple(references)
-                )
-                self._ids_by_key[key] = existing_id
-            entry = self._subjects.setdefault(subject, _Subject())
-            number = max((v.version for v in entry.versions), default=0) + 1
-            version = SubjectVersion(subject, number, existing_id)
-            entry.versions.append(version)
-            return self._schemas[existing_id], version
+            else:
+                guid = self._schemas[existing_id].guid
+            number = max((v.version for v in entry.versions), default=0) + 1 if entry is not None else 1
+            self._commit(
+                {
+                    "op": "register",
+                    "subject": subject,
+                    "version": number,
+                    "id": existing_id,
+                    "guid": guid,
+                    "schemaType": schema_type,
+                    "schema": canonical,
+                    "references": [r.to_json() for r in references],
+                }
+            )
+            return self._schemas[existing_id], self._subjects[subject].versions[-1]
 
     def lookup(
         self,
@@ -247,8 +335,7 @@ class SchemaStore:
                         f"Subject '{subject}' was not deleted first before being permanently deleted",
                     )
                 numbers = [v.version for v in entry.versions]
-                del self._subjects[subject]
-                self._forget_unused()
+                self._commit({"op": "delete_subject", "subject": subject, "permanent": True})
                 return numbers
             if not entry.live():
                 raise RegistryHTTPError(
@@ -259,14 +346,12 @@ class SchemaStore:
             for v in entry.live():
                 self._refuse_if_referenced(subject, v)
             numbers = [v.version for v in entry.live()]
-            for v in entry.versions:
-                v.deleted = True
+            self._commit({"op": "delete_subject", "subject": subject, "permanent": False})
             return numbers
 
     def delete_version(self, subject: str, version: str, *, permanent: bool = False) -> int:
         with self._lock:
             found = self._version(subject, version, deleted=permanent)
-            entry = self._subjects[subject]
             if permanent:
                 if not found.deleted:
                     raise RegistryHTTPError(
@@ -275,13 +360,14 @@ class SchemaStore:
                         f"Subject '{subject}' Version {found.version} was not deleted first before being "
                         "permanently deleted",
                     )
-                entry.versions.remove(found)
-                if not entry.versions and entry.compatibility is None:
-                    del self._subjects[subject]
-                self._forget_unused()
+                self._commit(
+                    {"op": "delete_version", "subject": subject, "version": found.version, "permanent": True}
+                )
                 return found.version
             self._refuse_if_referenced(subject, found)
-            found.deleted = True
+            self._commit(
+                {"op": "delete_version", "subject": subject, "version": found.version, "permanent": False}
+            )
             return found.version
 
     # --- compatibility -------------------------------------------------------------------------
@@ -297,10 +383,7 @@ class SchemaStore:
                 422, 42203, f"Invalid compatibility level. Valid values are {sorted(LEVELS)}"
             )
         with self._lock:
-            if subject is None:
-                self._compatibility = level
-            else:
-                self._subjects.setdefault(subject, _Subject()).compatibility = level
+            self._commit({"op": "config", "subject": subject, "compatibility": level})
             return level
 
     def subject_compatibility(self, subject: str, *, default_to_global: bool = False) -> str:
@@ -317,12 +400,13 @@ class SchemaStore:
     def delete_compatibility(self, subject: str | None = None) -> str:
         with self._lock:
             if subject is None:
-                previous, self._compatibility = self._compatibility, "BACKWARD"
-                return previous
-            entry = self._subjects.get(subject)
-            if entry is None or entry.compatibility is None:
-                raise subject_not_found(subject)
-            previous, entry.compatibility = entry.compatibility, None
+                previous = self._compatibility
+            else:
+                entry = self._subjects.get(subject)
+                if entry is None or entry.compatibility is None:
+                    raise subject_not_found(subject)
+                previous = entry.compatibility
+            self._commit({"op": "config", "subject": subject, "compatibility": None})
             return previous
 
     def test_compatibility(
@@ -405,17 +489,17 @@ class SchemaStore:
             olds = live
         else:
             olds = live[-1:]
-        if schema_type != "AVRO":
-            # only Avro's resolution rules are implemented here; a type change is still refused
-            differing = [v.version for v in olds if self._schemas[v.schema_id].schema_type != schema_type]
+        differing = [v.version for v in olds if self._schemas[v.schema_id].schema_type != schema_type]
+        if differing:
             return [f"schema type differs from version {n}" for n in differing]
+        if schema_type == "PROTOBUF":
+            return self._check_protobuf(level, canonical, olds)
+        if schema_type != "AVRO":
+            return []  # JSON Schema: validated, its compatibility not checked here
         new = self._parse_avro(canonical, references)
         problems: list[str] = []
         for old_version in olds:
             stored = self._schemas[old_version.schema_id]
-            if stored.schema_type != "AVRO":
-                problems.append(f"version {old_version.version} is {stored.schema_type}, not AVRO")
-                continue
             old = self._parse_avro(stored.schema, list(stored.references))
             if level.startswith(("BACKWARD", "FULL")):
                 problems += [
@@ -426,6 +510,24 @@ class SchemaStore:
                 problems += [
                     f"{{oldVersion: {old_version.version}, reader: old}} {p}"
                     for p in incompatibilities(old, new)
+                ]
+        return problems
+
+    def _check_protobuf(self, level: str, new: str, olds: list[SubjectVersion]) -> list[str]:
+        from kafka_core.devtools.registry.protobuf_compat import protobuf_incompatibilities
+
+        problems: list[str] = []
+        for old_version in olds:
+            old = self._schemas[old_version.schema_id].schema
+            if level.startswith(("BACKWARD", "FULL")):
+                problems += [
+                    f"{{oldVersion: {old_version.version}, reader: new}} {p}"
+                    for p in protobuf_incompatibilities(new, old)
+                ]
+            if level.startswith(("FORWARD", "FULL")):
+                problems += [
+                    f"{{oldVersion: {old_version.version}, reader: old}} {p}"
+                    for p in protobuf_incompatibilities(old, new)
                 ]
         return problems
 
@@ -453,13 +555,13 @@ class SchemaStore:
                 ) from None
             except Exception as exc:  # protobuf's DecodeError
                 raise invalid_schema(f"not a FileDescriptorProto: {exc}") from None
-            return schema, (schema_type, schema, tuple(references))
+            return schema, _identity(schema_type, schema, tuple(references))
         try:
             parsed = json.loads(schema)
         except ValueError as exc:
             raise invalid_schema(f"not JSON: {exc}") from None
         canonical = json.dumps(parsed, separators=(",", ":"))
-        key = (schema_type, json.dumps(parsed, separators=(",", ":"), sort_keys=True), tuple(references))
+        key = _identity(schema_type, canonical, tuple(references))
         if schema_type == "AVRO":
             self._parse_avro(canonical, references)
         else:

@@ -7,6 +7,8 @@ when an exchange starts, and says which extra to install when it is missing.
 
 from __future__ import annotations
 
+from kafka_core.network.sasl import aws_msk_iam as _aws_msk_iam
+from kafka_core.network.sasl import gssapi as _gssapi
 from kafka_core.network.sasl import oauthbearer as _oauthbearer
 from kafka_core.network.sasl import plain as _plain
 from kafka_core.network.sasl import scram as _scram
@@ -45,7 +47,7 @@ __all__ = [
     "validate_settings",
 ]
 
-_BUILT_IN = (_plain, _scram, _oauthbearer)
+_BUILT_IN = (_plain, _scram, _oauthbearer, _aws_msk_iam, _gssapi)
 
 
 def make_mechanism(

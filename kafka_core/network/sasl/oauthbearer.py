@@ -176,12 +176,9 @@ class OAuthBearerMechanism(SaslMechanism):
 
     async def evaluate(self, challenge: bytes | None) -> bytes | None:
         if self._state == 0:
+            # Sent even when it looks expired: the broker's clock and its verdict are what count,
+            # and failure_detail() adds what our clock says.
             self.token = await obtain_token(self._provider)
-            if self.token.remaining() <= 0:
-                raise KafkaAuthenticationError(
-                    f"the OAUTHBEARER token provider returned a token that expired "
-                    f"{-self.token.remaining():.0f} s ago"
-                )
             self._state = 1
             return initial_response(self.token)
         if self._state == 1 and challenge:
@@ -203,7 +200,11 @@ class OAuthBearerMechanism(SaslMechanism):
         return self._state == 3
 
     def failure_detail(self) -> str | None:
-        return self._server_error
+        detail = self._server_error
+        if self.token is not None and self.token.remaining() <= 0:
+            expired = f"the token expired {-self.token.remaining():.0f} s ago by this host's clock"
+            detail = f"{detail}; {expired}" if detail else expired
+        return detail
 
 
 def _validate(settings: SaslSettings) -> None:

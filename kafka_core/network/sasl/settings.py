@@ -23,7 +23,7 @@ class KerberosOptions:
 
     service_name: str = "kafka"
     principal: str | None = None
-    keytab: str | None = None
+    keytab: str | None = field(default=None, repr=False)  # a path to secrets: out of reprs
     host_name: str | None = None
 
 

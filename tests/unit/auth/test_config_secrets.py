@@ -35,3 +35,20 @@ def test_secrets_from_a_config_stay_out_of_repr() -> None:
     )
     assert PASSWORD not in repr(kwargs)
     assert kwargs["sasl_password"] == PASSWORD and kwargs["sasl_oauth_client_secret"] == PASSWORD + "2"
+
+
+def test_a_client_with_oauth_settings_keeps_no_readable_secret() -> None:
+    from kafka_core.aio import KafkaClient
+
+    client = KafkaClient(
+        "127.0.0.1:1",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="OAUTHBEARER",
+        sasl_oauth_token_endpoint_url="https://idp.invalid/token",
+        sasl_oauth_client_id="svc",
+        sasl_oauth_client_secret=PASSWORD,
+    )
+    settings = vars(client)["_sasl"]
+    shown = repr(vars(client)) + repr(settings) + repr(settings.token_provider)
+    shown += repr(vars(settings.token_provider)) + repr(vars(settings.token_provider.provider))
+    assert PASSWORD not in shown

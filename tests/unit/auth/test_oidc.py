@@ -148,3 +148,31 @@ def test_java_names_through_translate(endpoint: str) -> None:
     )
     assert (jaas["sasl_oauth_client_id"], jaas["sasl_oauth_client_secret"]) == ("svc", SECRET)
     assert jaas["sasl_oauth_scope"] == "kafka" and jaas["sasl_oauth_extensions"] == {"logicalCluster": "lkc"}
+
+
+def test_tls_to_the_token_endpoint_with_the_users_ca(tmp_path: Any) -> None:
+    """An https endpoint whose certificate a private CA signed: trusted with ``ssl_cafile``,
+    refused (a retriable connection error naming the certificate problem) without it."""
+    import ssl
+
+    from kafka_core.devtools.brokers.kafka_security import make_certificates
+
+    certs = make_certificates(tmp_path)
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Endpoint)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(certs.keystore_file)
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"https://127.0.0.1:{server.server_address[1]}/token"
+    try:
+        Endpoint.status = 200
+        token = OidcTokenProvider(url, "svc", SECRET, scope="kafka", ssl_cafile=str(certs.ca_file))()
+        assert token.principal == "svc"
+        with pytest.raises(
+            KafkaConnectionError, match=r"CERTIFICATE_VERIFY_FAILED|certificate verify failed"
+        ):
+            OidcTokenProvider(url, "svc", SECRET, timeout_s=5)()
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -474,3 +474,85 @@ def test_sample_decodes_cleanly() -> None:
     # the mutation test relies on SAMPLE decoding cleanly before it is mutated
     assert decoded(crec, SAMPLE, True)[0] == "ok"
     assert len(decoded(crec, SAMPLE, True)[1]) == 9
+
+
+# ------------------------------------------------------------------------------------------
+# share records: decode_share_records builds one record per acquired offset in both twins
+# ------------------------------------------------------------------------------------------
+def share_attrs(records: list[Any]) -> list[tuple]:
+    return [
+        (type(r).__name__, r.topic, r.partition, r.delivery_count, *a)
+        for r, a in zip(records, attrs(records), strict=True)
+    ]
+
+
+ranges_st = st.lists(st.tuples(st.integers(0, 40), st.integers(0, 6), st.integers(1, 9)), max_size=6).map(
+    lambda raw: _disjoint(raw)
+)
+
+
+def _disjoint(raw: list[tuple[int, int, int]]) -> list[tuple[int, int, int]]:
+    """(start, length, count) draws as disjoint (first, last, count) ranges in offset order."""
+    out: list[tuple[int, int, int]] = []
+    for start, length, count in sorted(raw):
+        first = max(start, out[-1][1] + 1 if out else 0)
+        out.append((first, first + length, count))
+    return out
+
+
+@SETTINGS
+@given(specs=record_specs(), more=record_specs(), acquired=ranges_st, check_crc=st.booleans())
+def test_share_records_same_in_both_twins(
+    specs: list[tuple], more: list[tuple], acquired: list[tuple[int, int, int]], check_crc: bool
+) -> None:
+    buf = bytes(crec.encode_record_batch(build(crec, specs), base_offset=3)) + bytes(
+        crec.encode_record_batch(build(crec, more), base_offset=3 + len(specs) + 2, compression="gzip")
+    )
+    got = crec.decode_share_records(buf, "t", 7, acquired, check_crc=check_crc)
+    want = prec.decode_share_records(buf, "t", 7, acquired, check_crc=check_crc)
+    assert share_attrs(got) == share_attrs(want)
+    # exactly the acquired offsets that have a record, each with its range's delivery count
+    expected = [
+        (r.offset, count)
+        for r in prec.decode_record_batches(buf)
+        for first, last, count in acquired
+        if first <= r.offset <= last
+    ]
+    assert [(r.offset, r.delivery_count) for r in got] == expected
+    assert all(r.topic == "t" and r.partition == 7 for r in got)
+
+
+def test_share_records_subclass_identity_copy_and_pickle() -> None:
+    for mod in (crec, prec):
+
+        class Sub(mod.KafkaShareRecord):  # type: ignore[name-defined,misc]
+            __slots__ = ()
+
+        buf = bytes(crec.encode_record_batch([(b"k%d" % i, b"v%d" % i, [("h", b"x")]) for i in range(5)]))
+        recs = mod.decode_share_records(buf, "t", 1, [(1, 2, 3), (4, 4, 1)], record_type=Sub)
+        assert [type(r) for r in recs] == [Sub] * 3
+        assert [(r.offset, r.delivery_count, r.key, r.headers) for r in recs] == [
+            (1, 3, b"k1", [("h", b"x")]),
+            (2, 3, b"k2", [("h", b"x")]),
+            (4, 1, b"k4", [("h", b"x")]),
+        ]
+        assert recs[0] == recs[0] and recs[0] != recs[1] and len({recs[0], recs[1]}) == 2
+        copy = recs[0]._copy_as(Sub)
+        assert copy is not recs[0] and copy != recs[0]
+        assert (copy.offset, copy.topic, copy.delivery_count, copy.value) == (1, "t", 3, b"v1")
+        plain = mod.decode_share_records(buf, "t", 1, [(4, 4, 1)])
+        back = pickle.loads(pickle.dumps(plain[0]))
+        assert type(back) is mod.KafkaShareRecord
+        assert (back.offset, back.key, back.delivery_count, back.topic) == (4, b"k4", 1, "t")
+        made = mod.KafkaShareRecord("t", 0, 5, value=b"v", delivery_count=2)
+        assert (made.offset, made.value, made.headers, made.timestamp, made.delivery_count) == (
+            5,
+            b"v",
+            [],
+            -1,
+            2,
+        )
+        with pytest.raises(TypeError):
+            mod.decode_share_records(buf, "t", 1, [(0, 9, 1)], record_type=mod.KafkaRecord)
+        with pytest.raises(TypeError):
+            recs[0]._copy_as(int)

@@ -558,7 +558,7 @@ def test_parse_bootstrap_rejects_bad_input(bad: str) -> None:
         {"security_protocol": "SASL_PLAINTEXT"},
         {
             "security_protocol": "SASL_PLAINTEXT",
-            "sasl_mechanism": "GSSAPI",
+            "sasl_mechanism": "NTLM",
             "sasl_username": "u",
             "sasl_password": "p",
         },

@@ -123,13 +123,17 @@ async def test_a_provider_failure_is_an_authentication_error_naming_it() -> None
 
 
 @aio
-async def test_an_already_expired_token_is_not_sent() -> None:
-    mech = create_mechanism(
-        SaslSettings("OAUTHBEARER", token_provider=lambda: OAuthBearerToken(TOKEN, time.time() - 5)),
-        MechanismContext("127.0.0.1", 9092),
-    )
-    with pytest.raises(KafkaAuthenticationError, match="expired"):
-        await mech.evaluate(None)
+async def test_an_expired_token_is_left_to_the_broker_and_the_refusal_says_it_expired() -> None:
+    async with SaslBroker(lambda mechanism, message: "expired", mechanisms=("OAUTHBEARER",)) as broker:
+        client = KafkaClient(
+            broker.bootstrap,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="OAUTHBEARER",
+            sasl_oauth_token_provider=lambda: OAuthBearerToken(TOKEN, time.time() - 50),
+        )
+        with pytest.raises(KafkaAuthenticationError, match=r"invalid_token.*expired 5\d s ago"):
+            await client.start()
+        await client.close()
 
 
 def test_oauthbearer_without_a_token_source_is_a_config_error() -> None:

@@ -76,11 +76,11 @@ async def test_a_busy_connection_re_authenticates_in_band_and_loses_nothing() ->
 @aio
 async def test_an_idle_connection_re_authenticates_too() -> None:
     async with SaslBroker(plain_ok) as broker:
-        broker.session_lifetime_ms = 1000
+        broker.session_lifetime_ms = 1500
         async with KafkaClient(**options(broker)) as client:
             node = (await client.metadata([])).brokers[0].node_id
             conn = await client.connection(node)
-            await asyncio.sleep(2.2)  # two sessions' worth of doing nothing
+            await asyncio.sleep(3.2)  # two sessions' worth of doing nothing
             assert conn.reauthentications >= 2 and conn.connected
             assert (await client.metadata([])).brokers
             assert await client.connection(node) is conn
@@ -97,7 +97,7 @@ async def test_a_refused_re_authentication_drops_the_connection_and_reconnecting
         return None if refuse_after >= 0 else "password rotated"
 
     async with SaslBroker(verify) as broker:
-        broker.session_lifetime_ms = 1000
+        broker.session_lifetime_ms = 1500
         client = KafkaClient(**options(broker, api_timeout_ms=3000))
         try:
             node = (await client.metadata([])).brokers[0].node_id

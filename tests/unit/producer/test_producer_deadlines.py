@@ -250,6 +250,8 @@ def test_a_garbled_produce_response_is_retried_and_deduplicated() -> None:
         ({"buffer_memory": 0}, "buffer_memory"),
         ({"linger_ms": -1}, "linger_ms"),
         ({"max_in_flight": 0}, "max_in_flight"),
+        ({"produce_concurrency": 0}, "produce_concurrency"),
+        ({"produce_concurrency": 1.5}, "produce_concurrency"),
         ({"delivery_timeout_ms": -1}, "delivery_timeout_ms"),
         ({"delivery_timeout_ms": 5_000}, "delivery_timeout_ms"),  # < linger + request timeout
         ({"request_timeout_ms": 0}, "request_timeout_ms"),

@@ -231,3 +231,24 @@ def test_a_batch_written_past_a_refused_one_is_followed_by_it_after_a_bump() -> 
     for i, meta in enumerate(outcomes):
         assert isinstance(meta, RecordMetadata), meta
         assert broker.logs[meta.partition][meta.offset] == b"r%05d" % i
+
+
+@pytest.mark.parametrize("concurrency", [1, 3])
+def test_sender_keeps_each_partition_on_one_lane(concurrency: int) -> None:
+    """Produce requests go out on ``produce_concurrency`` connections per broker, partitions
+    dealt among them, each partition always on the same one (its batches stay in order)."""
+    broker = ProduceBroker(3)
+    _futures, outcomes = _run_producer(broker, 900, produce_concurrency=concurrency)
+    _assert_exactly_once_in_order(broker, 900, outcomes)
+    lane_of: dict[int, set[int]] = {}
+    for counts, lane in zip(broker.requests, broker.lanes, strict=True):
+        for p in counts:
+            lane_of.setdefault(p, set()).add(lane)
+    assert sorted(lane_of) == [0, 1, 2]
+    assert all(len(lanes) == 1 for lanes in lane_of.values()), lane_of
+    used = set().union(*lane_of.values())
+    assert len(used) == concurrency
+    assert (0 in used) and (used == {0} or concurrency > 1)
+    if concurrency > 1:  # every request holds the partitions of one lane only
+        for counts, lane in zip(broker.requests, broker.lanes, strict=True):
+            assert {next(iter(lane_of[p])) for p in counts} == {lane}

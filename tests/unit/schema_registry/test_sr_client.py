@@ -303,6 +303,7 @@ def test_unreachable_url_falls_over_to_the_next() -> None:
         {"url": "http://x", "bearer.auth.credentials.source": "OAUTHBEARER", "bearer.auth.client.id": "a"},
         {"url": "http://x", "unknown.key": 1},
         {"url": "http://x", "ssl.ca.location": "/nonexistent/ca.pem"},
+        {"url": "http://x", "basic.auth.credentials.source": "SASL_INHERIT"},
     ],
 )
 def test_bad_settings_are_refused(conf: dict[str, object]) -> None:
@@ -320,3 +321,66 @@ def test_errors_pickle() -> None:
         40401,
         "Subject 'x' not found.",
     )
+
+
+class _Flaky:
+    """An HTTP server answering 503 (Confluent's shape) ``failures`` times, then ``[]``: what a
+    registry in the middle of a leader change does."""
+
+    def __init__(self, failures: int) -> None:
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        self.calls = 0
+        flaky = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                flaky.calls += 1
+                failing = flaky.calls <= failures
+                body = json.dumps({"error_code": 50003, "message": "forwarding"} if failing else []).encode()
+                self.send_response(503 if failing else 200)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_a_passing_5xx_is_retried() -> None:
+    flaky = _Flaky(failures=2)
+    try:
+        c = SchemaRegistryClient({"url": flaky.url, "retries.wait.ms": 1, "retries.max.wait.ms": 5})
+        assert c.get_subjects() == [] and flaky.calls == 3
+    finally:
+        flaky.close()
+
+
+def test_a_lasting_5xx_ends_with_the_registrys_error_or_the_deadline() -> None:
+    flaky = _Flaky(failures=10**6)
+    try:
+        few = SchemaRegistryClient({"url": flaky.url, "max.retries": 2, "retries.wait.ms": 1})
+        error = _raises(RegistryErrorCode.FORWARDING_ERROR, few.get_subjects)
+        assert error.http_status_code == 503 and flaky.calls == 3
+        patient = SchemaRegistryClient(
+            {"url": flaky.url, "max.retries": 100, "retries.wait.ms": 200, "timeout": 0.5}
+        )
+        started = time.monotonic()
+        with pytest.raises(SchemaRegistryTimeoutError, match="forwarding"):
+            patient.get_subjects()
+        assert time.monotonic() - started < 5  # a hang guard: the deadline, not 100 retries
+    finally:
+        flaky.close()
+
+
+def test_credentials_in_an_ipv6_url_stay_out_of_the_url() -> None:
+    c = SchemaRegistryClient({"url": "http://app:pw-ipv6@[::1]:8081"})
+    assert c.config()["url"] == "http://[::1]:8081" and "pw-ipv6" not in repr(c)

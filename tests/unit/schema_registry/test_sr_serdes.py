@@ -443,3 +443,40 @@ def test_json_validation(ours: SchemaRegistryClient, topic: str) -> None:
     with pytest.raises(SerializationError):
         JSONDeserializer(JSON_ORDER)(unchecked)
     assert JSONDeserializer(JSON_ORDER, conf={"validate": False})(unchecked) == {"note": "no id"}
+
+
+def test_same_bytes_as_confluents_in_memory_mock() -> None:
+    """confluent-kafka's ``mock://`` client (its in-memory registry) numbers schemas from 1, as a
+    fresh dev registry does: the same schema is id 1 in both, and the bytes are the same."""
+    from kafka_core.devtools.registry import RegistryServer
+
+    with RegistryServer() as fresh, SchemaRegistryClient({"url": fresh.url}) as client:
+        mine = AvroSerializer(client, ORDER_STR)(_order(), _ctx("mocked"))
+        mock = TheirClient.new_client({"url": "mock://sr-34"})
+        reference = TheirAvroSerializer(mock, ORDER_STR)(_order(), _their_ctx("mocked"))
+        assert reference[:5] == b"\x00\x00\x00\x00\x01"
+        assert mine == reference
+        assert AvroDeserializer(client)(reference) == _order()
+
+
+def test_confluents_context_works_with_ours(ours: SchemaRegistryClient, topic: str) -> None:
+    data = AvroSerializer(ours, ORDER_STR)(_order(), _their_ctx(topic))  # type: ignore[arg-type]
+    assert f"{topic}-value" in ours.get_subjects()
+    assert AvroDeserializer(ours)(data, _their_ctx(topic)) == _order()  # type: ignore[arg-type]
+
+
+def test_json_use_latest_validates_against_the_latest(ours: SchemaRegistryClient, topic: str) -> None:
+    strict = json.dumps({**json.loads(JSON_ORDER), "required": ["id", "note"]})
+    old = JSONSerializer(JSON_ORDER, ours)({"id": 1}, _ctx(topic))  # written under v1: no note
+    ours.set_compatibility(f"{topic}-value", "NONE")
+    ours.register_schema(f"{topic}-value", Schema(strict, "JSON"))
+    assert JSONDeserializer(None, schema_registry_client=ours)(old, _ctx(topic)) == {"id": 1}  # the writer's
+    with pytest.raises(SerializationError, match="note"):
+        JSONDeserializer(None, schema_registry_client=ours, conf={"use.latest.version": True})(
+            old, _ctx(topic)
+        )
+
+
+def test_protobuf_refuses_use_latest_on_read() -> None:
+    with pytest.raises(KafkaConfigError):
+        ProtobufDeserializer(PB_ORDER, {"use.latest.version": True})

@@ -201,3 +201,31 @@ def test_implicit_book_accepts_a_whole_poll_as_one_range() -> None:
         assert book.unacknowledged_after_send() == 0
 
     run(body)
+
+
+def test_share_records_are_one_codec_object_each_and_pickle() -> None:
+    from kafka_core.codec import KafkaShareRecord
+    from kafka_core.share.records import deserialize, share_records
+
+    buf = bytes(encode_record_batch([(b"k%d" % i, b"%d" % i) for i in range(6)], base_offset=10))
+    recs = share_records("t", 0, buf, [(11, 12, 2), (15, 15, 1)])
+    assert [(r.offset, r.delivery_count, r.value) for r in recs] == [
+        (11, 2, b"1"),
+        (12, 2, b"2"),
+        (15, 1, b"5"),
+    ]
+    assert all(type(r) is ShareRecord and isinstance(r, KafkaShareRecord) for r in recs)
+    assert recs[0].topic_partition == TP and len(set(recs)) == 3
+    assert share_records("t", 0, None, [(0, 5, 1)]) == []
+    ints = deserialize(recs, None, int)
+    assert [(r.offset, r.key, r.value, r.delivery_count) for r in ints] == [
+        (11, b"k1", 1, 2),
+        (12, b"k2", 2, 2),
+        (15, b"k5", 5, 1),
+    ]
+    import pickle
+
+    back = pickle.loads(pickle.dumps(ints[2]))
+    assert (back.offset, back.key, back.value, back.delivery_count, back.topic) == (15, b"k5", 5, 1, "t")
+    again = pickle.loads(pickle.dumps(recs[1]))
+    assert type(again) is ShareRecord and (again.offset, again.value) == (12, b"2")

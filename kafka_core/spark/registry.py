@@ -1,0 +1,288 @@
+"""Schema Registry formats of the Spark source and sink: ``valueFormat``/``keyFormat`` = ``avro``.
+
+The reader schema is fixed on the driver when the query is planned (``valueSchema`` given, or a
+version of ``valueSubject`` / ``<topic>-value``: the latest, pinned by its version number so the
+executors read the very same one); the column's Spark type is what ``from_avro`` gives for it.
+On the executors each record is decoded by the writer schema its id names, so records of
+several schema versions in one micro-batch are read, and a compatible change while a stream runs
+needs no restart. ``mode`` = FAILFAST (a bad record fails the task) or PERMISSIVE (a null row and
+its error in ``valueError``/``keyError``).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from kafka_core.errors import KafkaConfigError
+from kafka_core.spark.cache import WorkerCache
+
+__all__ = [
+    "FormatOptions",
+    "SinkFormat",
+    "decode_batch",
+    "encode_column",
+    "parse_formats",
+    "parse_sink_formats",
+    "pin_reader",
+    "spark_type",
+]
+
+REGISTRY_PREFIX = "schema.registry."
+FORMATS = ("avro",)
+NOT_YET = ("protobuf", "json")
+
+
+@dataclass(frozen=True)
+class FormatOptions:
+    """How the executors decode one column (picklable; the registry settings stay out of repr)."""
+
+    column: str  # "key" or "value"
+    format: str
+    registry: dict[str, str] = field(repr=False)  # SchemaRegistryClient's configuration
+    subject: str | None = None
+    version: int | None = None  # pinned on the driver
+    reader_schema: str | None = None
+    mode: str = "FAILFAST"
+
+    @property
+    def error_column(self) -> str:
+        return f"{self.column}Error"
+
+    def cache_key(self) -> str:
+        return json.dumps(
+            [self.registry, self.subject, self.version, self.reader_schema, self.mode], sort_keys=True
+        )
+
+
+@dataclass(frozen=True)
+class SinkFormat:
+    column: str
+    format: str
+    registry: dict[str, str] = field(repr=False)
+    subject: str | None = None
+    schema: str | None = None
+    auto_register: bool = True
+    use_latest_version: bool = False
+
+    def cache_key(self) -> str:
+        return json.dumps(
+            [self.registry, self.subject, self.schema, self.auto_register, self.use_latest_version],
+            sort_keys=True,
+        )
+
+
+def _registry_conf(opts: Mapping[str, str], original: Mapping[str, Any]) -> dict[str, str]:
+    """The ``schema.registry.*`` options as the client's configuration (keys as the user spelled them)."""
+    conf = {
+        str(k)[len(REGISTRY_PREFIX) :]: str(v)
+        for k, v in original.items()
+        if str(k).lower().startswith(REGISTRY_PREFIX)
+    }
+    if not conf.get("url", "").strip():
+        raise KafkaConfigError("option 'schema.registry.url' is needed with valueFormat/keyFormat")
+    return conf
+
+
+def _format(opts: Mapping[str, str], column: str) -> str | None:
+    raw = opts.get(f"{column}format")
+    if raw is None:
+        return None
+    fmt = raw.strip().lower()
+    if fmt in NOT_YET:
+        raise KafkaConfigError(f"option '{column}Format' = {fmt!r} is not supported yet (avro is)")
+    if fmt not in FORMATS:
+        raise KafkaConfigError(f"option '{column}Format' must be avro, not {raw!r}")
+    return fmt
+
+
+def parse_formats(opts: Mapping[str, str], original: Mapping[str, Any]) -> tuple[FormatOptions | None, ...]:
+    """(key, value) decoding of a read; ``opts`` has lower-cased keys, ``original`` the user's."""
+    mode = opts.get("mode", "FAILFAST").strip().upper()
+    if mode not in ("FAILFAST", "PERMISSIVE"):
+        raise KafkaConfigError(f"option 'mode' must be FAILFAST or PERMISSIVE, not {opts['mode']!r}")
+    out: list[FormatOptions | None] = []
+    for column in ("key", "value"):
+        fmt = _format(opts, column)
+        if fmt is None:
+            out.append(None)
+            continue
+        out.append(
+            FormatOptions(
+                column=column,
+                format=fmt,
+                registry=_registry_conf(opts, original),
+                subject=opts.get(f"{column}subject"),
+                reader_schema=opts.get(f"{column}schema"),
+                mode=mode,
+            )
+        )
+    return tuple(out)
+
+
+def parse_sink_formats(opts: Mapping[str, str], original: Mapping[str, Any]) -> tuple[SinkFormat | None, ...]:
+    out: list[SinkFormat | None] = []
+    for column in ("key", "value"):
+        fmt = _format(opts, column)
+        if fmt is None:
+            out.append(None)
+            continue
+        latest = opts.get("uselatestversion", "false").strip().lower() in ("true", "1", "yes")
+        schema = opts.get(f"{column}schema")
+        if schema is None and not latest:
+            raise KafkaConfigError(
+                f"option '{column}Schema' (the Avro schema to write) or 'useLatestVersion' is needed"
+            )
+        out.append(
+            SinkFormat(
+                column=column,
+                format=fmt,
+                registry=_registry_conf(opts, original),
+                subject=opts.get(f"{column}subject"),
+                schema=schema,
+                auto_register=opts.get("autoregisterschemas", "true").strip().lower() in ("true", "1", "yes"),
+                use_latest_version=latest,
+            )
+        )
+    return tuple(out)
+
+
+def _client(conf: dict[str, str]) -> Any:
+    from kafka_core.schema_registry import SchemaRegistryClient
+
+    return SchemaRegistryClient(dict(conf))
+
+
+_CLIENTS: WorkerCache[Any] = WorkerCache(_client, lambda c: c.close())
+
+
+def _client_for(conf: dict[str, str]) -> Any:
+    return _CLIENTS.get(json.dumps(conf, sort_keys=True), conf)
+
+
+def pin_reader(fmt: FormatOptions, topics: tuple[str, ...]) -> FormatOptions:
+    """On the driver: the reader schema's subject version fixed (the latest, when not given)."""
+    if fmt.reader_schema is not None:
+        return fmt
+    subject = fmt.subject
+    if subject is None:
+        if len(topics) != 1:
+            raise KafkaConfigError(
+                f"option '{fmt.column}Subject' or '{fmt.column}Schema' is needed unless exactly one topic is subscribed"
+            )
+        subject = f"{topics[0]}-{fmt.column}"
+    latest = _client_for(fmt.registry).get_latest_version(subject)
+    return replace(fmt, subject=subject, version=int(latest.version))
+
+
+def _deserializer(fmt: FormatOptions) -> Any:
+    from kafka_core.schema_registry.columnar import AvroColumnDeserializer
+
+    return AvroColumnDeserializer(
+        _client_for(fmt.registry),
+        fmt.reader_schema,
+        subject=fmt.subject,
+        version=fmt.version,
+        field="key" if fmt.column == "key" else "value",
+        mode="PERMISSIVE" if fmt.mode == "PERMISSIVE" else "FAILFAST",
+    )
+
+
+_MEMO: dict[str, Any] = {}  # (de)serializers of this worker, by their options
+_MEMO_LOCK = threading.Lock()  # guards _MEMO
+
+
+def _memo(key: str, build: Callable[[], Any]) -> Any:
+    with _MEMO_LOCK:
+        found = _MEMO.get(key)
+    if found is None:
+        found = build()
+        with _MEMO_LOCK:
+            found = _MEMO.setdefault(key, found)
+    return found
+
+
+def _deserializer_for(fmt: FormatOptions) -> Any:
+    return _memo("read " + fmt.cache_key(), lambda: _deserializer(fmt))
+
+
+def spark_type(fmt: FormatOptions) -> Any:
+    """The column's Spark type (as from_avro types the reader schema)."""
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    return from_arrow_type(_deserializer_for(fmt).arrow_type())
+
+
+def decode_batch(batch: Any, formats: tuple[FormatOptions | None, ...]) -> Any:
+    """A Spark-schema read batch with its key/value columns decoded (error columns appended)."""
+    import pyarrow as pa
+
+    names = list(batch.schema.names)
+    arrays = list(batch.columns)
+    for fmt in formats:
+        if fmt is None:
+            continue
+        result = _deserializer_for(fmt).decode(batch.column(fmt.column))
+        arrays[names.index(fmt.column)] = result.values
+        if result.errors is not None:
+            names.append(fmt.error_column)
+            arrays.append(result.errors)
+    return pa.RecordBatch.from_arrays(arrays, names=names)
+
+
+def _serializer(fmt: SinkFormat) -> Any:
+    from kafka_core.schema_registry.columnar import AvroColumnSerializer
+
+    return AvroColumnSerializer(
+        _client_for(fmt.registry),
+        fmt.schema,
+        subject=fmt.subject,
+        field="key" if fmt.column == "key" else "value",
+        auto_register=fmt.auto_register,
+        use_latest_version=fmt.use_latest_version,
+    )
+
+
+def encode_column(fmt: SinkFormat, column: Any, topic: str) -> Any:
+    """A struct column of the sink encoded to framed Avro values for ``topic``."""
+    return _memo("write " + fmt.cache_key(), lambda: _serializer(fmt)).encode_column(column, topic)
+
+
+def pinned(options: Any) -> Any:
+    """SourceOptions with their formats' reader schemas pinned (on the driver)."""
+    topics = tuple(options.subscribe)
+    formats = {}
+    for name in ("key_format", "value_format"):
+        fmt = getattr(options, name)
+        if fmt is not None:
+            formats[name] = pin_reader(fmt, topics)
+    return replace(options, **formats) if formats else options
+
+
+def read_schema_with_formats(base: Any, formats: tuple[FormatOptions | None, ...]) -> Any:
+    """Spark's Kafka read schema with decoded key/value types and the PERMISSIVE error columns."""
+    from pyspark.sql.types import StringType, StructField, StructType
+
+    fields = list(base.fields)
+    names = [f.name for f in fields]
+    for fmt in formats:
+        if fmt is None:
+            continue
+        fields[names.index(fmt.column)] = StructField(fmt.column, spark_type(fmt), True)
+    fields.extend(
+        StructField(fmt.error_column, StringType(), True)
+        for fmt in formats
+        if fmt is not None and fmt.mode == "PERMISSIVE"
+    )
+    return StructType(fields)
+
+
+def source_formats(options: Mapping[str, Any]) -> tuple[tuple[FormatOptions | None, ...], tuple[str, ...]]:
+    """The formats of a read's raw options and its subscribed topics (for the schema, which
+    Spark asks for before it says whether the read is a stream)."""
+    opts = {str(k).lower(): str(v) for k, v in options.items()}
+    topics = tuple(t.strip() for t in opts.get("subscribe", "").split(",") if t.strip())
+    return parse_formats(opts, options), topics

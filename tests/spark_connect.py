@@ -1,0 +1,123 @@
+"""A Spark Connect server on loopback, from the pip-installed pyspark's ``sbin/start-connect-server.sh``
+(kept in the foreground with SPARK_NO_DAEMONIZE, in its own process group), for tests.
+
+Its Python workers (where the data source runs) use this interpreter and import kafka_core from
+this checkout. Start waits, with a deadline, until a remote session answers a query; any failure
+raises :class:`SparkClusterError` with the tail of the server's log. Stop kills the process group.
+
+    with SparkConnectServer() as server:
+        spark = SparkSession.builder.remote(server.url).getOrCreate()
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from spark_cluster import HOST, SparkClusterError, free_port, log_tail, spark_home
+
+__all__ = ["SparkConnectServer"]
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class SparkConnectServer:
+    def __init__(self, master: str = "local[2]", start_timeout: float = 180.0) -> None:
+        self.master = master
+        self.start_timeout = start_timeout
+        self.port = free_port()
+        self.dir = Path(tempfile.mkdtemp(prefix="kc-connect-"))
+        self.log = self.dir / "server.log"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"sc://{HOST}:{self.port}"
+
+    def start(self) -> SparkConnectServer:
+        home = spark_home()
+        conf_dir = self.dir / "conf"
+        conf_dir.mkdir()
+        env = {
+            **os.environ,
+            "SPARK_HOME": str(home),
+            "SPARK_CONF_DIR": str(conf_dir),
+            "SPARK_LOG_DIR": str(self.dir),
+            "SPARK_PID_DIR": str(self.dir),
+            "SPARK_NO_DAEMONIZE": "1",
+            "SPARK_LOCAL_IP": HOST,
+            "PYSPARK_PYTHON": sys.executable,
+            "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p),
+        }
+        command = [
+            str(home / "sbin" / "start-connect-server.sh"),
+            "--master",
+            self.master,
+            "--conf",
+            f"spark.connect.grpc.binding.address={HOST}",
+            "--conf",
+            f"spark.connect.grpc.binding.port={self.port}",
+            "--conf",
+            "spark.ui.enabled=false",
+            "--conf",
+            "spark.sql.shuffle.partitions=2",
+            "--conf",
+            f"spark.local.dir={self.dir}",
+        ]
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(command, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
+        try:
+            self._wait_ready()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def _wait_ready(self) -> None:
+        from pyspark.sql import SparkSession
+
+        deadline = time.monotonic() + self.start_timeout
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            assert self.proc is not None
+            if self.proc.poll() is not None:
+                raise SparkClusterError(f"the Spark Connect server exited ({self.proc.returncode}):\n{log_tail(self.log)}")
+            try:
+                session = SparkSession.builder.remote(self.url).create()
+                try:
+                    session.range(1).collect()
+                    return
+                finally:
+                    session.stop()
+            except Exception as exc:  # not listening yet
+                last = exc
+                time.sleep(1.0)
+        raise SparkClusterError(
+            f"no Spark Connect server at {self.url} within {self.start_timeout:.0f} s ({last}):\n{log_tail(self.log)}"
+        )
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGTERM)
+                self.proc.wait(20)
+            except (ProcessLookupError, subprocess.TimeoutExpired):
+                try:
+                    os.killpg(self.proc.pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+                self.proc.wait(10)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> SparkConnectServer:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
