@@ -7,6 +7,7 @@ refused with its name rather than silently ignored.
 
 from __future__ import annotations
 
+import difflib
 import re
 from collections.abc import Callable, Mapping
 from typing import Any
@@ -14,7 +15,7 @@ from typing import Any
 from kafka_core.errors import KafkaConfigError
 from kafka_core.network.sasl.secret import Secret
 
-__all__ = ["ROLES", "client_keywords", "keywords_from_config", "translate"]
+__all__ = ["ROLES", "client_keywords", "java_keyword", "keywords_from_config", "translate"]
 
 ROLES = ("client", "producer", "consumer")
 
@@ -277,11 +278,32 @@ def translate(config: Mapping[str, Any], role: str, *, prefix: str = "") -> dict
             raise KafkaConfigError(f"bad value for {prefix}{raw_name}: {shown} ({exc})") from None
     if unknown:  # every one of them at once: a config from another client often has several
         known = sorted({n for t in tables for n in t} | {"sasl.jaas.config"})
+        hints = [_hint(name.strip("'")[len(prefix) :], role, known, prefix) for name in unknown]
         raise KafkaConfigError(
-            f"unknown {role} option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)} "
-            f"(kafka_core understands: {', '.join(known)})"
+            f"unknown {role} option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}"
+            + "".join(f"; {h}" for h in hints if h)
+            + f" (kafka_core understands: {', '.join(known)})"
         )
     return out
+
+
+def _hint(name: str, role: str, known: list[str], prefix: str) -> str:
+    """What an unknown name in a config may have meant: another role's option, or a near name."""
+    found = java_keyword(name)
+    if found is not None:
+        return f"{prefix}{name} is a {found[1]} option, not a {role} one"
+    close = difflib.get_close_matches(name.strip().lower(), known, n=1, cutoff=0.6)
+    return f"{prefix}{name}: did you mean {prefix}{close[0]}?" if close else ""
+
+
+def java_keyword(name: str) -> tuple[str, str] | None:
+    """(our keyword, its role) for a Java-style or librdkafka name of any role, else None; the
+    client's own names say role "client"."""
+    key = name.strip().lower()
+    for role, table in (("client", _CLIENT), ("producer", _PRODUCER), ("consumer", _CONSUMER)):
+        if key in table:
+            return table[key][0], role
+    return None
 
 
 def keywords_from_config(

@@ -20,6 +20,12 @@ class KafkaConfigError(KafkaError, ValueError):
     """An option passed to a client is invalid or inconsistent with the others."""
 
 
+class KafkaUnknownOptionError(KafkaConfigError, TypeError):
+    """A class was given an option it does not take (a typo, or another client's name for one).
+
+    A TypeError too, as Python raises for an unexpected keyword argument."""
+
+
 class KafkaConnectionError(KafkaError, ConnectionError):
     """A broker connection failed, was dropped, or sent something that forced us to drop it.
 

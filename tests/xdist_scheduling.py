@@ -43,7 +43,9 @@ WHOLE_MODULES = frozenset(
 )
 # A session fixture that must be one for the whole run -> the modules whose tests use it.
 SHARED_FIXTURES: dict[str, frozenset[str]] = {
-    "kafka_three": frozenset({"test_chaos_kafka.py", "test_consumer_truncation.py"}),
+    "kafka_three": frozenset(
+        {"test_chaos_kafka.py", "test_consumer_truncation.py", "test_devbroker_failover_kafka.py"}
+    ),
 }
 _GROUP_OF_MODULE = {module: fixture for fixture, modules in SHARED_FIXTURES.items() for module in modules}
 

@@ -18,8 +18,10 @@ from kafka_core.admin.groups import GroupCalls
 from kafka_core.admin.offsets import OffsetCalls
 from kafka_core.admin.share_groups import ShareGroupCalls
 from kafka_core.admin.topics import TopicCalls
+from kafka_core.client import cluster
 from kafka_core.client.cluster import KafkaClient
 from kafka_core.config import keywords_from_config
+from kafka_core.option_names import accepted_keywords, reject_unknown
 
 if TYPE_CHECKING:
     from kafka_core.admin.configs import ConfigChanges
@@ -54,6 +56,7 @@ class KafkaAdmin:
     def __init__(
         self, bootstrap_servers: str | Iterable[str] = "localhost:9092", **client_options: Any
     ) -> None:
+        reject_unknown(type(self).__name__, client_options, accepted_keywords(cluster.KafkaClient.__init__))
         client_options.setdefault("allow_auto_create_topics", False)
         client_options.setdefault("client_id", "kafka-core-admin")
         self.client = KafkaClient(bootstrap_servers, **client_options)

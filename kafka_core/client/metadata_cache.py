@@ -29,6 +29,12 @@ def metadata_request(version: int, topics: list[str] | None, auto_create: bool =
         req_topics = None
     else:
         req_topics = [MetadataRequest.MetadataRequestTopic(name=t) for t in topics]
+    if version < 4 and not topics:
+        # Before v4 the broker's own setting decides, and a request naming no topic creates none:
+        # the flag is left out, so that a broker that old (kafka-rs) can be asked at all. Naming
+        # topics without auto-creation still cannot be said before v4 and fails to encode, as in
+        # the Java client.
+        auto_create = True
     return MetadataRequest(topics=req_topics, allow_auto_topic_creation=auto_create)
 
 

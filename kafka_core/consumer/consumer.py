@@ -33,7 +33,12 @@ from kafka_core.consumer.options import check_assignment, check_consumer_options
 from kafka_core.consumer.policies import GroupProtocol, IsolationLevel, OffsetReset, parse_choice
 from kafka_core.consumer.polling import Poller
 from kafka_core.consumer.subscription import SubscriptionState
-from kafka_core.consumer_base.options import DEFAULT_BOOTSTRAP, deserializers, resolve_client
+from kafka_core.consumer_base.options import (
+    DEFAULT_BOOTSTRAP,
+    check_known_options,
+    deserializers,
+    resolve_client,
+)
 from kafka_core.consumer_base.outage import OutageTracker
 from kafka_core.errors import (
     KafkaError,
@@ -191,6 +196,7 @@ class KafkaConsumer:
         client: Any = None,
         **client_options: Any,
     ) -> None:
+        check_known_options(type(self).__name__, client_options, KafkaConsumer.__init__)
         topic_list = list(topics_args) + list(topics or [])
         group_opts = check_consumer_options(locals())  # each option on its own, before anything else
         reset = parse_choice("auto_offset_reset", auto_offset_reset, OffsetReset)

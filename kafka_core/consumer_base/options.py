@@ -6,10 +6,11 @@ shows up as a member that silently never joins, or as an error about some other 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from kafka_core.errors import KafkaConfigError
+from kafka_core.option_names import accepted_keywords, reject_unknown
 
 INT32_MAX = 2**31 - 1
 DEFAULT_BOOTSTRAP = "localhost:9092"  # as the producer, admin and client
@@ -30,6 +31,14 @@ def check_number(name: str, value: Any, low: float) -> float:
     if value < low:
         raise KafkaConfigError(f"{name} must be at least {low}, not {value!r}")
     return float(value)
+
+
+def check_known_options(called: str, options: dict[str, Any], own: Callable[..., Any]) -> None:
+    """Refuse, naming ``called``, an option that is neither the consumer's (``own``) nor its
+    client's, before anything else can fail about another option."""
+    from kafka_core.client.cluster import KafkaClient
+
+    reject_unknown(called, options, accepted_keywords(own, KafkaClient.__init__))
 
 
 def resolve_client(

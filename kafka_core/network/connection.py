@@ -247,11 +247,20 @@ class BrokerConnection:
         version = ApiVersionsRequest.MAX_VERSION
         if self._api_versions_version is not None:
             version = min(version, self._api_versions_version)
-        for _ in range(3):
+        for _ in range(4):
             body = ApiVersionsRequest(
                 client_software_name=CLIENT_SOFTWARE_NAME, client_software_version=__version__
             )
             resp = await self._request(body, version, self.connect_timeout)
+            if isinstance(resp, _OlderDialect):
+                # As the Java client reads such an answer at v0: ask at v0, which it speaks.
+                log.info(
+                    "%s answered ApiVersions v%d in an older version's layout; asking again at v0",
+                    self,
+                    version,
+                )
+                version = 0
+                continue
             if resp.error_code == UNSUPPORTED_VERSION and version > 0:
                 # The broker answered in v0 format; it lists its own ApiVersions range when it can.
                 broker_max = next(
@@ -575,7 +584,13 @@ class BrokerConnection:
             except KafkaError:
                 # Not every broker does (librdkafka's mock cluster): the error code is enough.
                 return _salvage_api_versions_rejection(frame)
-        return decode_response(pending.api_key, version, frame).body
+        try:
+            return decode_response(pending.api_key, version, frame).body
+        except KafkaError:
+            older = _older_api_versions_dialect(frame) if pending.api_key == ApiKey.API_VERSIONS else None
+            if older is None or version == 0:
+                raise
+            return older
 
     # -- failure and close -----------------------------------------------------------------
 
@@ -667,6 +682,28 @@ def _salvage_api_versions_rejection(frame: bytes | bytearray) -> ApiVersionsResp
             keys.append(ApiVersionsResponse.ApiVersion(api_key=api_key, min_version=low, max_version=high))
             break
     return ApiVersionsResponse(error_code=UNSUPPORTED_VERSION, api_keys=keys)
+
+
+@dataclass(frozen=True, slots=True)
+class _OlderDialect:
+    """A successful ApiVersions answer laid out as an older version than the one asked (kafka-rs
+    answers every version with its v1/v2 body): the negotiation asks again at v0."""
+
+    body: ApiVersionsResponse
+    error_code: int = 0
+
+
+def _older_api_versions_dialect(frame: bytes | bytearray) -> _OlderDialect | None:
+    """The frame read as a v0 ApiVersions body, with nothing after it but v1/v2's throttle time,
+    if that reading is a successful answer listing APIs; else None (the frame stays garbled)."""
+    try:
+        resp = decode_response(ApiKey.API_VERSIONS, 0, frame)
+    except KafkaError:
+        return None
+    body = resp.body
+    if len(resp.trailing) not in (0, 4) or body.error_code != 0 or not body.api_keys:
+        return None
+    return _OlderDialect(body)
 
 
 def _current_task() -> asyncio.Task[Any] | None:

@@ -19,11 +19,13 @@ from kafka_core.errors import (
     KafkaAuthenticationError,
     KafkaClosedError,
     KafkaConfigError,
+    KafkaConnectionError,
     KafkaError,
     KafkaProtocolError,
     KafkaTimeoutError,
     KafkaUnsupportedVersionError,
 )
+from kafka_core.option_names import accepted_keywords, reject_unknown
 from kafka_core.producer.accumulator import Accumulator, BufferFull
 from kafka_core.producer.batching import Chunk
 from kafka_core.producer.columns import ColumnEncoder, encode_columns
@@ -109,6 +111,11 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         client: KafkaClient | None = None,
         **client_options: Any,
     ) -> None:
+        reject_unknown(
+            type(self).__name__,
+            client_options,
+            accepted_keywords(KafkaProducer.__init__, KafkaClient.__init__),
+        )
         for name, fn in (("key_serializer", key_serializer), ("value_serializer", value_serializer)):
             if fn is not None and not callable(fn):
                 raise KafkaConfigError(f"{name} must be a callable or None, not {fn!r}")
@@ -350,7 +357,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
     async def _setup_idempotence(self) -> None:
         if self._idempotent_wanted is False:
             return
-        versions = await self.client.negotiated_versions()
+        versions = await self._reachable_versions()
         supported = bool(versions) and all(
             v.get(ApiKey.INIT_PRODUCER_ID, -1) >= INIT_PRODUCER_ID_MIN_VERSION for v in versions.values()
         )
@@ -369,6 +376,27 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
             log.warning("idempotence off: InitProducerId failed (%s)", exc)
             return
         self._sender.idem = state
+
+    async def _reachable_versions(self) -> dict[int, dict[ApiKey, int]]:
+        """The negotiated versions of every known broker, else of those that can be reached now:
+        a node that is down (one of three just crashed, still in the metadata) must not hold the
+        start back until the metadata forgets it; at least one broker must answer."""
+        try:
+            return await self.client.negotiated_versions()
+        except KafkaAuthenticationError:
+            raise
+        except KafkaConnectionError as down:
+            versions: dict[int, dict[ApiKey, int]] = {}
+            for broker in self.client.cached_metadata().brokers:
+                try:
+                    versions.update(await self.client.negotiated_versions(broker.node_id))
+                except KafkaAuthenticationError:
+                    raise
+                except KafkaConnectionError:
+                    continue
+            if not versions:
+                raise down from None
+            return versions
 
     def metrics(self) -> dict[str, Any]:
         """Plain-dict snapshot: the client's network counters plus ``"producer"`` (records, bytes,

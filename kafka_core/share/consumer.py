@@ -18,7 +18,13 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Self
 
 from kafka_core.client.metadata import TopicPartition
-from kafka_core.consumer_base.options import DEFAULT_BOOTSTRAP, check_int, deserializers, resolve_client
+from kafka_core.consumer_base.options import (
+    DEFAULT_BOOTSTRAP,
+    check_int,
+    check_known_options,
+    deserializers,
+    resolve_client,
+)
 from kafka_core.consumer_base.outage import OutageTracker
 from kafka_core.errors import (
     KafkaClosedError,
@@ -92,6 +98,7 @@ class KafkaShareConsumer:
         client: Any = None,
         **client_options: Any,
     ) -> None:
+        check_known_options(type(self).__name__, client_options, KafkaShareConsumer.__init__)
         if not isinstance(group_id, str) or not group_id:
             raise KafkaConfigError(
                 f"a share consumer needs a group_id (a non-empty string), not {group_id!r}"

@@ -14,8 +14,10 @@ import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+from kafka_core.client.cluster import KafkaClient
 from kafka_core.consumer.consumer import KafkaConsumer
 from kafka_core.errors import KafkaClosedError, KafkaConfigError, KafkaError, KafkaTimeoutError
+from kafka_core.option_names import accepted_keywords, reject_unknown
 from kafka_core.producer.futures import RecordMetadata
 from kafka_core.producer.producer import KafkaProducer
 from kafka_core.transport.modes import ShareMode, check_max_deliveries
@@ -31,6 +33,17 @@ Headers = Mapping[str, Any] | Iterable[tuple[str, Any]] | None
 # A subscription starts at the beginning of the log when its group has committed nothing yet:
 # records published before the first subscriber joined are handled, not skipped.
 CONSUMER_DEFAULTS = {"auto_offset_reset": "earliest", "max_poll_records": 500}
+
+
+def _transport_options() -> frozenset[str]:
+    """The ``**options`` a transport takes: its client's (for both sides), ``producer_<name>`` for
+    the producer's, ``consumer_<name>`` for the group consumer's (a share consumer's are a subset)."""
+    client = accepted_keywords(KafkaClient.__init__)
+    producer = accepted_keywords(KafkaProducer.__init__) | client
+    consumer = accepted_keywords(KafkaConsumer.__init__) | client
+    return client | {f"producer_{n}" for n in producer} | {f"consumer_{n}" for n in consumer}
+
+
 SHARE_RESETS = ("earliest", "latest")
 
 
@@ -70,6 +83,7 @@ class KafkaStreamTransport:
         share_auto_offset_reset: str | None = "earliest",
         **options: Any,
     ) -> None:
+        reject_unknown(type(self).__name__, options, _transport_options())
         self._policy = ErrorPolicy(
             error_policy, retry_attempts, retry_backoff_ms, retry_backoff_max_ms, retry_fallback
         )

@@ -263,6 +263,26 @@ def test_latest_after_a_multi_record_batch(admin: KafkaAdmin, bootstrap_servers:
     assert admin.list_offsets({(topic, 0): "latest"})[TopicPartition(topic, 0)].result().offset == 10
 
 
+@pytest.mark.seaweed_deviation(
+    "an OffsetCommit from outside a group (generation -1) answers without the committed partition"
+)
+@pytest.mark.tansu_deviation(
+    "ListOffsets latest is the last batch's base offset + 1: after one 100-record batch Tansu answers "
+    "offset 1 with the batch's timestamp where Kafka answers 100 with timestamp -1 (same v9+ request, "
+    "timestamp -1, read_uncommitted), so the lag of a group 60 behind reads 0"
+)
+def test_lag_after_a_multi_record_batch(admin: KafkaAdmin, bootstrap_servers: str) -> None:
+    topic, group = name(), name("grp")
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    with KafkaProducer(bootstrap_servers, linger_ms=100) as producer:
+        futures = [producer.send(topic, b"v%d" % i, partition=0) for i in range(100)]
+        producer.flush()
+        assert [f.result().offset for f in futures] == list(range(100))
+    assert admin.alter_group_offsets(group, {(topic, 0): 40})[TopicPartition(topic, 0)].ok
+    part = admin.consumer_group_lag(group)[(topic, 0)]
+    assert (part.committed, part.end, part.lag) == (40, 100, 60)  # type: ignore[union-attr]
+
+
 @pytest.mark.seaweed_deviation("no DeleteRecords (not in ApiVersions)")
 @pytest.mark.tansu_deviation("DeleteRecords panics a broker worker (the connection drops)")
 def test_delete_records(admin: KafkaAdmin, bootstrap_servers: str) -> None:

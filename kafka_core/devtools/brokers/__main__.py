@@ -12,13 +12,13 @@ import argparse
 import json
 import signal
 import sys
-import time
 from types import FrameType
 
 from kafka_core.devtools.brokers.common import BrokerStartError
 from kafka_core.devtools.brokers.kafka import KafkaCluster
 from kafka_core.devtools.brokers.kafka_jars import KAFKA_VERSION
 from kafka_core.devtools.brokers.oauth_server import OAuthServer
+from kafka_core.devtools.brokers.supervise import READER_GONE, supervise, write_line
 from kafka_core.devtools.brokers.tansu import TansuBroker
 from kafka_core.devtools.kerberos import KerberosRealm, kerberos_available
 
@@ -101,7 +101,7 @@ def _serve(args: argparse.Namespace, broker: TansuBroker | KafkaCluster) -> int:
     try:
         info = broker.describe() if isinstance(broker, KafkaCluster) else _describe_tansu(broker)
         if args.json:
-            print(json.dumps(info), flush=True)
+            line = json.dumps(info)
         else:
             name = (
                 f"Apache Kafka {args.version} ({args.nodes} node{'s' if args.nodes > 1 else ''})"
@@ -109,11 +109,11 @@ def _serve(args: argparse.Namespace, broker: TansuBroker | KafkaCluster) -> int:
                 else "tansu"
             )
             started = f" in {info['start_seconds']} s" if info.get("start_seconds") is not None else ""
-            print(f"{name} listening on {broker.bootstrap}{started}; Ctrl-C stops it", flush=True)
-        while broker.running:
-            time.sleep(0.5)
-        print("devbroker: the broker stopped by itself", file=sys.stderr)
-        return 1
+            line = f"{name} listening on {broker.bootstrap}{started}; Ctrl-C stops it"
+        if not write_line(sys.stdout, line):
+            return READER_GONE
+        nodes = args.nodes if args.broker == "kafka" else 1
+        return supervise(broker, nodes=nodes, out=sys.stdout, err=sys.stderr, json_events=args.json)
     except KeyboardInterrupt:
         return 0
     finally:

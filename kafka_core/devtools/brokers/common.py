@@ -9,12 +9,14 @@ import os
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Self
 
 __all__ = [
     "BrokerStartError",
     "EmbeddedBroker",
+    "NodeExit",
     "OneProcessBroker",
     "admin_create_topic",
     "die_with_parent",
@@ -107,8 +109,25 @@ def admin_create_topic(
         raise error
 
 
+@dataclass(frozen=True)
+class NodeExit:
+    """A broker process that ended without being asked to: which node, how, and its last words."""
+
+    node_id: int
+    exit_code: int | None
+    log_tail: str
+
+
 class EmbeddedBroker(abc.ABC):
     """A broker this process started: each kind says how to start, stop, crash and clean up."""
+
+    def exits(self) -> list[NodeExit]:
+        """The nodes whose process ended by itself (not through stop or kill), for supervision."""
+        return []
+
+    def running_nodes(self) -> list[int]:
+        """The ids of the nodes whose process is running."""
+        return []
 
     @abc.abstractmethod
     def start(self) -> Self: ...
@@ -156,3 +175,15 @@ class OneProcessBroker(EmbeddedBroker):
         """Crash it (SIGKILL): no graceful shutdown, responses in flight are lost."""
         proc, self._proc = self._proc, None
         kill_process(proc, 10)
+
+    def log_tail(self, limit: int = 4000) -> str:
+        return ""
+
+    def exits(self) -> list[NodeExit]:
+        proc = self._proc
+        if proc is None or proc.poll() is None:
+            return []
+        return [NodeExit(0, proc.returncode, self.log_tail(2000))]
+
+    def running_nodes(self) -> list[int]:
+        return [0] if self.running else []

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_core.devtools.brokers.common import (
     BrokerStartError,
     EmbeddedBroker,
+    NodeExit,
     admin_create_topic,
     die_with_parent,
     free_port,
@@ -517,6 +518,17 @@ class KafkaCluster(EmbeddedBroker):
     @property
     def running(self) -> bool:
         return all(node.running for node in self.nodes)
+
+    def exits(self) -> list[NodeExit]:
+        """Nodes whose process ended by itself (stop_node and kill_node forget theirs first)."""
+        return [
+            NodeExit(n.node_id, n.proc.returncode, _redact(n.log_tail(2000), self.users))
+            for n in self.nodes
+            if n.proc is not None and n.proc.poll() is not None
+        ]
+
+    def running_nodes(self) -> list[int]:
+        return [n.node_id for n in self.nodes if n.running]
 
     def stop(self, timeout: float = 60.0) -> None:
         """Stop every node; a node that does not stop within ``timeout`` is killed."""
