@@ -26,7 +26,7 @@ from typing import Any
 
 import pytest
 from conftest import KAFKA_TEST_VERSION, OAUTH_TOKEN_SECONDS
-from prerequisites import unavailable
+from prerequisites import need_module, unavailable
 
 from kafka_core import KafkaAdmin, KafkaConsumer, KafkaProducer, NewTopic
 from kafka_core.auth import OAuthBearerToken, OidcTokenProvider, shared_token_cache
@@ -332,3 +332,33 @@ def test_the_share_consumer_and_the_transport_take_the_same_options(cluster: Kaf
     assert sorted(v for v in values if v is not None) == [b"0", b"1", b"2"]
     with KafkaStreamTransport(**options) as transport:
         assert transport.publish(topic, b"via-transport").offset == 3
+
+
+def test_spark_writes_and_reads_with_javas_oauth_options(cluster: KafkaCluster) -> None:
+    """The Spark source and sink log in with the options Spark's connector takes (``kafka.``-prefixed
+    Java names), each executor's client fetching its own tokens from the provider."""
+    need_module("pyspark")
+    from spark_cluster import local_session
+
+    topic = make_topic(cluster)
+    info = cluster.describe()["oauth"]
+    options = {
+        "kafka.bootstrap.servers": info["bootstrap"],
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "OAUTHBEARER",
+        "kafka.sasl.oauthbearer.token.endpoint.url": info["token_endpoint"],
+        "kafka.sasl.oauthbearer.client.credentials.client.id": info["client_id"],
+        "kafka.sasl.oauthbearer.client.credentials.client.secret": info["client_secret"],
+    }
+    with local_session("local[2]", "kafka_core-oauth") as spark:
+        df = spark.range(300).selectExpr("CAST(id AS STRING) AS key", "CAST(id AS STRING) AS value")
+        writer = df.repartition(2).write.format("kafka_core").option("topic", topic)
+        for k, v in options.items():
+            writer = writer.option(k, v)
+        writer.mode("append").save()
+        reader = spark.read.format("kafka_core").option("subscribe", topic)
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        rows = reader.load().selectExpr("CAST(key AS STRING) AS k", "CAST(value AS STRING) AS v").collect()
+    assert sorted(int(r.v) for r in rows) == list(range(300))
+    assert all(r.k == r.v for r in rows)
