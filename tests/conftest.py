@@ -24,6 +24,7 @@ import pytest
 import xdist_scheduling
 from fakes.patience import shortened
 from fakes.topics import wait_writable
+from hypothesis import settings
 from prerequisites import ALLOW_SKIP, skips_allowed, summary_lines, unavailable
 from report_guard import with_line_numbers
 
@@ -39,6 +40,11 @@ from kafka_core.devbroker import (
 )
 from kafka_core.devtools.kerberos import KerberosRealm, kerberos_available
 from kafka_core.devtools.mockcluster import MockCluster, MockClusterError
+
+# No per-example deadline: it is a timing assertion, and on a loaded 2-core CI machine an example of
+# a few milliseconds can take 200 (a test never asserts a timing). A test's own @settings keep the rest.
+settings.register_profile("kafka_core", deadline=None)
+settings.load_profile("kafka_core")
 
 EXTERNAL_BROKER = os.environ.get("KAFKA_BOOTSTRAP_SERVERS", "").strip()
 EMBEDDED = os.environ.get("KAFKA_CORE_TEST_BROKER", "tansu").strip().lower()

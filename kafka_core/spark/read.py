@@ -80,6 +80,10 @@ def read_range(options: SourceOptions, r: OffsetRange) -> Iterator[Any]:
         return
     key = json.dumps(options.client, sort_keys=True, default=str)
     client = _CLIENTS.get(key, options.client)
+    # A worker's client outlives tasks: what it cached of the topic may predate the plan (a topic
+    # deleted and recreated since its last task). The reader's consumer would take that old topic id
+    # for the one it reads, and reset the planned position when the new one shows up.
+    client.invalidate_metadata(r.topic)
     try:
         yield from _RangeReader(options, client, r).run()
     except KafkaError as exc:

@@ -17,6 +17,7 @@ import logging
 import re
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Iterator
@@ -25,7 +26,7 @@ from typing import Any
 
 import pytest
 from conftest import KAFKA_TEST_VERSION, OAUTH_TOKEN_SECONDS
-from prerequisites import unavailable
+from prerequisites import need_module, unavailable
 
 from kafka_core import KafkaAdmin, KafkaConsumer, KafkaProducer, NewTopic
 from kafka_core.auth import OAuthBearerToken, OidcTokenProvider, shared_token_cache
@@ -81,6 +82,19 @@ def consume_all(options: dict[str, Any], topic: str, want: int) -> list[bytes | 
         while len(values) < want and time.monotonic() < deadline:
             values += [m.value for m in c.poll(timeout_ms=500)]
     return values
+
+
+def dropped_or_refused(metrics: dict[str, Any]) -> list[str]:
+    """Requests failed by a dropped connection, a timeout or a refused login (a fresh cluster's
+    COORDINATOR_LOAD_IN_PROGRESS and the like are the broker's own business)."""
+    bad = {"CONNECTION", "TIMEOUT", "SASL_AUTHENTICATION_FAILED", "ILLEGAL_SASL_STATE"}
+    return [
+        f"{api}: {name} x{n}"
+        for api, per_broker in metrics["network"]["errors"].items()
+        for errors in per_broker.values()
+        for name, n in errors.items()
+        if name in bad
+    ]
 
 
 def logins(metrics: dict[str, Any]) -> int:
@@ -188,7 +202,7 @@ def test_tokens_are_renewed_and_connections_re_authenticated_while_records_flow(
     sent = 0
     with KafkaProducer(**options, linger_ms=5) as producer:
         producer.send(topic, b"first").result(30)
-        created = producer.metrics()["network"]["connections"]["created"]
+        closed = producer.metrics()["network"]["connections"]["closed"]
         first_logins = logins(producer.metrics())
         deadline = time.monotonic() + 2.5 * OAUTH_TOKEN_SECONDS
         futures = []
@@ -199,18 +213,20 @@ def test_tokens_are_renewed_and_connections_re_authenticated_while_records_flow(
         for future in futures:
             future.result(60)
         metrics = producer.metrics()
-    assert metrics["network"]["connections"]["created"] == created  # no reconnect
+    # No connection was dropped and made again (the producer may open further lanes meanwhile).
+    assert metrics["network"]["connections"]["closed"] == closed
     assert logins(metrics) >= first_logins + 2  # re-authenticated in band, twice at least
-    assert not metrics["network"]["errors"]
+    assert not dropped_or_refused(metrics)
     values = consume_all(options, topic, sent + 1)
     assert values == [b"first", *(str(i).encode() for i in range(sent))]  # nothing lost, nothing twice
 
 
 def test_the_token_endpoint_down_for_a_while_drops_no_working_connection(cluster: KafkaCluster) -> None:
     """The provider is stopped (SIGSTOP: its port takes connections and never answers) from half
-    the token's lifetime to past the point where it is due for renewal, while records flow: the
-    refresh hangs, the connections re-authenticate with the token they have, and the renewal
-    lands once the provider is back. No connection is dropped, no record fails."""
+    the token's lifetime to past the point where it is due for renewal (75-80%), while records
+    flow: the renewal hangs and lands once the provider is back, before the token runs out, and
+    the connections re-authenticate with it. No connection is dropped, no record fails. (An
+    outage that outlasts the token ends the broker's sessions: nothing a client can do.)"""
     assert cluster.oauth is not None
     info = cluster.describe()["oauth"]
     provider = OidcTokenProvider(info["token_endpoint"], info["client_id"], f"down-{uuid.uuid4().hex}")
@@ -225,27 +241,28 @@ def test_the_token_endpoint_down_for_a_while_drops_no_working_connection(cluster
     sent = 0
     with KafkaProducer(**options, linger_ms=5) as producer:
         producer.send(topic, b"before").result(30)
-        created = producer.metrics()["network"]["connections"]["created"]
+        closed = producer.metrics()["network"]["connections"]["closed"]
         first_logins = logins(producer.metrics())
-        phases = [
-            (token.issued_at + 0.5 * token.lifetime, cluster.oauth.pause),
-            (token.issued_at + 0.87 * token.lifetime, cluster.oauth.resume),
-            (token.issued_at + 1.6 * token.lifetime, None),
-        ]
+        # The provider's outage runs on timers of its own, whatever the sends below wait for.
+        begin = token.issued_at + 0.5 * token.lifetime
+        end = token.issued_at + 0.85 * token.lifetime
+        pause = threading.Timer(max(0.0, begin - time.time()), cluster.oauth.pause)
+        resume = threading.Timer(max(0.0, end - time.time()), cluster.oauth.resume)
+        pause.start()
+        resume.start()
         try:
-            for until, then in phases:
-                while time.time() < until:
-                    producer.send(topic, str(sent).encode()).result(30)
-                    sent += 1
-                    time.sleep(0.05)
-                if then is not None:
-                    then()
+            while time.time() < token.issued_at + 1.6 * token.lifetime:
+                producer.send(topic, str(sent).encode()).result(30)
+                sent += 1
+                time.sleep(0.05)
         finally:
+            pause.cancel()
+            resume.join()
             cluster.oauth.resume()
         metrics = producer.metrics()
-    assert metrics["network"]["connections"]["created"] == created
+    assert metrics["network"]["connections"]["closed"] == closed
     assert logins(metrics) > first_logins  # the session went on past the first token's expiry
-    assert not metrics["network"]["errors"]
+    assert not dropped_or_refused(metrics)
     assert len(consume_all(options, topic, sent + 1)) == sent + 1
 
 
@@ -315,3 +332,33 @@ def test_the_share_consumer_and_the_transport_take_the_same_options(cluster: Kaf
     assert sorted(v for v in values if v is not None) == [b"0", b"1", b"2"]
     with KafkaStreamTransport(**options) as transport:
         assert transport.publish(topic, b"via-transport").offset == 3
+
+
+def test_spark_writes_and_reads_with_javas_oauth_options(cluster: KafkaCluster) -> None:
+    """The Spark source and sink log in with the options Spark's connector takes (``kafka.``-prefixed
+    Java names), each executor's client fetching its own tokens from the provider."""
+    need_module("pyspark")
+    from spark_cluster import local_session
+
+    topic = make_topic(cluster)
+    info = cluster.describe()["oauth"]
+    options = {
+        "kafka.bootstrap.servers": info["bootstrap"],
+        "kafka.security.protocol": "SASL_PLAINTEXT",
+        "kafka.sasl.mechanism": "OAUTHBEARER",
+        "kafka.sasl.oauthbearer.token.endpoint.url": info["token_endpoint"],
+        "kafka.sasl.oauthbearer.client.credentials.client.id": info["client_id"],
+        "kafka.sasl.oauthbearer.client.credentials.client.secret": info["client_secret"],
+    }
+    with local_session("local[2]", "kafka_core-oauth") as spark:
+        df = spark.range(300).selectExpr("CAST(id AS STRING) AS key", "CAST(id AS STRING) AS value")
+        writer = df.repartition(2).write.format("kafka_core").option("topic", topic)
+        for k, v in options.items():
+            writer = writer.option(k, v)
+        writer.mode("append").save()
+        reader = spark.read.format("kafka_core").option("subscribe", topic)
+        for k, v in options.items():
+            reader = reader.option(k, v)
+        rows = reader.load().selectExpr("CAST(key AS STRING) AS k", "CAST(value AS STRING) AS v").collect()
+    assert sorted(int(r.v) for r in rows) == list(range(300))
+    assert all(r.k == r.v for r in rows)

@@ -59,6 +59,7 @@ LEAVE_EPOCH = -1  # a dynamic member leaves
 LEAVE_STATIC_EPOCH = -2  # a static member leaves for now; the broker keeps its assignment
 LEAVE_TIMEOUT_MS = 5_000
 DEFAULT_INTERVAL_S = 3.0  # until an answer says (Kafka's group.consumer.heartbeat.interval.ms)
+EAGER_S = 5.0  # after a subscribed topic appeared: heartbeats this long at the backoff at most
 
 
 def unsupported_error(cause: BaseException | None = None) -> KafkaUnsupportedVersionError:
@@ -126,6 +127,10 @@ class ConsumerGroupMembership:
         # means the broker has a new assignment for us, fetched at once by a heartbeat rather
         # than at the next interval, and any topic ids it names that were unknown can resolve.
         self._watch: TopicInterest | None = None
+        # After such a change, heartbeats at the retry backoff until an assignment comes (the
+        # coordinator may take in the new topic a moment after the client sees it), for a while.
+        self._eager: Backoff | None = None
+        self._eager_until = 0.0
         self._reconcile_task: asyncio.Task[None] | None = None
         self._send_now = asyncio.Event()  # an acknowledgement or a rejoin: heartbeat now
         self._settled = asyncio.Event()  # a member with its assignment in place
@@ -262,8 +267,21 @@ class ConsumerGroupMembership:
             self._matched = sorted(view)
             self._next_match = asyncio.get_running_loop().time() + self._metadata_check
         self._send_now.set()
+        self._eager = Backoff(100, 1_000)
+        self._eager_until = asyncio.get_running_loop().time() + EAGER_S
         if self._target is not None and self.epoch > 0:
             self._kick()
+
+    def _after_topics_changed(self, assigned: bool) -> float:
+        """The delay to the next heartbeat: the interval, or sooner while a subscribed topic's
+        change has not brought an assignment yet (for at most EAGER_S)."""
+        eager = self._eager
+        if eager is None:
+            return self._interval
+        if assigned or asyncio.get_running_loop().time() >= self._eager_until:
+            self._eager = None
+            return self._interval
+        return min(self._interval, eager.next_s())
 
     # -- the heartbeat loop -------------------------------------------------------------------
 
@@ -409,7 +427,7 @@ class ConsumerGroupMembership:
                 self._kick()
             elif self.epoch > 0 and not self._reconciling:
                 self._settle()
-            return self._interval
+            return self._after_topics_changed(resp.assignment is not None)
         self._full = True
         self.metrics.heartbeat_errors += 1
         what = f"ConsumerGroupHeartbeat for group {self.group_id!r}"
