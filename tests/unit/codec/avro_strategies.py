@@ -137,7 +137,9 @@ def values_of(schema: Any) -> st.SearchStrategy[Any]:
         return st.floats(allow_nan=False)
     if (t == "bytes" and logical == "decimal") or (t == "fixed" and logical == "decimal"):
         p, s = schema["precision"], schema.get("scale", 0)
-        return st.integers(-(10**p) + 1, 10**p - 1).map(lambda n: decimal.Decimal(n).scaleb(-s))
+        # scaleb in a context wide enough for 38 digits (the default rounds to 28)
+        wide = decimal.Context(prec=80)
+        return st.integers(-(10**p) + 1, 10**p - 1).map(lambda n: decimal.Decimal(n).scaleb(-s, wide))
     if t == "bytes":
         return st.binary(max_size=20)
     if t == "string":
