@@ -9,10 +9,12 @@ each client in its own fresh process, against the dev registry, in the same run.
 
 Rate and CPU (all the process's threads) span the first decoded record to the last; every client
 counts its records and sums ``total_cents`` of what it decoded (checked equal across clients).
-``--codec`` adds the decode alone, no broker: fastavro's ``schemaless_reader`` per value (what
-AvroDeserializer runs) against ``AvroColumnDecoder.decode`` of the same framed values.
+``--codec`` adds the codec alone, no broker: the decode, fastavro's ``schemaless_reader`` per
+value (what AvroDeserializer runs) against ``AvroColumnDecoder.decode`` of the same framed values;
+and the encode, fastavro's ``schemaless_writer`` per row dict (what AvroSerializer runs) against
+``AvroColumnEncoder.encode`` of the same rows as one Arrow column. ``--codec-only``: that alone.
 
-    python -m bench.bench_avro_columns [--records 1000000] [--repeat 3] [--codec]
+    python -m bench.bench_avro_columns [--records 1000000] [--repeat 3] [--codec | --codec-only]
 
 Uses KAFKA_BOOTSTRAP_SERVERS when set, else the bench broker. Prints a table with the load
 average before and after (the machine is shared: ratios, not absolutes, are the figures).
@@ -204,6 +206,59 @@ def codec_only(values: list[bytes], schema: str, repeat: int) -> list[RunResult]
     ]
 
 
+def codec_encode(values: list[bytes], schema: str, repeat: int) -> list[RunResult]:
+    """The encode alone, in this process, of the rows ``values`` hold: best of ``repeat``."""
+    import io
+    import json
+
+    import fastavro
+    import pyarrow as pa
+
+    from kafka_core.codec.avro_columns import AvroColumnDecoder
+    from kafka_core.codec.avro_encode import AvroColumnEncoder
+
+    parsed = fastavro.parse_schema(json.loads(schema))
+    parsed_reader = fastavro.schemaless_reader
+    rows = [parsed_reader(io.BytesIO(v[5:]), parsed, parsed) for v in values]
+    column = AvroColumnDecoder(schema, lambda _id: schema).decode(pa.array(values, pa.binary())).values
+    writer = fastavro.schemaless_writer
+    header = values[0][:5]
+
+    def with_fastavro() -> RunResult:
+        span = Span().start()
+        for row in rows:
+            out = io.BytesIO()
+            out.write(header)
+            writer(out, parsed, row)
+            out.getvalue()
+        span.stop()
+        return RunResult(
+            "fastavro schemaless_writer per row", records=len(values), wall_s=span.wall, cpu_s=span.cpu
+        )
+
+    def with_columns() -> RunResult:
+        encoder = AvroColumnEncoder(schema, int.from_bytes(header[1:], "big"))
+        span = Span().start()
+        encoded = encoder.encode(column)
+        span.stop()
+        if encoded[0].as_py() != values[0]:
+            raise SystemExit("AvroColumnEncoder wrote other bytes than fastavro")
+        return RunResult(
+            "kafka_core AvroColumnEncoder.encode", records=len(values), wall_s=span.wall, cpu_s=span.cpu
+        )
+
+    return [
+        max((run() for _ in range(repeat)), key=lambda r: r.rate) for run in (with_fastavro, with_columns)
+    ]
+
+
+def print_codec(values: list[bytes], schema: str, repeat: int) -> None:
+    decode = codec_only(values, schema, repeat)
+    print(e2e_table(decode, decode[0].client, unit="records/s"))
+    encode = codec_encode(values, schema, repeat)
+    print(e2e_table(encode, encode[0].client, unit="records/s"))
+
+
 def _load() -> str:
     return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -217,7 +272,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--clients", default=",".join(CLIENTS))
-    parser.add_argument("--codec", action="store_true", help="also the decode alone, no broker")
+    parser.add_argument("--codec", action="store_true", help="also the decode and encode alone, no broker")
+    parser.add_argument("--codec-only", action="store_true", help="only the decode and encode alone")
     args = parser.parse_args(argv)
 
     if args.child:
@@ -235,6 +291,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     print(f"load average before: {_load()}")
     orders = make_orders(args.records)
+    if args.codec_only:
+        print_codec(encode_orders(orders, 1), ORDER_SCHEMA_STR, args.repeat)
+        print(f"load average after: {_load()}")
+        return 0
     clients = [c for c in args.clients.split(",") if c]
     with (
         RegistryServer() as registry,
@@ -269,8 +329,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SystemExit(f"clients decoded different totals: {totals}")
         print(e2e_table(results, ANCHOR, unit="records/s"))
         if args.codec:
-            codec = codec_only(encode_orders(orders, 1), ORDER_SCHEMA_STR, args.repeat)
-            print(e2e_table(codec, codec[0].client, unit="records/s"))
+            print_codec(encode_orders(orders, 1), ORDER_SCHEMA_STR, args.repeat)
     print(f"load average after: {_load()}")
     return 0
 
