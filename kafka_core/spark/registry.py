@@ -1,8 +1,11 @@
-"""Schema Registry formats of the Spark source and sink: ``valueFormat``/``keyFormat`` = ``avro``.
+"""Schema Registry formats of the Spark source and sink: ``valueFormat``/``keyFormat`` = ``avro``,
+``protobuf`` or ``json``.
 
 The reader schema is fixed on the driver when the query is planned (``valueSchema`` given, or a
 version of ``valueSubject`` / ``<topic>-value``: the latest, pinned by its version number so the
-executors read the very same one); the column's Spark type is what ``from_avro`` gives for it.
+executors read the very same one); the column's Spark type is what ``from_avro`` gives for it
+(``from_protobuf`` for Protobuf; a JSON Schema's objects, arrays and scalars for JSON).
+Avro runs the columnar codec; Protobuf and JSON the row (de)serializers, value by value.
 On the executors each record is decoded by the writer schema its id names, so records of
 several schema versions in one micro-batch are read, and a compatible change while a stream runs
 needs no restart. ``mode`` = FAILFAST (a bad record fails the task) or PERMISSIVE (a null row and
@@ -15,7 +18,7 @@ import json
 import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Literal
 
 from kafka_core.errors import KafkaConfigError
 from kafka_core.spark.cache import WorkerCache
@@ -32,8 +35,7 @@ __all__ = [
 ]
 
 REGISTRY_PREFIX = "schema.registry."
-FORMATS = ("avro",)
-NOT_YET = ("protobuf", "json")
+FORMATS = ("avro", "protobuf", "json")
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class FormatOptions:
     version: int | None = None  # pinned on the driver
     reader_schema: str | None = None
     mode: str = "FAILFAST"
+    message: str | None = None  # protobuf: the message's full name (default: the file's first)
 
     @property
     def error_column(self) -> str:
@@ -54,7 +57,17 @@ class FormatOptions:
 
     def cache_key(self) -> str:
         return json.dumps(
-            [self.registry, self.subject, self.version, self.reader_schema, self.mode], sort_keys=True
+            [
+                self.column,
+                self.format,
+                self.registry,
+                self.subject,
+                self.version,
+                self.reader_schema,
+                self.mode,
+                self.message,
+            ],
+            sort_keys=True,
         )
 
 
@@ -67,10 +80,20 @@ class SinkFormat:
     schema: str | None = None
     auto_register: bool = True
     use_latest_version: bool = False
+    message: str | None = None  # protobuf: the message's full name (default: the file's first)
 
     def cache_key(self) -> str:
         return json.dumps(
-            [self.registry, self.subject, self.schema, self.auto_register, self.use_latest_version],
+            [
+                self.column,
+                self.format,
+                self.registry,
+                self.subject,
+                self.schema,
+                self.auto_register,
+                self.use_latest_version,
+                self.message,
+            ],
             sort_keys=True,
         )
 
@@ -92,10 +115,8 @@ def _format(opts: Mapping[str, str], column: str) -> str | None:
     if raw is None:
         return None
     fmt = raw.strip().lower()
-    if fmt in NOT_YET:
-        raise KafkaConfigError(f"option '{column}Format' = {fmt!r} is not supported yet (avro is)")
     if fmt not in FORMATS:
-        raise KafkaConfigError(f"option '{column}Format' must be avro, not {raw!r}")
+        raise KafkaConfigError(f"option '{column}Format' must be avro, protobuf or json, not {raw!r}")
     return fmt
 
 
@@ -118,6 +139,7 @@ def parse_formats(opts: Mapping[str, str], original: Mapping[str, Any]) -> tuple
                 subject=opts.get(f"{column}subject"),
                 reader_schema=opts.get(f"{column}schema"),
                 mode=mode,
+                message=opts.get(f"{column}messagename"),
             )
         )
     return tuple(out)
@@ -134,7 +156,7 @@ def parse_sink_formats(opts: Mapping[str, str], original: Mapping[str, Any]) -> 
         schema = opts.get(f"{column}schema")
         if schema is None and not latest:
             raise KafkaConfigError(
-                f"option '{column}Schema' (the Avro schema to write) or 'useLatestVersion' is needed"
+                f"option '{column}Schema' (the schema to write) or 'useLatestVersion' is needed"
             )
         out.append(
             SinkFormat(
@@ -145,6 +167,7 @@ def parse_sink_formats(opts: Mapping[str, str], original: Mapping[str, Any]) -> 
                 schema=schema,
                 auto_register=opts.get("autoregisterschemas", "true").strip().lower() in ("true", "1", "yes"),
                 use_latest_version=latest,
+                message=opts.get(f"{column}messagename"),
             )
         )
     return tuple(out)
@@ -180,14 +203,24 @@ def pin_reader(fmt: FormatOptions, topics: tuple[str, ...]) -> FormatOptions:
 
 def _deserializer(fmt: FormatOptions) -> Any:
     from kafka_core.schema_registry.columnar import AvroColumnDeserializer
+    from kafka_core.schema_registry.columnar.rows import RowColumnDeserializer
 
+    field: Literal["key", "value"] = "key" if fmt.column == "key" else "value"
+    mode: Literal["FAILFAST", "PERMISSIVE"] = "PERMISSIVE" if fmt.mode == "PERMISSIVE" else "FAILFAST"
+    client = _client_for(fmt.registry)
+    if fmt.format in ("json", "protobuf"):
+        return RowColumnDeserializer(
+            client,
+            "json" if fmt.format == "json" else "protobuf",
+            fmt.reader_schema,
+            subject=fmt.subject,
+            version=fmt.version,
+            field=field,
+            mode=mode,
+            message=fmt.message,
+        )
     return AvroColumnDeserializer(
-        _client_for(fmt.registry),
-        fmt.reader_schema,
-        subject=fmt.subject,
-        version=fmt.version,
-        field="key" if fmt.column == "key" else "value",
-        mode="PERMISSIVE" if fmt.mode == "PERMISSIVE" else "FAILFAST",
+        client, fmt.reader_schema, subject=fmt.subject, version=fmt.version, field=field, mode=mode
     )
 
 
@@ -210,7 +243,7 @@ def _deserializer_for(fmt: FormatOptions) -> Any:
 
 
 def spark_type(fmt: FormatOptions) -> Any:
-    """The column's Spark type (as from_avro types the reader schema)."""
+    """The column's Spark type (as from_avro or from_protobuf types the reader schema)."""
     from pyspark.sql.pandas.types import from_arrow_type
 
     return from_arrow_type(_deserializer_for(fmt).arrow_type())
@@ -235,19 +268,33 @@ def decode_batch(batch: Any, formats: tuple[FormatOptions | None, ...]) -> Any:
 
 def _serializer(fmt: SinkFormat) -> Any:
     from kafka_core.schema_registry.columnar import AvroColumnSerializer
+    from kafka_core.schema_registry.columnar.rows import RowColumnSerializer
 
+    field: Literal["key", "value"] = "key" if fmt.column == "key" else "value"
+    client = _client_for(fmt.registry)
+    if fmt.format in ("json", "protobuf"):
+        return RowColumnSerializer(
+            client,
+            "json" if fmt.format == "json" else "protobuf",
+            fmt.schema,
+            subject=fmt.subject,
+            field=field,
+            auto_register=fmt.auto_register,
+            use_latest_version=fmt.use_latest_version,
+            message=fmt.message,
+        )
     return AvroColumnSerializer(
-        _client_for(fmt.registry),
+        client,
         fmt.schema,
         subject=fmt.subject,
-        field="key" if fmt.column == "key" else "value",
+        field=field,
         auto_register=fmt.auto_register,
         use_latest_version=fmt.use_latest_version,
     )
 
 
 def encode_column(fmt: SinkFormat, column: Any, topic: str) -> Any:
-    """A struct column of the sink encoded to framed Avro values for ``topic``."""
+    """A struct column of the sink encoded to framed values of its format for ``topic``."""
     return _memo("write " + fmt.cache_key(), lambda: _serializer(fmt)).encode_column(column, topic)
 
 
