@@ -1,7 +1,8 @@
 """``format("kafka_core")`` with ``valueFormat=avro`` on a local Spark, the broker and the registry:
 the value column typed as from_avro types the reader schema, records of two schema versions in
 one read and one micro-batch, PERMISSIVE/FAILFAST, a schema change while a stream runs, and the
-sink encoding a struct column (read back by confluent-kafka's AvroDeserializer)."""
+sink encoding a struct column (read back by confluent-kafka's AvroDeserializer); and
+``valueFormat=json``/``protobuf`` read from and written for confluent-kafka's serializers."""
 
 from __future__ import annotations
 
@@ -226,8 +227,13 @@ def test_options_are_checked_and_secrets_kept_out_of_repr() -> None:
     base = {"kafka.bootstrap.servers": "x:1", "subscribe": "t", "valueFormat": "avro"}
     with pytest.raises(KafkaConfigError, match=r"schema.registry.url"):
         parse_source(base, streaming=False)
-    with pytest.raises(KafkaConfigError, match="not supported yet"):
-        parse_source({**base, "valueFormat": "protobuf", "schema.registry.url": "http://r"}, streaming=False)
+    with pytest.raises(KafkaConfigError, match="must be avro, protobuf or json"):
+        parse_source({**base, "valueFormat": "xml", "schema.registry.url": "http://r"}, streaming=False)
+    proto = parse_source(
+        {**base, "valueFormat": "Protobuf", "valueMessageName": "a.B", "schema.registry.url": "http://r"},
+        streaming=False,
+    ).value_format
+    assert proto is not None and (proto.format, proto.message) == ("protobuf", "a.B")
     with pytest.raises(KafkaConfigError, match="mode"):
         parse_source({**base, "schema.registry.url": "http://r", "mode": "DROP"}, streaming=False)
     opts = parse_source(
@@ -238,3 +244,160 @@ def test_options_are_checked_and_secrets_kept_out_of_repr() -> None:
         opts.value_format is not None and opts.value_format.registry["basic.auth.user.info"] == "u:s3cret-pw"
     )
     assert "s3cret-pw" not in repr(opts)
+
+
+ORDER_JSON = {
+    "$schema": "http://json-schema.org/draft-07/schema#",
+    "title": "Order",
+    "type": "object",
+    "properties": {
+        "id": {"type": "integer"},
+        "note": {"type": ["null", "string"]},
+        "tags": {"type": "array", "items": {"type": "string"}},
+        "ship": {"type": "object", "properties": {"city": {"type": "string"}}},
+    },
+    "required": ["id"],
+}
+
+
+def _consume(bootstrap: str, topic: str, n: int) -> list[bytes]:
+    got: list[bytes] = []
+    with KafkaConsumer(
+        bootstrap_servers=bootstrap, partitions={topic: [0]}, auto_offset_reset="earliest"
+    ) as c:
+        deadline = time.monotonic() + 30
+        while len(got) < n and time.monotonic() < deadline:
+            got += [m.value for m in c.poll(500)]
+    return got
+
+
+def test_json_read_and_sink(
+    spark: SparkSession, bootstrap_servers: str, schema_registry: str, new_topic: Callable[..., str]
+) -> None:
+    from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+
+    topic, out = new_topic(1), new_topic(1)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    ser = JSONSerializer(json.dumps(ORDER_JSON), TheirClient({"url": schema_registry}))
+    with KafkaProducer(bootstrap_servers=bootstrap_servers) as producer:
+        for i in range(3):
+            row = {"id": i, "note": None if i else "first", "tags": ["t"] * i, "ship": {"city": f"c{i}"}}
+            producer.send(topic, ser(row, ctx), partition=0)
+        producer.send(topic, b"\x00\x00\x00\x00\x01{nope", partition=0)
+        producer.flush()
+    df = _read(spark, bootstrap_servers, schema_registry, topic, valueFormat="json", mode="PERMISSIVE")
+    assert df.schema["value"].dataType == T.StructType(
+        [
+            T.StructField("id", T.LongType()),
+            T.StructField("note", T.StringType()),
+            T.StructField("tags", T.ArrayType(T.StringType())),
+            T.StructField("ship", T.StructType([T.StructField("city", T.StringType())])),
+        ]
+    )
+    rows = df.select("value.*", "valueError", "offset").orderBy("offset").collect()
+    assert [(r.id, r.note, r.tags, r.ship and r.ship.city) for r in rows] == [
+        (0, "first", [], "c0"),
+        (1, None, ["t"], "c1"),
+        (2, None, ["t", "t"], "c2"),
+        (None, None, None, None),
+    ]
+    assert rows[0].valueError is None and "not JSON" in rows[3].valueError
+    (
+        df.where("valueError is null")
+        .select("value")
+        .write.format("kafka_core")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("topic", out)
+        .option("valueFormat", "json")
+        .option("schema.registry.url", schema_registry)
+        .option("valueSchema", json.dumps(ORDER_JSON))
+        .mode("append")
+        .save()
+    )
+    theirs = JSONDeserializer(json.dumps(ORDER_JSON))
+    back = [
+        theirs(v, SerializationContext(out, MessageField.VALUE)) for v in _consume(bootstrap_servers, out, 3)
+    ]
+    assert sorted((r["id"], r["ship"]["city"], r.get("note")) for r in back) == [
+        (0, "c0", "first"),
+        (1, "c1", None),
+        (2, "c2", None),
+    ]
+
+
+def _proto_order() -> Any:
+    """An Order message class built from descriptors (no protoc here): id, a Timestamp, tags."""
+    from google.protobuf import descriptor_pb2, descriptor_pool, timestamp_pb2
+    from google.protobuf.message_factory import GetMessageClass
+
+    F = descriptor_pb2.FieldDescriptorProto
+    pool = descriptor_pool.DescriptorPool()
+    known = descriptor_pb2.FileDescriptorProto()
+    timestamp_pb2.DESCRIPTOR.CopyToProto(known)
+    pool.Add(known)
+    file = descriptor_pb2.FileDescriptorProto(
+        name="kc_spark/order.proto",
+        package="kcs",
+        syntax="proto3",
+        dependency=["google/protobuf/timestamp.proto"],
+    )
+    o = file.message_type.add(name="Order")
+    o.field.add(name="id", number=1, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL)
+    o.field.add(
+        name="at",
+        number=2,
+        type=F.TYPE_MESSAGE,
+        type_name=".google.protobuf.Timestamp",
+        label=F.LABEL_OPTIONAL,
+    )
+    o.field.add(name="tags", number=3, type=F.TYPE_STRING, label=F.LABEL_REPEATED)
+    pool.Add(file)
+    return GetMessageClass(pool.FindMessageTypeByName("kcs.Order"))
+
+
+def test_protobuf_read_and_sink(
+    spark: SparkSession, bootstrap_servers: str, schema_registry: str, new_topic: Callable[..., str]
+) -> None:
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+
+    order = _proto_order()
+    topic, out = new_topic(1), new_topic(1)
+    client = TheirClient({"url": schema_registry})
+    ser = ProtobufSerializer(order, client, {"use.deprecated.format": False})
+    with KafkaProducer(bootstrap_servers=bootstrap_servers) as producer:
+        for i in range(1, 4):
+            message = order(id=i, tags=[str(i)])
+            message.at.FromDatetime(AT + datetime.timedelta(seconds=i))
+            producer.send(topic, ser(message, SerializationContext(topic, MessageField.VALUE)), partition=0)
+        producer.flush()
+    df = _read(spark, bootstrap_servers, schema_registry, topic, valueFormat="protobuf")
+    assert df.schema["value"].dataType == T.StructType(
+        [
+            T.StructField("id", T.IntegerType()),
+            T.StructField("at", T.TimestampType()),
+            T.StructField("tags", T.ArrayType(T.StringType())),
+        ]
+    )
+    rows = df.select("value.*").orderBy("id").collect()
+    assert [(r.id, r.tags) for r in rows] == [(1, ["1"]), (2, ["2"]), (3, ["3"])]
+    # the sink: the latest schema of the out topic's subject (registered by theirs first)
+    client.register_schema(f"{out}-value", client.get_latest_version(f"{topic}-value").schema)
+    (
+        df.select("value")
+        .write.format("kafka_core")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("topic", out)
+        .option("valueFormat", "protobuf")
+        .option("schema.registry.url", schema_registry)
+        .option("useLatestVersion", "true")
+        .option("autoRegisterSchemas", "false")
+        .mode("append")
+        .save()
+    )
+    theirs = ProtobufDeserializer(order, {"use.deprecated.format": False})
+    back = [
+        theirs(v, SerializationContext(out, MessageField.VALUE)) for v in _consume(bootstrap_servers, out, 3)
+    ]
+    assert sorted((m.id, m.at.ToDatetime(tzinfo=datetime.UTC), list(m.tags)) for m in back) == [
+        (i, AT + datetime.timedelta(seconds=i), [str(i)]) for i in range(1, 4)
+    ]
