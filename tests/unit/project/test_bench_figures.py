@@ -8,8 +8,8 @@ blocks from it. A figure typed over, left behind by a new run, or quoted outside
 from __future__ import annotations
 
 import copy
-import re
 import json
+import re
 from typing import Any
 
 import pytest
