@@ -229,17 +229,7 @@ cdef class KafkaShareRecord(KafkaRecord):
 
 
 cdef inline void _copy_share(KafkaShareRecord a, KafkaShareRecord o):
-    o.offset = a.offset
-    o._timestamp = a._timestamp
-    o._has_timestamp = a._has_timestamp
-    o.timestamp_type = a.timestamp_type
-    o.key = a.key
-    o.value = a.value
-    o._headers = a._headers
-    o.producer_id = a.producer_id
-    o.producer_epoch = a.producer_epoch
-    o.is_transactional = a.is_transactional
-    o.is_control = a.is_control
+    _copy_record(a, o)
     o.topic = a.topic
     o.partition = a.partition
     o.delivery_count = a.delivery_count

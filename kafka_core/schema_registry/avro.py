@@ -9,13 +9,12 @@ from __future__ import annotations
 
 import io
 import json
-import threading
 from collections.abc import Callable
 from typing import Any
 
 from fastavro import parse_schema, schemaless_reader, schemaless_writer
 
-from kafka_core.errors import KafkaConfigError, SchemaRegistryError, SerializationError
+from kafka_core.errors import KafkaConfigError, SerializationError
 from kafka_core.schema_registry.client import SchemaRegistryClient
 from kafka_core.schema_registry.schema import Schema
 from kafka_core.schema_registry.serde import (
@@ -24,11 +23,13 @@ from kafka_core.schema_registry.serde import (
     BoundDeserializer,
     BoundSerializer,
     MessageField,
+    PerSchemaId,
     SchemaIdResolver,
     SerializationContext,
     SerializerConfig,
     schema_id_of,
     topic_subject_name_strategy,
+    writer_schema,
 )
 
 __all__ = ["AvroDeserializer", "AvroSerializer", "avro_schema", "parse_avro_schema"]
@@ -114,8 +115,7 @@ class AvroSerializer:
         self._record_name = None if self._schema is None else _record_name(self._parsed, self._schema)
         self._to_dict = to_dict
         self._resolver = SchemaIdResolver(schema_registry_client, self._schema, self._config)
-        self._lock = threading.Lock()  # guards _parsed_by_id
-        self._parsed_by_id: dict[int, Any] = {}
+        self._parsed_by_id: PerSchemaId[Any] = PerSchemaId()
 
     def __call__(self, obj: Any, ctx: SerializationContext | None = None) -> bytes | None:
         if obj is None:
@@ -137,12 +137,7 @@ class AvroSerializer:
     def _writer_schema(self, schema_id: int, schema: Schema) -> Any:
         if self._schema is not None and schema == self._schema:
             return self._parsed
-        parsed = self._parsed_by_id.get(schema_id)
-        if parsed is None:
-            parsed = parse_avro_schema(self._client, schema)
-            with self._lock:
-                self._parsed_by_id[schema_id] = parsed
-        return parsed
+        return self._parsed_by_id.get(schema_id, lambda: parse_avro_schema(self._client, schema))
 
     def for_topic(self, topic: str, field: MessageField | str = MessageField.VALUE) -> BoundSerializer:
         """This serializer as a producer's ``value_serializer`` (or ``key_serializer``) for ``topic``."""
@@ -187,17 +182,17 @@ class AvroDeserializer:
         )
         self._from_dict = from_dict
         self._return_record_name = return_record_name
-        self._lock = threading.Lock()  # guards the two maps below (reads are lock-free dict gets)
-        self._by_id: dict[int, tuple[Any, Any]] = {}  # writer id -> (writer, reader or None)
-        self._parsed_by_id: dict[int, Any] = {}
+        self._by_id: PerSchemaId[tuple[Any, Any]] = PerSchemaId()  # writer id -> (writer, reader or None)
+        self._parsed_by_id: PerSchemaId[Any] = PerSchemaId()
 
     def __call__(self, data: Any, ctx: SerializationContext | None = None) -> Any:
         if data is None:
             return None
         schema_id = schema_id_of(data)
-        schemas = self._by_id.get(schema_id) if not self._use_latest else None
-        if schemas is None:
-            schemas = self._schemas(schema_id, ctx)
+        if self._use_latest:
+            schemas = self._latest_schemas(schema_id, ctx)
+        else:
+            schemas = self._by_id.get(schema_id, lambda: self._schemas(schema_id))
         buffer = io.BytesIO(data)
         buffer.seek(5)
         try:
@@ -211,31 +206,26 @@ class AvroDeserializer:
         return obj
 
     def _parsed(self, schema_id: int) -> Any:
-        parsed = self._parsed_by_id.get(schema_id)
-        if parsed is None:
-            try:
-                parsed = parse_avro_schema(self._client, self._client.get_schema(schema_id))
-            except SchemaRegistryError as exc:
-                raise SerializationError(f"cannot fetch writer schema {schema_id}: {exc}") from exc
-            with self._lock:
-                self._parsed_by_id[schema_id] = parsed
-        return parsed
+        return self._parsed_by_id.get(
+            schema_id, lambda: parse_avro_schema(self._client, writer_schema(self._client, schema_id))
+        )
 
-    def _schemas(self, schema_id: int, ctx: SerializationContext | None) -> tuple[Any, Any]:
+    def _schemas(self, schema_id: int) -> tuple[Any, Any]:
+        """The writer's schema and the reader's (None: the writer's own), for records of ``schema_id``."""
         writer = self._parsed(schema_id)
         reader = self._reader
-        if self._use_latest:
-            subject = self._strategy(ctx, writer.get("name") if isinstance(writer, dict) else None)
-            if subject is None:
-                raise SerializationError("use.latest.version: the subject name strategy gave no subject")
-            latest = self._client.get_latest_version(subject)
-            if latest.schema_id == schema_id:
-                return writer, None
-            return writer, self._parsed(latest.schema_id)
-        pair = (writer, None if reader is None or _same(reader, writer) else reader)
-        with self._lock:
-            self._by_id[schema_id] = pair
-        return pair
+        return writer, None if reader is None or _same(reader, writer) else reader
+
+    def _latest_schemas(self, schema_id: int, ctx: SerializationContext | None) -> tuple[Any, Any]:
+        """As ``_schemas``, the reader being the subject's latest (per the client's TTL, not cached here)."""
+        writer = self._parsed(schema_id)
+        subject = self._strategy(ctx, writer.get("name") if isinstance(writer, dict) else None)
+        if subject is None:
+            raise SerializationError("use.latest.version: the subject name strategy gave no subject")
+        latest = self._client.get_latest_version(subject)
+        if latest.schema_id == schema_id:
+            return writer, None
+        return writer, self._parsed(latest.schema_id)
 
     def for_topic(self, topic: str, field: MessageField | str = MessageField.VALUE) -> BoundDeserializer:
         return BoundDeserializer(self, SerializationContext(topic, field))

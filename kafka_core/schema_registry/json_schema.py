@@ -5,7 +5,6 @@ unless ``validate`` is False. The subject's record name is the schema's ``title`
 from __future__ import annotations
 
 import json
-import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -20,12 +19,14 @@ from kafka_core.schema_registry.serde import (
     BoundDeserializer,
     BoundSerializer,
     MessageField,
+    PerSchemaId,
     SchemaIdResolver,
     SerializationContext,
     SerializerConfig,
     frame,
     split_frame,
     topic_subject_name_strategy,
+    writer_schema,
 )
 
 __all__ = ["JSONDeserializer", "JSONSerializer"]
@@ -91,8 +92,7 @@ class JSONSerializer:
         self._record_name = None if title is None else str(title)
         self._to_dict = to_dict
         self._resolver = SchemaIdResolver(schema_registry_client, self._schema, self._config)
-        self._lock = threading.Lock()  # guards _validators
-        self._validators: dict[int, Any] = {}
+        self._validators: PerSchemaId[Any] = PerSchemaId()
 
     def __call__(self, obj: Any, ctx: SerializationContext | None = None) -> bytes | None:
         if obj is None:
@@ -103,7 +103,10 @@ class JSONSerializer:
         if self._validate:
             validator = self._validator
             if validator is None or registered.schema != self._schema:
-                validator = self._validator_for(registered.schema_id, registered.schema)
+                schema = registered.schema
+                validator = self._validators.get(
+                    registered.schema_id, lambda: _validator(self._client, schema)
+                )
             error = jsonschema.exceptions.best_match(validator.iter_errors(value))
             if error is not None:
                 raise SerializationError(
@@ -113,14 +116,6 @@ class JSONSerializer:
             return frame(registered.schema_id, _encode(value))
         except (TypeError, ValueError) as exc:
             raise SerializationError(f"cannot encode {type(obj).__name__} as JSON: {exc}") from exc
-
-    def _validator_for(self, schema_id: int, schema: Schema) -> Any:
-        found = self._validators.get(schema_id)
-        if found is None:
-            found = _validator(self._client, schema)
-            with self._lock:
-                self._validators[schema_id] = found
-        return found
 
     def for_topic(self, topic: str, field: MessageField | str = MessageField.VALUE) -> BoundSerializer:
         return BoundSerializer(self, SerializationContext(topic, field))
@@ -168,8 +163,7 @@ class JSONDeserializer:
             None if schema is None or not self._validate else _validator(schema_registry_client, schema)
         )
         self._from_dict = from_dict
-        self._lock = threading.Lock()  # guards _by_id
-        self._by_id: dict[int, Any] = {}
+        self._by_id: PerSchemaId[Any] = PerSchemaId()
 
     def __call__(self, data: Any, ctx: SerializationContext | None = None) -> Any:
         if data is None:
@@ -205,16 +199,9 @@ class JSONDeserializer:
         return self._writer_validator(latest.schema_id)
 
     def _writer_validator(self, schema_id: int) -> Any:
-        found = self._by_id.get(schema_id)
-        if found is None:
-            assert self._client is not None
-            try:
-                found = _validator(self._client, self._client.get_schema(schema_id))
-            except SchemaRegistryError as exc:
-                raise SerializationError(f"cannot fetch writer schema {schema_id}: {exc}") from exc
-            with self._lock:
-                self._by_id[schema_id] = found
-        return found
+        client = self._client
+        assert client is not None
+        return self._by_id.get(schema_id, lambda: _validator(client, writer_schema(client, schema_id)))
 
     def for_topic(self, topic: str, field: MessageField | str = MessageField.VALUE) -> BoundDeserializer:
         return BoundDeserializer(self, SerializationContext(topic, field))

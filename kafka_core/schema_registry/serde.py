@@ -9,15 +9,16 @@ import enum
 import struct
 import threading
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
-from kafka_core.errors import KafkaConfigError, SerializationError
+from kafka_core.errors import KafkaConfigError, SchemaRegistryError, SerializationError
 from kafka_core.schema_registry.client import SchemaRegistryClient
 from kafka_core.schema_registry.schema import RegisteredSchema, Schema
 
 __all__ = [
     "MAGIC_BYTE",
     "MessageField",
+    "PerSchemaId",
     "SerializationContext",
     "SubjectNameStrategy",
     "frame",
@@ -26,7 +27,10 @@ __all__ = [
     "split_frame",
     "topic_record_subject_name_strategy",
     "topic_subject_name_strategy",
+    "writer_schema",
 ]
+
+T = TypeVar("T")
 
 MAGIC_BYTE = 0
 HEADER = struct.Struct(">bI")  # the magic byte and the schema id
@@ -222,3 +226,29 @@ class BoundDeserializer:
 
     def __repr__(self) -> str:
         return f"{self._deserializer!r}.for_topic({self._ctx.topic!r}, {self._ctx.field!s})"
+
+
+class PerSchemaId(Generic[T]):
+    """What a format derives from a registered schema (a parsed Avro schema, a JSON Schema
+    validator), kept per schema id: built on first use, then read without a lock on every record."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()  # guards writes to _by_id; reads are plain dict gets
+        self._by_id: dict[int, T] = {}
+
+    def get(self, schema_id: int, build: Callable[[], T]) -> T:
+        found = self._by_id.get(schema_id)
+        if found is None:
+            found = build()
+            with self._lock:
+                self._by_id[schema_id] = found
+        return found
+
+
+def writer_schema(client: SchemaRegistryClient, schema_id: int) -> Schema:
+    """The schema a record was written with, by the id in its frame; a registry failure is the
+    record's SerializationError, as a deserializer reports every failure."""
+    try:
+        return client.get_schema(schema_id)
+    except SchemaRegistryError as exc:
+        raise SerializationError(f"cannot fetch writer schema {schema_id}: {exc}") from exc
