@@ -14,7 +14,10 @@ value (what AvroDeserializer runs) against ``AvroColumnDecoder.decode`` of the s
 and the encode, fastavro's ``schemaless_writer`` per row dict (what AvroSerializer runs) against
 ``AvroColumnEncoder.encode`` of the same rows as one Arrow column. ``--codec-only``: that alone.
 
-    python -m bench.bench_avro_columns [--records 1000000] [--repeat 3] [--codec | --codec-only]
+    python -m bench.bench_avro_columns [--records 1000000] [--repeat 3] [--codec | --codec-only] [--save]
+
+``--save`` keeps the results as bench/results.json's ``avro_columns`` section (date, load,
+machine, command) and renders bench/RESULTS.md.
 
 Uses KAFKA_BOOTSTRAP_SERVERS when set, else the bench broker. Prints a table with the load
 average before and after (the machine is shared: ratios, not absolutes, are the figures).
@@ -23,6 +26,7 @@ average before and after (the machine is shared: ratios, not absolutes, are the 
 from __future__ import annotations
 
 import argparse
+import datetime
 import os
 import time
 from collections.abc import Sequence
@@ -252,11 +256,49 @@ def codec_encode(values: list[bytes], schema: str, repeat: int) -> list[RunResul
     ]
 
 
-def print_codec(values: list[bytes], schema: str, repeat: int) -> None:
+def print_codec(values: list[bytes], schema: str, repeat: int) -> dict[str, list[RunResult]]:
     decode = codec_only(values, schema, repeat)
     print(e2e_table(decode, decode[0].client, unit="records/s"))
     encode = codec_encode(values, schema, repeat)
     print(e2e_table(encode, encode[0].client, unit="records/s"))
+    return {"decode": decode, "encode": encode}
+
+
+def save(
+    argv: Sequence[str] | None,
+    started: datetime.datetime,
+    load_before: str,
+    records: int,
+    repeat: int,
+    results: list[RunResult],
+    codec: dict[str, list[RunResult]],
+) -> None:
+    """bench/results.json's ``avro_columns`` section, RESULTS.md rendered from it."""
+    import dataclasses
+    import shlex
+    import sys
+
+    from bench.brokers import broker_description
+    from bench.common import machine_summary
+    from bench.report import save_section
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    save_section(
+        "avro_columns",
+        {
+            "broker": broker_description() if results else "no broker (--codec-only)",
+            "command": shlex.join(["python", "-m", "bench.bench_avro_columns", *args]),
+            "date": f"{started:%Y-%m-%d %H:%M} UTC",
+            "load": load_before,
+            "load_after": _load(),
+            "machine": {k: v for k, v in machine_summary().items() if k != "load"},
+            "records": records,
+            "repeat": repeat,
+            "results": [dataclasses.asdict(r) for r in results],
+            "codec": {k: [dataclasses.asdict(r) for r in rs] for k, rs in codec.items()},
+        },
+    )
+    print("saved to bench/results.json (avro_columns) and rendered bench/RESULTS.md")
 
 
 def _load() -> str:
@@ -274,6 +316,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clients", default=",".join(CLIENTS))
     parser.add_argument("--codec", action="store_true", help="also the decode and encode alone, no broker")
     parser.add_argument("--codec-only", action="store_true", help="only the decode and encode alone")
+    parser.add_argument(
+        "--save", action="store_true", help="keep the results in bench/results.json (avro_columns)"
+    )
     args = parser.parse_args(argv)
 
     if args.child:
@@ -289,11 +334,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     from kafka_core.devtools.registry import RegistryServer
     from kafka_core.schema_registry import Schema, SchemaRegistryClient
 
-    print(f"load average before: {_load()}")
+    started, load_before = datetime.datetime.now(datetime.UTC), _load()
+    print(f"load average before: {load_before}")
     orders = make_orders(args.records)
     if args.codec_only:
-        print_codec(encode_orders(orders, 1), ORDER_SCHEMA_STR, args.repeat)
+        codec = print_codec(encode_orders(orders, 1), ORDER_SCHEMA_STR, args.repeat)
         print(f"load average after: {_load()}")
+        if args.save:
+            save(argv, started, load_before, args.records, args.repeat, [], codec)
         return 0
     clients = [c for c in args.clients.split(",") if c]
     with (
@@ -328,9 +376,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         if len(totals) > 1:
             raise SystemExit(f"clients decoded different totals: {totals}")
         print(e2e_table(results, ANCHOR, unit="records/s"))
-        if args.codec:
-            print_codec(encode_orders(orders, 1), ORDER_SCHEMA_STR, args.repeat)
+        values = encode_orders(orders, 1)
+        codec = print_codec(values, ORDER_SCHEMA_STR, args.repeat) if args.codec else {}
     print(f"load average after: {_load()}")
+    if args.save:
+        save(argv, started, load_before, args.records, args.repeat, results, codec)
     return 0
 
 

@@ -12,12 +12,16 @@ Wall time and CPU of the whole process tree (driver JVM, Python workers) per met
 against the peer, the load average beside. The connector and spark-avro run only in the pyspark of
 their own version, so this runs in the pinned venv:
 
-    $(python -m kafka_core.devtools.brokers.spark_connector) -m bench.bench_spark_avro [--rows 2000000] [--passes 2]
+    $(python -m kafka_core.devtools.brokers.spark_connector) -m bench.bench_spark_avro [--rows 2000000] [--passes 2] [--save]
+
+``--save`` keeps the figures as bench/results.json's ``spark_avro`` section (date, load, machine,
+command) and renders bench/RESULTS.md.
 """
 
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
 import os
 import struct
@@ -89,7 +93,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--rows", type=int, default=2_000_000)
     parser.add_argument("--passes", type=int, default=2)
     parser.add_argument("--partitions", type=int, default=4)
+    parser.add_argument(
+        "--save", action="store_true", help="keep the figures in bench/results.json (spark_avro)"
+    )
     args = parser.parse_args(argv)
+    started = datetime.datetime.now(datetime.UTC)
+    load_before = _load()
 
     from bench.avro_order import ORDER_SCHEMA_STR
     from kafka_core.devtools.brokers.spark_connector import connector_session
@@ -97,7 +106,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from kafka_core.schema_registry import Schema, SchemaRegistryClient
     from kafka_core.spark import register
 
-    print(f"load average before: {_load()}", flush=True)
+    print(f"load average before: {load_before}", flush=True)
     with RegistryServer() as registry, bench_broker() as bootstrap:
         client = SchemaRegistryClient({"url": registry.url})
         topic = unique_topic("spark-avro", "read")
@@ -226,7 +235,52 @@ def main(argv: Sequence[str] | None = None) -> int:
         ratio = f"{peer[0]['wall_s'] / first:.2f}x / {peer[-1]['wall_s'] / warm:.2f}x"
         print(f"| {name} | {first:.1f} | {warm:.1f} | {ratio} | {runs[-1]['cpu_s'] * 1e6 / args.rows:.2f} |")
     print(f"load average after: {_load()}")
+    if args.save:
+        save(argv, started, load_before, args, results, pairs)
     return 0
+
+
+def save(
+    argv: Sequence[str] | None,
+    started: datetime.datetime,
+    load_before: str,
+    args: argparse.Namespace,
+    results: dict[str, list[dict[str, Any]]],
+    pairs: dict[str, str],
+) -> None:
+    """bench/results.json's ``spark_avro`` section: each method's runs (wall and CPU seconds, first
+    and warm), its peer, RESULTS.md rendered from it."""
+    import shlex
+    import sys
+
+    import pyspark
+
+    from bench.brokers import broker_description
+    from bench.common import machine_summary
+    from bench.report import save_section
+
+    rest = list(sys.argv[1:] if argv is None else argv)
+    save_section(
+        "spark_avro",
+        {
+            "broker": broker_description(),
+            "command": shlex.join(["python", "-m", "bench.bench_spark_avro", *rest]),
+            "date": f"{started:%Y-%m-%d %H:%M} UTC",
+            "load": load_before,
+            "load_after": _load(),
+            "machine": {k: v for k, v in machine_summary().items() if k != "load"},
+            "pyspark": pyspark.__version__,
+            "rows": args.rows,
+            "passes": args.passes,
+            "partitions": args.partitions,
+            "runs": {
+                name: [{"wall_s": r["wall_s"], "cpu_s": r["cpu_s"]} for r in runs]
+                for name, runs in results.items()
+            },
+            "peers": pairs,
+        },
+    )
+    print("saved to bench/results.json (spark_avro) and rendered bench/RESULTS.md")
 
 
 if __name__ == "__main__":

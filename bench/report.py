@@ -536,6 +536,20 @@ def render(data: dict[str, Any], notes: str = "") -> str:
         out += [AVRO_TEXT.format(records=avro.get("records", 0), partitions=avro.get("partitions", "?")), ""]
         out += [avro_table(avro)]
         out += _note(by_title, AVRO_TITLE)
+    if "avro_columns" in sections:
+        columns = sections["avro_columns"]
+        out += ["", f"## {AVRO_COLUMNS_TITLE}", "", _stamp_share(columns), ""]
+        out += [AVRO_COLUMNS_TEXT.format(records=columns.get("records", 0))]
+        out += avro_columns_tables(columns)
+        out += _note(by_title, AVRO_COLUMNS_TITLE)
+    if "spark_avro" in sections:
+        spark_avro = sections["spark_avro"]
+        out += ["", f"## {SPARK_AVRO_TITLE}", "", _stamp_share(spark_avro), ""]
+        out += [
+            SPARK_AVRO_TEXT.format(rows=spark_avro.get("rows", 0), pyspark=spark_avro.get("pyspark", "?"))
+        ]
+        out += ["", spark_avro_table(spark_avro)]
+        out += _note(by_title, SPARK_AVRO_TITLE)
     out += [
         "",
         "## Notes",
@@ -585,6 +599,8 @@ RENDERED_TITLES = {
     "Spark write and read",
     SHARE_TITLE,
     "Schema Registry: Avro through poll (issue 34)",
+    "Schema Registry: Avro as Arrow columns (issue 34)",
+    "Spark and Schema Registry Avro (issue 34)",
 }
 
 
@@ -652,6 +668,73 @@ def avro_table(section: dict[str, Any]) -> str:
         [AVRO_NAMES.get(c, c), f"error: {e}", "-", "-", "-"] for c, e in section.get("errors", {}).items()
     ]
     return markdown_table(AVRO_HEADERS, rows)
+
+
+AVRO_COLUMNS_TITLE = "Schema Registry: Avro as Arrow columns (issue 34)"
+AVRO_COLUMNS_TEXT = (
+    "{records:,} Avro order events (bench/avro_order.py), Confluent framing, the dev registry. With a "
+    "broker: each client in its own fresh process reads the topic and decodes every value "
+    "(confluent-kafka's Consumer and `AvroDeserializer` per message; kafka_core's `poll` with "
+    "`AvroDeserializer`; kafka_core's `poll_columns` with `AvroColumnDeserializer`, typed Arrow "
+    "columns), medians of the rounds. The codec alone, in one process, best of the rounds: the decode "
+    "(fastavro's `schemaless_reader` per value against `AvroColumnDecoder.decode`) and the encode "
+    "(fastavro's `schemaless_writer` per row against `AvroColumnEncoder.encode` of one Arrow column). "
+    "Details: bench/bench_avro_columns.py."
+)
+AVRO_COLUMNS_ANCHOR = "confluent-kafka+AvroDeserializer"
+
+
+def avro_columns_tables(section: dict[str, Any]) -> list[str]:
+    """The end-to-end table (when a broker run was saved), then one table per codec direction."""
+    out: list[str] = []
+    results = _results(section)
+    if results:
+        out += ["", e2e_table(results, AVRO_COLUMNS_ANCHOR, unit="records/s")]
+    for what, runs in section.get("codec", {}).items():
+        codec = [RunResult(**r) for r in runs]
+        if codec:
+            out += [
+                "",
+                f"The {what} alone, no broker:",
+                "",
+                e2e_table(codec, codec[0].client, unit="records/s"),
+            ]
+    return out
+
+
+SPARK_AVRO_TITLE = "Spark and Schema Registry Avro (issue 34)"
+SPARK_AVRO_TEXT = (
+    "pyspark {pyspark}, one local session. Read: {rows:,} Avro order events into typed columns and "
+    'aggregated, `format("kafka_core")` with `valueFormat=avro` against Spark\'s `format("kafka")` + '
+    "spark-avro's `from_avro` (the header cut with `substring`, the schema given by hand). Write: "
+    "{rows:,} flat readings encoded to framed Avro, ours a struct column with `valueSchema` against "
+    '`concat(header, to_avro(...))` + `format("kafka")`. Wall time and CPU of the whole process tree '
+    "(driver JVM, Python workers); the first job of each method and the last (warm). Details: "
+    "bench/bench_spark_avro.py."
+)
+SPARK_AVRO_HEADERS = ["method", "first s", "warm s", "vs peer (first / warm)", "CPU s per M rows (warm)"]
+
+
+def spark_avro_table(section: dict[str, Any]) -> str:
+    runs: dict[str, list[dict[str, float]]] = section.get("runs", {})
+    peers: dict[str, str] = section.get("peers", {})
+    rows = section.get("rows", 0) or 1
+    table = []
+    for name, mine in runs.items():
+        if not mine:
+            continue
+        peer = runs.get(peers.get(name, name)) or mine
+        first, warm = mine[0]["wall_s"], mine[-1]["wall_s"]
+        table.append(
+            [
+                name,
+                fmt_num(first, 1),
+                fmt_num(warm, 1),
+                f"{fmt_ratio(peer[0]['wall_s'], first)} / {fmt_ratio(peer[-1]['wall_s'], warm)}",
+                fmt_num(mine[-1]["cpu_s"] * 1e6 / rows),
+            ]
+        )
+    return markdown_table(SPARK_AVRO_HEADERS, table)
 
 
 def share_table(section: dict[str, Any]) -> str:

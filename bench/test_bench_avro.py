@@ -52,6 +52,44 @@ def test_the_avro_section_renders_with_ratios_and_errors() -> None:
     assert "error: boom" in text and "load average 1.00, 1.00, 1.00 before, 2.00, 1.00, 1.00 after" in text
 
 
+def test_the_columns_and_spark_sections_render() -> None:
+    """bench_avro_columns --save and bench_spark_avro --save: their sections in RESULTS.md."""
+    from bench.bench_avro_columns import codec_encode
+    from bench.common import RunResult
+
+    values = encode_orders(make_orders(300), 9)
+    encode = codec_encode(values, __import__("json").dumps(ORDER_SCHEMA), 1)  # checks the bytes too
+    assert [r.records for r in encode] == [300, 300]
+    run = lambda client, wall: RunResult(client, records=1000, wall_s=wall, cpu_s=wall / 2)  # noqa: E731
+    columns = {
+        "broker": "no broker (--codec-only)",
+        "date": "2026-11-28 13:00 UTC",
+        "load": "1.00 1.00 1.00",
+        "records": 1000,
+        "results": [],
+        "codec": {
+            "encode": [run("fastavro schemaless_writer per row", 1.0).__dict__, run("ours", 0.25).__dict__]
+        },
+    }
+    spark = {
+        "broker": "Tansu",
+        "date": "2026-11-28 13:00 UTC",
+        "load": "1.00 1.00 1.00",
+        "rows": 1_000_000,
+        "pyspark": "4.0.1",
+        "runs": {
+            "write to_avro+kafka": [{"wall_s": 10.0, "cpu_s": 20.0}, {"wall_s": 8.0, "cpu_s": 16.0}],
+            "write kafka_core": [{"wall_s": 5.0, "cpu_s": 6.0}, {"wall_s": 4.0, "cpu_s": 5.0}],
+        },
+        "peers": {"write kafka_core": "write to_avro+kafka"},
+    }
+    text = report.render({"environment": {}, "sections": {"avro_columns": columns, "spark_avro": spark}})
+    assert "## Schema Registry: Avro as Arrow columns (issue 34)" in text
+    assert "The encode alone, no broker:" in text and "| ours | 4 k | 4.00x |" in text
+    assert "## Spark and Schema Registry Avro (issue 34)" in text
+    assert "| write kafka_core | 5.0 | 4.0 | 2.00x / 2.00x | 5.00 |" in text
+
+
 @pytest.fixture(scope="module")
 def bootstrap() -> Any:
     from bench.common import bench_broker
