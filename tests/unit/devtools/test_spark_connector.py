@@ -38,7 +38,11 @@ def test_pom_asks_for_the_connector_at_the_pinned_version() -> None:
         (d.findtext("m:groupId", namespaces=POM_NS), d.findtext("m:artifactId", namespaces=POM_NS))
         for d in pom.findall("m:dependencies/m:dependency", POM_NS)
     ]
-    assert deps == [("org.apache.spark", "spark-sql-kafka-0-10_2.13")]
+    # The connector, and spark-avro for the differential suite's from_avro/to_avro (the registry formats)
+    assert deps == [
+        ("org.apache.spark", "spark-sql-kafka-0-10_2.13"),
+        ("org.apache.spark", "spark-avro_2.13"),
+    ]
     assert pom.findtext("m:properties/m:spark.version", namespaces=POM_NS) == SPARK_CONNECTOR_VERSION
 
 
