@@ -173,7 +173,9 @@ def test_sync_producer_keeps_every_bound_through_a_stall(bed: tuple[FaultProxy, 
 
     try:
         # Progress first: metadata known, producer id held, connections open.
-        warm = {v: p.send(topic, v) for v in values("warm", 300)}
+        # Every partition, so that each of the producer's connections (produce_concurrency
+        # lanes, partitions dealt among them) is open before the stall.
+        warm = {v: p.send(topic, v, partition=i % PARTITIONS) for i, v in enumerate(values("warm", 300))}
         p.flush(30)
         assert not any(settle(warm, 0).values())
         spare.send(topic, b"spare-warm").result(30)
@@ -255,7 +257,9 @@ def test_async_producer_keeps_every_bound_through_a_stall(bed: tuple[FaultProxy,
         try:
             await p.start()
             await spare.start()
-            warm = {v: await p.send(topic, v) for v in values("warm", 300)}
+            warm = {
+                v: await p.send(topic, v, partition=i % PARTITIONS) for i, v in enumerate(values("warm", 300))
+            }
             await p.flush(30)
             assert not any((await settle(warm, 1)).values())
             await (await spare.send(topic, b"spare-warm"))
