@@ -13,43 +13,42 @@ object per row, and reports the first bad value as an error tuple that this modu
 from __future__ import annotations
 
 import decimal
-import warnings
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from kafka_core._env import env_flag
+from kafka_core.codec.avro_extension import avro_module
+from kafka_core.codec.avro_ops import (
+    E_DIGITS,
+    E_ENUM,
+    E_FIXED,
+    E_FLOAT,
+    E_NO_MEMBER,
+    E_NOT_NULL,
+    E_NULL,
+    E_RANGE,
+    E_TOO_BIG,
+    E_UNION_NULL,
+    OP_ARRAY,
+    OP_BOOL,
+    OP_BYTES,
+    OP_DECIMAL,
+    OP_DOUBLE,
+    OP_ENUM,
+    OP_FIXED,
+    OP_FLOAT,
+    OP_INT,
+    OP_MAP,
+    OP_MEMBERS,
+    OP_NULL,
+    OP_NULLABLE,
+    OP_RECORD,
+    OP_UNION_NULL,
+)
 from kafka_core.codec.avro_schema import AvroSchemaError, AvroType, parse_schema, union_shape
 from kafka_core.errors import KafkaCodecError
 
 __all__ = ["AvroColumnEncoder", "implementation"]
 
-# The plan's opcodes and error codes (_codec/avro_enc.pyx and _python/avro_enc.py hold the same).
-OP_NULL = 1
-OP_BOOL = 2
-OP_INT = 3
-OP_FLOAT = 4
-OP_DOUBLE = 5
-OP_BYTES = 6
-OP_FIXED = 7
-OP_ENUM = 8
-OP_DECIMAL = 9
-OP_ARRAY = 10
-OP_MAP = 11
-OP_RECORD = 12
-OP_UNION_NULL = 13
-OP_NULLABLE = 14
-OP_MEMBERS = 15
-
-E_NULL = 1
-E_NOT_NULL = 2
-E_RANGE = 3
-E_FLOAT = 4
-E_FIXED = 5
-E_ENUM = 6
-E_DIGITS = 7
-E_UNION_NULL = 8
-E_NO_MEMBER = 9
-E_TOO_BIG = 10
 
 # (op, all_null, validity, offset, data, offsets, aux, p0, p1, p2, p3, tag, first_kid, n_kids):
 # buffers are pyarrow Buffers or None; ``offset`` is the array's own, added to every row index.
@@ -66,32 +65,9 @@ class Encoded(NamedTuple):
     data: bytes
 
 
-_module: ModuleType | None = None
-
-
 def implementation() -> ModuleType:
     """The encoder module: Cython when the codec is, else the twin."""
-    global _module
-    if _module is None:
-        from kafka_core import codec
-        from kafka_core.codec._python import avro_enc as twin
-
-        module: ModuleType = twin
-        if codec.IMPLEMENTATION == "cython":
-            try:
-                from kafka_core.codec._cython import avro_enc as compiled
-
-                module = compiled
-            except ImportError as exc:
-                if env_flag("KAFKA_CORE_REQUIRE_EXTENSION"):
-                    raise ImportError(f"kafka_core: the Cython Avro encoder did not load ({exc})") from exc
-                warnings.warn(
-                    f"kafka_core: Cython Avro encoder unavailable ({exc}); using the slower pure-Python one",
-                    RuntimeWarning,
-                    stacklevel=2,
-                )
-        _module = module
-    return _module
+    return avro_module("avro_enc", "Avro encoder")
 
 
 class AvroColumnEncoder:
