@@ -9,12 +9,11 @@ callable (schema id -> schema), so this layer knows nothing of registries.
 from __future__ import annotations
 
 import threading
-import warnings
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Literal, NamedTuple
 
-from kafka_core._env import env_flag
+from kafka_core.codec.avro_extension import avro_module
 from kafka_core.codec.avro_plan import Builders, Program, assemble
 from kafka_core.codec.avro_schema import AvroSchemaError, AvroType, arrow_type, parse_schema
 from kafka_core.errors import KafkaCodecError
@@ -29,34 +28,7 @@ __all__ = ["AvroColumnDecoder", "AvroSchemaError", "DecodedColumn", "Mode", "imp
 
 def implementation() -> ModuleType:
     """The decoder module: Cython when the codec is, else the twin."""
-    return _implementation()
-
-
-_module: ModuleType | None = None
-
-
-def _implementation() -> ModuleType:
-    global _module
-    if _module is None:
-        from kafka_core import codec
-        from kafka_core.codec._python import avro as twin
-
-        module: ModuleType = twin
-        if codec.IMPLEMENTATION == "cython":
-            try:
-                from kafka_core.codec._cython import avro as compiled
-
-                module = compiled
-            except ImportError as exc:
-                if env_flag("KAFKA_CORE_REQUIRE_EXTENSION"):
-                    raise ImportError(f"kafka_core: the Cython Avro codec did not load ({exc})") from exc
-                warnings.warn(
-                    f"kafka_core: Cython Avro codec unavailable ({exc}); using the slower pure-Python one",
-                    RuntimeWarning,
-                    stacklevel=3,
-                )
-        _module = module
-    return _module
+    return avro_module("avro", "Avro codec")
 
 
 class DecodedColumn(NamedTuple):
@@ -108,7 +80,7 @@ class AvroColumnDecoder:
         if mode not in ("FAILFAST", "PERMISSIVE"):
             raise ValueError(f"mode must be FAILFAST or PERMISSIVE, not {mode!r}")
         values = _binary(values)
-        impl = self._codec or _implementation()
+        impl = self._codec or implementation()
         if self.framed:
             self._learn(impl.framed_ids(values))
         with self._lock:
