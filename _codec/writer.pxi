@@ -11,10 +11,10 @@ from cpython.mem cimport PyMem_Free, PyMem_Malloc, PyMem_Realloc
 from cpython.tuple cimport PyTuple_CheckExact, PyTuple_GET_ITEM, PyTuple_GET_SIZE
 from cpython.unicode cimport PyUnicode_AsUTF8String, PyUnicode_Check
 
+from kafka_core.codec._cython.batch cimport crc_of
+
 import time
 from operator import index as _index
-
-from crc32c import crc32c as _crc32c
 
 from kafka_core.codec import compression as _compression
 from kafka_core.errors import KafkaCodecError
@@ -354,9 +354,6 @@ cdef bytearray _finish(_Writer w, _Options o):
     write_be16(buf + 51, <uint16_t>o.producer_epoch)
     write_be32(buf + 53, <uint32_t>o.base_sequence)
     write_be32(buf + 57, <uint32_t>w.n)
-    cdef uint32_t crc = 0
-    with memoryview(out) as view:
-        crc = _crc32c(view[CRC_START:])
-    write_be32(buf + 17, crc)
+    write_be32(buf + 17, crc_of(out, CRC_START, <const uint8_t*>buf + CRC_START, size - CRC_START))
     return out
 
