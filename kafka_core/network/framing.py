@@ -16,6 +16,7 @@ they are, so the error can say so instead of quoting a size such as 1213486160 (
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -25,6 +26,11 @@ from kafka_core.codec import new_buffer
 SCRATCH = 64 * 1024  # what one read asks for between frames
 PREALLOC = 16 << 20  # a large frame's buffer starts at most this big and grows with what arrives
 _HEAD = 4
+# CPython 3.11's transports inherit writelines from WriteTransport, which joins the parts into
+# one bytes: a copy of every Produce payload (each a fresh allocation of up to batch_size, page-
+# faulted in). 3.12+ send the parts with sendmsg. On 3.11 a part this large is written on its own.
+_JOINS_PARTS = sys.version_info < (3, 12)
+_OWN_WRITE = 16 * 1024
 _TLS_RECORDS = {0x15: "alert", 0x16: "handshake"}
 
 
@@ -179,7 +185,10 @@ class FrameProtocol(asyncio.BufferedProtocol):
         # writelines then (gh-136234; 3.13 from close() on), where 3.11 dropped or buffered them.
         if self._lost or self.transport.is_closing():
             return
-        self.transport.writelines(parts)
+        if _JOINS_PARTS:
+            _write_unjoined(self.transport, parts)
+        else:
+            self.transport.writelines(parts)
 
     async def drain(self) -> None:
         if self._lost:
@@ -195,6 +204,22 @@ class FrameProtocol(asyncio.BufferedProtocol):
     def close(self) -> None:
         if self.transport is not None:
             self.transport.close()
+
+
+def _write_unjoined(transport: asyncio.WriteTransport, parts: list[bytes | bytearray | memoryview]) -> None:
+    """``parts`` in order, small ones joined, each large one written as it is: an empty
+    transport sends it straight from our buffer, a busy one copies only what it must queue."""
+    small: list[bytes | bytearray | memoryview] = []
+    for part in parts:
+        if len(part) < _OWN_WRITE:
+            small.append(part)
+            continue
+        if small:
+            transport.write(b"".join(small))
+            small.clear()
+        transport.write(part)
+    if small:
+        transport.write(b"".join(small))
 
 
 async def open_frames(
