@@ -325,8 +325,9 @@ def test_json_read_and_sink(
     ]
 
 
-def _proto_order() -> Any:
-    """An Order message class built from descriptors (no protoc here): id, a Timestamp, tags."""
+def _proto_order(coupon: bool = False) -> Any:
+    """An Order message class built from descriptors (no protoc here): id, a Timestamp, tags (and
+    with ``coupon``, version 2's added field 4), each version in a pool of its own."""
     from google.protobuf import descriptor_pb2, descriptor_pool, timestamp_pb2
     from google.protobuf.message_factory import GetMessageClass
 
@@ -351,6 +352,8 @@ def _proto_order() -> Any:
         label=F.LABEL_OPTIONAL,
     )
     o.field.add(name="tags", number=3, type=F.TYPE_STRING, label=F.LABEL_REPEATED)
+    if coupon:
+        o.field.add(name="coupon", number=4, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
     pool.Add(file)
     return GetMessageClass(pool.FindMessageTypeByName("kcs.Order"))
 
@@ -400,4 +403,152 @@ def test_protobuf_read_and_sink(
     ]
     assert sorted((m.id, m.at.ToDatetime(tzinfo=datetime.UTC), list(m.tags)) for m in back) == [
         (i, AT + datetime.timedelta(seconds=i), [str(i)]) for i in range(1, 4)
+    ]
+
+
+# -- JSON Schema and Protobuf in a stream: readStream decoding into writeStream encoding ----------
+
+UNKNOWN_ID = 987_654_321  # an id no registry here has handed out
+
+ORDER_JSON_CLOSED = {**ORDER_JSON, "additionalProperties": False}
+ORDER_JSON_V2 = {
+    **ORDER_JSON_CLOSED,
+    "properties": {**ORDER_JSON["properties"], "coupon": {"type": "string"}},  # type: ignore[dict-item]
+}
+
+
+class _Format:
+    """One registry format's side of the stream test: confluent-kafka's serializers write the
+    input (version 1, then version 2), its deserializer reads what the sink wrote."""
+
+    def __init__(self, name: str, registry: str) -> None:
+        self.name = name
+        self.client = TheirClient({"url": registry})
+        if name == "json":
+            from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
+
+            self.schema = json.dumps(ORDER_JSON_CLOSED)
+            self._v1 = JSONSerializer(self.schema, self.client)
+            self._v2 = JSONSerializer(json.dumps(ORDER_JSON_V2), self.client)
+            self._out = JSONDeserializer(self.schema)
+        else:
+            import base64
+
+            from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+
+            self._cls1, self._cls2 = _proto_order(), _proto_order(coupon=True)
+            self.schema = base64.standard_b64encode(self._cls1.DESCRIPTOR.file.serialized_pb).decode()
+            conf = {"use.deprecated.format": False}
+            self._v1 = ProtobufSerializer(self._cls1, self.client, conf)
+            self._v2 = ProtobufSerializer(self._cls2, self.client, conf)
+            self._out = ProtobufDeserializer(self._cls1, conf)
+
+    def framed(self, topic: str, i: int, v2: bool = False) -> bytes:
+        ctx = SerializationContext(topic, MessageField.VALUE)
+        if self.name == "json":
+            row: dict[str, Any] = {"id": i, "tags": [str(i)], "ship": {"city": f"c{i}"}}
+            return self._v2({**row, "coupon": "C"}, ctx) if v2 else self._v1(row, ctx)
+        message = self._cls2(coupon="C") if v2 else self._cls1()
+        message.id = i
+        message.tags.append(str(i))
+        message.at.FromDatetime(AT + datetime.timedelta(seconds=i))
+        return self._v2(message, ctx) if v2 else self._v1(message, ctx)
+
+    def bad(self, topic: str) -> list[bytes]:
+        """A record under an id the registry does not know, and one its format cannot parse."""
+        good = self.framed(topic, 99)
+        schema_id = int.from_bytes(good[1:5], "big")
+        unknown = b"\x00" + UNKNOWN_ID.to_bytes(4, "big") + good[5:]
+        corrupt = (
+            b"\x00"
+            + schema_id.to_bytes(4, "big")
+            + (b"{nope" if self.name == "json" else b"\x00\xff\xff")
+        )
+        return [unknown, corrupt]
+
+    def read_back(self, topic: str, value: bytes) -> tuple[int, list[str]]:
+        got = self._out(value, SerializationContext(topic, MessageField.VALUE))
+        if self.name == "json":
+            assert "coupon" not in got  # version 1's columns only: the reader schema's
+            return got["id"], got["tags"]
+        assert got.at.ToDatetime(tzinfo=datetime.UTC) == AT + datetime.timedelta(seconds=got.id)
+        return got.id, list(got.tags)
+
+
+def _produce_raw(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    with KafkaProducer(bootstrap_servers=bootstrap) as producer:
+        for value in values:
+            producer.send(topic, value, partition=0)
+        producer.flush()
+
+
+def _consume_records(
+    bootstrap: str, topic: str, n: int, timeout: float, alive: Callable[[], bool]
+) -> list[Any]:
+    got: list[Any] = []
+    with KafkaConsumer(
+        bootstrap_servers=bootstrap, partitions={topic: [0]}, auto_offset_reset="earliest"
+    ) as c:
+        deadline = time.monotonic() + timeout
+        while len(got) < n and time.monotonic() < deadline and alive():
+            got += c.poll(500)
+    return got
+
+
+@pytest.mark.parametrize("fmt", ["json", "protobuf"])
+def test_stream_decodes_across_a_schema_change_into_the_streaming_sink(
+    fmt: str,
+    spark: SparkSession,
+    bootstrap_servers: str,
+    schema_registry: str,
+    new_topic: Callable[..., str],
+) -> None:
+    """readStream with valueFormat json/protobuf (PERMISSIVE: an unknown id and a corrupt record
+    are null values with their errors) straight into writeStream encoding the struct again; a
+    version 2 registered while the query runs is read with version 1's columns, no restart.
+    JSON's version 1 is closed (additionalProperties false): a record is checked against the
+    schema it was written with, then typed by the reader's."""
+    side = _Format(fmt, schema_registry)
+    topic, out = new_topic(1), new_topic(1)
+    _produce_raw(bootstrap_servers, topic, [side.framed(topic, i) for i in range(3)] + side.bad(topic))
+    stream = (
+        spark.readStream.format("kafka_core")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("valueFormat", fmt)
+        .option("schema.registry.url", schema_registry)
+        .option("mode", "PERMISSIVE")
+        .load()
+    )
+    with tempfile.TemporaryDirectory() as checkpoint:
+        query = (
+            stream.selectExpr("valueError as key", "value")
+            .writeStream.format("kafka_core")
+            .option("kafka.bootstrap.servers", bootstrap_servers)
+            .option("topic", out)
+            .option("valueFormat", fmt)
+            .option("schema.registry.url", schema_registry)
+            .option("valueSchema", side.schema)
+            .option("checkpointLocation", checkpoint)
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
+        try:
+            first = _consume_records(bootstrap_servers, out, 5, 120, lambda: query.isActive)
+            assert query.exception() is None and len(first) == 5, query.exception()
+            _produce_raw(bootstrap_servers, topic, [side.framed(topic, 3, v2=True), side.framed(topic, 4)])
+            records = _consume_records(bootstrap_servers, out, 7, 120, lambda: query.isActive)
+            assert query.exception() is None, query.exception()
+        finally:
+            query.stop()
+    assert len(records) == 7
+    decoded = [(None if r.key is None else r.key.decode(), r.value) for r in records]
+    errors = [key for key, value in decoded if value is None]
+    assert [key for key, value in decoded if value is not None] == [None] * 5
+    assert len(errors) == 2
+    assert f"schema id {UNKNOWN_ID}" in errors[0]
+    assert ("not JSON" if fmt == "json" else "cannot parse") in errors[1]
+    assert [side.read_back(out, value) for _, value in decoded if value is not None] == [
+        (i, [str(i)]) for i in range(5)
     ]

@@ -2,7 +2,9 @@
 
 These formats have no columnar codec: each value goes through ``JSONDeserializer``/
 ``ProtobufDeserializer`` (or the serializers) as a client's ``poll`` would, and only the typing is
-columnar. The column's Arrow type comes from the registered schema: a JSON Schema's objects,
+columnar. The id in each frame must name a registered schema of the format (else the record is
+bad); a JSON value is validated against that writer schema, then typed by the reader schema, as
+Avro resolves each record from its writer schema to the reader's. The column's Arrow type comes from the registered schema: a JSON Schema's objects,
 arrays and scalars (anything else: the value's JSON text), or a Protobuf message as Spark's
 ``from_protobuf`` types it (enums as their names, ``google.protobuf.Timestamp`` as a timestamp,
 fields at their zero value null).
@@ -338,8 +340,33 @@ class RowColumnDeserializer:
         self.field = field
         self.mode: Mode = mode
         self._message = message
-        self._lock = threading.Lock()  # guards _decoders
+        self._lock = threading.Lock()  # guards _decoders and _writers
         self._decoders: dict[str | None, tuple[Any, Callable[[Any], Any]]] = {}
+        self._writers: dict[int, str | None] = {}  # schema id -> why its records are bad (None: fine)
+
+    def _check_writer(self, data: Any) -> None:
+        """SerializationError when the frame's id names no schema of this format. A registry
+        that does not answer raises its own error: the records are not at fault."""
+        from kafka_core.schema_registry.columnar import unknown_schema_id
+        from kafka_core.schema_registry.serde import schema_id_of
+
+        schema_id = schema_id_of(data)
+        with self._lock:
+            known = schema_id in self._writers
+            problem = self._writers.get(schema_id)
+        if not known:
+            expected = "JSON" if self.format == "json" else "PROTOBUF"
+            try:
+                kind = (getattr(self._client.get_schema(schema_id), "schema_type", None) or "AVRO").upper()
+                problem = None if kind == expected else f"schema id {schema_id} is {kind}, not {expected}"
+            except Exception as exc:
+                if not unknown_schema_id(exc):
+                    raise
+                problem = f"schema id {schema_id} is not in the registry: {exc}"
+            with self._lock:
+                self._writers[schema_id] = problem
+        if problem is not None:
+            raise SerializationError(problem)
 
     def _decoder(self, topic: str | None) -> tuple[Any, Callable[[Any], Any]]:
         """(Arrow type, one value -> its Arrow row) of ``topic``'s records."""
@@ -361,7 +388,9 @@ class RowColumnDeserializer:
             from kafka_core.schema_registry.json_schema import JSONDeserializer
 
             t = json_schema_arrow_type(schema.schema_str)
-            row = JSONDeserializer(schema, schema_registry_client=self._client)
+            # validated against the schema each record was written with (a closed version 1
+            # reader would refuse version 2's added property); typed by the reader's
+            row = JSONDeserializer(None, schema_registry_client=self._client)
             decoder = (t, lambda data: _to_arrow_py(row(data), t))
         else:
             from kafka_core.schema_registry.protobuf import ProtobufDeserializer
@@ -385,6 +414,8 @@ class RowColumnDeserializer:
         errors: list[str | None] = []
         for i, data in enumerate(values.to_pylist() if hasattr(values, "to_pylist") else values):
             try:
+                if data is not None:
+                    self._check_writer(data)
                 row = None if data is None else convert(data)
                 if row is not None:
                     pa.array([row], t)  # a value the type cannot hold is this row's error
