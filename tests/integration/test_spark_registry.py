@@ -27,6 +27,7 @@ from pyspark.errors import PySparkException  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import types as T  # noqa: E402
 from spark_cluster import local_session  # noqa: E402
+from spark_registry_formats import AT, ORDER_JSON, UNKNOWN_ID, RegistryFormat, proto_order  # noqa: E402
 
 from kafka_core import KafkaConsumer, KafkaProducer  # noqa: E402
 from kafka_core.spark import register  # noqa: E402
@@ -48,7 +49,6 @@ V2 = {
     "namespace": "spark.it",
     "fields": [*V1["fields"], {"name": "coupon", "type": ["null", "string"], "default": None}],  # type: ignore[misc]
 }
-AT = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 
 @pytest.fixture(scope="module")
@@ -246,20 +246,6 @@ def test_options_are_checked_and_secrets_kept_out_of_repr() -> None:
     assert "s3cret-pw" not in repr(opts)
 
 
-ORDER_JSON = {
-    "$schema": "http://json-schema.org/draft-07/schema#",
-    "title": "Order",
-    "type": "object",
-    "properties": {
-        "id": {"type": "integer"},
-        "note": {"type": ["null", "string"]},
-        "tags": {"type": "array", "items": {"type": "string"}},
-        "ship": {"type": "object", "properties": {"city": {"type": "string"}}},
-    },
-    "required": ["id"],
-}
-
-
 def _consume(bootstrap: str, topic: str, n: int) -> list[bytes]:
     got: list[bytes] = []
     with KafkaConsumer(
@@ -325,45 +311,12 @@ def test_json_read_and_sink(
     ]
 
 
-def _proto_order(coupon: bool = False) -> Any:
-    """An Order message class built from descriptors (no protoc here): id, a Timestamp, tags (and
-    with ``coupon``, version 2's added field 4), each version in a pool of its own."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, timestamp_pb2
-    from google.protobuf.message_factory import GetMessageClass
-
-    F = descriptor_pb2.FieldDescriptorProto
-    pool = descriptor_pool.DescriptorPool()
-    known = descriptor_pb2.FileDescriptorProto()
-    timestamp_pb2.DESCRIPTOR.CopyToProto(known)
-    pool.Add(known)
-    file = descriptor_pb2.FileDescriptorProto(
-        name="kc_spark/order.proto",
-        package="kcs",
-        syntax="proto3",
-        dependency=["google/protobuf/timestamp.proto"],
-    )
-    o = file.message_type.add(name="Order")
-    o.field.add(name="id", number=1, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL)
-    o.field.add(
-        name="at",
-        number=2,
-        type=F.TYPE_MESSAGE,
-        type_name=".google.protobuf.Timestamp",
-        label=F.LABEL_OPTIONAL,
-    )
-    o.field.add(name="tags", number=3, type=F.TYPE_STRING, label=F.LABEL_REPEATED)
-    if coupon:
-        o.field.add(name="coupon", number=4, type=F.TYPE_STRING, label=F.LABEL_OPTIONAL)
-    pool.Add(file)
-    return GetMessageClass(pool.FindMessageTypeByName("kcs.Order"))
-
-
 def test_protobuf_read_and_sink(
     spark: SparkSession, bootstrap_servers: str, schema_registry: str, new_topic: Callable[..., str]
 ) -> None:
     from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 
-    order = _proto_order()
+    order = proto_order()
     topic, out = new_topic(1), new_topic(1)
     client = TheirClient({"url": schema_registry})
     ser = ProtobufSerializer(order, client, {"use.deprecated.format": False})
@@ -408,72 +361,6 @@ def test_protobuf_read_and_sink(
 
 # -- JSON Schema and Protobuf in a stream: readStream decoding into writeStream encoding ----------
 
-UNKNOWN_ID = 987_654_321  # an id no registry here has handed out
-
-ORDER_JSON_CLOSED = {**ORDER_JSON, "additionalProperties": False}
-ORDER_JSON_V2 = {
-    **ORDER_JSON_CLOSED,
-    "properties": {**ORDER_JSON["properties"], "coupon": {"type": "string"}},  # type: ignore[dict-item]
-}
-
-
-class _Format:
-    """One registry format's side of the stream test: confluent-kafka's serializers write the
-    input (version 1, then version 2), its deserializer reads what the sink wrote."""
-
-    def __init__(self, name: str, registry: str) -> None:
-        self.name = name
-        self.client = TheirClient({"url": registry})
-        if name == "json":
-            from confluent_kafka.schema_registry.json_schema import JSONDeserializer, JSONSerializer
-
-            self.schema = json.dumps(ORDER_JSON_CLOSED)
-            self._v1 = JSONSerializer(self.schema, self.client)
-            self._v2 = JSONSerializer(json.dumps(ORDER_JSON_V2), self.client)
-            self._out = JSONDeserializer(self.schema)
-        else:
-            import base64
-
-            from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
-
-            self._cls1, self._cls2 = _proto_order(), _proto_order(coupon=True)
-            self.schema = base64.standard_b64encode(self._cls1.DESCRIPTOR.file.serialized_pb).decode()
-            conf = {"use.deprecated.format": False}
-            self._v1 = ProtobufSerializer(self._cls1, self.client, conf)
-            self._v2 = ProtobufSerializer(self._cls2, self.client, conf)
-            self._out = ProtobufDeserializer(self._cls1, conf)
-
-    def framed(self, topic: str, i: int, v2: bool = False) -> bytes:
-        ctx = SerializationContext(topic, MessageField.VALUE)
-        if self.name == "json":
-            row: dict[str, Any] = {"id": i, "tags": [str(i)], "ship": {"city": f"c{i}"}}
-            return self._v2({**row, "coupon": "C"}, ctx) if v2 else self._v1(row, ctx)
-        message = self._cls2(coupon="C") if v2 else self._cls1()
-        message.id = i
-        message.tags.append(str(i))
-        message.at.FromDatetime(AT + datetime.timedelta(seconds=i))
-        return self._v2(message, ctx) if v2 else self._v1(message, ctx)
-
-    def bad(self, topic: str) -> list[bytes]:
-        """A record under an id the registry does not know, and one its format cannot parse."""
-        good = self.framed(topic, 99)
-        schema_id = int.from_bytes(good[1:5], "big")
-        unknown = b"\x00" + UNKNOWN_ID.to_bytes(4, "big") + good[5:]
-        corrupt = (
-            b"\x00"
-            + schema_id.to_bytes(4, "big")
-            + (b"{nope" if self.name == "json" else b"\x00\xff\xff")
-        )
-        return [unknown, corrupt]
-
-    def read_back(self, topic: str, value: bytes) -> tuple[int, list[str]]:
-        got = self._out(value, SerializationContext(topic, MessageField.VALUE))
-        if self.name == "json":
-            assert "coupon" not in got  # version 1's columns only: the reader schema's
-            return got["id"], got["tags"]
-        assert got.at.ToDatetime(tzinfo=datetime.UTC) == AT + datetime.timedelta(seconds=got.id)
-        return got.id, list(got.tags)
-
 
 def _produce_raw(bootstrap: str, topic: str, values: list[bytes]) -> None:
     with KafkaProducer(bootstrap_servers=bootstrap) as producer:
@@ -508,7 +395,7 @@ def test_stream_decodes_across_a_schema_change_into_the_streaming_sink(
     version 2 registered while the query runs is read with version 1's columns, no restart.
     JSON's version 1 is closed (additionalProperties false): a record is checked against the
     schema it was written with, then typed by the reader's."""
-    side = _Format(fmt, schema_registry)
+    side = RegistryFormat(fmt, schema_registry)
     topic, out = new_topic(1), new_topic(1)
     _produce_raw(bootstrap_servers, topic, [side.framed(topic, i) for i in range(3)] + side.bad(topic))
     stream = (
@@ -548,7 +435,7 @@ def test_stream_decodes_across_a_schema_change_into_the_streaming_sink(
     assert [key for key, value in decoded if value is not None] == [None] * 5
     assert len(errors) == 2
     assert f"schema id {UNKNOWN_ID}" in errors[0]
-    assert ("not JSON" if fmt == "json" else "cannot parse") in errors[1]
+    assert side.parse_error in errors[1]
     assert [side.read_back(out, value) for _, value in decoded if value is not None] == [
         (i, [str(i)]) for i in range(5)
     ]
