@@ -422,12 +422,16 @@ def test_batch_write_then_read_back_every_row_exactly_once(
 def test_registry_avro_written_and_read_on_the_executors(
     spark: SparkSession, bootstrap_servers: str, schema_registry: str, new_topic: Callable[..., str]
 ) -> None:
-    """valueFormat=avro on the cluster: the executors encode (the sink registers the schema) and
-    decode (each record by its id, through their own registry client)."""
+    """valueFormat=avro on the cluster: the executors encode (the sink registers version 1, then
+    version 2 with an added field) and decode (each record by its id, through their own registry
+    client, resolved to version 2, the latest); PERMISSIVE: a record under an id the registry
+    never handed out and a truncated one are null values with their errors."""
     from pyspark.sql import functions as F
 
+    from kafka_core import KafkaProducer
+
     topic = new_topic(partitions=PARTITIONS, prefix="spark-cluster-avro")
-    schema = {
+    v1 = {
         "type": "record",
         "name": "Row",
         "namespace": "cluster",
@@ -436,31 +440,57 @@ def test_registry_avro_written_and_read_on_the_executors(
             {"name": "tag", "type": ["null", "string"], "default": None},
         ],
     }
+    v2 = {**v1, "fields": [*v1["fields"], {"name": "score", "type": "double", "default": -1.0}]}  # type: ignore[misc]
     registry = {"valueFormat": "avro", "schema.registry.url": schema_registry}
-    (
-        spark.range(ROWS, numPartitions=4)
-        .select(
-            F.struct(F.col("id").alias("n"), F.when(F.col("id") % 2 == 0, F.lit("even")).alias("tag")).alias(
-                "value"
-            )
+    tag = F.when(F.col("id") % 2 == 0, F.lit("even")).alias("tag")
+    for schema, start, stop, columns in (
+        (v1, 0, ROWS, [F.col("id").alias("n"), tag]),
+        (v2, ROWS, ROWS + 100, [F.col("id").alias("n"), tag, (F.col("id") / 2).alias("score")]),
+    ):
+        (
+            spark.range(start, stop, numPartitions=4)
+            .select(F.struct(*columns).alias("value"))
+            .write.format("kafka_core")
+            .option("kafka.bootstrap.servers", bootstrap_servers)
+            .option("topic", topic)
+            .options(**registry)
+            .option("valueSchema", json.dumps(schema))
+            .mode("append")
+            .save()
         )
-        .write.format("kafka_core")
-        .option("kafka.bootstrap.servers", bootstrap_servers)
-        .option("topic", topic)
-        .options(**registry)
-        .option("valueSchema", json.dumps(schema))
-        .mode("append")
-        .save()
-    )
+    with KafkaProducer(bootstrap_servers=bootstrap_servers) as producer:
+        producer.send(topic, b"\x00" + (2**31 - 3).to_bytes(4, "big") + b"\x02", partition=0)
+        producer.send(topic, b"\x00\x00\x00", partition=1)
+        producer.flush()
     df = (
         spark.read.format("kafka_core")
         .option("kafka.bootstrap.servers", bootstrap_servers)
         .option("subscribe", topic)
         .options(**registry)
+        .option("mode", "PERMISSIVE")
         .load()
     )
-    row = df.agg(F.count("*"), F.sum("value.n"), F.count("value.tag")).collect()[0]
-    assert tuple(row) == (ROWS, ROWS * (ROWS - 1) // 2, (ROWS + 1) // 2)
+    assert df.schema["value"].dataType.simpleString() == "struct<n:bigint,tag:string,score:double>"
+    total = ROWS + 100
+    row = df.agg(
+        F.count("*"),
+        F.sum("value.n"),
+        F.count("value.tag"),
+        F.sum(F.when(F.col("value.score") == -1.0, 1)),
+        F.sum("value.score"),
+        F.sort_array(F.collect_list("valueError")),
+    ).collect()[0]
+    assert tuple(row)[:5] == (
+        total + 2,
+        total * (total - 1) // 2,
+        (total + 1) // 2,
+        ROWS,  # version 1's records, the added field's default
+        -ROWS + sum(i / 2 for i in range(ROWS, total)),
+    )
+    [unknown] = [e for e in row[5] if "not in the registry" in e]
+    [truncated] = [e for e in row[5] if e != unknown]
+    assert f"schema id {2**31 - 3}" in unknown, unknown
+    assert "Schema Registry framing" in truncated, truncated
 
 
 def test_transactional_write_commits_what_the_executors_prepared(
