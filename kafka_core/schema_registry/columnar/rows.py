@@ -343,6 +343,8 @@ class RowColumnDeserializer:
         self._lock = threading.Lock()  # guards _decoders and _writers
         self._decoders: dict[str | None, tuple[Any, Callable[[Any], Any]]] = {}
         self._writers: dict[int, str | None] = {}  # schema id -> why its records are bad (None: fine)
+        # Protobuf: (schema id, message indexes) -> the full name of the message written
+        self._written: dict[tuple[int, tuple[int, ...]], str | None] = {}
 
     def _check_writer(self, data: Any) -> None:
         """SerializationError when the frame's id names no schema of this format. A registry
@@ -367,6 +369,35 @@ class RowColumnDeserializer:
                 self._writers[schema_id] = problem
         if problem is not None:
             raise SerializationError(problem)
+
+    def _written_message(self, data: Any) -> str | None:
+        """The full name of the message a Protobuf record holds, by its writer schema and message
+        index list (None when the writer schema is not a base64 FileDescriptorProto: .proto text,
+        as Java's serializers register it, is not parsed here). Records of another message of
+        the file, or of another file, would otherwise parse into the reader's class as garbage."""
+        from google.protobuf import descriptor_pb2
+        from google.protobuf.message import DecodeError
+
+        from kafka_core.schema_registry.protobuf import message_name_at, read_message_indexes
+        from kafka_core.schema_registry.serde import split_frame
+
+        schema_id, payload = split_frame(data)
+        indexes, _ = read_message_indexes(payload)
+        key = (schema_id, tuple(indexes))
+        with self._lock:
+            if key in self._written:
+                return self._written[key]
+        try:
+            file = descriptor_pb2.FileDescriptorProto.FromString(
+                base64.b64decode(self._client.get_schema(schema_id).schema_str, validate=True)
+            )
+        except (ValueError, DecodeError):
+            name = None
+        else:
+            name = message_name_at(file, indexes)
+        with self._lock:
+            self._written[key] = name
+        return name
 
     def _decoder(self, topic: str | None) -> tuple[Any, Callable[[Any], Any]]:
         """(Arrow type, one value -> its Arrow row) of ``topic``'s records."""
@@ -397,7 +428,15 @@ class RowColumnDeserializer:
 
             cls = protobuf_message_class(self._client, schema, self._message)
             message = ProtobufDeserializer(cls)
-            decoder = (protobuf_arrow_type(cls.DESCRIPTOR), lambda data: _message_to_py(message(data)))
+            name = cls.DESCRIPTOR.full_name
+
+            def convert(data: Any) -> Any:
+                written = self._written_message(data)
+                if written is not None and written != name:
+                    raise SerializationError(f"the record is a {written}, not a {name}")
+                return _message_to_py(message(data))
+
+            decoder = (protobuf_arrow_type(cls.DESCRIPTOR), convert)
         with self._lock:
             return self._decoders.setdefault(key, decoder)
 

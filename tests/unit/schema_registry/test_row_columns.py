@@ -318,3 +318,25 @@ def test_json_is_validated_by_its_writer_schema_and_typed_by_the_reader(
         result.errors.to_pylist()[:2] == [None, None]
         and "4 is not of type 'string'" in result.errors.to_pylist()[2]
     )
+
+
+def test_protobuf_records_of_another_message_are_bad(
+    ours: SchemaRegistryClient, theirs: TheirClient, topic: str
+) -> None:
+    """Ping and Order share a file (one schema id, message indexes [0] and [1]): with Order the
+    reader, a Ping record is the record's error; it used to parse into an Order as garbage."""
+    ctx = TheirContext(topic, TheirField.VALUE)
+    conf = {"use.deprecated.format": False}
+    order = ORDER(id=7)
+    values = pa.array(
+        [
+            TheirProtobufSerializer(ORDER, theirs, conf)(order, ctx),
+            TheirProtobufSerializer(PING, theirs, conf)(PING(n=300), ctx),
+        ],
+        pa.binary(),
+    )
+    assert values[0].as_py()[1:5] == values[1].as_py()[1:5]  # one schema id
+    reader = RowColumnDeserializer(ours, "protobuf", mode="PERMISSIVE", message="kcr.Order")
+    result = reader.decode(values, topic)
+    assert result.values.to_pylist()[0]["id"] == 7 and result.values.to_pylist()[1] is None
+    assert result.errors.to_pylist() == [None, "the record is a kcr.Ping, not a kcr.Order"]
