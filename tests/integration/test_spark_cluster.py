@@ -493,6 +493,44 @@ def test_registry_avro_written_and_read_on_the_executors(
     assert "Schema Registry framing" in truncated, truncated
 
 
+@pytest.mark.parametrize("fmt", ["json", "protobuf"])
+def test_registry_json_and_protobuf_read_on_the_executors(
+    fmt: str, spark: SparkSession, bootstrap_servers: str, schema_registry: str, new_topic: Callable[..., str]
+) -> None:
+    """valueFormat json/protobuf decoded in the executors' Python workers (the Protobuf classes
+    built there from the registered descriptors), PERMISSIVE errors for an unknown id and an
+    unparsable record."""
+    from prerequisites import need_module
+
+    need_module("confluent_kafka")
+    from spark_registry_formats import RegistryFormat
+
+    from kafka_core import KafkaProducer
+
+    side = RegistryFormat(fmt, schema_registry)
+    topic = new_topic(partitions=1, prefix=f"spark-cluster-{fmt}")
+    with KafkaProducer(bootstrap_servers=bootstrap_servers) as producer:
+        for value in [side.framed(topic, i) for i in (1, 2, 3)] + side.bad(topic):
+            producer.send(topic, value, partition=0)
+        producer.flush()
+    rows = (
+        spark.read.format("kafka_core")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("subscribe", topic)
+        .option("valueFormat", fmt)
+        .option("schema.registry.url", schema_registry)
+        .option("mode", "PERMISSIVE")
+        .option("minPartitions", "2")  # both executors
+        .load()
+        .select("value.id", "value.tags", "valueError", "offset")
+        .orderBy("offset")
+        .collect()
+    )
+    assert [(r.id, r.tags) for r in rows] == [(1, ["1"]), (2, ["2"]), (3, ["3"]), (None, None), (None, None)]
+    assert [r.valueError for r in rows[:3]] == [None] * 3
+    assert "not in the registry" in rows[3].valueError and side.parse_error in rows[4].valueError
+
+
 def test_transactional_write_commits_what_the_executors_prepared(
     spark: SparkSession, bootstrap_servers: str, new_topic: Callable[..., str]
 ) -> None:
