@@ -44,8 +44,9 @@ class AvroColumnDecoder:
     ``writer_schemas(id)`` gives the schema a framed value's id names (called once per id). A
     ``ValueError`` or ``LookupError`` it raises (no such id, not an Avro schema) fails that id's
     records; anything else (a registry out of reach) propagates from ``decode``, and the id is
-    looked up again by the next one, so an outage is never taken for bad records. Unframed values (``framed=False``) are read with
-    ``writer_schema`` (default: the reader schema). Thread-safe: compiling a new id takes a lock.
+    looked up again by the next one, so an outage is never taken for bad records. Unframed
+    values (``framed=False``) are read with ``writer_schema`` (default: the reader schema).
+    Thread-safe: compiling a new id takes a lock.
     """
 
     def __init__(

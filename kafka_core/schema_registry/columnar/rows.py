@@ -2,12 +2,13 @@
 
 These formats have no columnar codec: each value goes through ``JSONDeserializer``/
 ``ProtobufDeserializer`` (or the serializers) as a client's ``poll`` would, and only the typing is
-columnar. The id in each frame must name a registered schema of the format (else the record is
-bad); a JSON value is validated against that writer schema, then typed by the reader schema, as
-Avro resolves each record from its writer schema to the reader's. The column's Arrow type comes from the registered schema: a JSON Schema's objects,
-arrays and scalars (anything else: the value's JSON text), or a Protobuf message as Spark's
-``from_protobuf`` types it (enums as their names, ``google.protobuf.Timestamp`` as a timestamp,
-fields at their zero value null).
+columnar. The id in each frame must name a registered schema of the format, and a Protobuf
+record the reader's message (else the record is bad); a JSON value is validated against its
+writer schema, then typed by the reader schema, as Avro resolves each record from its writer
+schema to the reader's. The column's Arrow type comes from the registered schema: a JSON
+Schema's objects, arrays and scalars (anything else: the value's JSON text), or a Protobuf
+message as Spark's ``from_protobuf`` types it (enums as their names,
+``google.protobuf.Timestamp`` as a timestamp, fields at their zero value null).
 """
 
 from __future__ import annotations
@@ -340,7 +341,7 @@ class RowColumnDeserializer:
         self.field = field
         self.mode: Mode = mode
         self._message = message
-        self._lock = threading.Lock()  # guards _decoders and _writers
+        self._lock = threading.Lock()  # guards _decoders, _writers and _written
         self._decoders: dict[str | None, tuple[Any, Callable[[Any], Any]]] = {}
         self._writers: dict[int, str | None] = {}  # schema id -> why its records are bad (None: fine)
         # Protobuf: (schema id, message indexes) -> the full name of the message written
