@@ -2,7 +2,9 @@
 the value column typed as from_avro types the reader schema, records of two schema versions in
 one read and one micro-batch, PERMISSIVE/FAILFAST, a schema change while a stream runs, and the
 sink encoding a struct column (read back by confluent-kafka's AvroDeserializer); and
-``valueFormat=json``/``protobuf`` read from and written for confluent-kafka's serializers."""
+``valueFormat=json``/``protobuf`` read from and written for confluent-kafka's serializers, in batch
+and in a stream (readStream into the streaming sink) across a schema change, with an unknown id
+and a corrupt record in PERMISSIVE."""
 
 from __future__ import annotations
 
