@@ -422,13 +422,15 @@ def test_batch_write_then_read_back_every_row_exactly_once(
 def test_registry_avro_written_and_read_on_the_executors(
     spark: SparkSession, bootstrap_servers: str, schema_registry: str, new_topic: Callable[..., str]
 ) -> None:
-    """valueFormat=avro on the cluster: the executors encode (the sink registers version 1, then
-    version 2 with an added field) and decode (each record by its id, through their own registry
-    client, resolved to version 2, the latest); PERMISSIVE: a record under an id the registry
-    never handed out and a truncated one are null values with their errors."""
+    """valueFormat=avro on the cluster: the executors encode (the sink registers version 1) and
+    decode (each record by its id, through their own registry client, resolved to version 2, the
+    latest, which the test process registered with a field added and wrote 100 records of);
+    PERMISSIVE: a record under an id the registry never handed out and a truncated one are null
+    values with their errors."""
     from pyspark.sql import functions as F
 
     from kafka_core import KafkaProducer
+    from kafka_core.schema_registry import AvroSerializer, MessageField, SchemaRegistryClient
 
     topic = new_topic(partitions=PARTITIONS, prefix="spark-cluster-avro")
     v1 = {
@@ -442,23 +444,29 @@ def test_registry_avro_written_and_read_on_the_executors(
     }
     v2 = {**v1, "fields": [*v1["fields"], {"name": "score", "type": "double", "default": -1.0}]}  # type: ignore[misc]
     registry = {"valueFormat": "avro", "schema.registry.url": schema_registry}
-    tag = F.when(F.col("id") % 2 == 0, F.lit("even")).alias("tag")
-    for schema, start, stop, columns in (
-        (v1, 0, ROWS, [F.col("id").alias("n"), tag]),
-        (v2, ROWS, ROWS + 100, [F.col("id").alias("n"), tag, (F.col("id") / 2).alias("score")]),
-    ):
-        (
-            spark.range(start, stop, numPartitions=4)
-            .select(F.struct(*columns).alias("value"))
-            .write.format("kafka_core")
-            .option("kafka.bootstrap.servers", bootstrap_servers)
-            .option("topic", topic)
-            .options(**registry)
-            .option("valueSchema", json.dumps(schema))
-            .mode("append")
-            .save()
+    (
+        spark.range(ROWS, numPartitions=4)
+        .select(
+            F.struct(F.col("id").alias("n"), F.when(F.col("id") % 2 == 0, F.lit("even")).alias("tag")).alias(
+                "value"
+            )
         )
-    with KafkaProducer(bootstrap_servers=bootstrap_servers) as producer:
+        .write.format("kafka_core")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("topic", topic)
+        .options(**registry)
+        .option("valueSchema", json.dumps(v1))
+        .mode("append")
+        .save()
+    )
+    with (
+        SchemaRegistryClient({"url": schema_registry}) as client,
+        KafkaProducer(bootstrap_servers=bootstrap_servers) as producer,
+    ):
+        serialize = AvroSerializer(client, json.dumps(v2)).for_topic(topic, MessageField.VALUE)
+        for i in range(ROWS, ROWS + 100):
+            row = {"n": i, "tag": "even" if i % 2 == 0 else None, "score": i / 2}
+            producer.send(topic, serialize(row), partition=i % PARTITIONS)
         producer.send(topic, b"\x00" + (2**31 - 3).to_bytes(4, "big") + b"\x02", partition=0)
         producer.send(topic, b"\x00\x00\x00", partition=1)
         producer.flush()
