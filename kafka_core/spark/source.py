@@ -249,17 +249,18 @@ class KafkaDataSource(DataSource):
 def _with_formats(
     options: SourceOptions, schema: StructType, pins: tuple[FormatOptions | None, ...] | None = None
 ) -> SourceOptions:
-    """Reader schemas pinned (``pins``: those schema() fixed, else asked for now); they must
-    still give the types Spark planned with (a new latest version registered in between would not)."""
+    """Reader schemas pinned. ``pins``: those schema() fixed, which made ``schema`` (Spark calls
+    schema() only when the user gave none), so they are taken as they are; else pinned now, and
+    they must still give the types Spark planned with (a new latest version registered in between,
+    or a user's schema that is not the reader schema's, would not)."""
     if options.key_format is None and options.value_format is None:
         return options
     if pins is not None and [p is None for p in pins] == [
         options.key_format is None,
         options.value_format is None,
     ]:
-        options = dataclasses.replace(options, key_format=pins[0], value_format=pins[1])
-    else:
-        options = pinned(options)
+        return dataclasses.replace(options, key_format=pins[0], value_format=pins[1])
+    options = pinned(options)
     for fmt in (options.key_format, options.value_format):
         if fmt is not None and schema[fmt.column].dataType != spark_type(fmt):
             raise KafkaConfigError(
