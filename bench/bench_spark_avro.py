@@ -298,6 +298,7 @@ def child(args: argparse.Namespace) -> int:
             {
                 "wall_s": r["wall_s"],
                 "cpu_s": r["cpu_s"],
+                "cpu_jvm_s": r["cpu_jvm_s"],
                 "answer": _answer(r["answer"] or ()),
                 "load": r["load"],
             }

@@ -730,12 +730,23 @@ SPARK_AVRO_HEADERS = [
     "vs peer (first / warm)",
     "rounds (first / warm)",
     "CPU s per M rows (warm)",
+    "first job CPU s, JVM / Python",
 ]
 
 
 def _spark_avro_rounds(runs: list[Any]) -> list[list[dict[str, float]]]:
     """A method's passes per round (sections saved before rounds were one list of passes)."""
     return [runs] if runs and isinstance(runs[0], dict) else runs
+
+
+def _first_job_cpu(rounds: list[list[dict[str, float]]]) -> str:
+    """Median CPU seconds of the first job in the driver's JVM and in Python processes (the
+    workers; the driver's Python waits on the JVM), when the run recorded them."""
+    if not all("cpu_jvm_s" in r[0] for r in rounds):
+        return ""
+    jvm = statistics.median(r[0]["cpu_jvm_s"] for r in rounds)
+    python = statistics.median(r[0]["cpu_s"] - r[0]["cpu_jvm_s"] for r in rounds)
+    return f"{jvm:.1f} / {python:.1f}"
 
 
 def spark_avro_table(section: dict[str, Any]) -> str:
@@ -759,6 +770,7 @@ def spark_avro_table(section: dict[str, Any]) -> str:
                 f"{statistics.median(first):.2f}x / {statistics.median(warm):.2f}x",
                 each if len(pairs) > 1 else "",
                 fmt_num(statistics.median(m[-1]["cpu_s"] for m in mine) * 1e6 / rows),
+                _first_job_cpu(mine),
             ]
         )
     return markdown_table(SPARK_AVRO_HEADERS, table)
