@@ -773,7 +773,20 @@ def spark_avro_table(section: dict[str, Any]) -> str:
                 _first_job_cpu(mine),
             ]
         )
-    return markdown_table(SPARK_AVRO_HEADERS, table)
+    out = markdown_table(SPARK_AVRO_HEADERS, table)
+    read = {
+        name: sorted({p["rows"] for r in mine for p in r if p.get("rows") is not None})
+        for name, mine in runs.items()
+        if name.startswith("read")
+    }
+    if any(read.values()):
+        counts = "; ".join(f"{name}: {', '.join(f'{c:,}' for c in cs)}" for name, cs in read.items() if cs)
+        out += (
+            f"\n\nRows read per pass ({section.get('rows', 0):,} written): {counts}. The broker's listed end "
+            f"offsets (ListOffsets latest) add up to {section.get('listed_end_offsets', 0):,}: Spark's "
+            "connector stops there; ours checks the last batch for the true end."
+        )
+    return out
 
 
 def share_table(section: dict[str, Any]) -> str:

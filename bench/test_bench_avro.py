@@ -98,7 +98,7 @@ def test_the_columns_and_spark_sections_render() -> None:
         ],
         "read kafka_core": [
             [
-                {"wall_s": 10.0, "cpu_s": 6.0, "cpu_jvm_s": 4.0},
+                {"wall_s": 10.0, "cpu_s": 6.0, "cpu_jvm_s": 4.0, "rows": 10},
                 {"wall_s": 8.0, "cpu_s": 4.0, "cpu_jvm_s": 3.0},
             ],
             [
@@ -113,6 +113,7 @@ def test_the_columns_and_spark_sections_render() -> None:
     # medians over the rounds; each ratio within its own round
     row = "| read kafka_core | 15.0 | 7.5 | 2.00x / 2.00x | 3.00x / 2.00x, 1.00x / 2.00x | 5.00 | 4.5 / 2.5 |"
     assert row in text
+    assert "Rows read per pass (1,000,000 written): read kafka_core: 10." in text
 
 
 @pytest.fixture(scope="module")
