@@ -81,7 +81,8 @@ def _client_key(options: SourceOptions) -> str:
 def prepare(options: SourceOptions) -> None:
     """A task's warm-up, run in a thread while Spark hands the task over: this worker's client
     built and connected (bootstrap and broker metadata), the consumer's modules imported, the
-    decoders built (while the task's first fetch is in flight). Failures are left to the task, whose own calls report them with its timeouts."""
+    decoders built (while the task's first fetch is in flight). Failures are left to the task,
+    whose own calls report them, with its timeouts."""
     try:
         _CLIENTS.get(_client_key(options), options.client).start()
         import kafka_core.consumer.sync  # noqa: F401  (the reader's next import)
