@@ -8,6 +8,8 @@
 #   KAFKA_CORE_PYTHONS="3.12 3.13"   the versions (default); the last one gets the Tansu subset
 #   KAFKA_CORE_PYTHONS_JOBS=2        pytest-xdist workers per unit run (default: every core)
 #   KAFKA_CORE_PYTHONS_COMPAT=0      leave the Tansu subset out (unit suites only)
+#   KAFKA_CORE_PYTHONS_UNIT=0        leave the unit suites out (set-up and the Tansu subset only;
+#                                    ci/test.sh runs that beside the integration stage)
 #   KAFKA_CORE_COMPAT_WORKERS=2      pytest-xdist workers of the Tansu subset (as ci/test.sh)
 #   KAFKA_CORE_PYTHONS_SETUP_ONLY=1  the venvs and the extension only (ci/test.sh sets them up early)
 # Extra arguments go to every pytest run.
@@ -84,6 +86,7 @@ for version in "${VERSIONS[@]}"; do
   KAFKA_CORE_REQUIRE_EXTENSION=1 "$py" -c 'import kafka_core.codec as c, sys; print(f"    codec: {c.IMPLEMENTATION} on {sys.version.split()[0]}")'
   echo "    set-up: $(($(date +%s) - setup_began)) s"
   [ "${KAFKA_CORE_PYTHONS_SETUP_ONLY:-0}" = "0" ] || continue
+  [ "${KAFKA_CORE_PYTHONS_UNIT:-1}" != "0" ] || continue
 
   stage "CPython $version: unit suite, Cython codec"
   run "CPython $version unit suite, Cython codec" env KAFKA_CORE_REQUIRE_EXTENSION=1 KAFKA_CORE_PURE_PYTHON= \

@@ -20,26 +20,48 @@ PYTEST_ARGS=("$@")
 INTEGRATION_WORKERS=${KAFKA_CORE_INTEGRATION_WORKERS:-4}
 COMPAT_WORKERS=${KAFKA_CORE_COMPAT_WORKERS:-2}
 mkdir -p build/logs
-SUMMARY=()     # "stage|seconds|status", in the order the stages ended
+SUMMARY=()     # "stage|seconds|status|busy", in the order the stages ended
 BACKGROUND=()  # "pid|stage|log" of the background stages not yet waited for
 STAGE_NOW=""   # the foreground stage running, and when it began
 STAGE_BEGAN=0
+STAGE_TICKS="" # /proc/stat's "busy total" CPU ticks when it began
+
+# CPU ticks of the whole machine since boot, "busy total" (busy excludes idle and iowait): how
+# much of the cores a foreground stage left idle, whoever used the rest, tells whether more work
+# could run beside it.
+cpu_ticks() {
+  [ -r /proc/stat ] || return 0
+  awk '/^cpu / { total = 0; for (i = 2; i <= NF; i++) total += $i; print total - $5 - $6, total; exit }' /proc/stat
+}
+# busy_since "BUSY TOTAL": the machine's CPU use since then, as a percentage of all its cores
+busy_since() {
+  local then_busy then_total now_busy now_total
+  read -r then_busy then_total <<<"$1"
+  read -r now_busy now_total <<<"$(cpu_ticks)"
+  if [ -z "${then_total:-}" ] || [ -z "${now_total:-}" ] || [ "$now_total" -le "$then_total" ]; then
+    echo "-"
+    return
+  fi
+  echo "$((100 * (now_busy - then_busy) / (now_total - then_total)))%"
+}
+RUN_TICKS=$(cpu_ticks)
 
 summary() {
   [ "${#SUMMARY[@]}" -gt 0 ] || return 0
-  echo "==> stages (wall-clock seconds; a background stage overlaps the stages after its start)"
-  local row name seconds status
+  echo "==> stages (wall-clock seconds; a background stage overlaps the stages after its start;"
+  echo "    cpu: the machine's cores in use during a foreground stage, by it and the background ones)"
+  local row name seconds status busy
   for row in "${SUMMARY[@]}"; do
-    IFS='|' read -r name seconds status <<<"$row"
-    printf '    %-72s %6s  %s\n' "$name" "$seconds" "$status"
+    IFS='|' read -r name seconds status busy <<<"$row"
+    printf '    %-72s %6s  %-4s %s\n' "$name" "$seconds" "${busy:--}" "$status"
   done
-  printf '    %-72s %6s\n' "the whole run" "$((SECONDS - RUN_BEGAN))"
+  printf '    %-72s %6s  %-4s\n' "the whole run" "$((SECONDS - RUN_BEGAN))" "$(busy_since "$RUN_TICKS")"
 }
 
 on_exit() {
   local status=$?
   if [ -n "$STAGE_NOW" ]; then
-    SUMMARY+=("$STAGE_NOW|$((SECONDS - STAGE_BEGAN))|$([ "$status" -ne 0 ] && echo "FAILED (exit $status)" || echo stopped)")
+    SUMMARY+=("$STAGE_NOW|$((SECONDS - STAGE_BEGAN))|$([ "$status" -ne 0 ] && echo "FAILED (exit $status)" || echo stopped)|$(busy_since "$STAGE_TICKS")")
   fi
   # Background stages do not outlive a run that stopped early.
   local entry pid name log seconds bg_status
@@ -60,10 +82,11 @@ trap on_exit EXIT
 stage() {
   STAGE_NOW=$1
   STAGE_BEGAN=$SECONDS
+  STAGE_TICKS=$(cpu_ticks)
   shift
   echo "==> $STAGE_NOW ($(date -u +%H:%M:%S))"
   "$@"
-  SUMMARY+=("$STAGE_NOW|$((SECONDS - STAGE_BEGAN))|ok")
+  SUMMARY+=("$STAGE_NOW|$((SECONDS - STAGE_BEGAN))|ok|$(busy_since "$STAGE_TICKS")")
   STAGE_NOW=""
 }
 
@@ -164,16 +187,20 @@ fi
 
 # CPython 3.12 and 3.13 (ci/pythons.sh): their venvs and the extension are set up now (nice'd:
 # mostly downloads and unpacking); then, once the integration stage has ended, the unit suite with
-# both codecs on each and on the newest the compatibility subset against Tansu (in place of a Tansu
-# subset on 3.11). A missing interpreter fails it.
-rm -f build/logs/integration.done
+# both codecs on each (CPU-bound: beside the integration stage it would starve the brokers' tests).
+# On the newest, the compatibility subset against Tansu (in place of a Tansu subset on 3.11) runs
+# beside the integration stage instead, after the Kafka 3.9 subset (it mostly waits on the
+# broker). A missing interpreter fails both.
+rm -f build/logs/integration.done build/logs/pythons-setup.done
 pythons_after_integration() {
-  KAFKA_CORE_PYTHONS_SETUP_ONLY=1 nice bash ci/pythons.sh
+  local status=0
+  KAFKA_CORE_PYTHONS_SETUP_ONLY=1 nice bash ci/pythons.sh || status=$?
+  echo "$status" >build/logs/pythons-setup.done
+  [ "$status" -eq 0 ] || return "$status"
   while [ ! -e build/logs/integration.done ]; do sleep 5; done
-  bash ci/pythons.sh "${PYTEST_ARGS[@]}"
+  KAFKA_CORE_PYTHONS_COMPAT=0 bash ci/pythons.sh "${PYTEST_ARGS[@]}"
 }
-background pythons "CPython 3.12 and 3.13: unit suite (both codecs), Tansu subset on 3.13" \
-  pythons_after_integration
+background pythons "CPython 3.12 and 3.13: unit suite (both codecs)" pythons_after_integration
 
 stage "ruff" lint
 stage "mypy" mypy
@@ -194,8 +221,22 @@ if [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
   stage "integration and interop suites against $KAFKA_BOOTSTRAP_SERVERS" \
     run_pytest tests/integration tests/interop -n "$INTEGRATION_WORKERS" --dist loadgroup
 else
-  background kafka-oldest "compatibility subset against Apache Kafka $KAFKA_OLDEST" \
-    compat_subset kafka-oldest kafka "$KAFKA_OLDEST"
+  # The two compatibility subsets one after the other, beside the integration stage: both mostly
+  # wait on their broker, and the SeaweedFS one runs beside them as well.
+  oldest_then_tansu() {
+    local status=0 setup
+    compat_subset kafka-oldest kafka "$KAFKA_OLDEST" || status=$?
+    while [ ! -e build/logs/pythons-setup.done ]; do sleep 5; done
+    read -r setup <build/logs/pythons-setup.done
+    if [ "$setup" -ne 0 ]; then
+      echo "the other CPythons' set-up failed (build/logs/pythons.log): no Tansu subset" >&2
+      return 1
+    fi
+    KAFKA_CORE_PYTHONS_UNIT=0 bash ci/pythons.sh "${PYTEST_ARGS[@]}" || status=$?
+    return "$status"
+  }
+  background compat "compatibility subsets: Apache Kafka $KAFKA_OLDEST, then Tansu on the newest CPython" \
+    oldest_then_tansu
   integration_on_kafka() {
     KAFKA_CORE_TEST_BROKER=kafka KAFKA_CORE_COMPAT_REPORT=build/compat/kafka-newest.json \
       run_pytest tests/integration tests/interop -n "$INTEGRATION_WORKERS" --dist loadgroup

@@ -60,8 +60,32 @@ def local_session(master: str, app_name: str) -> Any:
     session.sparkContext.setLogLevel("ERROR")
     try:
         yield session
-    finally:
+    except BaseException:
+        _discard_jvm(session)
+        raise
+    session.stop()
+
+
+def _discard_jvm(session: Any) -> None:
+    """After a failure, the next session gets a new JVM: a py4j call interrupted half-way (pytest's
+    timeout did that once) leaves the gateway's stream out of step, and every later session of
+    the same pytest worker then failed on garbled answers (KeyError: 'c' in py4j's decoder)."""
+    from pyspark import SparkContext
+
+    gateway = SparkContext._gateway
+    with contextlib.suppress(BaseException):
         session.stop()
+    if gateway is None:
+        return
+    with contextlib.suppress(BaseException):
+        gateway.shutdown()
+    proc = getattr(gateway, "proc", None)
+    if proc is not None:
+        with contextlib.suppress(BaseException):
+            proc.kill()
+            proc.wait(30)
+    SparkContext._gateway = None
+    SparkContext._jvm = None
 
 
 class SparkClusterError(RuntimeError):

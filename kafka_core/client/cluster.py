@@ -34,6 +34,7 @@ from kafka_core.network.backoff import Backoff
 from kafka_core.network.connection import DEFAULT_MAX_RESPONSE_SIZE, BrokerConnection
 from kafka_core.network.sasl import KerberosOptions, SaslSettings, mechanism_names, validate_settings
 from kafka_core.network.tls import build_ssl_context
+from kafka_core.option_names import accepted_keywords, reject_unknown
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import COORDINATOR_CODES, STALE_METADATA_CODES, ErrorCode, error_for
 from kafka_core.protocol.messages import MetadataRequest
@@ -87,6 +88,13 @@ class KafkaClient(ClientOperations):
       cache), ``sasl_kerberos_domain_name`` (the service principal's host; None: the broker's).
     - ``api_version_caps``: ``{api_key: highest version}`` to hold back what is negotiated.
     """
+
+    def __new__(cls, *args: Any, **options: Any) -> Self:
+        """An option this class does not take (another client's name for one, a typo) is refused
+        naming what it means here, as the producer and consumers do, not with Python's bare
+        TypeError; the signature the type checkers read is __init__'s."""
+        reject_unknown(cls.__name__, options, accepted_keywords(cls.__init__))
+        return super().__new__(cls)
 
     def __init__(
         self,

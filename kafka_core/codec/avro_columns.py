@@ -41,9 +41,12 @@ class DecodedColumn(NamedTuple):
 class AvroColumnDecoder:
     """Decodes columns of Avro values read with one reader schema.
 
-    ``writer_schemas(id)`` gives the schema a framed value's id names (called once per id; what
-    it raises fails that id's records); unframed values (``framed=False``) are read with
-    ``writer_schema`` (default: the reader schema). Thread-safe: compiling a new id takes a lock.
+    ``writer_schemas(id)`` gives the schema a framed value's id names (called once per id). A
+    ``ValueError`` or ``LookupError`` it raises (no such id, not an Avro schema) fails that id's
+    records; anything else (a registry out of reach) propagates from ``decode``, and the id is
+    looked up again by the next one, so an outage is never taken for bad records. Unframed
+    values (``framed=False``) are read with ``writer_schema`` (default: the reader schema).
+    Thread-safe: compiling a new id takes a lock.
     """
 
     def __init__(
@@ -114,7 +117,7 @@ class AvroColumnDecoder:
                     continue
                 try:
                     writer = _parse(self._lookup(schema_id))
-                except Exception as exc:  # the lookup's failure is the cause of those records' errors
+                except (ValueError, LookupError) as exc:  # what the records name is at fault
                     self._program.add_writer(
                         schema_id, None, f"schema id {schema_id}: {type(exc).__name__}: {exc}"
                     )

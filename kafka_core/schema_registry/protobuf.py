@@ -28,7 +28,14 @@ from kafka_core.schema_registry.serde import (
     split_frame,
 )
 
-__all__ = ["ProtobufDeserializer", "ProtobufSerializer", "message_indexes", "reference_subject_name_strategy"]
+__all__ = [
+    "ProtobufDeserializer",
+    "ProtobufSerializer",
+    "message_indexes",
+    "message_name_at",
+    "read_message_indexes",
+    "reference_subject_name_strategy",
+]
 
 _KNOWN_PREFIXES = ("google/protobuf/", "google/type/")
 
@@ -78,6 +85,31 @@ def _read_varint(data: memoryview, pos: int) -> tuple[int, int]:
         shift += 7
         if not byte & 0x80:
             return (value >> 1) ^ -(value & 1), pos
+
+
+def read_message_indexes(payload: memoryview) -> tuple[list[int], int]:
+    """The message index list at the start of a framed payload (``[0]`` for the single 0 that
+    names the file's first message), and where the message starts."""
+    count, pos = _read_varint(payload, 0)
+    if count < 0 or count > 100_000:
+        raise SerializationError(f"invalid Protobuf message index list length {count}")
+    indexes = []
+    for _ in range(count):
+        index, pos = _read_varint(payload, pos)
+        indexes.append(index)
+    return indexes or [0], pos
+
+
+def message_name_at(file: Any, indexes: list[int]) -> str:
+    """The full name of the message ``indexes`` points at in a ``FileDescriptorProto``."""
+    names: list[str] = [file.package] if file.package else []
+    messages = file.message_type
+    for index in indexes:
+        if not 0 <= index < len(messages):
+            raise SerializationError(f"message index list {indexes} points past the schema's messages")
+        names.append(messages[index].name)
+        messages = messages[index].nested_type
+    return ".".join(names)
 
 
 def _schema_of(file: Any, references: list[SchemaReference]) -> Schema:
@@ -183,11 +215,7 @@ class ProtobufDeserializer:
         if data is None:
             return None
         _, view = split_frame(data)
-        count, pos = _read_varint(view, 0)
-        if count < 0 or count > 100_000:
-            raise SerializationError(f"invalid Protobuf message index list length {count}")
-        for _ in range(count):
-            _, pos = _read_varint(view, pos)
+        _, pos = read_message_indexes(view)
         try:
             return self._msg_type.FromString(bytes(view[pos:]))
         except DecodeError as exc:

@@ -26,12 +26,14 @@ from kafka_core.spark.cache import WorkerCache
 __all__ = [
     "FormatOptions",
     "SinkFormat",
+    "column_arrow_type",
     "decode_batch",
     "encode_column",
     "parse_formats",
     "parse_sink_formats",
     "pin_reader",
     "spark_type",
+    "with_column_types",
 ]
 
 REGISTRY_PREFIX = "schema.registry."
@@ -86,6 +88,9 @@ class SinkFormat:
     auto_register: bool = True
     use_latest_version: bool = False
     message: str | None = None  # protobuf: the message's full name (default: the file's first)
+    # the struct column's Arrow type (set on the driver from the DataFrame's schema): rows that
+    # come as Spark Rows (the 4.0 stream writer) are built into exactly this type
+    arrow_type: Any = field(default=None, repr=False, compare=False)
 
     def cache_key(self) -> str:
         return json.dumps(
@@ -354,6 +359,30 @@ def _serializer(fmt: SinkFormat) -> Any:
         auto_register=fmt.auto_register,
         use_latest_version=fmt.use_latest_version,
     )
+
+
+def with_column_types(sink: Any, schema: Any) -> Any:
+    """SinkOptions whose formats know their column's Arrow type (on the driver, from the
+    DataFrame's Spark schema)."""
+    import inspect
+
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    # newer pysparks want the time zone of TimestampType (instants: UTC); older ones take UTC
+    zone: dict[str, Any] = (
+        {"timezone": "UTC"} if "timezone" in inspect.signature(to_arrow_type).parameters else {}
+    )
+    names = {f.name.lower(): f.dataType for f in schema.fields}
+    typed = {}
+    for name in ("key_format", "value_format"):
+        fmt = getattr(sink, name)
+        if fmt is not None and fmt.column in names:
+            typed[name] = replace(fmt, arrow_type=to_arrow_type(names[fmt.column], **zone))
+    return replace(sink, **typed) if typed else sink
+
+
+def column_arrow_type(fmt: SinkFormat | None) -> Any:
+    return None if fmt is None else fmt.arrow_type
 
 
 def encode_column(fmt: SinkFormat, column: Any, topic: str) -> Any:

@@ -276,4 +276,8 @@ def _sink(options: Any, schema: StructType) -> SinkOptions:
     sink = parse_sink(options)
     encoded = frozenset(f.column for f in (sink.key_format, sink.value_format) if f is not None)
     check_sink_schema({f.name: f.dataType.simpleString() for f in schema.fields}, sink.topic, encoded)
+    if encoded:
+        from kafka_core.spark.registry import with_column_types
+
+        sink = with_column_types(sink, schema)
     return sink

@@ -408,7 +408,35 @@ def write_arrow(options: SinkOptions, batches: Iterator[Any]) -> TaskResult:
     return _write(options, feed)
 
 
-def _rows_to_batch(rows: list[Any]) -> Any:
+def _struct_value(value: Any, t: Any) -> Any:
+    """A Spark Row's value (nested Rows, dicts for maps, naive local datetimes for timestamps)
+    shaped for ``pa.array(..., t)``."""
+    import datetime
+
+    import pyarrow as pa
+
+    if value is None:
+        return None
+    if pa.types.is_struct(t):
+        fields = value.asDict() if hasattr(value, "asDict") else value
+        return {
+            t.field(i).name: _struct_value(fields.get(t.field(i).name), t.field(i).type)
+            for i in range(t.num_fields)
+        }
+    if pa.types.is_map(t):
+        pairs = value.items() if isinstance(value, dict) else value
+        return [(k, _struct_value(v, t.item_type)) for k, v in pairs]
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        return [_struct_value(v, t.value_type) for v in value]
+    if pa.types.is_timestamp(t) and t.tz is not None and isinstance(value, datetime.datetime):
+        # pyspark hands a TimestampType as a naive datetime in the local time zone
+        return value.astimezone() if value.tzinfo is None else value
+    return value
+
+
+def _rows_to_batch(rows: list[Any], types: tuple[Any, Any] = (None, None)) -> Any:
+    """``types``: the Arrow types of the key and value columns a registry format encodes (their
+    rows are structs, not bytes)."""
     import pyarrow as pa
 
     columns: dict[str, list[Any]] = {name: [] for name in _COLUMNS}
@@ -431,7 +459,10 @@ def _rows_to_batch(rows: list[Any]) -> Any:
     for name, values in columns.items():
         if len(values) != len(rows):
             continue
-        if name in ("key", "value"):
+        struct_type = types[0] if name == "key" else types[1] if name == "value" else None
+        if struct_type is not None:
+            arrays[name] = pa.array([_struct_value(v, struct_type) for v in values], struct_type)
+        elif name in ("key", "value"):
             arrays[name] = pa.array([v.encode() if isinstance(v, str) else v for v in values], pa.binary())
         elif name == "topic":
             arrays[name] = pa.array(values, pa.string())
@@ -457,16 +488,16 @@ def _pairs(headers: Any) -> Iterable[tuple[str, bytes | None]]:
         yield k, (v.encode() if isinstance(v, str) else v)
 
 
-def _feed_rows(rows: Iterable[Any], chunk_rows: int) -> Any:
+def _feed_rows(rows: Iterable[Any], chunk_rows: int, types: tuple[Any, Any] = (None, None)) -> Any:
     def feed(sender: _Sender) -> None:
         chunk: list[Any] = []
         for row in rows:
             chunk.append(row)
             if len(chunk) >= chunk_rows:
-                sender.send(_rows_to_batch(chunk))
+                sender.send(_rows_to_batch(chunk, types))
                 chunk = []
         if chunk:
-            sender.send(_rows_to_batch(chunk))
+            sender.send(_rows_to_batch(chunk, types))
 
     return feed
 
@@ -487,7 +518,10 @@ def write_any(options: SinkOptions, items: Iterator[Any]) -> TaskResult:
     chained = itertools.chain([first], items)
     if isinstance(first, pa.RecordBatch):
         return write_arrow(options, chained)
-    return _write(options, _feed_rows(chained, 10_000))
+    from kafka_core.spark.registry import column_arrow_type
+
+    types = (column_arrow_type(options.key_format), column_arrow_type(options.value_format))
+    return _write(options, _feed_rows(chained, 10_000, types))
 
 
 def produce_partition(

@@ -9,7 +9,6 @@ import re
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -75,17 +74,17 @@ def test_pipeline_refuses_an_unreachable_broker_before_spark() -> None:
 
 
 def _refused_before_spark(args: list[str], message: str) -> None:
-    start = time.monotonic()
     proc = subprocess.run(
         [*PIPELINE, *args], capture_output=True, text=True, timeout=60, cwd=ROOT, check=False
     )
-    elapsed = time.monotonic() - start
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0], proc.stderr
     assert lines[0].startswith("python -m kafka_core.devtools.pipeline: error: "), proc.stderr
-    assert proc.stdout == "", proc.stdout  # nothing started, not even the first phase line
-    assert elapsed < 15, f"{args} took {elapsed:.1f} s: Spark must not start for a bad argument"
+    # Nothing started, not even the first phase line; a started Spark would have logged to stderr
+    # (its JVM's first lines), which holds the one error line only. No timing: under load the
+    # refusal alone took 15 s once.
+    assert proc.stdout == "", proc.stdout
 
 
 def test_demo_round_trips_every_record(bootstrap_servers: str) -> None:

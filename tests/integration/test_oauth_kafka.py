@@ -352,7 +352,16 @@ def test_spark_writes_and_reads_with_javas_oauth_options(cluster: KafkaCluster) 
     }
     with local_session("local[2]", "kafka_core-oauth") as spark:
         df = spark.range(300).selectExpr("CAST(id AS STRING) AS key", "CAST(id AS STRING) AS value")
-        writer = df.repartition(2).write.format("kafka_core").option("topic", topic)
+        # Delivery bounded well inside the test's timeout: once in CI (load 24) this write hung past
+        # pytest's 180 s, under the default 120 s delivery timeout, and the interrupted py4j call
+        # broke the next Spark tests of that worker; a failure must come back with its cause.
+        writer = (
+            df.repartition(2)
+            .write.format("kafka_core")
+            .option("topic", topic)
+            .option("kafka.delivery.timeout.ms", "45000")
+            .option("kafka.request.timeout.ms", "15000")
+        )
         for k, v in options.items():
             writer = writer.option(k, v)
         writer.mode("append").save()

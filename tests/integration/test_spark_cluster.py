@@ -422,12 +422,18 @@ def test_batch_write_then_read_back_every_row_exactly_once(
 def test_registry_avro_written_and_read_on_the_executors(
     spark: SparkSession, bootstrap_servers: str, schema_registry: str, new_topic: Callable[..., str]
 ) -> None:
-    """valueFormat=avro on the cluster: the executors encode (the sink registers the schema) and
-    decode (each record by its id, through their own registry client)."""
+    """valueFormat=avro on the cluster: the executors encode (the sink registers version 1) and
+    decode (each record by its id, through their own registry client, resolved to version 2, the
+    latest, which the test process registered with a field added and wrote 100 records of);
+    PERMISSIVE: a record under an id the registry never handed out and a truncated one are null
+    values with their errors."""
     from pyspark.sql import functions as F
 
+    from kafka_core import KafkaProducer
+    from kafka_core.schema_registry import AvroSerializer, MessageField, SchemaRegistryClient
+
     topic = new_topic(partitions=PARTITIONS, prefix="spark-cluster-avro")
-    schema = {
+    v1 = {
         "type": "record",
         "name": "Row",
         "namespace": "cluster",
@@ -436,6 +442,7 @@ def test_registry_avro_written_and_read_on_the_executors(
             {"name": "tag", "type": ["null", "string"], "default": None},
         ],
     }
+    v2 = {**v1, "fields": [*v1["fields"], {"name": "score", "type": "double", "default": -1.0}]}  # type: ignore[misc]
     registry = {"valueFormat": "avro", "schema.registry.url": schema_registry}
     (
         spark.range(ROWS, numPartitions=4)
@@ -448,19 +455,88 @@ def test_registry_avro_written_and_read_on_the_executors(
         .option("kafka.bootstrap.servers", bootstrap_servers)
         .option("topic", topic)
         .options(**registry)
-        .option("valueSchema", json.dumps(schema))
+        .option("valueSchema", json.dumps(v1))
         .mode("append")
         .save()
     )
+    with (
+        SchemaRegistryClient({"url": schema_registry}) as client,
+        KafkaProducer(bootstrap_servers=bootstrap_servers) as producer,
+    ):
+        serialize = AvroSerializer(client, json.dumps(v2)).for_topic(topic, MessageField.VALUE)
+        for i in range(ROWS, ROWS + 100):
+            row = {"n": i, "tag": "even" if i % 2 == 0 else None, "score": i / 2}
+            producer.send(topic, serialize(row), partition=i % PARTITIONS)
+        producer.send(topic, b"\x00" + (2**31 - 3).to_bytes(4, "big") + b"\x02", partition=0)
+        producer.send(topic, b"\x00\x00\x00", partition=1)
+        producer.flush()
     df = (
         spark.read.format("kafka_core")
         .option("kafka.bootstrap.servers", bootstrap_servers)
         .option("subscribe", topic)
         .options(**registry)
+        .option("mode", "PERMISSIVE")
         .load()
     )
-    row = df.agg(F.count("*"), F.sum("value.n"), F.count("value.tag")).collect()[0]
-    assert tuple(row) == (ROWS, ROWS * (ROWS - 1) // 2, (ROWS + 1) // 2)
+    assert df.schema["value"].dataType.simpleString() == "struct<n:bigint,tag:string,score:double>"
+    total = ROWS + 100
+    row = df.agg(
+        F.count("*"),
+        F.sum("value.n"),
+        F.count("value.tag"),
+        F.sum(F.when(F.col("value.score") == -1.0, 1)),
+        F.sum("value.score"),
+        F.sort_array(F.collect_list("valueError")),
+    ).collect()[0]
+    assert tuple(row)[:5] == (
+        total + 2,
+        total * (total - 1) // 2,
+        (total + 1) // 2,
+        ROWS,  # version 1's records, the added field's default
+        -ROWS + sum(i / 2 for i in range(ROWS, total)),
+    )
+    [unknown] = [e for e in row[5] if "not in the registry" in e]
+    [truncated] = [e for e in row[5] if e != unknown]
+    assert f"schema id {2**31 - 3}" in unknown, unknown
+    assert "Schema Registry framing" in truncated, truncated
+
+
+@pytest.mark.parametrize("fmt", ["json", "protobuf"])
+def test_registry_json_and_protobuf_read_on_the_executors(
+    fmt: str, spark: SparkSession, bootstrap_servers: str, schema_registry: str, new_topic: Callable[..., str]
+) -> None:
+    """valueFormat json/protobuf decoded in the executors' Python workers (the Protobuf classes
+    built there from the registered descriptors), PERMISSIVE errors for an unknown id and an
+    unparsable record."""
+    from prerequisites import need_module
+
+    need_module("confluent_kafka")
+    from spark_registry_formats import RegistryFormat
+
+    from kafka_core import KafkaProducer
+
+    side = RegistryFormat(fmt, schema_registry)
+    topic = new_topic(partitions=1, prefix=f"spark-cluster-{fmt}")
+    with KafkaProducer(bootstrap_servers=bootstrap_servers) as producer:
+        for value in [side.framed(topic, i) for i in (1, 2, 3)] + side.bad(topic):
+            producer.send(topic, value, partition=0)
+        producer.flush()
+    rows = (
+        spark.read.format("kafka_core")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("subscribe", topic)
+        .option("valueFormat", fmt)
+        .option("schema.registry.url", schema_registry)
+        .option("mode", "PERMISSIVE")
+        .option("minPartitions", "2")  # both executors
+        .load()
+        .select("value.id", "value.tags", "valueError", "offset")
+        .orderBy("offset")
+        .collect()
+    )
+    assert [(r.id, r.tags) for r in rows] == [(1, ["1"]), (2, ["2"]), (3, ["3"]), (None, None), (None, None)]
+    assert [r.valueError for r in rows[:3]] == [None] * 3
+    assert "not in the registry" in rows[3].valueError and side.parse_error in rows[4].valueError
 
 
 def test_transactional_write_commits_what_the_executors_prepared(

@@ -2,7 +2,9 @@
 the value column typed as from_avro types the reader schema, records of two schema versions in
 one read and one micro-batch, PERMISSIVE/FAILFAST, a schema change while a stream runs, and the
 sink encoding a struct column (read back by confluent-kafka's AvroDeserializer); and
-``valueFormat=json``/``protobuf`` read from and written for confluent-kafka's serializers."""
+``valueFormat=json``/``protobuf`` read from and written for confluent-kafka's serializers, in batch
+and in a stream (readStream into the streaming sink) across a schema change, with an unknown id
+and a corrupt record in PERMISSIVE."""
 
 from __future__ import annotations
 
@@ -27,6 +29,7 @@ from pyspark.errors import PySparkException  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from pyspark.sql import types as T  # noqa: E402
 from spark_cluster import local_session  # noqa: E402
+from spark_registry_formats import AT, ORDER_JSON, UNKNOWN_ID, RegistryFormat, proto_order  # noqa: E402
 
 from kafka_core import KafkaConsumer, KafkaProducer  # noqa: E402
 from kafka_core.spark import register  # noqa: E402
@@ -48,7 +51,6 @@ V2 = {
     "namespace": "spark.it",
     "fields": [*V1["fields"], {"name": "coupon", "type": ["null", "string"], "default": None}],  # type: ignore[misc]
 }
-AT = datetime.datetime(2026, 1, 1, tzinfo=datetime.UTC)
 
 
 @pytest.fixture(scope="module")
@@ -246,20 +248,6 @@ def test_options_are_checked_and_secrets_kept_out_of_repr() -> None:
     assert "s3cret-pw" not in repr(opts)
 
 
-ORDER_JSON = {
-    "$schema": "http://json-schema.org/draft-07/schema#",
-    "title": "Order",
-    "type": "object",
-    "properties": {
-        "id": {"type": "integer"},
-        "note": {"type": ["null", "string"]},
-        "tags": {"type": "array", "items": {"type": "string"}},
-        "ship": {"type": "object", "properties": {"city": {"type": "string"}}},
-    },
-    "required": ["id"],
-}
-
-
 def _consume(bootstrap: str, topic: str, n: int) -> list[bytes]:
     got: list[bytes] = []
     with KafkaConsumer(
@@ -325,42 +313,12 @@ def test_json_read_and_sink(
     ]
 
 
-def _proto_order() -> Any:
-    """An Order message class built from descriptors (no protoc here): id, a Timestamp, tags."""
-    from google.protobuf import descriptor_pb2, descriptor_pool, timestamp_pb2
-    from google.protobuf.message_factory import GetMessageClass
-
-    F = descriptor_pb2.FieldDescriptorProto
-    pool = descriptor_pool.DescriptorPool()
-    known = descriptor_pb2.FileDescriptorProto()
-    timestamp_pb2.DESCRIPTOR.CopyToProto(known)
-    pool.Add(known)
-    file = descriptor_pb2.FileDescriptorProto(
-        name="kc_spark/order.proto",
-        package="kcs",
-        syntax="proto3",
-        dependency=["google/protobuf/timestamp.proto"],
-    )
-    o = file.message_type.add(name="Order")
-    o.field.add(name="id", number=1, type=F.TYPE_INT32, label=F.LABEL_OPTIONAL)
-    o.field.add(
-        name="at",
-        number=2,
-        type=F.TYPE_MESSAGE,
-        type_name=".google.protobuf.Timestamp",
-        label=F.LABEL_OPTIONAL,
-    )
-    o.field.add(name="tags", number=3, type=F.TYPE_STRING, label=F.LABEL_REPEATED)
-    pool.Add(file)
-    return GetMessageClass(pool.FindMessageTypeByName("kcs.Order"))
-
-
 def test_protobuf_read_and_sink(
     spark: SparkSession, bootstrap_servers: str, schema_registry: str, new_topic: Callable[..., str]
 ) -> None:
     from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
 
-    order = _proto_order()
+    order = proto_order()
     topic, out = new_topic(1), new_topic(1)
     client = TheirClient({"url": schema_registry})
     ser = ProtobufSerializer(order, client, {"use.deprecated.format": False})
@@ -400,4 +358,86 @@ def test_protobuf_read_and_sink(
     ]
     assert sorted((m.id, m.at.ToDatetime(tzinfo=datetime.UTC), list(m.tags)) for m in back) == [
         (i, AT + datetime.timedelta(seconds=i), [str(i)]) for i in range(1, 4)
+    ]
+
+
+# -- JSON Schema and Protobuf in a stream: readStream decoding into writeStream encoding ----------
+
+
+def _produce_raw(bootstrap: str, topic: str, values: list[bytes]) -> None:
+    with KafkaProducer(bootstrap_servers=bootstrap) as producer:
+        for value in values:
+            producer.send(topic, value, partition=0)
+        producer.flush()
+
+
+def _consume_records(
+    bootstrap: str, topic: str, n: int, timeout: float, alive: Callable[[], bool]
+) -> list[Any]:
+    got: list[Any] = []
+    with KafkaConsumer(
+        bootstrap_servers=bootstrap, partitions={topic: [0]}, auto_offset_reset="earliest"
+    ) as c:
+        deadline = time.monotonic() + timeout
+        while len(got) < n and time.monotonic() < deadline and alive():
+            got += c.poll(500)
+    return got
+
+
+@pytest.mark.parametrize("fmt", ["json", "protobuf"])
+def test_stream_decodes_across_a_schema_change_into_the_streaming_sink(
+    fmt: str,
+    spark: SparkSession,
+    bootstrap_servers: str,
+    schema_registry: str,
+    new_topic: Callable[..., str],
+) -> None:
+    """readStream with valueFormat json/protobuf (PERMISSIVE: an unknown id and a corrupt record
+    are null values with their errors) straight into writeStream encoding the struct again; a
+    version 2 registered while the query runs is read with version 1's columns, no restart.
+    JSON's version 1 is closed (additionalProperties false): a record is checked against the
+    schema it was written with, then typed by the reader's."""
+    side = RegistryFormat(fmt, schema_registry)
+    topic, out = new_topic(1), new_topic(1)
+    _produce_raw(bootstrap_servers, topic, [side.framed(topic, i) for i in range(3)] + side.bad(topic))
+    stream = (
+        spark.readStream.format("kafka_core")
+        .option("kafka.bootstrap.servers", bootstrap_servers)
+        .option("subscribe", topic)
+        .option("startingOffsets", "earliest")
+        .option("valueFormat", fmt)
+        .option("schema.registry.url", schema_registry)
+        .option("mode", "PERMISSIVE")
+        .load()
+    )
+    with tempfile.TemporaryDirectory() as checkpoint:
+        query = (
+            stream.selectExpr("valueError as key", "value")
+            .writeStream.format("kafka_core")
+            .option("kafka.bootstrap.servers", bootstrap_servers)
+            .option("topic", out)
+            .option("valueFormat", fmt)
+            .option("schema.registry.url", schema_registry)
+            .option("valueSchema", side.schema)
+            .option("checkpointLocation", checkpoint)
+            .trigger(processingTime="200 milliseconds")
+            .start()
+        )
+        try:
+            first = _consume_records(bootstrap_servers, out, 5, 120, lambda: query.isActive)
+            assert query.exception() is None and len(first) == 5, query.exception()
+            _produce_raw(bootstrap_servers, topic, [side.framed(topic, 3, v2=True), side.framed(topic, 4)])
+            records = _consume_records(bootstrap_servers, out, 7, 120, lambda: query.isActive)
+            assert query.exception() is None, query.exception()
+        finally:
+            query.stop()
+    assert len(records) == 7
+    decoded = [(None if r.key is None else r.key.decode(), r.value) for r in records]
+    errors = [key for key, value in decoded if value is None]
+    assert [key for key, value in decoded if value is not None] == [None] * 5
+    assert len(errors) == 2
+    assert f"schema id {UNKNOWN_ID}" in errors[0]
+    assert side.parse_error in errors[1]
+    assert [side.read_back(out, value) for _, value in decoded if value is not None] == [
+        (i, [str(i)]) for i in range(5)
     ]

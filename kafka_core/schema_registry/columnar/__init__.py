@@ -21,7 +21,13 @@ from kafka_core.codec.avro_encode import AvroColumnEncoder
 from kafka_core.codec.avro_schema import AvroSchemaError, AvroType, arrow_type, parse_schema
 from kafka_core.errors import KafkaConfigError
 
-__all__ = ["AvroColumnDeserializer", "AvroColumnSerializer", "parse_registered", "subject_for"]
+__all__ = [
+    "AvroColumnDeserializer",
+    "AvroColumnSerializer",
+    "parse_registered",
+    "subject_for",
+    "unknown_schema_id",
+]
 
 Field = Literal["key", "value"]
 
@@ -29,6 +35,12 @@ Field = Literal["key", "value"]
 def subject_for(topic: str, field: Field) -> str:
     """The topic name strategy's subject: ``<topic>-value`` or ``<topic>-key``."""
     return f"{topic}-{field}"
+
+
+def unknown_schema_id(exc: BaseException) -> bool:
+    """The registry answered that no schema has the id (HTTP 404): the record is at fault. Any
+    other failure (no answer, refused credentials) is the registry's, not the record's."""
+    return getattr(exc, "http_status_code", None) == 404
 
 
 def parse_registered(client: Any, schema: Any, named: dict[str, AvroType] | None = None) -> AvroType:
@@ -99,7 +111,15 @@ class AvroColumnDeserializer:
         return self.decoder(topic).arrow_type
 
     def _writer_schema(self, schema_id: int) -> AvroType:
-        return parse_registered(self._client, self._client.get_schema(schema_id))
+        """The decoder's lookup: an unknown id is a LookupError (its records' error); a registry
+        that does not answer raises its own error, which the decode passes on."""
+        try:
+            schema = self._client.get_schema(schema_id)
+        except Exception as exc:
+            if unknown_schema_id(exc):
+                raise LookupError(f"not in the registry: {exc}") from exc
+            raise
+        return parse_registered(self._client, schema)
 
     def decode(self, values: Any, topic: str | None = None) -> DecodedColumn:
         return self.decoder(topic).decode(values, self.mode)

@@ -2,10 +2,13 @@
 
 These formats have no columnar codec: each value goes through ``JSONDeserializer``/
 ``ProtobufDeserializer`` (or the serializers) as a client's ``poll`` would, and only the typing is
-columnar. The column's Arrow type comes from the registered schema: a JSON Schema's objects,
-arrays and scalars (anything else: the value's JSON text), or a Protobuf message as Spark's
-``from_protobuf`` types it (enums as their names, ``google.protobuf.Timestamp`` as a timestamp,
-fields at their zero value null).
+columnar. The id in each frame must name a registered schema of the format, and a Protobuf
+record the reader's message (else the record is bad); a JSON value is validated against its
+writer schema, then typed by the reader schema, as Avro resolves each record from its writer
+schema to the reader's. The column's Arrow type comes from the registered schema: a JSON
+Schema's objects, arrays and scalars (anything else: the value's JSON text), or a Protobuf
+message as Spark's ``from_protobuf`` types it (enums as their names,
+``google.protobuf.Timestamp`` as a timestamp, fields at their zero value null).
 """
 
 from __future__ import annotations
@@ -338,8 +341,64 @@ class RowColumnDeserializer:
         self.field = field
         self.mode: Mode = mode
         self._message = message
-        self._lock = threading.Lock()  # guards _decoders
+        self._lock = threading.Lock()  # guards _decoders, _writers and _written
         self._decoders: dict[str | None, tuple[Any, Callable[[Any], Any]]] = {}
+        self._writers: dict[int, str | None] = {}  # schema id -> why its records are bad (None: fine)
+        # Protobuf: (schema id, message indexes) -> the full name of the message written
+        self._written: dict[tuple[int, tuple[int, ...]], str | None] = {}
+
+    def _check_writer(self, data: Any) -> None:
+        """SerializationError when the frame's id names no schema of this format. A registry
+        that does not answer raises its own error: the records are not at fault."""
+        from kafka_core.schema_registry.columnar import unknown_schema_id
+        from kafka_core.schema_registry.serde import schema_id_of
+
+        schema_id = schema_id_of(data)
+        with self._lock:
+            known = schema_id in self._writers
+            problem = self._writers.get(schema_id)
+        if not known:
+            expected = "JSON" if self.format == "json" else "PROTOBUF"
+            try:
+                kind = (getattr(self._client.get_schema(schema_id), "schema_type", None) or "AVRO").upper()
+                problem = None if kind == expected else f"schema id {schema_id} is {kind}, not {expected}"
+            except Exception as exc:
+                if not unknown_schema_id(exc):
+                    raise
+                problem = f"schema id {schema_id} is not in the registry: {exc}"
+            with self._lock:
+                self._writers[schema_id] = problem
+        if problem is not None:
+            raise SerializationError(problem)
+
+    def _written_message(self, data: Any) -> str | None:
+        """The full name of the message a Protobuf record holds, by its writer schema and message
+        index list (None when the writer schema is not a base64 FileDescriptorProto: .proto text,
+        as Java's serializers register it, is not parsed here). Records of another message of
+        the file, or of another file, would otherwise parse into the reader's class as garbage."""
+        from google.protobuf import descriptor_pb2
+        from google.protobuf.message import DecodeError
+
+        from kafka_core.schema_registry.protobuf import message_name_at, read_message_indexes
+        from kafka_core.schema_registry.serde import split_frame
+
+        schema_id, payload = split_frame(data)
+        indexes, _ = read_message_indexes(payload)
+        key = (schema_id, tuple(indexes))
+        with self._lock:
+            if key in self._written:
+                return self._written[key]
+        try:
+            file = descriptor_pb2.FileDescriptorProto.FromString(
+                base64.b64decode(self._client.get_schema(schema_id).schema_str, validate=True)
+            )
+        except (ValueError, DecodeError):
+            name = None
+        else:
+            name = message_name_at(file, indexes)
+        with self._lock:
+            self._written[key] = name
+        return name
 
     def _decoder(self, topic: str | None) -> tuple[Any, Callable[[Any], Any]]:
         """(Arrow type, one value -> its Arrow row) of ``topic``'s records."""
@@ -361,14 +420,24 @@ class RowColumnDeserializer:
             from kafka_core.schema_registry.json_schema import JSONDeserializer
 
             t = json_schema_arrow_type(schema.schema_str)
-            row = JSONDeserializer(schema, schema_registry_client=self._client)
+            # validated against the schema each record was written with (a closed version 1
+            # reader would refuse version 2's added property); typed by the reader's
+            row = JSONDeserializer(None, schema_registry_client=self._client)
             decoder = (t, lambda data: _to_arrow_py(row(data), t))
         else:
             from kafka_core.schema_registry.protobuf import ProtobufDeserializer
 
             cls = protobuf_message_class(self._client, schema, self._message)
             message = ProtobufDeserializer(cls)
-            decoder = (protobuf_arrow_type(cls.DESCRIPTOR), lambda data: _message_to_py(message(data)))
+            name = cls.DESCRIPTOR.full_name
+
+            def convert(data: Any) -> Any:
+                written = self._written_message(data)
+                if written is not None and written != name:
+                    raise SerializationError(f"the record is a {written}, not a {name}")
+                return _message_to_py(message(data))
+
+            decoder = (protobuf_arrow_type(cls.DESCRIPTOR), convert)
         with self._lock:
             return self._decoders.setdefault(key, decoder)
 
@@ -385,6 +454,8 @@ class RowColumnDeserializer:
         errors: list[str | None] = []
         for i, data in enumerate(values.to_pylist() if hasattr(values, "to_pylist") else values):
             try:
+                if data is not None:
+                    self._check_writer(data)
                 row = None if data is None else convert(data)
                 if row is not None:
                     pa.array([row], t)  # a value the type cannot hold is this row's error

@@ -52,8 +52,10 @@ def test_batches_grow_while_requests_are_slow(idempotent: bool) -> None:
     assert broker.logs[0] == [b"x" * 20] * len(results)
     sizes = [c[0] for c in broker.requests]
     # One request at a time, 0.4 s each, a record every ~5 ms: about 80 records wait per request.
+    # On a loaded machine the loop sends fewer than that, so the bar is half of what the rate it
+    # reached puts behind one request (at 5 ms per record, 40).
     assert len(sizes) <= 10, sizes
-    assert max(sizes[1:]) >= 30, sizes
+    assert max(sizes[1:]) >= min(30, 0.4 * len(results) / 2.0 / 2), (sizes, len(results))
 
 
 def test_a_batch_fills_only_up_to_batch_size_while_it_waits() -> None:
@@ -134,12 +136,13 @@ def test_a_backlog_behind_busy_requests_settles_by_the_deadline(idempotent: bool
         futures, sent_at = [], []
         start = time.monotonic()
         while time.monotonic() - start < 3.0:
-            f = await p.send("t", b"z" * 20)
-            i = len(futures)
-            f.add_done_callback(lambda _f, i=i: settled.setdefault(i, time.monotonic()))
-            futures.append(f)
-            sent_at.append(time.monotonic())
-            await asyncio.sleep(0.002)  # twice what the slow broker takes: a backlog for sure
+            for _ in range(4):  # bursts: on a loaded machine the loop still outruns the broker
+                f = await p.send("t", b"z" * 20)
+                i = len(futures)
+                f.add_done_callback(lambda _f, i=i: settled.setdefault(i, time.monotonic()))
+                futures.append(f)
+                sent_at.append(time.monotonic())
+            await asyncio.sleep(0.002)  # 2,000 records/s, many times what the slow broker takes
         await p.flush(20)
         results = await outcomes(futures, 1)
         await p.close(5)

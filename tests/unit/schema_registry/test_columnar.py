@@ -160,3 +160,53 @@ def test_serializer_with_the_latest_version() -> None:
     ]
     with pytest.raises(KafkaConfigError):
         AvroColumnSerializer(reg)
+
+
+class FlakyRegistry(FakeRegistry):
+    """Out of reach for the first ``outages`` id lookups (as our client reports it), and an
+    unknown id answered with HTTP 404, as a real registry answers."""
+
+    def __init__(self, outages: int) -> None:
+        super().__init__()
+        self.outages = outages
+
+    def get_schema(self, schema_id: int) -> Sch:
+        from kafka_core.errors import SchemaRegistryError
+
+        self.calls.append(f"id {schema_id}")
+        if self.outages:
+            self.outages -= 1
+            raise SchemaRegistryError(-1, -1, "GET /schemas/ids: cannot reach http://registry")
+        if schema_id not in self.by_id:
+            raise SchemaRegistryError(404, 40403, f"Schema {schema_id} not found")
+        return self.by_id[schema_id]
+
+
+def test_a_registry_out_of_reach_fails_the_decode_and_is_asked_again() -> None:
+    """PERMISSIVE nulls bad records, not the records of an id the registry could not be asked
+    about: the decode raises (a Spark task fails and is retried), and the next decode asks again."""
+    from kafka_core.errors import SchemaRegistryError
+
+    reg = FlakyRegistry(outages=1)
+    v1 = reg.add(
+        "orders-value",
+        Sch(json.dumps({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]})),
+    )
+    values = pa.array(
+        [
+            *AvroColumnEncoder(json.loads(reg.by_id[v1].schema_str), v1)
+            .encode(pa.array([{"a": 5}]))
+            .to_pylist(),
+            b"\x00\x00\x00\x00c\x02",
+        ]
+    )
+    decoder = AvroColumnDeserializer(reg, reg.by_id[v1].schema_str, mode="PERMISSIVE")
+    with pytest.raises(SchemaRegistryError, match="cannot reach"):
+        decoder.decode(values)
+    result = decoder.decode(values)
+    assert result.values.to_pylist() == [{"a": 5}, None]
+    assert result.errors.to_pylist() == [
+        None,
+        "schema id 99: LookupError: not in the registry: Schema 99 not found (HTTP status code 404, SR code 40403)",
+    ]
+    assert reg.calls == [f"id {v1}", f"id {v1}", "id 99"]

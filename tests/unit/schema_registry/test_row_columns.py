@@ -242,3 +242,101 @@ def test_protobuf_schema_given_and_bad_bytes(
     result = RowColumnDeserializer(ours, "protobuf", mode="PERMISSIVE").decode(values, topic)
     assert result.values.to_pylist() == [{"n": 3}, None]
     assert "cannot parse a Ping" in result.errors.to_pylist()[1]
+
+
+class _OutOfReach:
+    """Our client, but the next ``outages`` id lookups find no registry."""
+
+    def __init__(self, client: SchemaRegistryClient, outages: int) -> None:
+        self._client, self.outages = client, outages
+
+    def get_schema(self, schema_id: int) -> Any:
+        from kafka_core.errors import SchemaRegistryError
+
+        if self.outages:
+            self.outages -= 1
+            raise SchemaRegistryError(-1, -1, "GET /schemas/ids: cannot reach http://registry")
+        return self._client.get_schema(schema_id)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+@pytest.mark.parametrize("fmt", ["json", "protobuf"])
+def test_writer_ids_unknown_of_another_format_or_out_of_reach(
+    fmt: str, ours: SchemaRegistryClient, theirs: TheirClient, topic: str
+) -> None:
+    """The frame's id must name a schema of the format: an unknown id or an Avro schema's id is
+    the record's error (it was decoded as if it named the reader schema); a registry that does
+    not answer fails the decode, PERMISSIVE too, and is asked again next time."""
+    from kafka_core.errors import SchemaRegistryError
+    from kafka_core.schema_registry import Schema
+
+    ctx = TheirContext(topic, TheirField.VALUE)
+    if fmt == "json":
+        good = TheirJSONSerializer(json.dumps(ORDER_JSON), theirs)({"id": 1}, ctx)
+    else:
+        good = TheirProtobufSerializer(PING, theirs, {"use.deprecated.format": False})(PING(n=1), ctx)
+    avro_id = ours.register_schema(f"{topic}-avro", Schema('"long"', "AVRO"))
+    unknown = b"\x00" + (2**31 - 7).to_bytes(4, "big") + good[5:]
+    avro = b"\x00" + avro_id.to_bytes(4, "big") + good[5:]
+    values = pa.array([good, unknown, avro], pa.binary())
+    flaky = _OutOfReach(ours, outages=1)
+    decoder = RowColumnDeserializer(flaky, fmt, mode="PERMISSIVE")
+    with pytest.raises(SchemaRegistryError, match="cannot reach"):
+        decoder.decode(values, topic)
+    result = decoder.decode(values, topic)
+    assert result.values.to_pylist()[1:] == [None, None] and result.values.to_pylist()[0] is not None
+    errors = result.errors.to_pylist()
+    assert errors[0] is None
+    assert f"schema id {2**31 - 7} is not in the registry" in errors[1] and "40403" in errors[1]
+    assert errors[2] == f"schema id {avro_id} is AVRO, not {fmt.upper()}"
+    with pytest.raises(KafkaCodecError, match=f"row 1: schema id {2**31 - 7} is not in the registry"):
+        RowColumnDeserializer(ours, fmt).decode(values, topic)
+
+
+def test_json_is_validated_by_its_writer_schema_and_typed_by_the_reader(
+    ours: SchemaRegistryClient, theirs: TheirClient, topic: str
+) -> None:
+    """A closed version 1 (additionalProperties false) pinned as the reader reads records of a
+    version 2 that added a property (version 1's columns); a record its own schema refuses is bad."""
+    v1 = {
+        "title": "T",
+        "type": "object",
+        "properties": {"a": {"type": "integer"}},
+        "additionalProperties": False,
+    }
+    v2 = {**v1, "properties": {"a": {"type": "integer"}, "b": {"type": "string"}}}
+    ctx = TheirContext(topic, TheirField.VALUE)
+    first = TheirJSONSerializer(json.dumps(v1), theirs)({"a": 1}, ctx)
+    second = TheirJSONSerializer(json.dumps(v2), theirs)({"a": 2, "b": "x"}, ctx)
+    refused = second[:5] + b'{"a": 3, "b": 4}'  # b is a string in version 2
+    reader = RowColumnDeserializer(ours, "json", subject=f"{topic}-value", version=1, mode="PERMISSIVE")
+    result = reader.decode(pa.array([first, second, refused], pa.binary()))
+    assert result.values.to_pylist() == [{"a": 1}, {"a": 2}, None]
+    assert (
+        result.errors.to_pylist()[:2] == [None, None]
+        and "4 is not of type 'string'" in result.errors.to_pylist()[2]
+    )
+
+
+def test_protobuf_records_of_another_message_are_bad(
+    ours: SchemaRegistryClient, theirs: TheirClient, topic: str
+) -> None:
+    """Ping and Order share a file (one schema id, message indexes [0] and [1]): with Order the
+    reader, a Ping record is the record's error; it used to parse into an Order as garbage."""
+    ctx = TheirContext(topic, TheirField.VALUE)
+    conf = {"use.deprecated.format": False}
+    order = ORDER(id=7)
+    values = pa.array(
+        [
+            TheirProtobufSerializer(ORDER, theirs, conf)(order, ctx),
+            TheirProtobufSerializer(PING, theirs, conf)(PING(n=300), ctx),
+        ],
+        pa.binary(),
+    )
+    assert values[0].as_py()[1:5] == values[1].as_py()[1:5]  # one schema id
+    reader = RowColumnDeserializer(ours, "protobuf", mode="PERMISSIVE", message="kcr.Order")
+    result = reader.decode(values, topic)
+    assert result.values.to_pylist()[0]["id"] == 7 and result.values.to_pylist()[1] is None
+    assert result.errors.to_pylist() == [None, "the record is a kcr.Ping, not a kcr.Order"]
