@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import statistics
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -546,7 +547,11 @@ def render(data: dict[str, Any], notes: str = "") -> str:
         spark_avro = sections["spark_avro"]
         out += ["", f"## {SPARK_AVRO_TITLE}", "", _stamp_share(spark_avro), ""]
         out += [
-            SPARK_AVRO_TEXT.format(rows=spark_avro.get("rows", 0), pyspark=spark_avro.get("pyspark", "?"))
+            SPARK_AVRO_TEXT.format(
+                rows=spark_avro.get("rows", 0),
+                pyspark=spark_avro.get("pyspark", "?"),
+                mode=SPARK_AVRO_MODES.get(spark_avro.get("mode", ""), ""),
+            )
         ]
         out += ["", spark_avro_table(spark_avro)]
         out += _note(by_title, SPARK_AVRO_TITLE)
@@ -704,19 +709,48 @@ def avro_columns_tables(section: dict[str, Any]) -> list[str]:
 
 SPARK_AVRO_TITLE = "Spark and Schema Registry Avro (issue 34)"
 SPARK_AVRO_TEXT = (
-    "pyspark {pyspark}, one local session. Read: {rows:,} Avro order events into typed columns and "
+    "pyspark {pyspark}. Read: {rows:,} Avro order events into typed columns and "
     'aggregated, `format("kafka_core")` with `valueFormat=avro` against Spark\'s `format("kafka")` + '
     "spark-avro's `from_avro` (the header cut with `substring`, the schema given by hand). Write: "
     "{rows:,} flat readings encoded to framed Avro, ours a struct column with `valueSchema` against "
-    '`concat(header, to_avro(...))` + `format("kafka")`. Wall time and CPU of the whole process tree '
-    "(driver JVM, Python workers); the first job of each method and the last (warm). Details: "
-    "bench/bench_spark_avro.py."
+    '`concat(header, to_avro(...))` + `format("kafka")`. {mode} Wall time and CPU of the whole process '
+    "tree (driver JVM, Python workers); the first job of each method and the last (warm), medians over "
+    "the rounds, each ratio against the peer of the same round. Details: bench/bench_spark_avro.py."
 )
-SPARK_AVRO_HEADERS = ["method", "first s", "warm s", "vs peer (first / warm)", "CPU s per M rows (warm)"]
+SPARK_AVRO_MODES = {
+    "fresh": "Each method in a fresh process (driver, JVM, Python workers) per round, the order "
+    "alternated round by round.",
+    "shared": "The methods of a round in one session, their order rotated pass by pass.",
+    "": "One local session, the connector first in every pass.",
+}
+SPARK_AVRO_HEADERS = [
+    "method",
+    "first s",
+    "warm s",
+    "vs peer (first / warm)",
+    "rounds (first / warm)",
+    "CPU s per M rows (warm)",
+    "first job CPU s, JVM / Python",
+]
+
+
+def _spark_avro_rounds(runs: list[Any]) -> list[list[dict[str, float]]]:
+    """A method's passes per round (sections saved before rounds were one list of passes)."""
+    return [runs] if runs and isinstance(runs[0], dict) else runs
+
+
+def _first_job_cpu(rounds: list[list[dict[str, float]]]) -> str:
+    """Median CPU seconds of the first job in the driver's JVM and in Python processes (the
+    workers; the driver's Python waits on the JVM), when the run recorded them."""
+    if not all("cpu_jvm_s" in r[0] for r in rounds):
+        return ""
+    jvm = statistics.median(r[0]["cpu_jvm_s"] for r in rounds)
+    python = statistics.median(r[0]["cpu_s"] - r[0]["cpu_jvm_s"] for r in rounds)
+    return f"{jvm:.1f} / {python:.1f}"
 
 
 def spark_avro_table(section: dict[str, Any]) -> str:
-    runs: dict[str, list[dict[str, float]]] = section.get("runs", {})
+    runs = {name: _spark_avro_rounds(r) for name, r in section.get("runs", {}).items()}
     peers: dict[str, str] = section.get("peers", {})
     rows = section.get("rows", 0) or 1
     table = []
@@ -724,17 +758,35 @@ def spark_avro_table(section: dict[str, Any]) -> str:
         if not mine:
             continue
         peer = runs.get(peers.get(name, name)) or mine
-        first, warm = mine[0]["wall_s"], mine[-1]["wall_s"]
+        pairs = list(zip(peer, mine, strict=False))
+        first = [p[0]["wall_s"] / m[0]["wall_s"] for p, m in pairs]
+        warm = [p[-1]["wall_s"] / m[-1]["wall_s"] for p, m in pairs]
+        each = ", ".join(f"{a:.2f}x / {b:.2f}x" for a, b in zip(first, warm, strict=True))
         table.append(
             [
                 name,
-                fmt_num(first, 1),
-                fmt_num(warm, 1),
-                f"{fmt_ratio(peer[0]['wall_s'], first)} / {fmt_ratio(peer[-1]['wall_s'], warm)}",
-                fmt_num(mine[-1]["cpu_s"] * 1e6 / rows),
+                fmt_num(statistics.median(m[0]["wall_s"] for m in mine), 1),
+                fmt_num(statistics.median(m[-1]["wall_s"] for m in mine), 1),
+                f"{statistics.median(first):.2f}x / {statistics.median(warm):.2f}x",
+                each if len(pairs) > 1 else "",
+                fmt_num(statistics.median(m[-1]["cpu_s"] for m in mine) * 1e6 / rows),
+                _first_job_cpu(mine),
             ]
         )
-    return markdown_table(SPARK_AVRO_HEADERS, table)
+    out = markdown_table(SPARK_AVRO_HEADERS, table)
+    read = {
+        name: sorted({p["rows"] for r in mine for p in r if p.get("rows") is not None})
+        for name, mine in runs.items()
+        if name.startswith("read")
+    }
+    if any(read.values()):
+        counts = "; ".join(f"{name}: {', '.join(f'{c:,}' for c in cs)}" for name, cs in read.items() if cs)
+        out += (
+            f"\n\nRows read per pass ({section.get('rows', 0):,} written): {counts}. The broker's listed end "
+            f"offsets (ListOffsets latest) add up to {section.get('listed_end_offsets', 0):,}: Spark's "
+            "connector stops there; ours checks the last batch for the true end."
+        )
+    return out
 
 
 def share_table(section: dict[str, Any]) -> str:

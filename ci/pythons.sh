@@ -11,7 +11,10 @@
 #   KAFKA_CORE_PYTHONS_UNIT=0        leave the unit suites out (set-up and the Tansu subset only;
 #                                    ci/test.sh runs that beside the integration stage)
 #   KAFKA_CORE_COMPAT_WORKERS=2      pytest-xdist workers of the Tansu subset (as ci/test.sh)
-#   KAFKA_CORE_PYTHONS_SETUP_ONLY=1  the venvs and the extension only (ci/test.sh sets them up early)
+#   KAFKA_CORE_PYTHONS_SETUP_ONLY=1  the venvs and the extension only (ci/test.sh sets them up early),
+#                                    the newest first
+#   KAFKA_CORE_PYTHONS_NEWEST_READY=FILE  with SETUP_ONLY: FILE is written once the newest is set
+#                                    up (ci/test.sh's Tansu subset waits for it, not for the others)
 # Extra arguments go to every pytest run.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -61,7 +64,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
   exit 1
 fi
 
-for version in "${VERSIONS[@]}"; do
+ORDER=("${VERSIONS[@]}")
+newest=${VERSIONS[${#VERSIONS[@]} - 1]}
+if [ "${KAFKA_CORE_PYTHONS_SETUP_ONLY:-0}" != "0" ]; then
+  # the newest first: the Tansu subset runs on it as soon as it is ready
+  ORDER=("$newest")
+  for version in "${VERSIONS[@]}"; do [ "$version" = "$newest" ] || ORDER+=("$version"); done
+fi
+for version in "${ORDER[@]}"; do
   venv=.venv-$version
   py=$venv/bin/python
   stage "CPython $version ($("${PY[$version]}" --version 2>&1), ${PY[$version]}): $venv"
@@ -85,6 +95,9 @@ for version in "${VERSIONS[@]}"; do
     | grep -v -E '^(running|copying|creating)' || true
   KAFKA_CORE_REQUIRE_EXTENSION=1 "$py" -c 'import kafka_core.codec as c, sys; print(f"    codec: {c.IMPLEMENTATION} on {sys.version.split()[0]}")'
   echo "    set-up: $(($(date +%s) - setup_began)) s"
+  if [ "$version" = "$newest" ] && [ -n "${KAFKA_CORE_PYTHONS_NEWEST_READY:-}" ]; then
+    echo "$version" >"$KAFKA_CORE_PYTHONS_NEWEST_READY"
+  fi
   [ "${KAFKA_CORE_PYTHONS_SETUP_ONLY:-0}" = "0" ] || continue
   [ "${KAFKA_CORE_PYTHONS_UNIT:-1}" != "0" ] || continue
 
@@ -96,7 +109,6 @@ for version in "${VERSIONS[@]}"; do
     "$py" -m pytest tests/unit -n "$JOBS" -p no:cacheprovider -q "$@"
 done
 
-newest=${VERSIONS[${#VERSIONS[@]} - 1]}
 if [ "${KAFKA_CORE_PYTHONS_SETUP_ONLY:-0}" != "0" ]; then
   stage "CPython ${VERSIONS[*]}: set up in $(($(date +%s) - began)) s"
   exit 0

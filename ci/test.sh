@@ -191,10 +191,11 @@ fi
 # On the newest, the compatibility subset against Tansu (in place of a Tansu subset on 3.11) runs
 # beside the integration stage instead, after the Kafka 3.9 subset (it mostly waits on the
 # broker). A missing interpreter fails both.
-rm -f build/logs/integration.done build/logs/pythons-setup.done
+rm -f build/logs/integration.done build/logs/pythons-setup.done build/logs/pythons-newest.ready
 pythons_after_integration() {
   local status=0
-  KAFKA_CORE_PYTHONS_SETUP_ONLY=1 nice bash ci/pythons.sh || status=$?
+  KAFKA_CORE_PYTHONS_SETUP_ONLY=1 KAFKA_CORE_PYTHONS_NEWEST_READY=build/logs/pythons-newest.ready \
+    nice bash ci/pythons.sh || status=$?
   echo "$status" >build/logs/pythons-setup.done
   [ "$status" -eq 0 ] || return "$status"
   while [ ! -e build/logs/integration.done ]; do sleep 5; done
@@ -226,13 +227,14 @@ else
   oldest_then_tansu() {
     local status=0 setup
     compat_subset kafka-oldest kafka "$KAFKA_OLDEST" || status=$?
-    while [ ! -e build/logs/pythons-setup.done ]; do sleep 5; done
-    read -r setup <build/logs/pythons-setup.done
-    if [ "$setup" -ne 0 ]; then
-      echo "the other CPythons' set-up failed (build/logs/pythons.log): no Tansu subset" >&2
+    # the newest CPython's set-up (the first the pythons stage does), or the end of a failed one
+    while [ ! -e build/logs/pythons-newest.ready ] && [ ! -e build/logs/pythons-setup.done ]; do sleep 5; done
+    if [ ! -e build/logs/pythons-newest.ready ]; then
+      echo "the newest CPython's set-up failed (build/logs/pythons.log): no Tansu subset" >&2
       return 1
     fi
-    KAFKA_CORE_PYTHONS_UNIT=0 bash ci/pythons.sh "${PYTEST_ARGS[@]}" || status=$?
+    KAFKA_CORE_PYTHONS=$(cat build/logs/pythons-newest.ready) KAFKA_CORE_PYTHONS_UNIT=0 \
+      bash ci/pythons.sh "${PYTEST_ARGS[@]}" || status=$?
     return "$status"
   }
   background compat "compatibility subsets: Apache Kafka $KAFKA_OLDEST, then Tansu on the newest CPython" \

@@ -13,7 +13,6 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from kafka_core.errors import KafkaConfigError
-from kafka_core.network.sasl.secret import Secret
 
 __all__ = ["ROLES", "client_keywords", "java_keyword", "keywords_from_config", "translate"]
 
@@ -51,8 +50,16 @@ def _lower(value: str) -> str:
     return str(value).strip().lower()
 
 
+def _as_secret(value: str) -> str:
+    # Imported here: importing the network package builds the whole connection stack, which
+    # option parsing (the Spark source's planner, for one) does not need.
+    from kafka_core.network.sasl.secret import Secret
+
+    return Secret(value)
+
+
 def _secret(value: str) -> str:
-    return Secret(str(value).strip())
+    return _as_secret(str(value).strip())
 
 
 def _acks(value: str) -> int | str:
@@ -223,7 +230,7 @@ def _jaas(value: str) -> dict[str, Any]:
         if "clientId" in fields:
             out["sasl_oauth_client_id"] = fields["clientId"]
         if "clientSecret" in fields:
-            out["sasl_oauth_client_secret"] = Secret(fields["clientSecret"])
+            out["sasl_oauth_client_secret"] = _as_secret(fields["clientSecret"])
         if "scope" in fields:
             out["sasl_oauth_scope"] = fields["scope"]
         extensions = {k[len("extension_") :]: v for k, v in fields.items() if k.startswith("extension_")}
@@ -242,7 +249,7 @@ def _jaas(value: str) -> dict[str, Any]:
         raise ValueError(f"login module {module} is not one kafka_core takes")
     if "username" not in fields or "password" not in fields:
         raise ValueError('needs username="..." and password="..." (PlainLoginModule or ScramLoginModule)')
-    return {"sasl_username": fields["username"], "sasl_password": Secret(fields["password"])}
+    return {"sasl_username": fields["username"], "sasl_password": _as_secret(fields["password"])}
 
 
 def translate(config: Mapping[str, Any], role: str, *, prefix: str = "") -> dict[str, Any]:

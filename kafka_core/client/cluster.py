@@ -7,6 +7,7 @@ mixin; this module owns connections and metadata, the state every call depends o
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import random
 import re
@@ -634,3 +635,9 @@ class KafkaClient(ClientOperations):
                 log.debug("%s: retrying in %.3fs after %s", what, delay, exc)
                 self.network_metrics.retries += 1
                 await asyncio.sleep(delay)
+
+
+# help() and inspect.signature() read __new__'s (*args, **options) before __init__'s: they
+# show the options again (the blocking face copies this signature).
+_INIT = inspect.signature(KafkaClient.__init__)
+KafkaClient.__signature__ = _INIT.replace(parameters=list(_INIT.parameters.values())[1:])  # type: ignore[attr-defined]

@@ -100,6 +100,12 @@ class AvroColumnDecoder:
             error_column = pa.array(texts, pa.string())
         return DecodedColumn(column, error_column)
 
+    def prepare(self, schema_ids: set[int]) -> None:
+        """Compile the programs of these writer ids now rather than at the first value that names
+        them (what the lookup raises still fails only those values, later)."""
+        if self.framed:
+            self._learn(set(schema_ids))
+
     def _learn(self, ids: set[int]) -> None:
         with self._lock:
             known = self._program.entries

@@ -13,7 +13,6 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from kafka_core.errors import SchemaRegistryError, SchemaRegistryTimeoutError, SerializationError
-from kafka_core.schema_registry.client import SchemaRegistryClient
 from kafka_core.schema_registry.schema import (
     RegisteredSchema,
     RegistryErrorCode,
@@ -21,18 +20,19 @@ from kafka_core.schema_registry.schema import (
     SchemaReference,
     SchemaVersion,
 )
-from kafka_core.schema_registry.serde import (
-    MessageField,
-    SerializationContext,
-    record_subject_name_strategy,
-    topic_record_subject_name_strategy,
-    topic_subject_name_strategy,
-)
 
 if TYPE_CHECKING:
     from kafka_core.schema_registry.avro import AvroDeserializer, AvroSerializer
+    from kafka_core.schema_registry.client import SchemaRegistryClient
     from kafka_core.schema_registry.json_schema import JSONDeserializer, JSONSerializer
     from kafka_core.schema_registry.protobuf import ProtobufDeserializer, ProtobufSerializer
+    from kafka_core.schema_registry.serde import (
+        MessageField,
+        SerializationContext,
+        record_subject_name_strategy,
+        topic_record_subject_name_strategy,
+        topic_subject_name_strategy,
+    )
 
 __all__ = [
     "AvroDeserializer",
@@ -57,8 +57,16 @@ __all__ = [
     "topic_subject_name_strategy",
 ]
 
-# each format's library is imported when its serializer is first named
+# each format's library is imported when its serializer is first named, and the HTTP client
+# (httpx) when the registry client is: a Spark task decoding by a schema pinned on the driver
+# never asks the registry
 _LAZY = {
+    "SchemaRegistryClient": "client",
+    "MessageField": "serde",
+    "SerializationContext": "serde",
+    "record_subject_name_strategy": "serde",
+    "topic_record_subject_name_strategy": "serde",
+    "topic_subject_name_strategy": "serde",
     "AvroSerializer": "avro",
     "AvroDeserializer": "avro",
     "ProtobufSerializer": "protobuf",

@@ -30,6 +30,9 @@ class WorkerCache(Generic[T]):
         self.idle_s = idle_s
         self._lock = threading.Lock()
         self._entries: dict[str, tuple[T, float]] = {}
+        # one build per key at a time: a task and the warm-up thread started before it wait for
+        # the same client rather than each building (and connecting) one
+        self._building: dict[str, threading.Lock] = {}
 
     def get(self, key: str, options: dict[str, Any]) -> T:
         """The cached object for ``key`` (built from ``options`` if there is none)."""
@@ -47,14 +50,18 @@ class WorkerCache(Generic[T]):
             self._quietly_close(obj)
         if entry is not None:
             return entry[0]
-        obj = self._build(options)
         with self._lock:
-            other = self._entries.get(key)
-            if other is None:
-                self._entries[key] = (obj, now)
-                return obj
-        self._quietly_close(obj)  # another thread built one first
-        return other[0]
+            building = self._building.setdefault(key, threading.Lock())
+        with building:
+            with self._lock:
+                entry = self._entries.get(key)
+                if entry is not None:
+                    self._entries[key] = (entry[0], time.monotonic())
+                    return entry[0]
+            obj = self._build(options)
+            with self._lock:
+                self._entries[key] = (obj, time.monotonic())
+            return obj
 
     def peek(self, key: str) -> T | None:
         """The cached object for ``key`` if there is one (never builds)."""

@@ -24,7 +24,7 @@ from kafka_core.spark.planning import DataLossError, OffsetRange
 
 log = logging.getLogger("kafka_core.spark")
 
-__all__ = ["arrow_read_schema", "read_range"]
+__all__ = ["arrow_read_schema", "prepare", "read_range"]
 
 OFFSET_OUT_OF_RANGE = 1
 # Without progress for this long, ask where the log ends: data that is not there is not waited for.
@@ -74,11 +74,32 @@ def _build_client(options: dict[str, Any]) -> Any:
 _CLIENTS: WorkerCache[Any] = WorkerCache(_build_client, lambda c: c.close())
 
 
+def _client_key(options: SourceOptions) -> str:
+    return json.dumps(options.client, sort_keys=True, default=str)
+
+
+def prepare(options: SourceOptions) -> None:
+    """A task's warm-up, run in a thread while Spark hands the task over: this worker's client
+    built and connected (bootstrap and broker metadata), the consumer's modules imported, the
+    decoders built (while the task's first fetch is in flight). Failures are left to the task,
+    whose own calls report them, with its timeouts."""
+    try:
+        _CLIENTS.get(_client_key(options), options.client).start()
+        import kafka_core.consumer.sync  # noqa: F401  (the reader's next import)
+
+        if options.key_format is not None or options.value_format is not None:
+            from kafka_core.spark.registry import prepare_decoding
+
+            prepare_decoding((options.key_format, options.value_format))
+    except Exception as exc:  # the task meets it again, with its cause and timeout
+        log.debug("kafka_core read warm-up: %s: %s", type(exc).__name__, exc)
+
+
 def read_range(options: SourceOptions, r: OffsetRange) -> Iterator[Any]:
     """Yield the records of ``r`` (offsets start <= o < end) as Spark-schema Arrow batches."""
     if r.size <= 0:
         return
-    key = json.dumps(options.client, sort_keys=True, default=str)
+    key = _client_key(options)
     client = _CLIENTS.get(key, options.client)
     # A worker's client outlives tasks: what it cached of the topic may predate the plan (a topic
     # deleted and recreated since its last task). The reader's consumer would take that old topic id

@@ -52,6 +52,10 @@ class FormatOptions:
     reader_schema: str | None = None
     mode: str = "FAILFAST"
     message: str | None = None  # protobuf: the message's full name (default: the file's first)
+    # Avro: the pinned version's schema text and id, fetched once on the driver, so that a task
+    # decoding records of that id asks the registry nothing (none when it has references)
+    pinned_schema: str | None = field(default=None, repr=False)
+    pinned_id: int | None = None
 
     @property
     def error_column(self) -> str:
@@ -68,6 +72,7 @@ class FormatOptions:
                 self.reader_schema,
                 self.mode,
                 self.message,
+                self.pinned_id,
             ],
             sort_keys=True,
         )
@@ -203,7 +208,40 @@ def pin_reader(fmt: FormatOptions, topics: tuple[str, ...]) -> FormatOptions:
             )
         subject = f"{topics[0]}-{fmt.column}"
     latest = _client_for(fmt.registry).get_latest_version(subject)
+    schema = latest.schema
+    if fmt.format == "avro" and not schema.references and (schema.schema_type or "AVRO").upper() == "AVRO":
+        return replace(
+            fmt,
+            subject=subject,
+            version=int(latest.version),
+            pinned_schema=schema.schema_str,
+            pinned_id=int(latest.schema_id),
+        )
     return replace(fmt, subject=subject, version=int(latest.version))
+
+
+class PinnedRegistry:
+    """The registry as an executor's Avro decoder sees it: the schema pinned on the driver is
+    answered from the options; any other id (records written under another version) asks the
+    registry, whose client (and its HTTP library) is built on that first need."""
+
+    def __init__(self, conf: dict[str, str], schema_id: int, schema_str: str) -> None:
+        from kafka_core.schema_registry.schema import Schema
+
+        self._conf = conf
+        self._id = schema_id
+        self._schema = Schema(schema_str, "AVRO")
+
+    def get_schema(self, schema_id: int) -> Any:
+        if schema_id == self._id:
+            return self._schema
+        return _client_for(self._conf).get_schema(schema_id)
+
+    def get_version(self, subject: str, version: int) -> Any:
+        return _client_for(self._conf).get_version(subject, version)
+
+    def get_latest_version(self, subject: str) -> Any:
+        return _client_for(self._conf).get_latest_version(subject)
 
 
 def _deserializer(fmt: FormatOptions) -> Any:
@@ -212,6 +250,13 @@ def _deserializer(fmt: FormatOptions) -> Any:
 
     field: Literal["key", "value"] = "key" if fmt.column == "key" else "value"
     mode: Literal["FAILFAST", "PERMISSIVE"] = "PERMISSIVE" if fmt.mode == "PERMISSIVE" else "FAILFAST"
+    if fmt.format == "avro" and fmt.pinned_schema is not None and fmt.pinned_id is not None:
+        return AvroColumnDeserializer(
+            PinnedRegistry(fmt.registry, fmt.pinned_id, fmt.pinned_schema),
+            fmt.pinned_schema,
+            field=field,
+            mode=mode,
+        )
     client = _client_for(fmt.registry)
     if fmt.format in ("json", "protobuf"):
         return RowColumnDeserializer(
@@ -230,21 +275,39 @@ def _deserializer(fmt: FormatOptions) -> Any:
 
 
 _MEMO: dict[str, Any] = {}  # (de)serializers of this worker, by their options
-_MEMO_LOCK = threading.Lock()  # guards _MEMO
+_MEMO_LOCK = threading.Lock()  # guards _MEMO and _BUILDING
+_BUILDING: dict[str, threading.Lock] = {}  # one build per key: the warm-up's and the task's wait for one
 
 
 def _memo(key: str, build: Callable[[], Any]) -> Any:
     with _MEMO_LOCK:
         found = _MEMO.get(key)
-    if found is None:
-        found = build()
+        building = _BUILDING.setdefault(key, threading.Lock())
+    if found is not None:
+        return found
+    with building:
         with _MEMO_LOCK:
-            found = _MEMO.setdefault(key, found)
+            found = _MEMO.get(key)
+        if found is None:
+            found = build()
+            with _MEMO_LOCK:
+                _MEMO[key] = found
     return found
 
 
 def _deserializer_for(fmt: FormatOptions) -> Any:
     return _memo("read " + fmt.cache_key(), lambda: _deserializer(fmt))
+
+
+def prepare_decoding(formats: tuple[FormatOptions | None, ...]) -> None:
+    """Build this worker's decoders of ``formats`` ahead of the first batch (a task's warm-up):
+    the codec's imports, the reader schema's plan and the pinned writer's."""
+    for fmt in formats:
+        if fmt is None:
+            continue
+        deserializer = _deserializer_for(fmt)
+        if fmt.format == "avro" and fmt.pinned_id is not None:
+            deserializer.decoder().prepare({fmt.pinned_id})
 
 
 def spark_type(fmt: FormatOptions) -> Any:

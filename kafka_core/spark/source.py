@@ -7,6 +7,7 @@ through the Arrow writers. Options are checked here, on the driver, before any t
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
@@ -31,8 +32,21 @@ from pyspark.sql.types import (
 
 from kafka_core.errors import KafkaConfigError
 from kafka_core.spark.options import SinkOptions, SourceOptions, parse_sink, parse_source
-from kafka_core.spark.registry import pin_reader, pinned, read_schema_with_formats, source_formats, spark_type
-from kafka_core.spark.tasks import KafkaCommitMessage, RangePartition, commit_message, read_partition
+from kafka_core.spark.registry import (
+    FormatOptions,
+    pin_reader,
+    pinned,
+    read_schema_with_formats,
+    source_formats,
+    spark_type,
+)
+from kafka_core.spark.tasks import (
+    KafkaCommitMessage,
+    RangePartition,
+    commit_message,
+    read_partition,
+    start_warm_up,
+)
 
 if TYPE_CHECKING:  # the checker sees the 4.1+ base; at run time 4.0 falls back
     from pyspark.sql.datasource import DataSourceStreamArrowWriter as _StreamWriterBase
@@ -67,6 +81,12 @@ def read_schema(include_headers: bool = False) -> StructType:
 class KafkaBatchReader(DataSourceReader):
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # Unpickled in the Python worker that runs a read task, before the task's partition
+        # arrives: the client's connection and the decoders get going meanwhile.
+        self.__dict__.update(state)
+        start_warm_up(self.options)
 
     def partitions(self) -> Sequence[InputPartition]:
         from kafka_core.spark.offsets import OffsetReader
@@ -149,7 +169,6 @@ def _with_write_id(options: SinkOptions) -> SinkOptions:
     the mark by which a task attempt that outlived its write (committed or aborted) knows to begin nothing."""
     if options.transactional_id_prefix is None or options.write_id is not None:
         return options
-    import dataclasses
     import uuid
 
     return dataclasses.replace(options, write_id=uuid.uuid4().hex[:16])
@@ -205,15 +224,20 @@ class KafkaDataSource(DataSource):
         if not any(formats):
             return read_schema(include)
         pinned_formats = tuple(None if f is None else pin_reader(f, topics) for f in formats)
+        # Spark pickles this instance after schema() for the planner: the reader takes these pins
+        # instead of asking the registry again from another Python worker
+        self._pinned_formats = pinned_formats
         return read_schema_with_formats(read_schema(include), pinned_formats)
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return KafkaBatchReader(_with_formats(parse_source(self.options, streaming=False), schema))
+        options = parse_source(self.options, streaming=False)
+        return KafkaBatchReader(_with_formats(options, schema, getattr(self, "_pinned_formats", None)))
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from kafka_core.spark.stream import KafkaStreamReader
 
-        return KafkaStreamReader(_with_formats(parse_source(self.options, streaming=True), schema))
+        options = parse_source(self.options, streaming=True)
+        return KafkaStreamReader(_with_formats(options, schema, getattr(self, "_pinned_formats", None)))
 
     def writer(self, schema: StructType, overwrite: bool) -> DataSourceArrowWriter:
         return KafkaArrowWriter(_sink(self.options, schema))
@@ -222,11 +246,20 @@ class KafkaDataSource(DataSource):
         return KafkaStreamWriter(_sink(self.options, schema))
 
 
-def _with_formats(options: SourceOptions, schema: StructType) -> SourceOptions:
-    """Reader schemas pinned; they must still give the types Spark planned with (a new latest
-    version registered in between would not)."""
+def _with_formats(
+    options: SourceOptions, schema: StructType, pins: tuple[FormatOptions | None, ...] | None = None
+) -> SourceOptions:
+    """Reader schemas pinned. ``pins``: those schema() fixed, which made ``schema`` (Spark calls
+    schema() only when the user gave none), so they are taken as they are; else pinned now, and
+    they must still give the types Spark planned with (a new latest version registered in between,
+    or a user's schema that is not the reader schema's, would not)."""
     if options.key_format is None and options.value_format is None:
         return options
+    if pins is not None and [p is None for p in pins] == [
+        options.key_format is None,
+        options.value_format is None,
+    ]:
+        return dataclasses.replace(options, key_format=pins[0], value_format=pins[1])
     options = pinned(options)
     for fmt in (options.key_format, options.value_format):
         if fmt is not None and schema[fmt.column].dataType != spark_type(fmt):

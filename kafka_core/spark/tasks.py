@@ -7,6 +7,7 @@ the classes are pickled between driver and executors under this module's name.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from kafka_core.spark.planning import OffsetRange
     from kafka_core.spark.write import TaskResult
 
-__all__ = ["KafkaCommitMessage", "RangePartition", "commit_message", "read_partition"]
+__all__ = ["KafkaCommitMessage", "RangePartition", "commit_message", "read_partition", "start_warm_up"]
 
 
 class RangePartition(InputPartition):
@@ -54,6 +55,29 @@ def commit_message(result: TaskResult) -> KafkaCommitMessage:
         task_partition=result.task_partition,
         prepared=result.prepared,
     )
+
+
+def start_warm_up(options: SourceOptions) -> None:
+    """In a daemon thread, what a read task needs before its first batch (see
+    :func:`kafka_core.spark.read.prepare`): started when the task's reader is unpickled in the
+    Python worker, ahead of its partition, which Spark sends after it. Once per worker and options
+    is enough: later tasks find it all built."""
+    key = repr(options)
+    with _WARMED_LOCK:
+        if key in _WARMED:
+            return
+        _WARMED.add(key)
+    threading.Thread(target=_warm_up, args=(options,), name="kafka_core-read-warm-up", daemon=True).start()
+
+
+_WARMED: set[str] = set()
+_WARMED_LOCK = threading.Lock()
+
+
+def _warm_up(options: SourceOptions) -> None:
+    from kafka_core.spark.read import prepare
+
+    prepare(options)
 
 
 def read_partition(partition: InputPartition) -> Iterator[Any]:
