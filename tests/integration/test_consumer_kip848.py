@@ -85,6 +85,15 @@ def of(events: list, name: str, kind: str) -> list[frozenset]:
     return [e[2] for e in events if e[0] == name and e[1] == kind]
 
 
+def told(events: list, name: str, m: KafkaConsumer) -> bool:
+    """``m``'s callbacks have caught up with its assignment (assigned minus taken away)."""
+    held: set[TopicPartition] = set()
+    for who, kind, parts in list(events):
+        if who == name:
+            held = held | parts if kind == "assign" else held - parts
+    return held == m.assignment()
+
+
 @pytest.fixture
 def closing() -> Iterator[list[KafkaConsumer]]:
     made: list[KafkaConsumer] = []
@@ -217,7 +226,9 @@ def test_static_member_rejoins_to_the_same_assignment(
     assert wait_until(
         lambda: bool(a.assignment()) and bool(b.assignment()) and len(a.assignment() | b.assignment()) == 4
     )
-    assert wait_until(lambda: stable(a, b))
+    # Stable, and each member's on_assign has run for what it holds: assignment() shows the new
+    # partitions before the next poll runs the callback, and at load 12 b's came after the snapshot.
+    assert wait_until(lambda: stable(a, b) and told(events, "a", a) and told(events, "b", b))
     a_had, b_had = frozenset(a.assignment()), frozenset(b.assignment())
     b_events = [e for e in events if e[0] == "b"]
     pa.stop()
