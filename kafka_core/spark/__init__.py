@@ -17,19 +17,26 @@ if TYPE_CHECKING:
 __all__ = ["KafkaDataSource", "produce_partition", "read_schema", "register"]
 
 
-def register(spark: Any) -> None:
+def register(spark: Any, *, fast_start: bool | None = None) -> None:
     """Register the ``kafka_core`` format with a SparkSession.
 
     Spark runs the data source in Python workers started with ``PYSPARK_PYTHON`` (else
     ``python3`` from PATH), not with the driver's interpreter: when that interpreter cannot
     import kafka_core, a local session's workers are switched to the driver's interpreter, and
     otherwise a warning names both and the fix (see :mod:`kafka_core.spark.workers`).
+
+    ``fast_start``: the data source's workers start through a launcher that keeps PySpark's
+    compiled modules (:mod:`kafka_core.spark.launcher`); by default on a local master only,
+    ``True`` on a cluster whose executors have ``kafka-core-spark-python`` beside their Python,
+    ``False`` never.
     """
+    from kafka_core.spark.launcher import worker_launcher
     from kafka_core.spark.source import KafkaDataSource
     from kafka_core.spark.workers import check_worker_python
 
     check_worker_python(spark)
-    spark.dataSource.register(KafkaDataSource)
+    with worker_launcher(spark, fast_start):
+        spark.dataSource.register(KafkaDataSource)
 
 
 def produce_partition(rows: Any, topic: str | None = None, **options: Any) -> int:
