@@ -13,7 +13,7 @@ cdef extern from "crc32c.h":
     int kc_crc32c_usable() noexcept nogil
     uint32_t kc_crc32c(uint32_t crc, const uint8_t* p, size_t n) noexcept nogil
 
-from crc32c import crc32c as _crc32c
+from kafka_core.codec.crc import crc32c as _crc32c  # the crc32c package, imported at its first use
 
 from kafka_core.codec import compression as _compression
 from kafka_core.codec import legacy as _legacy

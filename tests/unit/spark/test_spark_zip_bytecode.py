@@ -117,3 +117,36 @@ def test_the_cache_lives_under_pycache_prefix_when_one_is_set(tmp_path: Path) ->
         check=True,
     )
     assert out.stdout.strip() == str(tmp_path / "kafka_core-zip")
+
+
+CHANGED = """
+import importlib, json, sys, time, zipfile
+from pathlib import Path
+sys.path.insert(0, {zip!r})
+from kafka_core.spark.zip_bytecode import install
+install(packages=("zbpkg",), directory=Path({cache!r}))
+import zbpkg.mod
+importlib.invalidate_caches()  # as PySpark's worker does: nothing changed, nothing to re-read
+import zbpkg.mod as again
+time.sleep(0.01)
+with zipfile.ZipFile({zip!r}, "a") as z:
+    z.writestr("zbpkg/added.py", "ADDED = True\\n")
+importlib.invalidate_caches()  # the archive changed: its new module is found
+import zbpkg.added
+print(json.dumps({{"again": again.VALUE, "added": zbpkg.added.ADDED}}))
+"""
+
+
+def test_a_changed_archive_is_read_again_after_invalidate_caches(tmp_path: Path) -> None:
+    zip_path, cache = _zip(tmp_path / "lib.zip", 4), tmp_path / "cache"
+    environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+    environ["PYTHONPATH"] = str(REPO)
+    out = subprocess.run(
+        [sys.executable, "-c", CHANGED.format(zip=str(zip_path), cache=str(cache))],
+        env=environ,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert json.loads(out.stdout) == {"again": 4, "added": True}
