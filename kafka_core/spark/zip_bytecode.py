@@ -189,7 +189,9 @@ def install(
             return finder
     finder = ZipBytecodeFinder(packages, directory or cache_dir(), write=not sys.dont_write_bytecode)
     sys.meta_path.insert(0, finder)
-    _stable_zips([os.path.abspath(p) for p in sys.path if p.endswith(".zip") and os.path.isfile(p)])
+    # pyspark.zip, py4j's zip and spark-core's jar (PythonUtils.sparkPythonPath puts all three there)
+    archives = [os.path.abspath(p) for p in sys.path if p.endswith((".zip", ".jar")) and os.path.isfile(p)]
+    _stable_zips(archives)
     return finder
 
 
