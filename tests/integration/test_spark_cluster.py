@@ -112,8 +112,12 @@ def spark(spark_cluster: SparkStandaloneCluster) -> Iterator[SparkSession]:
         try:
             _wait_for_executors(session, spark_cluster, EXECUTORS, timeout=90)
             import kafka_core.spark
+            from kafka_core.spark.launcher import launcher_for
 
-            kafka_core.spark.register(session)
+            # The executors run this venv's Python on this machine, so the launcher's console script
+            # is there for them too: the data source's workers start through it (fast_start).
+            assert launcher_for(sys.executable, local=False), "no kafka-core-spark-python beside sys.executable"
+            kafka_core.spark.register(session, fast_start=True)
             yield session
         finally:
             session.stop()
