@@ -42,12 +42,12 @@ def _zip(path: Path, value: int) -> Path:
     return path
 
 
-def _run(zip_path: Path, cache: Path, **env: str) -> dict:
+def _run(zip_path: Path, cache: Path, script: str = PROBE, **env: str) -> dict:
     environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     environ["PYTHONPATH"] = str(REPO)
     environ.update(env)
     out = subprocess.run(
-        [sys.executable, "-c", PROBE.format(zip=str(zip_path), cache=str(cache))],
+        [sys.executable, "-c", script.format(zip=str(zip_path), cache=str(cache))],
         env=environ,
         capture_output=True,
         text=True,
@@ -138,15 +138,4 @@ print(json.dumps({{"again": again.VALUE, "added": zbpkg.added.ADDED}}))
 
 
 def test_a_changed_archive_is_read_again_after_invalidate_caches(tmp_path: Path) -> None:
-    zip_path, cache = _zip(tmp_path / "lib.zip", 4), tmp_path / "cache"
-    environ = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
-    environ["PYTHONPATH"] = str(REPO)
-    out = subprocess.run(
-        [sys.executable, "-c", CHANGED.format(zip=str(zip_path), cache=str(cache))],
-        env=environ,
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    )
-    assert json.loads(out.stdout) == {"again": 4, "added": True}
+    assert _run(_zip(tmp_path / "lib.zip", 4), tmp_path / "cache", CHANGED) == {"again": 4, "added": True}
