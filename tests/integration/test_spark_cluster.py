@@ -116,7 +116,9 @@ def spark(spark_cluster: SparkStandaloneCluster) -> Iterator[SparkSession]:
 
             # The executors run this venv's Python on this machine, so the launcher's console script
             # is there for them too: the data source's workers start through it (fast_start).
-            assert launcher_for(sys.executable, local=False), "no kafka-core-spark-python beside sys.executable"
+            assert launcher_for(sys.executable, local=False), (
+                "no kafka-core-spark-python beside sys.executable"
+            )
             kafka_core.spark.register(session, fast_start=True)
             yield session
         finally:
