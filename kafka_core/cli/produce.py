@@ -68,6 +68,46 @@ def _lines(stream: IO[bytes]) -> Iterator[bytes]:
         yield raw
 
 
+WAKE_S = 0.5  # how often a read of stdin that is waiting for input lets a signal's handler run
+
+
+def _pipe_lines(fd: int, wake_s: float = WAKE_S) -> Iterator[bytes]:
+    """The lines of stdin, as :func:`_lines` gives them, read so that Ctrl-C always ends the wait.
+
+    A signal's Python handler runs in the main thread, between bytecodes. When the kernel hands
+    SIGINT to another thread (the producer's I/O thread, say), a main thread blocked in read()
+    is not woken, and the KeyboardInterrupt waited for the next line: with stdin left open,
+    forever (CI saw `kafka-core produce` outlive a SIGINT by 30 s). So the read waits in
+    select() for at most ``wake_s`` at a time."""
+    import os
+    import select
+
+    pending = b""
+    while True:
+        ready, _, _ = select.select([fd], [], [], wake_s)
+        if not ready:
+            continue
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            break
+        pending += chunk
+        *complete, pending = pending.split(b"\n")
+        for raw in complete:
+            yield raw[:-1] if raw.endswith(b"\r") else raw
+    if pending:
+        yield pending
+
+
+def _input_lines(args: argparse.Namespace, stream: IO[bytes]) -> Iterator[bytes]:
+    if args.file is None and sys.platform != "win32":  # select() takes pipes and ttys on POSIX only
+        try:
+            fd = stream.fileno()
+        except (OSError, ValueError):  # stdin replaced by an object without a descriptor (tests)
+            return _lines(stream)
+        return _pipe_lines(fd)
+    return _lines(stream)
+
+
 class _Tally:
     """Acknowledged and failed counts, written only by the producer's I/O thread."""
 
@@ -119,7 +159,7 @@ def run(args: argparse.Namespace, out: Output) -> int:
     progress = _Progress(out, tally, total, stream) if show else contextlib.nullcontext()
     try:
         with progress as bar:
-            for number, line in enumerate(_lines(stream), 1):
+            for number, line in enumerate(_input_lines(args, stream), 1):
                 key = None
                 value = line
                 if separator is not None:
