@@ -20,7 +20,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,10 +29,11 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from kafka_core.devtools.brokers import free_ports
+
 __all__ = [
     "SparkClusterError",
     "SparkStandaloneCluster",
-    "free_port",
     "local_session",
     "log_tail",
     "spark_home",
@@ -102,12 +102,6 @@ def spark_home() -> Path:
     return home
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((HOST, 0))
-        return int(sock.getsockname()[1])
-
-
 def log_tail(path: Path, lines: int = 40) -> str:
     try:
         text = path.read_text(errors="replace")
@@ -148,10 +142,9 @@ class SparkStandaloneCluster:
         self.start_timeout = start_timeout
         self.keep_dir = keep_dir
         self.home = spark_home()
-        self.master_port = free_port()
-        self.master_webui_port = free_port()
-        self.worker_port = free_port()
-        self.worker_webui_port = free_port()
+        self.master_port, self.master_webui_port, self.worker_port, self.worker_webui_port = free_ports(
+            4, HOST
+        )
         self.dir = Path(tempfile.mkdtemp(prefix="kafka-core-spark-cluster-"))
         self.work_dir = self.dir / "work"
         self.master_log = self.dir / "master.log"

@@ -23,7 +23,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from spark_cluster import HOST, SparkClusterError, free_port, log_tail, spark_home
+from spark_cluster import HOST, SparkClusterError, log_tail, spark_home
+
+from kafka_core.devtools.brokers import free_port
 
 __all__ = ["SparkConnectServer", "remote_session"]
 
@@ -58,7 +60,7 @@ class SparkConnectServer:
     def __init__(self, master: str = "local[2]", start_timeout: float = 180.0) -> None:
         self.master = master
         self.start_timeout = start_timeout
-        self.port = free_port()
+        self.port = free_port(HOST)
         self.dir = Path(tempfile.mkdtemp(prefix="kc-connect-"))
         self.log = self.dir / "server.log"
         self.proc: subprocess.Popen[bytes] | None = None

@@ -18,7 +18,7 @@ import contextlib
 import os
 from collections.abc import Iterator
 
-from kafka_core.devtools.brokers.common import BrokerStartError, free_port
+from kafka_core.devtools.brokers.common import BrokerStartError, free_port, free_ports
 from kafka_core.devtools.brokers.kafka import KafkaCluster, KafkaNode
 from kafka_core.devtools.brokers.kafka_jars import KAFKA_VERSION, OLDEST_KAFKA_VERSION, kafka_classpath
 from kafka_core.devtools.brokers.kafka_security import TestUser
@@ -39,6 +39,7 @@ __all__ = [
     "TestUser",
     "broker_from_env",
     "free_port",
+    "free_ports",
     "kafka_classpath",
     "seaweedfs_gateway_binary",
     "tansu_binary",

@@ -21,6 +21,7 @@ __all__ = [
     "admin_create_topic",
     "die_with_parent",
     "free_port",
+    "free_ports",
     "kill_process",
     "port_open",
     "read_tail",
@@ -33,9 +34,21 @@ class BrokerStartError(RuntimeError):
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind((host, 0))
-        return int(sock.getsockname()[1])
+    return free_ports(1, host)[0]
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """Ports free when picked, and distinct from each other.
+
+    The sockets stay bound until all are picked: the kernel hands a port it just got back out
+    again, so picking one at a time can give one process two listeners on the same port."""
+    with contextlib.ExitStack() as held:
+        ports: list[int] = []
+        for _ in range(count):
+            sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
+            sock.bind((host, 0))
+            ports.append(int(sock.getsockname()[1]))
+        return ports
 
 
 def die_with_parent() -> None:

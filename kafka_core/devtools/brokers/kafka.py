@@ -28,7 +28,7 @@ from kafka_core.devtools.brokers.common import (
     NodeExit,
     admin_create_topic,
     die_with_parent,
-    free_port,
+    free_ports,
     kill_process,
     port_open,
     read_tail,
@@ -151,12 +151,10 @@ class KafkaCluster(EmbeddedBroker):
         self.kerberos: KerberosListener | None = KerberosListener(kerberos) if kerberos is not None else None
         if self.kerberos is not None:
             self.extra_listeners[self.kerberos.name] = self.kerberos.security_protocol
+        names = (*self._listener_names, "CONTROLLER")
+        ports = iter(free_ports(len(names) * nodes, host))
         self.nodes = [
-            KafkaNode(
-                i,
-                {name: free_port(host) for name in (*self._listener_names, "CONTROLLER")},
-                self.workdir / f"node-{i}",
-            )
+            KafkaNode(i, {name: next(ports) for name in names}, self.workdir / f"node-{i}")
             for i in range(1, nodes + 1)
         ]
         self._classpath: Path | None = None
@@ -361,7 +359,7 @@ class KafkaCluster(EmbeddedBroker):
                 break
             except BrokerStartError as exc:
                 self.stop()
-                # free_port's ports are free when picked, not when Kafka binds them: another
+                # free_ports' ports are free when picked, not when Kafka binds them: another
                 # process may take one in between. Before the first start nothing depends on
                 # the ports yet, so pick new ones and try again.
                 if self.start_seconds is not None or attempt == 3 or "Address already in use" not in str(exc):
@@ -374,8 +372,9 @@ class KafkaCluster(EmbeddedBroker):
         return self
 
     def _pick_new_ports(self) -> None:
+        ports = iter(free_ports(sum(len(node.ports) for node in self.nodes), self.host))
         for node in self.nodes:
-            node.ports = {name: free_port(self.host) for name in node.ports}
+            node.ports = {name: next(ports) for name in node.ports}
         for node in self.nodes:
             node.properties_file.write_text(self._properties(node))
 

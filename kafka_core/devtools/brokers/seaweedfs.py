@@ -30,7 +30,7 @@ from kafka_core.devtools.brokers.common import (
     OneProcessBroker,
     admin_create_topic,
     die_with_parent,
-    free_port,
+    free_ports,
     port_open,
     read_tail,
     stop_process,
@@ -292,7 +292,18 @@ class SeaweedGateway(OneProcessBroker):
         build_timeout: float = 3600.0,
     ) -> None:
         self.host = host
-        self.port = port or free_port(host)
+        internal = (
+            "master.port",
+            "master.port.grpc",
+            "volume.port",
+            "volume.port.grpc",
+            "filer.port",
+            "filer.port.grpc",
+            "broker.port",
+        )
+        picked = [p for p in free_ports(len(internal) + 1, host) if p != port]
+        self.port = port or picked.pop()
+        self.internal_ports = dict(zip(internal, picked, strict=False))
         self.default_partitions = default_partitions
         self.startup_timeout = startup_timeout
         self.build_timeout = build_timeout
@@ -300,18 +311,6 @@ class SeaweedGateway(OneProcessBroker):
         self.workdir = Path(workdir) if workdir is not None else Path(tempfile.mkdtemp(prefix="seaweedfs-"))
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.workdir / "gateway.log"
-        self.internal_ports = {
-            name: free_port(host)
-            for name in (
-                "master.port",
-                "master.port.grpc",
-                "volume.port",
-                "volume.port.grpc",
-                "filer.port",
-                "filer.port.grpc",
-                "broker.port",
-            )
-        }
         self._proc: subprocess.Popen[bytes] | None = None
         self.start_seconds: float | None = None  # the last start, from spawn to the ready line
 

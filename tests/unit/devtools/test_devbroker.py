@@ -7,11 +7,12 @@ from __future__ import annotations
 import socket
 import urllib.error
 import urllib.request
+from pathlib import Path
 
 import pytest
 
 from kafka_core.devbroker import BrokerStartError, KafkaCluster, S3Emulator, TansuBroker
-from kafka_core.devtools.brokers.common import port_open
+from kafka_core.devtools.brokers.common import free_ports, port_open
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -66,5 +67,24 @@ def test_kafka_without_java_is_a_broker_start_error_naming_java(monkeypatch: pyt
     try:
         with pytest.raises(BrokerStartError, match="`java` on PATH"):
             cluster.start()
+    finally:
+        cluster.close()
+
+
+def test_free_ports_are_distinct_and_free() -> None:
+    ports = free_ports(64)
+    assert len(set(ports)) == 64
+    for port in ports:  # each can still be bound once the picking is over
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", port))
+
+
+def test_a_clusters_listeners_never_share_a_port(tmp_path: Path) -> None:
+    """Kafka refuses two listeners on one port (CI: PLAINTEXT and SSL both got 42063 when each
+    port was picked and released on its own)."""
+    cluster = KafkaCluster(3, workdir=tmp_path)
+    try:
+        ports = [port for node in cluster.nodes for port in node.ports.values()]
+        assert len(ports) == len(set(ports)) >= 15
     finally:
         cluster.close()
