@@ -21,14 +21,10 @@ used when asked for (``register(spark, fast_start=True)``) and then it is the co
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import logging
 import os
 import runpy
-import shlex
-import shutil
 import sys
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -69,6 +65,10 @@ def _cache_root() -> Path:
 def _write_launcher(python: str) -> str | None:
     """A launcher script for ``python`` in the user's cache, named by the interpreter it runs;
     None when it cannot be written."""
+    import hashlib  # driver-side only: the workers this module starts do not pay these imports
+    import shlex
+    import tempfile
+
     body = (
         "#!/bin/sh\n"
         "# kafka_core: starts Spark's Python workers for the kafka_core data source "
@@ -96,6 +96,8 @@ def launcher_for(python: str, *, local: bool) -> str | None:
     """The launcher for the workers' interpreter ``python`` (a path, or a name PATH resolves):
     on a local master one written for it; otherwise the console script installed beside it, when
     there is one. None when there is none to use."""
+    import shutil
+
     found = shutil.which(python)
     if found is None:
         return None

@@ -151,3 +151,13 @@ def test_an_unwritable_cache_means_no_launcher(tmp_path: Path, monkeypatch: pyte
     blocker.write_text("")
     monkeypatch.setenv("XDG_CACHE_HOME", str(blocker))
     assert launcher_for(sys.executable, local=True) is None
+
+
+def test_a_worker_imports_none_of_the_drivers_helpers() -> None:
+    """Every Python process Spark starts for the data source imports this module first."""
+    probe = (
+        "import sys; from kafka_core.spark.launcher import main; "
+        "print(sorted(m for m in ('hashlib', 'shlex', 'shutil', 'tempfile') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    assert out.stdout.strip() == "[]"
