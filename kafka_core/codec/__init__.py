@@ -8,10 +8,9 @@ a warning (CI uses it so that a silent fallback cannot pass).
 
 from __future__ import annotations
 
-import warnings
-
 from kafka_core._env import env_flag
 from kafka_core.codec.columns import BatchInfo, RecordColumns
+from kafka_core.codec.fallback import fall_back
 from kafka_core.errors import KafkaCodecError
 
 if env_flag("KAFKA_CORE_PURE_PYTHON"):
@@ -28,13 +27,7 @@ else:
 
         IMPLEMENTATION = "cython"
     except ImportError as exc:
-        if env_flag("KAFKA_CORE_REQUIRE_EXTENSION"):
-            raise ImportError(f"kafka_core: the Cython codec did not load ({exc})") from exc
-        warnings.warn(
-            f"kafka_core: Cython codec unavailable ({exc}); using the slower pure-Python codec",
-            RuntimeWarning,
-            stacklevel=2,
-        )
+        fall_back("codec", exc, stacklevel=2)
         from kafka_core.codec._python import columnar, primitives, records
 
         IMPLEMENTATION = "python"

@@ -13,9 +13,9 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Literal, NamedTuple
 
-from kafka_core.codec.avro_extension import avro_module
 from kafka_core.codec.avro_plan import Builders, Program, assemble
 from kafka_core.codec.avro_schema import AvroSchemaError, AvroType, arrow_type, parse_schema
+from kafka_core.codec.extension import extension_module
 from kafka_core.errors import KafkaCodecError
 
 Mode = Literal["FAILFAST", "PERMISSIVE"]
@@ -28,7 +28,7 @@ __all__ = ["AvroColumnDecoder", "AvroSchemaError", "DecodedColumn", "Mode", "imp
 
 def implementation() -> ModuleType:
     """The decoder module: Cython when the codec is, else the twin."""
-    return avro_module("avro", "Avro codec")
+    return extension_module("avro", "Avro codec")
 
 
 class DecodedColumn(NamedTuple):

@@ -16,7 +16,6 @@ import decimal
 from types import ModuleType
 from typing import Any, NamedTuple
 
-from kafka_core.codec.avro_extension import avro_module
 from kafka_core.codec.avro_ops import (
     E_DIGITS,
     E_ENUM,
@@ -45,6 +44,7 @@ from kafka_core.codec.avro_ops import (
     OP_UNION_NULL,
 )
 from kafka_core.codec.avro_schema import AvroSchemaError, AvroType, parse_schema, union_shape
+from kafka_core.codec.extension import extension_module
 from kafka_core.errors import KafkaCodecError
 
 __all__ = ["AvroColumnEncoder", "implementation"]
@@ -67,7 +67,7 @@ class Encoded(NamedTuple):
 
 def implementation() -> ModuleType:
     """The encoder module: Cython when the codec is, else the twin."""
-    return avro_module("avro_enc", "Avro encoder")
+    return extension_module("avro_enc", "Avro encoder")
 
 
 class AvroColumnEncoder:
