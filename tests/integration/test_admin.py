@@ -25,6 +25,7 @@ from kafka_core.admin import (
     ConfigResource,
     GroupLag,
     OffsetAndMetadata,
+    TopicDescription,
 )
 from kafka_core.aio import KafkaAdmin as AsyncKafkaAdmin
 from kafka_core.devbroker import KafkaCluster
@@ -88,7 +89,7 @@ def test_create_topic_with_configs_then_describe(admin: KafkaAdmin) -> None:
     res = admin.create_topics([NewTopic(topic, 3, 1, {"retention.ms": "123456"})])
     assert list(res) == [topic]
     assert res[topic].ok and res[topic].result() is None
-    desc = admin.describe_topics([topic])[topic].result()
+    desc = described(admin, topic, partitions=3)
     assert desc.name == topic and not desc.internal
     assert [p.partition for p in desc.partitions] == [0, 1, 2]
     assert all(p.leader >= 0 and p.leader in p.replicas for p in desc.partitions)
@@ -97,6 +98,25 @@ def test_create_topic_with_configs_then_describe(admin: KafkaAdmin) -> None:
     configs = admin.describe_configs([ConfigResource.topic(topic)])[ConfigResource.topic(topic)].result()
     assert configs["retention.ms"].value == "123456"
     assert topic in admin.list_topics()
+
+
+def described(admin: KafkaAdmin, topic: str, partitions: int = 1) -> TopicDescription:
+    """The topic's description once the broker's metadata has it with ``partitions`` or more.
+    Apache Kafka answers CreateTopics and CreatePartitions once the controller has them, and the
+    broker's metadata has them a moment later (Java's admin is as eventually consistent): Kafka
+    3.9.2 in CI answered UNKNOWN_TOPIC_OR_PARTITION right after both calls had answered. So it is
+    read until it comes (30 s hang guard), then returned or its error raised."""
+    deadline = time.monotonic() + 30
+    while True:
+        result = admin.describe_topics([topic])[topic]
+        unknown = (
+            isinstance(result.error, KafkaProtocolError) and result.error.code == UNKNOWN_TOPIC_OR_PARTITION
+        )
+        if not unknown and (result.error is not None or len(result.result().partitions) >= partitions):
+            return result.result()
+        if time.monotonic() > deadline:
+            return result.result()
+        time.sleep(0.1)
 
 
 def listing_with(admin: KafkaAdmin, names: list[str]) -> list[str]:
@@ -124,7 +144,7 @@ def test_duplicate_topic_gets_its_own_error_while_others_succeed(admin: KafkaAdm
         res[existing].result()
     assert raised.value.code == TOPIC_ALREADY_EXISTS
     listing_with(admin, [fresh])
-    assert len(admin.describe_topics([fresh])[fresh].result().partitions) == 2
+    assert len(described(admin, fresh, partitions=2).partitions) == 2
 
 
 @pytest.mark.seaweed_deviation("CreateTopics ignores validate_only and creates the topic")
@@ -304,12 +324,7 @@ def test_create_partitions(admin: KafkaAdmin) -> None:
     admin.create_topics([NewTopic(topic, 1, 1)])
     res = admin.create_partitions({topic: 3, name("missing"): 2})
     assert res[topic].ok
-    # Apache Kafka answers once the controller has them; the broker's metadata has them a moment
-    # later (Java's admin is as eventually consistent), so the count is read until it moves.
-    deadline = time.monotonic() + 30  # a hang guard
-    while len(admin.describe_topics([topic])[topic].result().partitions) < 3 and time.monotonic() < deadline:
-        time.sleep(0.1)
-    assert len(admin.describe_topics([topic])[topic].result().partitions) == 3
+    assert len(described(admin, topic, partitions=3).partitions) == 3
 
 
 # -- groups ------------------------------------------------------------------------------------
