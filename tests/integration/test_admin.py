@@ -504,7 +504,13 @@ def test_asyncio_face(bootstrap_servers: str, new_topic: Callable[..., str]) -> 
             topic, dup = name(), new_topic(1)
             res = await admin.create_topics([NewTopic(topic, 2, 1), NewTopic(dup, 1, 1)])
             assert res[topic].ok and res[dup].error.code == TOPIC_ALREADY_EXISTS  # type: ignore[union-attr]
+            deadline = (
+                time.monotonic() + 30
+            )  # the broker's metadata has the topic a moment later (described())
             desc = await admin.describe_topics([topic])
+            while isinstance(desc[topic].error, KafkaProtocolError) and time.monotonic() < deadline:
+                await asyncio.sleep(0.1)
+                desc = await admin.describe_topics([topic])
             assert len(desc[topic].result().partitions) == 2
             group = name("grp")
             await admin.alter_group_offsets(group, {(topic, 0): 0})
