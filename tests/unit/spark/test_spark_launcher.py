@@ -159,5 +159,7 @@ def test_a_worker_imports_none_of_the_drivers_helpers() -> None:
         "import sys; from kafka_core.spark.launcher import main; "
         "print(sorted(m for m in ('hashlib', 'shlex', 'shutil', 'tempfile') if m in sys.modules))"
     )
-    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60)
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
     assert out.stdout.strip() == "[]"
