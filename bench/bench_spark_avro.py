@@ -164,33 +164,13 @@ def workers_bytecode() -> dict[str, str]:
             [sys.executable, "-c", f"import {WORKER_IMPORTS}"],
         ):
             subprocess.run(cmd, env=env, cwd=REPO_DIR, capture_output=True, check=False, timeout=600)
-        # and PySpark's modules as the workers import them, from pyspark.zip through the launcher's
+        # and PySpark's modules, which the workers import from pyspark.zip through the launcher's
         # cache (kafka_core.spark.launcher), as a pip install compiles an installed package's
-        zips = _pyspark_zips()
-        if zips:
-            warm = f"from kafka_core.spark.zip_bytecode import install; install(); import {WORKER_IMPORTS}"
-            zipped = dict(env, PYTHONPATH=os.pathsep.join([*zips, env.get("PYTHONPATH", "")]))
-            subprocess.run(
-                [sys.executable, "-c", warm],
-                env=zipped,
-                cwd=REPO_DIR,
-                capture_output=True,
-                check=False,
-                timeout=600,
-            )
+        fill = "from kafka_core.spark.zip_bytecode import compile_archives; compile_archives()"
+        subprocess.run(
+            [sys.executable, "-c", fill], env=env, cwd=REPO_DIR, capture_output=True, check=False, timeout=600
+        )
     return env
-
-
-def _pyspark_zips() -> list[str]:
-    """pyspark.zip and py4j's zip, first on Spark's Python workers' path (PythonUtils.sparkPythonPath)."""
-    import glob
-
-    import pyspark
-
-    lib = os.path.join(os.path.dirname(pyspark.__file__), "python", "lib")
-    return sorted(glob.glob(os.path.join(lib, "pyspark.zip"))) + sorted(
-        glob.glob(os.path.join(lib, "py4j-*.zip"))
-    )
 
 
 def _answer(value: Any) -> list[Any]:

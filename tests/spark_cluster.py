@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import functools
 import json
 import os
 import shutil
@@ -37,9 +38,22 @@ __all__ = [
     "local_session",
     "log_tail",
     "spark_home",
+    "warm_spark_workers",
 ]
 
 HOST = "127.0.0.1"
+
+
+@functools.cache
+def warm_spark_workers() -> None:
+    """PySpark's zip compiled into the data source workers' bytecode cache, once per process, as
+    a pip install compiles an installed package. CI sets PYTHONDONTWRITEBYTECODE, so the workers
+    never fill it themselves, and each compiled PySpark afresh at every start: under load that
+    took Spark's streaming source runner past the fixed 10 s Spark gives it to connect back
+    ("Python worker failed to connect back", twice in CI at a load of 16 on 2 cores)."""
+    from kafka_core.spark.zip_bytecode import compile_archives
+
+    compile_archives()
 
 
 @contextlib.contextmanager
@@ -47,6 +61,8 @@ def local_session(master: str, app_name: str) -> Any:
     """A local Spark session for a test module (quiet: no UI, no progress bar, errors only),
     its Python workers on this interpreter; stopped on exit."""
     from pyspark.sql import SparkSession
+
+    warm_spark_workers()
 
     os.environ["PYSPARK_PYTHON"] = sys.executable
     session = (
@@ -185,6 +201,7 @@ class SparkStandaloneCluster:
     # -- life cycle --------------------------------------------------------------------------------
 
     def start(self) -> SparkStandaloneCluster:
+        warm_spark_workers()  # the executors' workers run here, with this user's cache
         atexit.register(self.stop)
         try:
             self._start()

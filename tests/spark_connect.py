@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from spark_cluster import HOST, SparkClusterError, log_tail, spark_home
+from spark_cluster import HOST, SparkClusterError, log_tail, spark_home, warm_spark_workers
 
 from kafka_core.devtools.brokers import free_port
 
@@ -70,6 +70,7 @@ class SparkConnectServer:
         return f"sc://{HOST}:{self.port}"
 
     def start(self) -> SparkConnectServer:
+        warm_spark_workers()  # the server's Python workers run here, with this user's cache
         home = spark_home()
         conf_dir = self.dir / "conf"
         conf_dir.mkdir()

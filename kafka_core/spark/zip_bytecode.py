@@ -27,7 +27,14 @@ from pathlib import Path
 from types import CodeType, ModuleType
 from typing import Any
 
-__all__ = ["ZipBytecodeFinder", "cache_dir", "install", "loaded_through_cache"]
+__all__ = [
+    "ZipBytecodeFinder",
+    "cache_dir",
+    "compile_archives",
+    "install",
+    "loaded_through_cache",
+    "spark_archives",
+]
 
 
 def cache_dir() -> Path:
@@ -62,11 +69,7 @@ class _CachingZipLoader(importlib.abc.Loader):
             assert code is not None
             return code
         raw = source.encode("utf-8")
-        key = hashlib.blake2b(
-            b"\0".join((raw, self._origin.encode(), (sys.implementation.cache_tag or "").encode())),
-            digest_size=16,
-        ).hexdigest()
-        path = self._directory / f"{fullname}.{key}.bin"
+        path = _entry(self._directory, fullname, self._origin, raw)
         with contextlib.suppress(OSError, ValueError, EOFError, TypeError):
             code = marshal.loads(path.read_bytes())
             if isinstance(code, CodeType):
@@ -82,6 +85,16 @@ class _CachingZipLoader(importlib.abc.Loader):
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self._zipped, name)
+
+
+def _entry(directory: Path, fullname: str, origin: str, raw: bytes) -> Path:
+    """The cache file of a module's code: named by its source, where it came from and the
+    interpreter's bytecode tag."""
+    key = hashlib.blake2b(
+        b"\0".join((raw, origin.encode(), (sys.implementation.cache_tag or "").encode())),
+        digest_size=16,
+    ).hexdigest()
+    return directory / f"{fullname}.{key}.bin"
 
 
 def _store(path: Path, data: bytes) -> None:
@@ -198,3 +211,55 @@ def install(
 def loaded_through_cache(module: ModuleType) -> bool:
     """Whether a module came through the caching loader (for diagnostics and tests)."""
     return isinstance(getattr(module, "__loader__", None), _CachingZipLoader)
+
+
+def spark_archives() -> list[str]:
+    """The zips Spark puts first on its Python workers' path (``PythonUtils.sparkPythonPath``):
+    ``pyspark.zip`` and py4j's, under ``$SPARK_HOME/python/lib`` (a pip install's own when unset)."""
+    import glob
+
+    home = os.environ.get("SPARK_HOME")
+    if not home:
+        spec = importlib.util.find_spec("pyspark")
+        if spec is None or spec.origin is None:
+            return []
+        home = os.path.dirname(spec.origin)
+    lib = os.path.join(home, "python", "lib")
+    return sorted(glob.glob(os.path.join(lib, "pyspark.zip"))) + sorted(
+        glob.glob(os.path.join(lib, "py4j-*.zip"))
+    )
+
+
+def compile_archives(archives: Sequence[str] | None = None, directory: Path | None = None) -> int:
+    """Compile every module of ``archives`` (default: :func:`spark_archives`) into the cache, as
+    ``compileall`` does for installed packages: asked for, so ``PYTHONDONTWRITEBYTECODE`` (which
+    keeps the workers from writing) does not stop it. Tests are left out; a module whose entry is
+    there already is not compiled again. Returns how many were compiled."""
+    import zipfile
+
+    directory = directory or cache_dir()
+    compiled = 0
+    for archive in spark_archives() if archives is None else archives:
+        try:
+            with zipfile.ZipFile(archive) as zipped:
+                for name in zipped.namelist():
+                    if not name.endswith(".py") or "/tests/" in name:
+                        continue
+                    fullname = name[: -len(".py")].removesuffix("/__init__").replace("/", ".")
+                    with contextlib.suppress(UnicodeDecodeError, SyntaxError, ValueError):
+                        # as the zip importer's get_source gives it to the loader
+                        raw = zipped.read(name).decode().encode("utf-8")
+                        origin = os.path.join(archive, name)
+                        path = _entry(directory, fullname, origin, raw)
+                        if path.exists():
+                            continue
+                        _store(path, marshal.dumps(compile(raw, origin, "exec", dont_inherit=True)))
+                        compiled += 1
+        except (OSError, zipfile.BadZipFile):
+            continue
+    return compiled
+
+
+if __name__ == "__main__":  # python -m kafka_core.spark.zip_bytecode [archive ...]
+    count = compile_archives(sys.argv[1:] or None)
+    print(f"kafka_core: {count} modules compiled into {cache_dir()}")

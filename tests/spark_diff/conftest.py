@@ -198,7 +198,9 @@ def produce(bootstrap: str) -> Callable[[str, Sequence[Rec]], None]:
 def spark() -> Iterator[Any]:
     from kafka_core.devtools.brokers.spark_connector import connector_session
     from kafka_core.spark import register
+    from kafka_core.spark.zip_bytecode import compile_archives
 
+    compile_archives()  # as tests/spark_cluster.py's warm_spark_workers: CI writes no bytecode
     session = connector_session(
         "kafka_core-spark-diff",
         conf={

@@ -139,3 +139,32 @@ print(json.dumps({{"again": again.VALUE, "added": zbpkg.added.ADDED}}))
 
 def test_a_changed_archive_is_read_again_after_invalidate_caches(tmp_path: Path) -> None:
     assert _run(_zip(tmp_path / "lib.zip", 4), tmp_path / "cache", CHANGED) == {"again": 4, "added": True}
+
+
+def test_compiling_an_archive_ahead_fills_what_the_workers_read(tmp_path: Path) -> None:
+    """compile_archives is compileall for the zips: asked for, it writes even where the workers
+    may not (PYTHONDONTWRITEBYTECODE), and a worker then runs the entries it wrote."""
+    from kafka_core.spark.zip_bytecode import compile_archives
+
+    zip_path, cache = _zip(tmp_path / "lib.zip", 1), tmp_path / "cache"
+    with zipfile.ZipFile(zip_path, "a") as z:
+        z.writestr("zbpkg/tests/test_x.py", "raise SystemExit('tests are not compiled')\n")
+        z.writestr("zbpkg/broken.py", "def (:\n")  # left for its import to report
+    assert compile_archives([str(zip_path), str(tmp_path / "missing.zip")], cache) == 2  # __init__ and mod
+    assert compile_archives([str(zip_path)], cache) == 0  # there already
+    (entry,) = _entries(cache)
+    entry.write_bytes(marshal.dumps(compile("VALUE = 42\ndef fail():\n    return 1 / 0\n", "x", "exec")))
+    served = _run(zip_path, cache, PYTHONDONTWRITEBYTECODE="1")
+    assert served["value"] == 42 and served["cached"]
+    assert _entries(cache) == [entry]
+
+
+def test_the_spark_archives_are_pysparks_own(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from kafka_core.spark.zip_bytecode import spark_archives
+
+    lib = tmp_path / "python" / "lib"
+    lib.mkdir(parents=True)
+    for name in ("pyspark.zip", "py4j-0.10.9.9-src.zip", "other.zip"):
+        (lib / name).write_bytes(b"")
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    assert spark_archives() == [str(lib / "pyspark.zip"), str(lib / "py4j-0.10.9.9-src.zip")]
