@@ -12,7 +12,7 @@ import contextlib
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
@@ -61,7 +61,7 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     p.set_defaults(run=run)
 
 
-def _lines(stream: IO[bytes]) -> Iterator[bytes]:
+def _lines(stream: Iterable[bytes]) -> Iterator[bytes]:
     for raw in stream:
         if raw.endswith(b"\n"):
             raw = raw[:-2] if raw.endswith(b"\r\n") else raw[:-1]
@@ -72,7 +72,8 @@ WAKE_S = 0.5  # how often a read of stdin that is waiting for input lets a signa
 
 
 def _pipe_lines(fd: int, wake_s: float = WAKE_S) -> Iterator[bytes]:
-    """The lines of stdin, as :func:`_lines` gives them, read so that Ctrl-C always ends the wait.
+    """The lines of stdin as iterating a file gives them (newline kept, for :func:`_lines`),
+    read so that Ctrl-C always ends the wait.
 
     A signal's Python handler runs in the main thread, between bytecodes. When the kernel hands
     SIGINT to another thread (the producer's I/O thread, say), a main thread blocked in read()
@@ -90,10 +91,9 @@ def _pipe_lines(fd: int, wake_s: float = WAKE_S) -> Iterator[bytes]:
         chunk = os.read(fd, 1 << 16)
         if not chunk:
             break
-        pending += chunk
-        *complete, pending = pending.split(b"\n")
+        *complete, pending = (pending + chunk).split(b"\n")
         for raw in complete:
-            yield raw[:-1] if raw.endswith(b"\r") else raw
+            yield raw + b"\n"
     if pending:
         yield pending
 
@@ -104,7 +104,7 @@ def _input_lines(args: argparse.Namespace, stream: IO[bytes]) -> Iterator[bytes]
             fd = stream.fileno()
         except (OSError, ValueError):  # stdin replaced by an object without a descriptor (tests)
             return _lines(stream)
-        return _pipe_lines(fd)
+        return _lines(_pipe_lines(fd))
     return _lines(stream)
 
 

@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from kafka_core.cli.produce import _lines, _pipe_lines
+from kafka_core.cli.produce import _pipe_lines
 
 pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="POSIX signals")
 
@@ -20,7 +20,7 @@ pytestmark = pytest.mark.skipif(not hasattr(signal, "SIGUSR1"), reason="POSIX si
     "data",
     [b"", b"one\ntwo\n", b"a\r\nb\n\nc", b"\n\n", b"no newline", b"x" * 200_000 + b"\ny\r\n", b"\r\n\r"],
 )
-def test_the_lines_are_those_of_the_plain_reader(data: bytes) -> None:
+def test_the_lines_are_those_a_file_gives(data: bytes) -> None:
     r, w = os.pipe()
 
     def write() -> None:
@@ -30,7 +30,7 @@ def test_the_lines_are_those_of_the_plain_reader(data: bytes) -> None:
     writer = threading.Thread(target=write)
     writer.start()
     try:
-        assert list(_pipe_lines(r, wake_s=0.05)) == list(_lines(io.BytesIO(data)))
+        assert list(_pipe_lines(r, wake_s=0.05)) == list(io.BytesIO(data))
     finally:
         writer.join()
         os.close(r)
