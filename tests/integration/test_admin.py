@@ -25,6 +25,7 @@ from kafka_core.admin import (
     ConfigResource,
     GroupLag,
     OffsetAndMetadata,
+    Result,
     TopicDescription,
 )
 from kafka_core.aio import KafkaAdmin as AsyncKafkaAdmin
@@ -100,23 +101,26 @@ def test_create_topic_with_configs_then_describe(admin: KafkaAdmin) -> None:
     assert topic in admin.list_topics()
 
 
-def described(admin: KafkaAdmin, topic: str, partitions: int = 1) -> TopicDescription:
-    """The topic's description once the broker's metadata has it with ``partitions`` or more.
-    Apache Kafka answers CreateTopics and CreatePartitions once the controller has them, and the
-    broker's metadata has them a moment later (Java's admin is as eventually consistent): Kafka
-    3.9.2 in CI answered UNKNOWN_TOPIC_OR_PARTITION right after both calls had answered. So it is
-    read until it comes (30 s hang guard), then returned or its error raised."""
-    deadline = time.monotonic() + 30
-    while True:
-        result = admin.describe_topics([topic])[topic]
-        unknown = (
+def not_there_yet(result: Result[TopicDescription], partitions: int) -> bool:
+    """Apache Kafka answers CreateTopics and CreatePartitions once the controller has them, and
+    the broker's metadata has them a moment later (Java's admin is as eventually consistent):
+    Kafka 3.9.2 in CI answered UNKNOWN_TOPIC_OR_PARTITION right after both calls had answered."""
+    if result.error is not None:
+        return (
             isinstance(result.error, KafkaProtocolError) and result.error.code == UNKNOWN_TOPIC_OR_PARTITION
         )
-        if not unknown and (result.error is not None or len(result.result().partitions) >= partitions):
-            return result.result()
-        if time.monotonic() > deadline:
-            return result.result()
+    return len(result.result().partitions) < partitions
+
+
+def described(admin: KafkaAdmin, topic: str, partitions: int = 1) -> TopicDescription:
+    """The topic's description once the broker's metadata has it with ``partitions`` or more
+    (:func:`not_there_yet`; 30 s hang guard), or its error raised."""
+    deadline = time.monotonic() + 30
+    result = admin.describe_topics([topic])[topic]
+    while not_there_yet(result, partitions) and time.monotonic() < deadline:
         time.sleep(0.1)
+        result = admin.describe_topics([topic])[topic]
+    return result.result()
 
 
 def listing_with(admin: KafkaAdmin, names: list[str]) -> list[str]:
@@ -504,11 +508,9 @@ def test_asyncio_face(bootstrap_servers: str, new_topic: Callable[..., str]) -> 
             topic, dup = name(), new_topic(1)
             res = await admin.create_topics([NewTopic(topic, 2, 1), NewTopic(dup, 1, 1)])
             assert res[topic].ok and res[dup].error.code == TOPIC_ALREADY_EXISTS  # type: ignore[union-attr]
-            deadline = (
-                time.monotonic() + 30
-            )  # the broker's metadata has the topic a moment later (described())
+            deadline = time.monotonic() + 30  # a hang guard
             desc = await admin.describe_topics([topic])
-            while isinstance(desc[topic].error, KafkaProtocolError) and time.monotonic() < deadline:
+            while not_there_yet(desc[topic], 2) and time.monotonic() < deadline:
                 await asyncio.sleep(0.1)
                 desc = await admin.describe_topics([topic])
             assert len(desc[topic].result().partitions) == 2
