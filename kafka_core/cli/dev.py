@@ -45,7 +45,8 @@ def add_parsers(sub: Any, common: argparse.ArgumentParser) -> None:
     b.add_argument(
         "--persistent",
         action="store_true",
-        help="keep the data across broker restarts (S3 storage on a local moto_server, for this run)",
+        help="keep the data across broker restarts (S3 storage on a local moto_server, for this run; "
+        "needs the [broker-s3] extra)",
     )
     b.set_defaults(run=run_in_devtools)
     # add_help=False: --help goes on to the pipeline, which lists its own arguments.

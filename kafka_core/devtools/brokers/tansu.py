@@ -116,8 +116,8 @@ class S3Emulator:
             return self
         if importlib.util.find_spec("moto") is None:
             raise BrokerStartError(
-                "persistent storage needs an S3 emulator: `pip install 'moto[server]'` "
-                "(part of the [broker] extra)"
+                "persistent storage needs an S3 emulator: pip install 'kafka-core[broker-s3]' "
+                "(moto's server, kept out of the light [broker] extra)"
             )
         env = dict(os.environ)
         env.pop("AWS_ENDPOINT_URL", None)

@@ -339,7 +339,7 @@ def missing_prerequisite(capability: str) -> str | None:
     if not os.access(binary, os.X_OK):
         return f"no Tansu binary: {binary} does not exist or is not executable (TANSU_BIN)"
     if capability.startswith("broker-restart") and importlib.util.find_spec("moto") is None:
-        return "no moto_server for Tansu's persistent S3 storage: `pip install 'moto[server]'`"
+        return "no moto_server for Tansu's persistent S3 storage: pip install 'kafka-core[broker-s3]'"
     return None
 
 
