@@ -59,6 +59,8 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self._restart: set[str] = set()  # topics recreated since the last plan: read from earliest
         self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow's end
         self._last_end: dict[TopicPartition, int] | None = None
+        # the newest offsets seen by the last latestOffset, before any read limit: the backlog
+        self._latest: dict[TopicPartition, int] | None = None
         self._last_trigger = time.monotonic()
         self._recreated: dict[str, tuple[str, str]] = {}  # topic -> (old id, new id), not yet reported
         self._committer: Any = None
@@ -134,6 +136,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         # Spark 4.0/4.1 call latestOffset() without arguments
         begin = self._last_end if start is None else from_json(start)
         recreated, self._recreated = self._recreated, {}
+        self._latest = latest
         if begin is None:
             self._last_end = latest
             return to_json(latest)
@@ -195,7 +198,11 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadAllAvailable()
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        return None if self._last_end is None else to_json(self._last_end)
+        """The newest offsets in Kafka when the last batch was planned, not that batch's
+        rate-limited end: the query's progress shows the backlog (``latestOffset`` against
+        ``endOffset``), as Spark's connector reports it. Under Trigger.AvailableNow, the
+        offsets the query stops at."""
+        return None if self._latest is None else to_json(self._latest)
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         begin, stop = from_json(start), from_json(end)

@@ -67,6 +67,12 @@ def _available_now(stream: Any, on_batch: Any, checkpoint: str) -> Any:
     return q
 
 
+def _total(offsets: str | None) -> int:
+    """The sum of a progress report's offsets (Spark's JSON, ``{"topic": {"0": 23}}``)."""
+    assert offsets, "no offsets in the progress report"
+    return sum(int(o) for parts in json.loads(offsets).values() for o in parts.values())
+
+
 def _produce(bootstrap: str, topic: str, n: int, partition: int | None = None, prefix: str = "") -> None:
     with KafkaProducer(bootstrap_servers=bootstrap, linger_ms=2) as p:
         for i in range(n):
@@ -348,9 +354,16 @@ def test_streaming_available_now_with_admission_control(
 
     with tempfile.TemporaryDirectory() as checkpoint:
         stream = _stream(spark, bootstrap_servers, subscribe=topic, maxOffsetsPerTrigger="250")
-        _available_now(stream, collect, checkpoint)
+        q = _available_now(stream, collect, checkpoint)
         assert sum(batches) == 900
         assert max(batches) <= 250 + 3 and len([b for b in batches if b]) >= 4
+        # the progress shows the backlog: each batch's end is capped, the latest is all 900
+        reads = [p.sources[0] for p in q.recentProgress if p.numInputRows]
+        assert len(reads) >= 4
+        first = reads[0]
+        assert _total(first.endOffset) <= 250 + 3, first.endOffset
+        assert _total(first.latestOffset) == 900, first.latestOffset
+        assert [_total(s.latestOffset) for s in reads] == [900] * len(reads)
         # a restart resumes from the checkpoint: only the new records
         _produce(bootstrap_servers, topic, 60, prefix="more-")
         batches.clear()

@@ -71,6 +71,27 @@ def test_max_offsets_per_trigger_and_all_available() -> None:
     assert r.latestOffset(start, ReadMaxRows(4)) == {"t": {"0": 1, "1": 3}}
 
 
+def test_reported_latest_is_kafkas_newest_not_the_limited_end() -> None:
+    """Under maxOffsetsPerTrigger the progress's latestOffset shows the backlog, as Spark's
+    connector reports it: the newest offsets in Kafka, not the batch's capped end."""
+    kafka = FakeKafka()
+    r = reader(kafka, startingOffsets="earliest", maxOffsetsPerTrigger="40")
+    assert r.reportLatestOffset() is None  # nothing planned yet
+    start = r.initialOffset()
+    end = r.latestOffset(start, ReadMaxRows(40))
+    assert end == {"t": {"0": 10, "1": 30}}
+    assert r.reportLatestOffset() == {"t": {"0": 100, "1": 300}}
+    kafka.end = {T0: 150, T1: 300}  # more arrives: the next report follows Kafka
+    assert r.latestOffset(end, ReadMaxRows(40)) != kafka.end
+    assert r.reportLatestOffset() == {"t": {"0": 150, "1": 300}}
+    # minOffsetsPerTrigger skipping a batch still reports what is there
+    w = reader(kafka, startingOffsets="latest", minOffsetsPerTrigger="500", maxTriggerDelay="1h")
+    begin = w.initialOffset()
+    kafka.end = {T0: 160, T1: 300}
+    assert w.latestOffset(begin, ReadMinRows(500)) == begin
+    assert w.reportLatestOffset() == {"t": {"0": 160, "1": 300}}
+
+
 def test_available_now_stops_at_the_target() -> None:
     kafka = FakeKafka()
     r = reader(kafka, startingOffsets="earliest", maxOffsetsPerTrigger="200")
