@@ -1,5 +1,9 @@
 """Per-partition consuming state: position (with its leader epochs), pause flag, reset need,
-validation need, high watermark."""
+validation need, high watermark.
+
+Every change to a partition's state (but its high watermark) is noted: the fetcher works on the
+partitions that changed, never on the whole assignment per round (issue 40), and the partitions
+waiting for a reset or a validation are indexed for the same reason."""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ import itertools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from kafka_core.client.metadata import TopicMeta, TopicPartition
 from kafka_core.consumer.policies import OffsetReset
@@ -20,6 +25,9 @@ def topics_matching(pattern: re.Pattern[str], topics: Iterable[TopicMeta]) -> li
     """The topics a pattern subscription takes from a metadata answer: whole names that match,
     internal topics never (both group protocols, where the client resolves the pattern)."""
     return sorted(t.name for t in topics if not t.is_internal and pattern.fullmatch(t.name))
+
+
+_UNTRACKED = frozenset({"high_watermark", "owner", "tp"})
 
 
 @dataclass
@@ -38,6 +46,17 @@ class PartitionState:
     # The position must be checked against the leader's log (OffsetForLeaderEpoch) before it is
     # fetched from: the leader changed, or the position came with an epoch from a commit or seek.
     awaiting_validation: bool = False
+    # The subscription that holds this state, and its partition (set by assign): told of changes.
+    owner: SubscriptionState | None = field(default=None, repr=False, compare=False)
+    tp: TopicPartition | None = field(default=None, repr=False, compare=False)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        object.__setattr__(self, name, value)
+        if name in _UNTRACKED:
+            return
+        owner = self.__dict__.get("owner")
+        if owner is not None:
+            owner.changed(self)
 
     @property
     def fetchable(self) -> bool:
@@ -54,11 +73,61 @@ class SubscriptionState:
 
     def __init__(self) -> None:
         self._parts: dict[TopicPartition, PartitionState] = {}
+        # Partitions whose state changed, or that were assigned or revoked, since the fetcher
+        # last took them; and the indexes of partitions waiting for a reset or a validation.
+        self._changed: set[TopicPartition] = set()
+        self._resets: set[TopicPartition] = set()
+        self._awaiting: set[TopicPartition] = set()
+        self._paused: set[TopicPartition] = set()
 
     def assign(self, tps: Iterable[TopicPartition]) -> None:
         new = {TopicPartition(*tp) for tp in tps}
         old = self._parts
-        self._parts = {tp: old.get(tp) or PartitionState() for tp in sorted(new)}
+        parts: dict[TopicPartition, PartitionState] = {}
+        for tp in sorted(new):
+            st = old.get(tp)
+            if st is None:
+                st = PartitionState()
+                st.tp = tp
+                st.owner = self
+                self.changed(st)
+            parts[tp] = st
+        gone = [tp for tp in old if tp not in new]
+        for tp in gone:
+            old[tp].owner = None
+        self._parts = parts
+        self._changed.update(gone)
+        self._resets.difference_update(gone)
+        self._awaiting.difference_update(gone)
+        self._paused.difference_update(gone)
+
+    def changed(self, st: PartitionState) -> None:
+        """``st`` (one of ours) changed: note it for the fetcher, keep the indexes."""
+        tp = st.tp
+        if tp is None:
+            return
+        self._changed.add(tp)
+        if st.reset is not None:
+            self._resets.add(tp)
+        else:
+            self._resets.discard(tp)
+        if st.awaiting_validation and st.position is not None and st.reset is None:
+            self._awaiting.add(tp)
+        else:
+            self._awaiting.discard(tp)
+        if st.paused:
+            self._paused.add(tp)
+        else:
+            self._paused.discard(tp)
+
+    def take_changed(self) -> set[TopicPartition]:
+        """The partitions changed (or assigned, or revoked) since the last call."""
+        out, self._changed = self._changed, set()
+        return out
+
+    def resets(self) -> list[TopicPartition]:
+        """Partitions whose position must be looked up (or is unknowable)."""
+        return list(self._resets)
 
     def add(self, tps: Iterable[TopicPartition]) -> None:
         self.assign(set(self._parts) | {TopicPartition(*tp) for tp in tps})
@@ -115,14 +184,13 @@ class SubscriptionState:
             self.state(TopicPartition(*tp)).paused = False
 
     def paused(self) -> set[TopicPartition]:
-        return {tp for tp, st in self._parts.items() if st.paused}
+        return set(self._paused)
 
     def awaiting_validation(self) -> list[TopicPartition]:
-        return [
-            tp
-            for tp, st in self._parts.items()
-            if st.awaiting_validation and st.position is not None and st.reset is None
-        ]
+        return list(self._awaiting)
+
+    def size(self) -> int:
+        return len(self._parts)
 
     def positions(self) -> dict[TopicPartition, int]:
         return {tp: st.position for tp, st in self._parts.items() if st.position is not None}
