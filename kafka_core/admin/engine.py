@@ -15,6 +15,7 @@ from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
 from typing import Any, TypeVar
 
 from kafka_core.admin.results import Result
+from kafka_core.client import deadline as call_deadline
 from kafka_core.errors import (
     KafkaAuthenticationError,
     KafkaClosedError,
@@ -77,23 +78,42 @@ async def per_resource(
     (KafkaUnsupportedVersionError), authentication failure or a closed client, which are raised.
     """
     order = list(dict.fromkeys(keys))
+    loop = asyncio.get_running_loop()
+    timeout_s = timeout_ms / 1000.0
+    delays = Backoff(*backoff)
+    with call_deadline.scope(loop.time() + timeout_s) as deadline:
+        return await _per_resource(what, order, attempt, timeout_s, deadline, delays, final_codes)
+
+
+async def _per_resource(
+    what: str,
+    order: list[K],
+    attempt: Attempt[K],
+    timeout_s: float,
+    deadline: float,
+    delays: Backoff,
+    final_codes: frozenset[int],
+) -> dict[K, Result[Any]]:
+    loop = asyncio.get_running_loop()
     pending = list(order)
     results: dict[K, Result[Any]] = {}
     last: dict[K, BaseException] = {}
-    loop = asyncio.get_running_loop()
-    timeout_s = timeout_ms / 1000.0
-    deadline = loop.time() + timeout_s
-    delays = Backoff(*backoff)
     while pending:
-        left = deadline - loop.time()
+        # in this task, so that a retry loop inside the attempt (the client's bootstrap) runs
+        # under this deadline too and its cause reaches the caller
+        bound = asyncio.timeout_at(deadline)
         try:
-            outcome: Mapping[K, Any] = await asyncio.wait_for(attempt(list(pending)), max(left, 0.001))
+            async with bound:
+                outcome: Mapping[K, Any] = await attempt(list(pending))
         except (KafkaUnsupportedVersionError, KafkaAuthenticationError, KafkaClosedError):
             raise
         except (KafkaError, TimeoutError) as exc:
-            if isinstance(exc, TimeoutError) and not isinstance(exc, KafkaError):
+            if bound.expired() and not isinstance(exc, KafkaError):
                 exc = KafkaTimeoutError(f"{what}: no answer within the {timeout_s:.1f}s deadline")
-            outcome = dict.fromkeys(pending, exc)
+            elif not isinstance(exc, KafkaError):
+                raise
+            # a loop inside that gave up hands on its cause
+            outcome = dict.fromkeys(pending, call_deadline.root_cause(exc))
         still: list[K] = []
         for key in pending:
             value = outcome.get(key, _MISSING)

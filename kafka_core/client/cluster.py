@@ -16,6 +16,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
 from kafka_core.auth.options import mechanism_options, oauth_settings_provider
+from kafka_core.client import deadline as call_deadline
 from kafka_core.client.metadata import BrokerMeta, ClusterMeta, TopicMeta
 from kafka_core.client.metadata_cache import MetadataCache, metadata_request, parse_metadata
 from kafka_core.client.nodes import Node, parse_bootstrap
@@ -44,6 +45,22 @@ log = logging.getLogger("kafka_core.client")
 T = TypeVar("T")
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+
+
+def _refuse_sasl_options(protocol: str, **given: Any) -> None:
+    """SASL options with a protocol that does no SASL would be ignored, and the client would
+    meet a SASL listener unauthenticated (it closes the connection, saying nothing): refused here,
+    naming them and the fix. Java's client and librdkafka ignore them silently."""
+    named = [name for name, value in given.items() if value is not None]
+    if not named:
+        return
+    tls = protocol == "SSL"
+    raise KafkaConfigError(
+        f"{', '.join(named)} given, but security_protocol={protocol!r} does no SASL, so "
+        f"{'they' if len(named) > 1 else 'it'} would be ignored: set security_protocol="
+        f"{'SASL_SSL' if tls else 'SASL_PLAINTEXT'!r} (or {'SASL_PLAINTEXT' if tls else 'SASL_SSL'!r}) "
+        f"with sasl_mechanism, or leave out the SASL options"
+    )
 
 
 def _consume_exception(task: asyncio.Task[Any]) -> None:
@@ -153,6 +170,23 @@ class KafkaClient(ClientOperations):
                 keyfile=ssl_keyfile,
                 password=ssl_password,
                 check_hostname=ssl_check_hostname,
+            )
+        if not protocol.startswith("SASL"):
+            _refuse_sasl_options(
+                protocol,
+                sasl_mechanism=sasl_mechanism,
+                sasl_username=sasl_username,
+                sasl_password=sasl_password,
+                sasl_oauth_token_provider=sasl_oauth_token_provider,
+                sasl_oauth_token_endpoint_url=sasl_oauth_token_endpoint_url,
+                sasl_oauth_client_id=sasl_oauth_client_id,
+                sasl_oauth_client_secret=sasl_oauth_client_secret,
+                sasl_oauth_scope=sasl_oauth_scope,
+                sasl_oauth_extensions=sasl_oauth_extensions,
+                sasl_kerberos=sasl_kerberos,
+                sasl_kerberos_principal=sasl_kerberos_principal,
+                sasl_kerberos_keytab=sasl_kerberos_keytab,
+                sasl_options=sasl_options,
             )
         # One immutable value for every connection; its password is a Secret (masked in repr/str).
         self._sasl: SaslSettings | None = None
@@ -610,31 +644,51 @@ class KafkaClient(ClientOperations):
     async def _retry(
         self, what: str, attempt: Callable[[], Awaitable[T]], timeout_ms: float | None = None
     ) -> T:
-        """Run ``attempt`` until it succeeds, a non-retriable error occurs, or the deadline passes."""
+        """Run ``attempt`` until it succeeds, a non-retriable error occurs, or the deadline passes.
+
+        The deadline is the call's own or an earlier one of a loop around it (deadline.py), and
+        an attempt still under way then is cut short: the call returns within its time."""
         from kafka_core.errors import KafkaProtocolError
 
         loop = asyncio.get_running_loop()
         timeout = (self.api_timeout_ms if timeout_ms is None else timeout_ms) / 1000.0
-        deadline = loop.time() + timeout
         backoff = Backoff(*self._retry_backoff)
-        while True:
-            self._check_open()
-            try:
-                return await attempt()
-            except (KafkaAuthenticationError, KafkaClosedError):
-                raise
-            except (KafkaConnectionError, KafkaTimeoutError, KafkaProtocolError) as exc:
-                if isinstance(exc, KafkaProtocolError) and not exc.retriable:
+        # what this call's tries met; a loop nested in the attempt cut short records its own
+        # causes only in last_error, so a newer one there is this call's too
+        cause: BaseException | None = None
+        before = self.last_error
+        with call_deadline.scope(loop.time() + timeout) as deadline:
+            while True:
+                self._check_open()
+                bound = asyncio.timeout_at(deadline)
+                try:
+                    async with bound:
+                        return await attempt()
+                except (KafkaAuthenticationError, KafkaClosedError):
                     raise
-                self.last_error = exc
-                delay = backoff.next_s()
-                if loop.time() + delay >= deadline:
-                    raise KafkaTimeoutError(
-                        f"{what} did not succeed within {timeout:.1f}s; last error: {exc}"
-                    ) from exc
-                log.debug("%s: retrying in %.3fs after %s", what, delay, exc)
-                self.network_metrics.retries += 1
-                await asyncio.sleep(delay)
+                except (KafkaConnectionError, KafkaTimeoutError, KafkaProtocolError, TimeoutError) as exc:
+                    if isinstance(exc, KafkaProtocolError) and not exc.retriable:
+                        raise
+                    if bound.expired():  # cut short: the cause is what the earlier tries met
+                        if cause is None and self.last_error is not before:
+                            cause = self.last_error
+                        raise call_deadline.DeadlinePassed(
+                            f"{what} did not succeed within {timeout:.1f}s"
+                            + (f"; last error: {cause}" if cause is not None else "; no answer yet"),
+                            cause,
+                        ) from cause
+                    if not isinstance(exc, KafkaError):
+                        raise
+                    cause = call_deadline.root_cause(exc)
+                    self.last_error = cause
+                    delay = backoff.next_s()
+                    if isinstance(exc, call_deadline.DeadlinePassed) or loop.time() + delay >= deadline:
+                        raise call_deadline.DeadlinePassed(
+                            f"{what} did not succeed within {timeout:.1f}s; last error: {cause}", cause
+                        ) from cause
+                    log.debug("%s: retrying in %.3fs after %s", what, delay, exc)
+                    self.network_metrics.retries += 1
+                    await asyncio.sleep(delay)
 
 
 # help() and inspect.signature() read __new__'s (*args, **options) before __init__'s: they

@@ -26,6 +26,14 @@ def parse_bootstrap(servers: str | Iterable[str]) -> list[tuple[str, int]]:
         item = raw.strip()
         if not item:
             continue
+        scheme, sep, rest = item.partition("://")
+        if sep:
+            # "http://host:9092" would be read as the host "http" on port "//host:9092", or as
+            # host "http://host:9092" on 9092: fail now, not at max_block_ms (Kafka speaks no URL)
+            raise KafkaConfigError(
+                f"bootstrap server {item!r} has a URL scheme ({scheme}://): give host:port, e.g. "
+                f"{rest.rstrip('/')!r}; TLS and SASL are chosen by security_protocol"
+            )
         host, port = item, 9092
         if item.startswith("["):
             end = item.find("]")

@@ -12,6 +12,7 @@ import contextlib
 import itertools
 import logging
 import random
+import socket
 import ssl
 import struct
 from collections import OrderedDict
@@ -68,6 +69,10 @@ _SASL_APIS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
 # KafkaChannel's MIN_REAUTH_INTERVAL_ONE_SECOND_NANOS, with a margin for the clocks' drift
 MIN_REAUTH_INTERVAL_S = 1.1
 CLIENT_SOFTWARE_NAME = "kafka-core"
+_NOT_TLS_HINT = (
+    "a listener that does not speak TLS does this: check the port, "
+    "or set security_protocol='PLAINTEXT' (or 'SASL_PLAINTEXT')"
+)
 
 
 @dataclass(slots=True)
@@ -144,6 +149,8 @@ class BrokerConnection:
         self._in_flight: OrderedDict[int, _Pending] = OrderedDict()
         self._correlation = itertools.count(1)
         self._ready = False
+        self._closing = False  # close() was called: the end is ours, not the broker's
+        self._responses = 0  # answers read: a close right after ApiVersions hints at a SASL listener
         self._error: BaseException | None = None
         self._closed_event = asyncio.Event()
         self.metrics = metrics  # counts requests, latency, errors and connections when set
@@ -210,11 +217,35 @@ class BrokerConnection:
             raise
         except ssl.SSLError as exc:
             # Like Java's SslAuthenticationException: a bad certificate will not fix itself on retry.
-            err = KafkaAuthenticationError(f"TLS handshake with {self.host}:{self.port} failed: {exc}")
+            hint = f" ({_NOT_TLS_HINT})" if isinstance(exc, ssl.SSLEOFError) else ""
+            err = KafkaAuthenticationError(f"TLS handshake with {self.host}:{self.port} failed: {exc}{hint}")
+            self._fail(err)
+            raise err from exc
+        except socket.gaierror as exc:
+            # Retried, as Java's client and librdkafka retry a name that does not resolve (DNS may
+            # catch up), but named as such: "[Errno -2]" alone reads like a refused port.
+            err = KafkaConnectionError(
+                f"cannot connect to {self.host}:{self.port}: the host name {self.host!r} does not "
+                f"resolve (DNS: {exc.strerror or exc})"
+            )
             self._fail(err)
             raise err from exc
         except OSError as exc:
-            err = KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {exc}")
+            if (
+                self.ssl_context is not None
+                and self._stream is None
+                and isinstance(exc, ConnectionResetError)
+            ):
+                # The peer closed the socket before answering our TLS ClientHello: a plaintext
+                # Kafka listener does, reading the hello as a frame size it refuses. Final, as
+                # Java's SslAuthenticationException is: no retry makes the listener speak TLS.
+                err = KafkaAuthenticationError(
+                    f"TLS handshake with {self.host}:{self.port} failed: it closed the connection "
+                    f"without answering ({_NOT_TLS_HINT})"
+                )
+            else:
+                reason = str(exc) or type(exc).__name__
+                err = KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {reason}")
             self._fail(err)
             raise err from exc
         except BaseException as exc:  # cancellation: leave nothing half-open
@@ -516,7 +547,15 @@ class BrokerConnection:
     def _stream_ended(self, exc: BaseException | None, mid_frame: bool) -> None:
         if exc is None:
             mid = "mid-response" if mid_frame or self._in_flight else "idle"
-            self._fail(KafkaConnectionError(f"{self.host}:{self.port} closed the connection ({mid})"))
+            hint = ""
+            if self.sasl is None and self._in_flight and self._responses <= 1:
+                # A SASL listener answers ApiVersions, then closes on any request but a SASL
+                # handshake (Kafka logs "Unexpected Kafka request ... during SASL handshake").
+                hint = (
+                    " right after ApiVersions: the listener likely expects SASL: set "
+                    "security_protocol='SASL_PLAINTEXT' (or 'SASL_SSL') and sasl_mechanism"
+                )
+            self._fail(KafkaConnectionError(f"{self.host}:{self.port} closed the connection ({mid}){hint}"))
         else:
             self._fail(KafkaConnectionError(f"connection to {self.host}:{self.port} lost: {exc}"))
 
@@ -540,6 +579,7 @@ class BrokerConnection:
             )
             return False
         del self._in_flight[expected]
+        self._responses += 1
         try:
             body = self._decode(pending, frame)
         except Exception as exc:
@@ -599,7 +639,17 @@ class BrokerConnection:
         if self._error is None:
             self._error = error
             if self._ready:
-                log.info("connection to %s:%s dropped: %s", self.host, self.port, error)
+                # a close we asked for (ours or the client's retiring an idle connection) is
+                # routine; a drop we did not ask for is worth a line
+                asked = isinstance(error, KafkaClosedError) or self._closing
+                log.log(
+                    logging.DEBUG if asked else logging.INFO,
+                    "connection to %s:%s %s: %s",
+                    self.host,
+                    self.port,
+                    "closed" if asked else "dropped",
+                    error,
+                )
             if self.metrics is not None:
                 self._count_failure(error)
         pending, self._in_flight = self._in_flight, OrderedDict()
@@ -635,6 +685,7 @@ class BrokerConnection:
     async def close(self, reason: str | None = None) -> None:
         """Close the connection. In-flight requests fail with KafkaClosedError, or with a
         (retriable) KafkaConnectionError carrying ``reason`` when the client retires it."""
+        self._closing = True
         if reason is None:
             self._fail(KafkaClosedError(f"connection to {self.host}:{self.port} closed"))
         else:
