@@ -167,13 +167,12 @@ class OidcTokenProvider:
         except httpx.HTTPError as exc:
             raise KafkaConnectionError(f"cannot reach the OAuth token endpoint {url}: {exc}") from None
         if response.status_code != 200:
+            status = response.status_code
             reason = _endpoint_error(response.text)
-            error: type[Exception] = (
-                KafkaAuthenticationError if response.status_code in (400, 401, 403) else KafkaConnectionError
-            )
-            raise error(
-                f"OAuth token endpoint {url} refused client {self.client_id!r} "
-                f"(HTTP {response.status_code}): {reason}"
+            if status in (404, 405):
+                reason += " (is this URL the token endpoint? it takes a POST)"
+            raise (KafkaAuthenticationError if final_status(status) else KafkaConnectionError)(
+                f"OAuth token endpoint {url} refused client {self.client_id!r} (HTTP {status}): {reason}"
             )
         try:
             body = response.json()
@@ -182,6 +181,13 @@ class OidcTokenProvider:
         if not isinstance(body, dict):
             raise KafkaAuthenticationError(f"OAuth token endpoint {url} answered with something not JSON")
         return body
+
+
+def final_status(status: int) -> bool:
+    """An endpoint's refusal that asking again will not change: any 4xx (a wrong URL, method,
+    client or scope) but 408 and 429 (a timeout, a rate limit), as Java's token retriever
+    judges; a 5xx or those two are retried until the client's deadline."""
+    return 400 <= status < 500 and status not in (408, 429)
 
 
 def _endpoint_error(text: str) -> str:

@@ -109,6 +109,23 @@ def test_an_endpoint_that_is_down_is_a_retriable_connection_error(endpoint: str)
         OidcTokenProvider("http://127.0.0.1:1/token", "svc", SECRET, timeout_s=2)()
 
 
+@pytest.mark.parametrize("status", [400, 403, 404, 405, 410])
+def test_a_4xx_answer_is_final(endpoint: str, status: int) -> None:
+    """A wrong URL (404), method (405) or client will not answer otherwise the next time: the
+    client fails at once (KafkaAuthenticationError is never retried), not at its deadline."""
+    Endpoint.status = status
+    with pytest.raises(KafkaAuthenticationError, match=f"HTTP {status}"):
+        OidcTokenProvider(endpoint, "svc", SECRET)()
+
+
+@pytest.mark.parametrize("status", [408, 429, 500, 503])
+def test_a_timeout_a_rate_limit_or_a_5xx_is_retried(endpoint: str, status: int) -> None:
+    Endpoint.status = status
+    with pytest.raises(KafkaConnectionError, match=f"HTTP {status}") as info:
+        OidcTokenProvider(endpoint, "svc", SECRET)()
+    assert not isinstance(info.value, KafkaAuthenticationError)
+
+
 def test_a_token_file(tmp_path: Any) -> None:
     path = tmp_path / "token.jwt"
     path.write_text(jwt({"sub": "file-user", "exp": int(time.time()) + 100}) + "\n")
