@@ -80,7 +80,19 @@ def __getattr__(name: str) -> Any:
     module = _LAZY.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    try:
+        loaded = importlib.import_module(f"{__name__}.{module}")
+    except ModuleNotFoundError as exc:
+        # a library of the extra is missing (not one of ours): say which extra brings it, as the
+        # other extras' messages do, instead of a bare "No module named 'fastavro'"
+        if exc.name is None or exc.name.split(".")[0] == "kafka_core":
+            raise
+        raise ModuleNotFoundError(
+            f"{name} needs {exc.name}, part of the schema-registry extra: "
+            f"pip install 'kafka-core[schema-registry]'",
+            name=exc.name,
+        ) from exc
+    return getattr(loaded, name)
 
 
 def __dir__() -> list[str]:
