@@ -45,7 +45,10 @@ class TopicMeta:
     error_code: int = 0
 
     def partition(self, index: int) -> PartitionMeta | None:
-        for p in self.partitions:
+        ps = self.partitions
+        if 0 <= index < len(ps) and ps[index].partition == index:
+            return ps[index]  # the usual order: no walk over thousands of partitions per lookup
+        for p in ps:
             if p.partition == index:
                 return p
         return None

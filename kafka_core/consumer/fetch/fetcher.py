@@ -8,6 +8,12 @@ cluster is down) is tried again after a backoff, for as long as the consumer run
 any length ends with the consumer fetching again. Failures go to the OutageTracker, so that
 poll can say why nothing comes.
 
+Each fetch connection keeps an incremental fetch session (KIP-227, see session.py): a Fetch names
+only the partitions whose fetch state changed, and the work of a round is the partitions that
+changed (data taken, a seek, a pause, an answer with records or an error, a leader move), never
+the whole assignment: the subscription notes every change to a partition's state, and a metadata
+change is compared against the sessions once.
+
 Fetches carry the partition leader's epoch (v9+) and the last fetched record's epoch (v12+): a
 leader change puts the position up for validation (KIP-320, see validation.py) and a diverging
 epoch in an answer is a truncation. A partition whose answer says to retry (leader moved, epoch
@@ -19,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import heapq
 import logging
 import time
 import uuid
@@ -28,8 +35,9 @@ from typing import Any
 
 from kafka_core.client.metadata import EARLIEST, LATEST, EpochEndOffset, TopicPartition
 from kafka_core.consumer.fetch.buffer import FetchBuffer
-from kafka_core.consumer.fetch.requests import FetchRequests, cached_topic_ids, topics_of
+from kafka_core.consumer.fetch.requests import FetchRequests, cached_topic_ids, session_topics_of, topics_of
 from kafka_core.consumer.fetch.results import PartitionFetch, scan_batches
+from kafka_core.consumer.fetch.session import SESSION_ERRORS, FetchSession, PartitionData
 from kafka_core.consumer.fetch.validation import PositionValidator
 from kafka_core.consumer.policies import IsolationLevel, OffsetReset
 from kafka_core.consumer.subscription import SubscriptionState
@@ -110,12 +118,22 @@ class Fetcher:
         self._lane_of: dict[TopicPartition, int] = {}
         self._next_lane: dict[int, int] = defaultdict(int)
         self._inflight: dict[tuple[int, int], asyncio.Task[None]] = {}
-        self._inflight_tps: set[TopicPartition] = set()
+        # One fetch session per (broker, lane), and the slot each fetched partition is in.
+        self.sessions: dict[tuple[int, int], FetchSession] = {}
+        self._slot_of: dict[TopicPartition, tuple[int, int]] = {}
+        # Partitions to look at again in the next round (besides the subscription's changes):
+        # data taken or dropped, an answer with records or an error, a hold over, a leader move.
+        self._dirty: set[TopicPartition] = set()
+        self._meta_seen: Any = None  # the metadata snapshot the sessions were last checked against
+        # Partitions looked at per round (a test's witness that idle rounds cost nothing).
+        self.touched = 0
         self._topic_ids: dict[str, uuid.UUID] = {}  # the id each topic was last fetched under
         self.fetch_version: int | None = None  # of the last Fetch sent (v13+: by topic id)
         self._backoff: dict[int, Backoff] = defaultdict(lambda: Backoff(50, 2000))
-        # Partitions whose last answer said to retry: not fetched before the time (monotonic).
+        # Partitions whose last answer said to retry: not fetched before the time (monotonic),
+        # and when each hold is over (a heap: looked at again then).
         self._held: dict[TopicPartition, tuple[float, Backoff]] = {}
+        self._hold_ends: list[tuple[float, TopicPartition]] = []
         # Wakes the fetch loop before its pause ends: a seek, a reset, data taken by poll, a
         # partition resumed or assigned (its state: the subscription's positions and _held).
         self._wake = asyncio.Event()
@@ -158,6 +176,7 @@ class Fetcher:
         """Forget buffered data (after a seek or a revocation)."""
         for tp in tps:
             self.buffer.pop(tp, None)
+            self._dirty.add(tp)
         self.wake()
 
     def drain(self, max_records: int | None, columns: bool, pending: list[BaseException]) -> Any:
@@ -198,8 +217,7 @@ class Fetcher:
                 await asyncio.sleep(0.1)
                 continue
             # Held partitions and a failed validation round come due without anything waking us.
-            now = time.monotonic()
-            due = [until for until, _ in self._held.values() if until > now]
+            due = [self._hold_ends[0][0]] if self._hold_ends else []
             if self.validator.retry_in is not None:
                 due.append(time.monotonic() + self.validator.retry_in)
             if not due:
@@ -216,17 +234,17 @@ class Fetcher:
             if tp in self._subs and self._subs.state(tp).epoch == epoch:
                 return err  # kept: raised again until the application seeks
             del self.partition_errors[tp]
+            self._dirty.add(tp)
             self.wake()
         return None
 
     def _pending_resets(self) -> list[TopicPartition]:
-        return [
-            tp for tp, st in self._subs.items() if st.reset is not None and st.reset is not OffsetReset.NONE
-        ]
+        return [tp for tp in self._subs.resets() if self._subs.state(tp).reset is not OffsetReset.NONE]
 
     async def _reset_positions(self) -> None:
         todo: dict[TopicPartition, OffsetReset] = {}
-        for tp, st in self._subs.items():
+        for tp in self._subs.resets():
+            st = self._subs.state(tp)
             if st.reset is None:
                 continue
             if st.reset is OffsetReset.NONE:
@@ -307,32 +325,93 @@ class Fetcher:
             self.wake()
 
     async def _send_fetches(self) -> bool:
-        """Send a Fetch to each leader that has partitions to fetch; True if some have no leader."""
-        wanted: dict[TopicPartition, tuple[int, int]] = {}
+        """Bring the sessions up to date with what changed, then send a Fetch on each free
+        connection that has partitions to fetch; True if some have no leader."""
+        self._note_metadata()
         now = time.monotonic()
+        while self._hold_ends and self._hold_ends[0][0] <= now:
+            self._dirty.add(heapq.heappop(self._hold_ends)[1])
+        dirty = self._subs.take_changed()
+        if self._dirty:
+            dirty |= self._dirty
+            self._dirty = set()
+        unrouted = False
+        if dirty:
+            unrouted = await self._place(dirty, now)
+        self.validator.start()  # for the positions just put up for validation
+        loop = asyncio.get_running_loop()
+        for slot, session in self.sessions.items():
+            if session and slot not in self._inflight:
+                self._inflight[slot] = loop.create_task(self._fetch_node(slot, session))
+        return unrouted
+
+    def _note_metadata(self) -> None:
+        """A new metadata snapshot: partitions whose leader moved (or whose leader epoch
+        changed) are looked at again. Once per metadata answer, not per round."""
+        snapshot = self._client.cached_metadata()
+        if snapshot is self._meta_seen:
+            return
+        self._meta_seen = snapshot
+        meta = {t.name: t for t in snapshot.topics}
         # Leader changes of every partition with a position, paused ones too: a paused
         # partition's buffered records are not handed over past a leader change unvalidated.
-        meta = {t.name: t for t in self._client.cached_metadata().topics}
         for tp, st in self._subs.items():
-            if st.position is not None:
-                self.validator.check_leader(tp, meta)
-        for tp in self._subs.fetchable():
-            if tp in self._inflight_tps or tp in self.partition_errors:
+            if st.position is None:
                 continue
-            held = self._held.get(tp)
-            if held is not None and held[0] > now:
+            before = st.leader_epoch
+            self.validator.check_leader(tp, meta)
+            slot = self._slot_of.get(tp)
+            if slot is None:
                 continue
-            q = self.buffer.get(tp)
-            if q and len(q) >= self._depth:
-                continue
-            st = self._subs.state(tp)
-            wanted[tp] = (q[-1].next_offset if q else st.position, st.epoch)  # type: ignore[assignment]
-        if not wanted:
+            t = meta.get(tp.topic)
+            p = t.partition(tp.partition) if t is not None else None
+            if p is None or p.leader != slot[0] or st.leader_epoch != before:
+                self._dirty.add(tp)
+
+    def _wanted(self, tp: TopicPartition, now: float) -> bool:
+        """Whether ``tp`` is to be fetched now (it is assigned)."""
+        if not self._subs.state(tp).fetchable or tp in self.partition_errors:
             return False
+        held = self._held.get(tp)
+        if held is not None and held[0] > now:
+            return False
+        q = self.buffer.get(tp)
+        return not (q and len(q) >= self._depth)
+
+    def _unplace(self, tp: TopicPartition) -> None:
+        """Stop fetching ``tp`` (its session forgets it with the next request)."""
+        slot = self._slot_of.pop(tp, None)
+        if slot is not None:
+            self.sessions[slot].drop(tp)
+
+    async def _place(self, dirty: set[TopicPartition], now: float) -> bool:
+        """Put each changed partition in the session of its leader's connection with its fetch
+        state, or out of every session; True if some have no leader."""
+        self.touched += len(dirty)
         self.outage.forget(lambda key: not isinstance(key, TopicPartition) or key in self._subs)
-        by_node: dict[tuple[int, int], dict[TopicPartition, tuple[int, int]]] = defaultdict(dict)
+        meta: dict[str, Any] | None = None
+        todo: list[TopicPartition] = []
+        for tp in dirty:
+            if tp not in self._subs:
+                self._unplace(tp)
+                self._held.pop(tp, None)
+                continue
+            if self._subs.state(tp).position is not None:
+                if meta is None:
+                    meta = {t.name: t for t in self._client.cached_metadata().topics}
+                self.validator.check_leader(tp, meta)
+            if self._wanted(tp, now):
+                todo.append(tp)
+            else:
+                self._unplace(tp)
+        if not todo:
+            return False
+        self._check_recreated({tp.topic for tp in todo})
         unrouted: dict[str, BaseException] = {}  # topic -> why its leader lookup failed this round
-        for tp, where in wanted.items():
+        for tp in todo:
+            if tp not in self._subs or not self._wanted(tp, now):
+                self._unplace(tp)  # revoked during a lookup, or reset (its topic recreated)
+                continue
             cause = unrouted.get(tp.topic)
             if cause is None:
                 try:
@@ -344,34 +423,34 @@ class Fetcher:
                 else:
                     if self.outage.failing(tp):
                         # Its failure dropped its topic's metadata: a broker answered this lookup
-                        # (perhaps naming the lost leader still). Not cut off: a failover.
+                        # (perhaps naming the lost leader still). Not a cut off: a failover.
                         self.outage.answered()
             if cause is not None:
                 self.outage.failed(tp, cause)
+                self._unplace(tp)
+                self._dirty.add(tp)  # looked up again after the lookup backoff
+                continue
+            if tp not in self._subs:
+                self._unplace(tp)
                 continue
             slot = (node, self._lane(node, tp))
-            if slot in self._inflight:
-                continue
-            by_node[slot][tp] = where
-        for offsets in by_node.values():
-            for tp in [tp for tp in offsets if tp not in self._subs]:
-                del offsets[tp]  # revoked while the leaders were looked up (a rebalance)
-        self._check_recreated({tp.topic for offsets in by_node.values() for tp in offsets})
-        meta = {t.name: t for t in self._client.cached_metadata().topics}
-        for offsets in by_node.values():
-            for tp in offsets:
-                self.validator.check_leader(tp, meta)
-            for tp in [tp for tp in offsets if not self._subs.state(tp).fetchable]:
-                del offsets[tp]  # reset because its topic was recreated, or awaiting validation
-        self.validator.start()  # for the positions just put up for validation
-        loop = asyncio.get_running_loop()
-        for slot, offsets in by_node.items():
-            if not offsets:
-                continue
-            self._inflight_tps.update(offsets)
-            epochs = {tp: self._fetch_epochs(tp) for tp in offsets}  # as of now, with the offsets
-            self._inflight[slot] = loop.create_task(self._fetch_node(slot, offsets, epochs))
+            if self._slot_of.get(tp) != slot:
+                self._unplace(tp)  # its leader moved: the old connection's session forgets it
+                self._slot_of[tp] = slot
+            session = self.sessions.get(slot)
+            if session is None:
+                session = self.sessions[slot] = FetchSession(node)
+            session.want(tp, self._partition_data(tp))
         return bool(unrouted)
+
+    def _partition_data(self, tp: TopicPartition) -> PartitionData:
+        """What the next Fetch of ``tp`` asks: from after its buffered data, or its position."""
+        st = self._subs.state(tp)
+        q = self.buffer.get(tp)
+        offset = q[-1].next_offset if q else st.position
+        assert offset is not None
+        current, last = self._fetch_epochs(tp)
+        return PartitionData(offset, current, last, self._requests.partition_max_bytes, st.epoch)
 
     def _fetch_epochs(self, tp: TopicPartition) -> tuple[int, int]:
         """(current leader epoch, epoch of the last fetched batch) for the partition's Fetch."""
@@ -384,48 +463,49 @@ class Fetcher:
         """Fetch the partition again only after its backoff (the others are not held up)."""
         held = self._held.get(tp)
         backoff = held[1] if held is not None else Backoff(50, 2_000)
-        self._held[tp] = (time.monotonic() + backoff.next_s(), backoff)
-        if len(self._held) > 2 * len(self._subs.assigned()) + 64:
-            self._held = {t: h for t, h in self._held.items() if t in self._subs}
+        until = time.monotonic() + backoff.next_s()
+        self._held[tp] = (until, backoff)
+        heapq.heappush(self._hold_ends, (until, tp))
 
     def _lane(self, node: int, tp: TopicPartition) -> int:
         """The partition's lane: dealt round-robin per broker the first time it is fetched."""
         lane = self._lane_of.get(tp)
         if lane is None:
-            if len(self._lane_of) > 2 * len(self._subs.assigned()) + 64:
+            if len(self._lane_of) > 2 * self._subs.size() + 64:
                 self._lane_of = {t: n for t, n in self._lane_of.items() if t in self._subs}
             lane = self._lane_of[tp] = FETCH_LANE_BASE + self._next_lane[node] % self._lanes
             self._next_lane[node] += 1
         return lane
 
-    async def _fetch_node(
-        self,
-        slot: tuple[int, int],
-        offsets: dict[TopicPartition, tuple[int, int]],
-        epochs: dict[TopicPartition, tuple[int, int]],
-    ) -> None:
+    async def _fetch_node(self, slot: tuple[int, int], session: FetchSession) -> None:
         node, lane = slot
         # Not idle while data waits for the application: then do not long-poll the others.
         busy = any(self.buffer.values())
         sent = time.monotonic()  # a stalled fetch leaves these partitions unserved from now
+        plan = None
         try:
-            request, version = await self._requests.build(
+            request, version, plan = await self._requests.build_session(
                 node,
-                {tp: off for tp, (off, _) in offsets.items()},
+                session,
                 max_wait=min(self._max_wait, 10) if busy else self._max_wait,
                 min_bytes=self._min_bytes,
-                epochs=epochs,
             )
             self.fetch_version = version
             resp = await self._client.send(
                 node, request, version, timeout_ms=self._max_wait + self._request_timeout, lane=lane
             )
             self._backoff[node].reset()
-            self.outage.ok_all(offsets)
+            self.outage.ok_all(plan.partitions)
+            answered = session.answered(plan, resp.error_code, getattr(resp, "session_id", 0))
+            if not answered and resp.error_code in SESSION_ERRORS:
+                # The broker lost or refused the session: the next request opens a new one,
+                # from the positions as they are (nothing of this answer was taken).
+                log.debug("fetch session on node %s: error %s, full fetch next", node, resp.error_code)
+                return
             if resp.error_code:
                 self._client.note_error(resp.error_code)
                 if resp.error_code in RETRIABLE_FETCH_CODES:  # e.g. a stale topic id
-                    for topic in {tp.topic for tp in offsets}:
+                    for topic in {tp.topic for tp in session.wanted()}:
                         self._client.invalidate_metadata(topic)
                 err = error_for(resp.error_code, f"Fetch from node {node}")
                 if not err.retriable:
@@ -434,13 +514,19 @@ class Fetcher:
             else:
                 retry = False
             got = False
-            for topic, t in topics_of(resp, request):
+            for topic, t in session_topics_of(resp, request, session, plan):
                 for p in t.partitions:
                     tp = TopicPartition(topic, p.partition_index)
                     if p.error_code and self._net is not None:
                         self._net.error_code(ApiKey.FETCH, node, p.error_code)
-                    outcome = self._handle_partition(tp, p, offsets.get(tp))
+                    asked = session.sent(tp)
+                    outcome = self._handle_partition(
+                        tp, p, None if asked is None else (asked.fetch_offset, asked.version)
+                    )
+                    if outcome is FetchOutcome.NOTHING:
+                        continue
                     got |= outcome is FetchOutcome.GOT
+                    self._dirty.add(tp)  # its next fetch offset, or whether it is held, changed
                     if outcome is FetchOutcome.RETRY:
                         self._hold(tp)
                     else:
@@ -450,27 +536,31 @@ class Fetcher:
             if retry:
                 # The whole answer failed (a stale topic id...): metadata is refreshed, retry
                 # after a pause.
+                self._dirty.update(session.wanted())  # their leaders looked up again
                 await asyncio.sleep(self._backoff[node].next_s())
         except asyncio.CancelledError:
+            session.failed()
             raise
         except (KafkaConnectionError, KafkaTimeoutError) as exc:
             # Lost connection or broker restart: back off, refresh metadata, resend from the
-            # unchanged positions.
+            # unchanged positions (in full: the broker's session may be gone with it).
             log.debug("fetch from node %s failed: %r", node, exc)
-            self.outage.failed_all(offsets, exc, since=sent)
-            for tp in offsets:
-                self._client.invalidate_metadata(tp.topic)
+            session.failed()
+            self.outage.failed_all(list(session.wanted()), exc, since=sent)
+            for topic in {tp.topic for tp in session.wanted()}:
+                self._client.invalidate_metadata(topic)
+            self._dirty.update(session.wanted())  # their leaders looked up again
             await asyncio.sleep(self._backoff[node].next_s())
         except KafkaClosedError:
-            pass
+            session.failed()
         except Exception as exc:  # anything else reaches the application at its next poll
             log.debug("fetch from node %s failed: %r", node, exc)
+            session.failed()
             self.errors.append(exc)
             self._notify()
             await asyncio.sleep(self._backoff[node].next_s())
         finally:
             self._inflight.pop(slot, None)
-            self._inflight_tps.difference_update(offsets)
             self.wake()
 
     def _handle_partition(self, tp: TopicPartition, p: Any, sent: tuple[int, int] | None) -> FetchOutcome:

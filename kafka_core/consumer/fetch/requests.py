@@ -10,6 +10,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
+from kafka_core.consumer.fetch.session import FetchSession, SessionRequest
 from kafka_core.consumer.policies import IsolationLevel
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.messages import FetchRequest
@@ -20,6 +21,8 @@ FETCH_MAX_VERSION = 17
 FETCH_BY_NAME_MAX_VERSION = 12
 # Fetch 12+ carries the last fetched epoch (the leader answers a diverging epoch, KIP-320).
 LAST_FETCHED_EPOCH_MIN_VERSION = 12
+# Fetch 7+ carries a fetch session (KIP-227).
+SESSION_MIN_VERSION = 7
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -84,6 +87,90 @@ class FetchRequests:
             topics=topics,
         )
         return request, version
+
+    async def build_session(
+        self, node: int, session: FetchSession, *, max_wait: int, min_bytes: int
+    ) -> tuple[FetchRequest, int, SessionRequest]:
+        """The session's next request (full or incremental, see session.py) and its version."""
+        conn = await self._client.connection(node)
+        version = conn.choose_version(ApiKey.FETCH, max_version=FETCH_MAX_VERSION)
+        ids: dict[str, uuid.UUID] | None = None
+        if version > FETCH_BY_NAME_MAX_VERSION:
+            # Every topic the session may name: its wanted partitions' (a full request) or the
+            # changed ones' (incremental: the others' ids were told before).
+            topics = {tp.topic for tp in (session.wanted() if session.full else session.pending())}
+            ids = cached_topic_ids(self._client, topics)
+            if ids is None:
+                version = conn.choose_version(ApiKey.FETCH, max_version=FETCH_BY_NAME_MAX_VERSION)
+        plan = session.next_request(by_id=ids is not None, sessions=version >= SESSION_MIN_VERSION)
+        if ids is not None:
+            ids = {t: ids[t] for t in {tp.topic for tp in plan.partitions} if t in ids}
+            session.note_topic_ids(ids)
+        by_topic: dict[str, list[Any]] = defaultdict(list)
+        last_ok = version >= LAST_FETCHED_EPOCH_MIN_VERSION
+        for tp, data in plan.partitions.items():
+            by_topic[tp.topic].append(
+                FetchRequest.FetchPartition(
+                    partition=tp.partition,
+                    fetch_offset=data.fetch_offset,
+                    partition_max_bytes=data.max_bytes,
+                    current_leader_epoch=data.current_leader_epoch,
+                    last_fetched_epoch=data.last_fetched_epoch if last_ok else -1,
+                )
+            )
+        forgotten_by_topic: dict[str, list[int]] = defaultdict(list)
+        for tp in plan.forgotten:
+            forgotten_by_topic[tp.topic].append(tp.partition)
+        if plan.by_id:
+            topics_out = [
+                FetchRequest.FetchTopic(topic=t, topic_id=session.topic_id(t) or _ZERO_UUID, partitions=ps)
+                for t, ps in by_topic.items()
+            ]
+            forgotten = [
+                FetchRequest.ForgottenTopic(
+                    topic=t, topic_id=session.topic_id(t) or _ZERO_UUID, partitions=ps
+                )
+                for t, ps in forgotten_by_topic.items()
+            ]
+        else:
+            topics_out = [FetchRequest.FetchTopic(topic=t, partitions=ps) for t, ps in by_topic.items()]
+            forgotten = [
+                FetchRequest.ForgottenTopic(topic=t, partitions=ps) for t, ps in forgotten_by_topic.items()
+            ]
+        request = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=max_wait,
+            min_bytes=min_bytes,
+            max_bytes=self._max_bytes,
+            isolation_level=self._isolation,
+            session_id=plan.session_id,
+            session_epoch=plan.epoch,
+            topics=topics_out,
+            forgotten_topics_data=forgotten,
+        )
+        return request, version, plan
+
+    @property
+    def partition_max_bytes(self) -> int:
+        return self._part_max
+
+
+def session_topics_of(
+    resp: Any, request: FetchRequest, session: FetchSession, plan: SessionRequest
+) -> list[tuple[str, Any]]:
+    """(topic name, topic response) pairs of a session's answer: an incremental answer may name
+    topics the request did not (v13+: by id only)."""
+    order = [t.topic for t in request.topics]
+    out: list[tuple[str, Any]] = []
+    for i, t in enumerate(resp.responses):
+        name = t.topic
+        if not name and t.topic_id not in (None, _ZERO_UUID):
+            name = session.topic_name(t.topic_id)
+        if not name and t.topic_id in (None, _ZERO_UUID) and i < len(order) and plan.full:
+            name = order[i]  # an unknown id echoed back as zero (seen on Tansu): same order
+        if name:
+            out.append((name, t))
+    return out
 
 
 def cached_topic_ids(client: Any, topics: Iterable[str]) -> dict[str, uuid.UUID] | None:
