@@ -8,13 +8,26 @@ refused with its name rather than silently ignored.
 from __future__ import annotations
 
 import difflib
+import functools
+import inspect
 import re
-from collections.abc import Callable, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ParamSpec
 
 from kafka_core.errors import KafkaConfigError
 
-__all__ = ["ROLES", "client_keywords", "java_keyword", "keywords_from_config", "translate"]
+__all__ = [
+    "ROLES",
+    "check_bootstrap",
+    "client_keywords",
+    "java_keyword",
+    "keywords_from_config",
+    "names_markdown",
+    "role_keywords",
+    "takes_config",
+    "translate",
+    "transport_keywords",
+]
 
 ROLES = ("client", "producer", "consumer")
 
@@ -65,6 +78,95 @@ def _secret(value: str) -> str:
 def _acks(value: str) -> int | str:
     text = str(value).strip().lower()
     return "all" if text == "all" else int(text)
+
+
+def _utf8_encode(value: Any) -> bytes:
+    return str(value).encode()
+
+
+def _utf8_decode(data: bytes) -> str:
+    return bytes(data).decode()
+
+
+_JAVA_SERDES = "org.apache.kafka.common.serialization."
+
+
+def _serializer(value: str) -> Callable[[Any], bytes] | None:
+    """Java's two plain serializers: StringSerializer (UTF-8) and ByteArraySerializer (bytes as
+    they are); any other class is Java code, which a Python function replaces."""
+    name = str(value).strip().removeprefix(_JAVA_SERDES)
+    if name == "StringSerializer":
+        return _utf8_encode
+    if name == "ByteArraySerializer":
+        return None
+    raise ValueError(
+        "only StringSerializer and ByteArraySerializer have a Python twin; pass the serializer function as a keyword"
+    )
+
+
+def _deserializer(value: str) -> Callable[[bytes], Any] | None:
+    """StringDeserializer (UTF-8) and ByteArrayDeserializer (bytes as they are), as ``_serializer``."""
+    name = str(value).strip().removeprefix(_JAVA_SERDES)
+    if name == "StringDeserializer":
+        return _utf8_decode
+    if name == "ByteArrayDeserializer":
+        return None
+    raise ValueError(
+        "only StringDeserializer and ByteArrayDeserializer have a Python twin; pass the deserializer function as a keyword"
+    )
+
+
+# librdkafka's partitioners that place records as a kafka_core one does. murmur2 and
+# murmur2_random hash keys as the Java client; they differ only for null keys, which kafka_core's
+# "murmur2" spreads stickily (as Java) rather than to one partition (murmur2) or at random.
+_LIBRDKAFKA_PARTITIONERS = {"murmur2": "murmur2", "murmur2_random": "murmur2", "random": "round_robin"}
+_JAVA_PARTITIONERS = {
+    "org.apache.kafka.clients.producer.internals.DefaultPartitioner": "murmur2",
+    "org.apache.kafka.clients.producer.RoundRobinPartitioner": "round_robin",
+}
+
+
+def _librdkafka_partitioner(value: str) -> str:
+    name = str(value).strip().lower()
+    if name in _LIBRDKAFKA_PARTITIONERS:
+        return _LIBRDKAFKA_PARTITIONERS[name]
+    raise ValueError(
+        "CRC32 and FNV-1a placement (consistent, consistent_random, fnv1a...) is not built in: keyed"
+        " records would land on other partitions than librdkafka's; murmur2_random is the Java"
+        " client's placement, or pass partitioner= a function"
+    )
+
+
+def _java_partitioner(value: str) -> str:
+    name = str(value).strip()
+    if name in _JAVA_PARTITIONERS:
+        return _JAVA_PARTITIONERS[name]
+    raise ValueError(
+        "a Java class; DefaultPartitioner and RoundRobinPartitioner have twins, else pass partitioner= a function"
+    )
+
+
+_ASSIGNORS = {
+    "range": "range",
+    "roundrobin": "roundrobin",
+    "cooperative-sticky": "cooperative-sticky",
+    "org.apache.kafka.clients.consumer.RangeAssignor": "range",
+    "org.apache.kafka.clients.consumer.RoundRobinAssignor": "roundrobin",
+    "org.apache.kafka.clients.consumer.CooperativeStickyAssignor": "cooperative-sticky",
+}
+
+
+def _assignors(value: str) -> tuple[str, ...]:
+    """Java's assignor classes or librdkafka's names, a comma list, preferred first."""
+    names = [item.strip() for item in str(value).split(",") if item.strip()]
+    unknown = [name for name in names if name not in _ASSIGNORS]
+    if unknown or not names:
+        raise ValueError(
+            f"{', '.join(unknown) or 'nothing'}: kafka_core's assignors are range, roundrobin and"
+            " cooperative-sticky (Java's RangeAssignor, RoundRobinAssignor, CooperativeStickyAssignor;"
+            " the eager StickyAssignor's incremental successor is CooperativeStickyAssignor)"
+        )
+    return tuple(_ASSIGNORS[name] for name in names)
 
 
 # name -> (our keyword, converter). The client's options apply to every role.
@@ -121,6 +223,14 @@ _PRODUCER: dict[str, tuple[str, Convert]] = {
     "max.block.ms": ("max_block_ms", _float),
     "transactional.id": ("transactional_id", _str),
     "transaction.timeout.ms": ("transaction_timeout_ms", _int),
+    # librdkafka's names for the same settings
+    "message.timeout.ms": ("delivery_timeout_ms", _float),
+    "queue.buffering.max.ms": ("linger_ms", _float),
+    "queue.buffering.max.kbytes": ("buffer_memory", lambda v: _int(v) * 1024),
+    "partitioner": ("partitioner", _librdkafka_partitioner),
+    "partitioner.class": ("partitioner", _java_partitioner),
+    "key.serializer": ("key_serializer", _serializer),
+    "value.serializer": ("value_serializer", _serializer),
 }
 
 _CONSUMER: dict[str, tuple[str, Convert]] = {
@@ -142,6 +252,9 @@ _CONSUMER: dict[str, tuple[str, Convert]] = {
     "fetch.max.bytes": ("fetch_max_bytes", _int),
     "max.partition.fetch.bytes": ("max_partition_fetch_bytes", _int),
     "check.crcs": ("check_crcs", _bool),
+    "partition.assignment.strategy": ("assignors", _assignors),
+    "key.deserializer": ("key_deserializer", _deserializer),
+    "value.deserializer": ("value_deserializer", _deserializer),
 }
 
 _ROLE_TABLES = {
@@ -150,31 +263,42 @@ _ROLE_TABLES = {
     "consumer": (_CLIENT, _CONSUMER),
 }
 
-# Names that tune the Java client's internals and mean nothing here: accepted, with no effect.
-_NO_EFFECT = frozenset(
-    {
-        "send.buffer.bytes",
-        "receive.buffer.bytes",
-        "client.dns.lookup",
-        "metrics.sample.window.ms",
-        "metrics.num.samples",
-        "metrics.recording.level",
-        "metric.reporters",
-        "ssl.protocol",
-        "ssl.enabled.protocols",
-        "ssl.truststore.type",
-        "ssl.keystore.type",
-        # Java wires OAuth through these classes; here the options above are enough.
-        "sasl.login.callback.handler.class",
-        "sasl.oauthbearer.method",  # librdkafka: "oidc" is what a token endpoint URL means here
-        "sasl.client.callback.handler.class",  # MSK's IAMClientCallbackHandler: built in here
-        # Kerberos ticket renewal: MIT's library renews from the keytab by itself
-        "sasl.kerberos.kinit.cmd",
-        "sasl.kerberos.min.time.before.relogin",
-        "sasl.kerberos.ticket.renew.window.factor",
-        "sasl.kerberos.ticket.renew.jitter",
-    }
-)
+# Names that tune the Java client's internals and mean nothing here: accepted, with no effect,
+# each with the reason (docs/migrating.md lists them from this table).
+_NO_EFFECT: dict[str, str] = {
+    "send.buffer.bytes": "socket buffers are left to the OS",
+    "receive.buffer.bytes": "socket buffers are left to the OS",
+    "client.dns.lookup": "every address a name resolves to is tried",
+    "metrics.sample.window.ms": "metrics() keeps its own counters",
+    "metrics.num.samples": "metrics() keeps its own counters",
+    "metrics.recording.level": "metrics() keeps its own counters",
+    "metric.reporters": "metrics() keeps its own counters (kafka_core.metrics exports them)",
+    "ssl.protocol": "Python's ssl module negotiates the newest TLS both sides have",
+    "ssl.enabled.protocols": "Python's ssl module negotiates the newest TLS both sides have",
+    "ssl.truststore.type": "the trust store is a PEM file",
+    "ssl.keystore.type": "the key store is a PEM file",
+    "sasl.login.callback.handler.class": "the sasl.oauthbearer.* options wire OAuth here",
+    "sasl.oauthbearer.method": "a token endpoint URL means OIDC here",
+    "sasl.client.callback.handler.class": "AWS_MSK_IAM is built in",
+    "sasl.kerberos.kinit.cmd": "MIT's library renews the ticket from the keytab by itself",
+    "sasl.kerberos.min.time.before.relogin": "MIT's library renews the ticket from the keytab by itself",
+    "sasl.kerberos.ticket.renew.window.factor": "MIT's library renews the ticket from the keytab by itself",
+    "sasl.kerberos.ticket.renew.jitter": "MIT's library renews the ticket from the keytab by itself",
+}
+
+# Common names with no counterpart here: refused, with the reason (and what to do instead).
+_REFUSED: dict[str, str] = {
+    "retries": "resends are bounded by time, not a count: set delivery.timeout.ms (the Java client's"
+    " own bound since 2.1; its retries default is effectively unlimited)",
+    "message.send.max.retries": "resends are bounded by time, not a count: set delivery.timeout.ms",
+    "max.request.size": "no client-side cap: batch.size bounds a batch (a larger record goes alone) and"
+    " the broker refuses a record over the topic's max.message.bytes (MESSAGE_TOO_LARGE)",
+    "message.max.bytes": "no client-side cap: batch.size bounds a batch (a larger record goes alone) and"
+    " the broker refuses a record over the topic's max.message.bytes (MESSAGE_TOO_LARGE)",
+    "queue.buffering.max.messages": "the queue is bounded by bytes: set buffer.memory",
+    "batch.num.messages": "batches are bounded by bytes: set batch.size",
+    "interceptor.classes": "interceptors are Java classes; wrap send() or poll() instead",
+}
 
 # Names whose values are credentials: never echoed in an error, whatever went wrong with them.
 _SECRET_NAMES = frozenset(
@@ -263,9 +387,13 @@ def translate(config: Mapping[str, Any], role: str, *, prefix: str = "") -> dict
     tables = _ROLE_TABLES[role]
     out: dict[str, Any] = {}
     unknown: list[str] = []
+    refused: list[str] = []
     for raw_name, value in config.items():
         name = raw_name.strip().lower()
         if name in _NO_EFFECT:
+            continue
+        if name in _REFUSED:
+            refused.append(f"{prefix}{raw_name} has no equivalent in kafka_core: {_REFUSED[name]}")
             continue
         try:
             if name == "sasl.jaas.config":
@@ -283,24 +411,32 @@ def translate(config: Mapping[str, Any], role: str, *, prefix: str = "") -> dict
                 raise
             shown = "(value not shown: it holds a credential)" if name in _SECRET_NAMES else repr(value)
             raise KafkaConfigError(f"bad value for {prefix}{raw_name}: {shown} ({exc})") from None
-    if unknown:  # every one of them at once: a config from another client often has several
-        known = sorted({n for t in tables for n in t} | {"sasl.jaas.config"})
+    # Every one of them at once: a config from another client often has several.
+    problems = list(refused)
+    if unknown:
+        known = sorted({n for t in tables for n in t} | {"sasl.jaas.config"} | set(_NO_EFFECT))
         hints = [_hint(name.strip("'")[len(prefix) :], role, known, prefix) for name in unknown]
-        raise KafkaConfigError(
+        problems.insert(
+            0,
             f"unknown {role} option{'s' if len(unknown) > 1 else ''} {', '.join(unknown)}"
-            + "".join(f"; {h}" for h in hints if h)
-            + f" (kafka_core understands: {', '.join(known)})"
+            + "".join(f"; {h}" for h in hints)
+            + " (docs/migrating.md lists every name kafka_core maps)",
         )
+    if problems:
+        raise KafkaConfigError("; ".join(problems))
     return out
 
 
 def _hint(name: str, role: str, known: list[str], prefix: str) -> str:
-    """What an unknown name in a config may have meant: another role's option, or a near name."""
+    """What an unknown name in a config may have meant: another role's option, or the closest
+    names (a few, not the whole table)."""
     found = java_keyword(name)
     if found is not None:
         return f"{prefix}{name} is a {found[1]} option, not a {role} one"
-    close = difflib.get_close_matches(name.strip().lower(), known, n=1, cutoff=0.6)
-    return f"{prefix}{name}: did you mean {prefix}{close[0]}?" if close else ""
+    close = difflib.get_close_matches(name.strip().lower(), known, n=3, cutoff=0.6)
+    if not close:
+        return f"{prefix}{name}: no name close to it"
+    return f"{prefix}{name}: did you mean " + " or ".join(f"{prefix}{c}" for c in close) + "?"
 
 
 def java_keyword(name: str) -> tuple[str, str] | None:
@@ -336,3 +472,144 @@ def client_keywords(kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str
     }
     client = {k: v for k, v in kwargs.items() if k in ours}
     return client, {k: v for k, v in kwargs.items() if k not in ours}
+
+
+def transport_keywords(config: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """A ``KafkaStreamTransport``'s keywords from Java-style names: the client's as they are, a
+    producer's as ``producer_<keyword>`` and a consumer's as ``consumer_<keyword>`` (the
+    transport's own prefixes), with ``overrides`` on top."""
+    parts: dict[str, dict[str, Any]] = {"client": {}, "producer": {}, "consumer": {}}
+    for name, value in config.items():
+        key = str(name).strip().lower()
+        role = "producer" if key in _PRODUCER else "consumer" if key in _CONSUMER else "client"
+        parts[role][name] = value
+    out = translate(parts["client"], "client")
+    for role in ("producer", "consumer"):
+        out.update({f"{role}_{k}": v for k, v in translate(parts[role], role).items()})
+    out.update(overrides)
+    return out
+
+
+def role_keywords(role: str) -> Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]:
+    """``keywords_from_config`` for one role, in the form ``takes_config`` takes."""
+
+    def keywords(config: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+        return keywords_from_config(config, role, overrides)
+
+    return keywords
+
+
+def check_bootstrap(value: object) -> str | list[str]:
+    """``bootstrap_servers`` as a str or a list of str; any other type is refused here, at
+    construction, not found out by a connect that fails a minute later."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, Mapping):
+        raise KafkaConfigError(
+            "bootstrap_servers is a dict: a config dict of Java-style names goes first, positionally"
+            " (KafkaProducer({'bootstrap.servers': ...})), or through from_config"
+        )
+    if isinstance(value, bytes | bytearray) or not isinstance(value, Iterable):
+        raise KafkaConfigError(
+            f"bootstrap_servers must be a str ('host:port,host:port') or a list of str, not {type(value).__name__}"
+        )
+    items = list(value)
+    wrong = [item for item in items if not isinstance(item, str)]
+    if wrong:
+        raise KafkaConfigError(
+            f"bootstrap_servers must hold str ('host:port'), not {type(wrong[0]).__name__}: {wrong[0]!r}"
+        )
+    return items
+
+
+Translator = Callable[[Mapping[str, Any], Mapping[str, Any]], dict[str, Any]]
+_P = ParamSpec("_P")
+
+
+def takes_config(translator: Translator) -> Callable[[Callable[_P, None]], Callable[_P, None]]:
+    """Decorate a public class's ``__init__`` so that it takes confluent-kafka's calling convention:
+    a dict of Java-style names first, positionally (``KafkaProducer({"bootstrap.servers": ...,
+    "enable.idempotence": True}, value_serializer=...)``). The dict is translated as
+    ``from_config`` does (``translator``: the class's), and keyword arguments beside it go on top
+    (a keyword wins over the same option in the dict, as in confluent-kafka, where keyword
+    arguments update the dict). ``bootstrap_servers``' type is checked here too, so every class
+    refuses a wrong one at once."""
+
+    def decorate(init: Callable[_P, None]) -> Callable[_P, None]:
+        params = list(inspect.signature(init).parameters.values())[1:]  # after self
+        first = params[0] if params else None
+        takes_topics = first is not None and first.kind is inspect.Parameter.VAR_POSITIONAL
+
+        @functools.wraps(init)
+        def __init__(*args: Any, **kwargs: Any) -> None:
+            self, rest = args[0], list(args[1:])
+            if rest and isinstance(rest[0], Mapping):
+                config, rest = rest[0], rest[1:]
+                if rest and not takes_topics:
+                    raise KafkaConfigError(
+                        f"{type(self).__name__}() takes a config dict alone positionally; give other"
+                        " options as keyword arguments"
+                    )
+                kwargs = translator(config, kwargs)
+            if any(isinstance(arg, Mapping) for arg in rest):
+                raise KafkaConfigError(
+                    f"{type(self).__name__}(): a config dict goes first, positionally, and only once"
+                )
+            if not takes_topics and rest:
+                rest[0] = check_bootstrap(rest[0])
+            elif "bootstrap_servers" in kwargs:
+                kwargs["bootstrap_servers"] = check_bootstrap(kwargs["bootstrap_servers"])
+            init(self, *rest, **kwargs)
+
+        return __init__
+
+    return decorate
+
+
+# What a mapped name's value becomes when it is not simply the same value (docs/migrating.md).
+_NOTES: dict[str, str] = {
+    "ssl.ca.location": "librdkafka's name",
+    "ssl.truststore.location": "a PEM file (JKS stores are Java's)",
+    "ssl.keystore.location": "a PEM file",
+    "ssl.endpoint.identification.algorithm": "`https` checks the host name, empty does not",
+    "sasl.mechanisms": "librdkafka's name",
+    "sasl.jaas.config": "PLAIN/SCRAM username and password, OAuthBearerLoginModule's client,"
+    " Krb5LoginModule's principal and keytab, IAMLoginModule's options",
+    "message.timeout.ms": "librdkafka's name for delivery.timeout.ms",
+    "queue.buffering.max.ms": "librdkafka's name for linger.ms",
+    "queue.buffering.max.kbytes": "librdkafka's; KiB, so times 1024",
+    "partitioner": "librdkafka's: `murmur2_random` and `murmur2` are `\"murmur2\"` (the Java client's"
+    ' placement), `random` is `"round_robin"`; CRC32/FNV-1a ones are refused',
+    "partitioner.class": 'Java\'s DefaultPartitioner is `"murmur2"`, RoundRobinPartitioner `"round_robin"`;'
+    " other classes are refused",
+    "key.serializer": "StringSerializer is UTF-8, ByteArraySerializer bytes as they are; other classes are refused",
+    "value.serializer": "StringSerializer is UTF-8, ByteArraySerializer bytes as they are; other classes are refused",
+    "key.deserializer": "StringDeserializer is UTF-8, ByteArrayDeserializer bytes as they are;"
+    " other classes are refused",
+    "value.deserializer": "StringDeserializer is UTF-8, ByteArrayDeserializer bytes as they are;"
+    " other classes are refused",
+    "compression.type": "`none`, `gzip`, `snappy`, `lz4` or `zstd`",
+    "partition.assignment.strategy": "Java's RangeAssignor, RoundRobinAssignor and CooperativeStickyAssignor,"
+    " or librdkafka's `range`, `roundrobin`, `cooperative-sticky`; a comma list, preferred first",
+}
+
+
+def names_markdown() -> str:
+    """The table of every Java-style and librdkafka name ``translate`` knows, as docs/migrating.md
+    shows it (tests/unit/config/test_config_names.py keeps the two equal): mapped names with their
+    keyword, then the names accepted with no effect and those refused, each with its reason."""
+    rows = ["| name | role | kafka_core | note |", "|---|---|---|---|"]
+    for role, table in (("every role", _CLIENT), ("producer", _PRODUCER), ("consumer", _CONSUMER)):
+        for name, (keyword, _) in table.items():
+            rows.append(f"| `{name}` | {role} | `{keyword}` | {_NOTES.get(name, '')} |")
+        if table is _CLIENT:
+            rows.append(f"| `sasl.jaas.config` | every role | `sasl_*` | {_NOTES['sasl.jaas.config']} |")
+    for name, reason in _NO_EFFECT.items():
+        rows.append(f"| `{name}` | every role | accepted, no effect | {reason} |")
+    for name, reason in _REFUSED.items():
+        rows.append(f"| `{name}` | every role | refused | {reason} |")
+    return "\n".join(rows) + "\n"
+
+
+if __name__ == "__main__":  # python -m kafka_core.config: the table docs/migrating.md shows
+    print(names_markdown(), end="")

@@ -26,7 +26,6 @@ FOREIGN_KEYWORDS: dict[str, str] = {
     "sasl_plain_username": "sasl_username",  # kafka-python, aiokafka
     "sasl_plain_password": "sasl_password",  # kafka-python, aiokafka
     "partition_assignment_strategy": "assignors",  # kafka-python, aiokafka
-    "partition.assignment.strategy": "assignors",  # Java, confluent-kafka
 }
 
 # Other clients' options with no counterpart here, and why.

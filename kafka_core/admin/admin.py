@@ -20,7 +20,7 @@ from kafka_core.admin.share_groups import ShareGroupCalls
 from kafka_core.admin.topics import TopicCalls
 from kafka_core.client import cluster
 from kafka_core.client.cluster import KafkaClient
-from kafka_core.config import keywords_from_config
+from kafka_core.config import keywords_from_config, role_keywords, takes_config
 from kafka_core.option_names import accepted_keywords, reject_unknown
 
 if TYPE_CHECKING:
@@ -53,8 +53,11 @@ class KafkaAdmin:
     Calls without a ``timeout_ms`` use ``api_timeout_ms`` (60 s).
     """
 
+    @takes_config(role_keywords("client"))
     def __init__(
-        self, bootstrap_servers: str | Iterable[str] = "localhost:9092", **client_options: Any
+        self,
+        bootstrap_servers: str | Iterable[str] | Mapping[str, Any] = "localhost:9092",
+        **client_options: Any,
     ) -> None:
         reject_unknown(type(self).__name__, client_options, accepted_keywords(cluster.KafkaClient.__init__))
         client_options.setdefault("allow_auto_create_topics", False)

@@ -22,7 +22,7 @@ from kafka_core.client.metadata_cache import MetadataCache, metadata_request, pa
 from kafka_core.client.nodes import Node, parse_bootstrap
 from kafka_core.client.operations import ClientOperations
 from kafka_core.client.watch import TopicInterest, TopicView, TopicWatcher
-from kafka_core.config import keywords_from_config
+from kafka_core.config import keywords_from_config, role_keywords, takes_config
 from kafka_core.errors import (
     KafkaAuthenticationError,
     KafkaClosedError,
@@ -78,7 +78,9 @@ class KafkaClient(ClientOperations):
 
     Options (the producer, consumer, admin and transport pass theirs on to it):
 
-    - ``bootstrap_servers``: ``"host:port"``, a comma list or a sequence of them.
+    - ``bootstrap_servers``: ``"host:port"``, a comma list or a sequence of them; or, in its
+      place, a dict of Java-style names as confluent-kafka takes (translated as ``from_config``
+      does, keyword arguments beside it winning over the same option in the dict).
     - ``client_id``: the name brokers log and quota by.
     - ``connect_timeout_ms``: connecting, TLS/SASL and the ApiVersions exchange, per broker.
     - ``request_timeout_ms``: the default bound of one request (its connection is dropped after).
@@ -114,9 +116,10 @@ class KafkaClient(ClientOperations):
         reject_unknown(cls.__name__, options, accepted_keywords(cls.__init__))
         return super().__new__(cls)
 
+    @takes_config(role_keywords("client"))
     def __init__(
         self,
-        bootstrap_servers: str | Iterable[str] = "localhost:9092",
+        bootstrap_servers: str | Iterable[str] | Mapping[str, Any] = "localhost:9092",
         *,
         client_id: str = "kafka-core",
         connect_timeout_ms: float = 10_000,

@@ -16,10 +16,10 @@ import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
-from typing import Any, Self
+from typing import Any, Self, cast
 
 from kafka_core.client.metadata import ListedOffset, OffsetAndMetadata, TopicPartition, as_topic_partition
-from kafka_core.config import keywords_from_config
+from kafka_core.config import keywords_from_config, role_keywords, takes_config
 from kafka_core.consumer.columns import ColumnDecoder, decode_columns, first_offsets
 from kafka_core.consumer.fetch.fetcher import Fetcher
 from kafka_core.consumer.group.classic import GroupMembership
@@ -75,6 +75,9 @@ class KafkaConsumer:
     Options:
 
     - ``bootstrap_servers``: ``"host:port"``, a comma list or a sequence of them.
+    - A dict of Java-style names first, as confluent-kafka takes (``KafkaConsumer({"bootstrap.servers":
+      ..., "group.id": "g"}, topics=["t"])``): translated as ``from_config`` does, keyword
+      arguments beside it winning over the same option in the dict.
     - ``group_id``: the consumer group (committed offsets, group assignment); None: no group.
     - ``group_instance_id``: static membership (KIP-345): a restart within
       ``session_timeout_ms`` gets its partitions back without a rebalance.
@@ -159,9 +162,10 @@ class KafkaConsumer:
     never tried again), and a subscribed topic refused TOPIC_AUTHORIZATION_FAILED (named).
     """
 
+    @takes_config(role_keywords("consumer"))
     def __init__(
         self,
-        *topics_args: str,
+        *topics_args: str | Mapping[str, Any],
         bootstrap_servers: str | Iterable[str] = DEFAULT_BOOTSTRAP,
         topics: Iterable[str] | None = None,
         pattern: str | re.Pattern[str] | None = None,
@@ -197,7 +201,8 @@ class KafkaConsumer:
         **client_options: Any,
     ) -> None:
         check_known_options(type(self).__name__, client_options, KafkaConsumer.__init__)
-        topic_list = list(topics_args) + list(topics or [])
+        # takes_config took a config dict out: topic names are left
+        topic_list = list(cast("tuple[str, ...]", topics_args)) + list(topics or [])
         group_opts = check_consumer_options(locals())  # each option on its own, before anything else
         reset = parse_choice("auto_offset_reset", auto_offset_reset, OffsetReset)
         isolation = parse_choice("isolation_level", isolation_level, IsolationLevel)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Self
 
 from kafka_core.client import KafkaClient
-from kafka_core.config import keywords_from_config
+from kafka_core.config import keywords_from_config, role_keywords, takes_config
 from kafka_core.errors import (
     KafkaAuthenticationError,
     KafkaClosedError,
@@ -50,7 +50,10 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
 
     The blocking ``kafka_core.KafkaProducer`` takes the same options, documented here once:
 
-    - ``bootstrap_servers``: ``"host:port"``, a comma list or a sequence of them.
+    - ``bootstrap_servers``: ``"host:port"``, a comma list or a sequence of them; or, in its
+      place, a dict of Java-style names as confluent-kafka takes (``{"bootstrap.servers": ...,
+      "enable.idempotence": True}``, translated as ``from_config`` does), keyword arguments
+      beside it winning over the same option in the dict.
     - ``acks``: ``0`` (no answer), ``1`` (the leader) or ``-1``/``"all"`` (every in-sync replica).
     - ``linger_ms``: how long a batch waits for more records before it may go (sooner when full).
     - ``batch_size``: the most bytes of records in one batch (a larger record goes alone).
@@ -86,9 +89,10 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
       ``ssl_*``, ``sasl_*``, ``connect_timeout_ms``... see ``kafka_core.aio.KafkaClient``).
     """
 
+    @takes_config(role_keywords("producer"))
     def __init__(
         self,
-        bootstrap_servers: str | Sequence[str] = "localhost:9092",
+        bootstrap_servers: str | Sequence[str] | Mapping[str, Any] = "localhost:9092",
         *,
         acks: int | str = -1,
         linger_ms: float = 5,

@@ -15,9 +15,10 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, Self
+from typing import Any, Self, cast
 
 from kafka_core.client.metadata import TopicPartition
+from kafka_core.config import takes_config
 from kafka_core.consumer_base.options import (
     DEFAULT_BOOTSTRAP,
     check_int,
@@ -48,6 +49,7 @@ from kafka_core.share.fetch import (
     leader_of,
 )
 from kafka_core.share.membership import ShareMembership
+from kafka_core.share.options import share_keywords
 from kafka_core.share.records import (
     AcknowledgeMode,
     AcknowledgeType,
@@ -66,6 +68,10 @@ AckCallback = Callable[[dict[TopicPartition, set[int]], BaseException | None], A
 class KafkaShareConsumer:
     """Consume records as a member of a share group (asyncio). Use ``async with`` or ``await close()``.
 
+    A dict of Java-style names may come first, as confluent-kafka takes (``{"bootstrap.servers":
+    ..., "group.id": "g"}``, translated as ``from_config`` does; keyword arguments beside it win
+    over the same option in the dict).
+
     Options: ``topics`` (positional or ``topics=``; or ``subscribe`` later), ``bootstrap_servers``,
     ``group_id`` (the share group, required), ``share_acknowledgement_mode``: ``"implicit"``
     (default: what a poll returned is accepted at the next poll, commit or close) or
@@ -81,9 +87,10 @@ class KafkaShareConsumer:
     raised, until the group's ``group.share.delivery.attempt.limit`` archives it.
     """
 
+    @takes_config(share_keywords)
     def __init__(
         self,
-        *topics_args: str,
+        *topics_args: str | Mapping[str, Any],
         bootstrap_servers: str | Iterable[str] = DEFAULT_BOOTSTRAP,
         topics: Iterable[str] | None = None,
         group_id: str | None = None,
@@ -113,7 +120,8 @@ class KafkaShareConsumer:
             bootstrap_servers, client, client_options
         )
         self.group_id = group_id
-        self._topics = sorted(set(list(topics_args) + list(topics or [])))
+        # takes_config took a config dict out: topic names are left
+        self._topics = sorted(set(list(cast("tuple[str, ...]", topics_args)) + list(topics or [])))
         self._max_poll_records = max_poll_records
         self._changed = asyncio.Event()  # the assignment or metadata changed: a waiting poll looks again
         # The regular consumer's outage policy (kafka_core.consumer_base.outage): poll raises a named
@@ -164,8 +172,6 @@ class KafkaShareConsumer:
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> Self:
         """A share consumer from Java-style names (``{"bootstrap.servers": ..., "group.id": "g",
         "share.acknowledgement.mode": "explicit"}``) with keyword ``overrides`` on top."""
-        from kafka_core.share.options import share_keywords
-
         return cls(**share_keywords(config, overrides))
 
     # -- lifecycle ------------------------------------------------------------------------------
@@ -282,8 +288,7 @@ class KafkaShareConsumer:
         handed over yet: each piece must then go through ``hand_over`` (delivered to the
         application) or ``release_pieces``. The blocking face brings several polls' worth in
         one hop to its loop thread this way and hands them out from its own thread.
-        ``prefetch=False``: no ShareFetch goes out until the next poll needs one (see
-        :meth:`_prefetch`)."""
+        ``prefetch=False``: no ShareFetch goes out ahead, only when the next poll needs one."""
         chunks_out = await self._poll(timeout_ms)
         limit = max_records * max(ahead, 1)
         pieces: list[tuple[TopicPartition, list[ShareRecord]]] = []

@@ -12,9 +12,10 @@ import asyncio
 import dataclasses
 import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Self
 
 from kafka_core.client.cluster import KafkaClient
+from kafka_core.config import takes_config, transport_keywords
 from kafka_core.consumer.consumer import KafkaConsumer
 from kafka_core.errors import KafkaClosedError, KafkaConfigError, KafkaError, KafkaTimeoutError
 from kafka_core.option_names import accepted_keywords, reject_unknown
@@ -64,11 +65,17 @@ class KafkaStreamTransport:
     1), then rejects it; "skip" rejects it; "stop" stops. ``share_auto_offset_reset`` (default
     "earliest", as the group mode) is set on the share group when a subscription starts, for the
     partitions it has no state for yet; None leaves the group's config alone.
+
+    In place of ``bootstrap_servers``, a dict of Java-style names as confluent-kafka takes
+    (``{"bootstrap.servers": ..., "enable.idempotence": True, "group.id": "g"}``): the client's
+    names go to both sides, a producer's to the producer and a consumer's to each subscription's
+    consumer; keyword arguments beside it win over the same option in the dict.
     """
 
+    @takes_config(transport_keywords)
     def __init__(
         self,
-        bootstrap_servers: str | Sequence[str] = "localhost:9092",
+        bootstrap_servers: str | Sequence[str] | Mapping[str, Any] = "localhost:9092",
         *,
         error_policy: str = "retry",
         retry_attempts: int = 3,
@@ -119,6 +126,12 @@ class KafkaStreamTransport:
         self._subscriptions: list[Subscription] = []
         self._published = 0
         self._closed = False
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> Self:
+        """A transport from Java-style names, with keyword ``overrides`` on top: the same as
+        passing the dict first (``KafkaStreamTransport(config, **overrides)``)."""
+        return cls(config, **overrides)
 
     async def __aenter__(self) -> KafkaStreamTransport:
         return self

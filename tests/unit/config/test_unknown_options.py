@@ -138,14 +138,14 @@ def test_from_config_says_which_role_a_name_belongs_to_and_the_closest_name() ->
     assert "linger.ms is a producer option, not a consumer one" in str(err.value)
     with pytest.raises(KafkaConfigError) as err:
         kafka_core.KafkaProducer.from_config({"bootstrap.servers": NOWHERE, "lingerms": 5})
-    assert "lingerms: did you mean linger.ms?" in str(err.value)
+    assert "lingerms: did you mean linger.ms" in str(err.value)
 
 
 def test_spark_kafka_options_get_the_same_hints() -> None:
     base = {"kafka.bootstrap.servers": NOWHERE, "subscribe": "t"}
     with pytest.raises(KafkaConfigError) as err:
         parse_source({**base, "kafka.fetch.min.byte": "1"}, streaming=False)
-    assert "kafka.fetch.min.byte: did you mean kafka.fetch.min.bytes?" in str(err.value)
+    assert "kafka.fetch.min.byte: did you mean kafka.fetch.min.bytes or" in str(err.value)
     with pytest.raises(KafkaConfigError) as err:
         parse_source({**base, "kafka.linger.ms": "5"}, streaming=False)
     assert "kafka.linger.ms is a producer option, not a consumer one" in str(err.value)
