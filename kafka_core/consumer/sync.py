@@ -177,7 +177,8 @@ class KafkaConsumer(SyncFace):
     ) -> Any:
         """Like poll, as one ``pyarrow.RecordBatch`` (no Python object per record), or None.
 
-        ``key_decoder``/``value_decoder`` (e.g. ``schema_registry.columnar.AvroColumns``) turn
+        ``key_decoder``/``value_decoder`` (e.g.
+        ``kafka_core.schema_registry.columnar.AvroColumnDeserializer``) turn
         those columns into typed ones here, in the caller's thread (see consumer.columns)."""
         batch = self._serve(self._async_obj.poll_columns(timeout_ms, max_records))
         if batch is None or (key_decoder is None and value_decoder is None):

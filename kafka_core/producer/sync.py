@@ -128,7 +128,11 @@ class KafkaProducer(SyncFace):
         headers: Sequence[tuple[str, Any]] | None = None,
         timestamp_ms: int | None = None,
     ) -> RecordFuture:
-        """Queue one record (replaced per instance by what ``bind_blocking`` returns)."""
+        """Queue one record and return a future of its RecordMetadata at once.
+
+        ``key_serializer``/``value_serializer`` run here (their exceptions come out of ``send``).
+        It blocks only while ``buffer_memory`` is full, or for a topic's first record while its
+        partitions are looked up, up to ``max_block_ms`` in all (then KafkaTimeoutError)."""
         raise NotImplementedError  # never reached: __init__ binds the real one
 
     def send_batch(
@@ -145,7 +149,8 @@ class KafkaProducer(SyncFace):
     ) -> SendBatchFuture:
         """Queue many records (lists or pyarrow binary arrays); one future for the whole call.
 
-        With ``value_encoder``/``key_encoder`` (e.g. ``schema_registry.columnar.AvroColumns``)
+        With ``value_encoder``/``key_encoder`` (e.g.
+        ``kafka_core.schema_registry.columnar.AvroColumnSerializer``)
         ``values``/``keys`` are Arrow tables or struct columns, encoded here first."""
         values, keys = encode_columns(topic, values, keys, key_encoder, value_encoder)
         core: AsyncKafkaProducer = self._async_obj

@@ -67,8 +67,9 @@ class TopicWaits:
 
     async def wait_topic(self, topic: str) -> int:
         """Partition count of ``topic``, fetching metadata if unknown. Raises an error that asking
-        again cannot mend (see :func:`final`) as soon as it is seen, else KafkaTimeoutError with
-        the last cause once ``max_block_ms`` has passed (however long a lookup would take)."""
+        again cannot mend (a refused login or TLS handshake, a non-retriable broker error such as
+        TOPIC_AUTHORIZATION_FAILED) as soon as it is seen, else KafkaTimeoutError with the last
+        cause once ``max_block_ms`` has passed (however long a lookup would take)."""
         known = self._acc.partition_count(topic)
         if known:
             return known
