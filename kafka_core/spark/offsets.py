@@ -5,20 +5,48 @@ whole life), closed when the reader is done with it; before it is opened, bootst
 that all refuse connections fail the query within seconds (:mod:`kafka_core.spark.reach`). The end of a partition is its true log end
 (or last stable offset under read_committed), checked against the last batch: some brokers answer
 ListOffsets latest with the last batch's base offset + 1.
+
+Every lookup is tried ``fetchOffset.numRetries`` times (default 3), ``fetchOffset.retryIntervalMs``
+apart (default 1000), each retry on a fresh connection, as Spark's connector does; only failures
+that can pass (a lost connection, a timeout, a retriable broker error) are retried.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
-from typing import Any
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from kafka_core.client.metadata import TopicPartition
-from kafka_core.errors import KafkaConfigError
+from kafka_core.errors import (
+    KafkaAuthenticationError,
+    KafkaClosedError,
+    KafkaConfigError,
+    KafkaConnectionError,
+    KafkaProtocolError,
+    KafkaTimeoutError,
+)
 from kafka_core.spark.options import SourceOptions
 from kafka_core.spark.planning import OffsetLookups
 
-__all__ = ["OffsetReader"]
+__all__ = ["OffsetReader", "transient"]
+
+log = logging.getLogger("kafka_core.spark")
+
+T = TypeVar("T")
+
+
+def transient(exc: BaseException) -> bool:
+    """A failure that another attempt may not meet: retried under ``fetchOffset.numRetries``.
+    Refused credentials, bad options and final broker errors fail at once."""
+    if isinstance(exc, KafkaAuthenticationError):
+        return False
+    if isinstance(exc, KafkaProtocolError):
+        return exc.retriable
+    return isinstance(exc, (KafkaConnectionError, KafkaTimeoutError, KafkaClosedError))
 
 
 class OffsetReader:
@@ -63,6 +91,34 @@ class OffsetReader:
         if client is not None:
             client.close()
 
+    def _retrying(self, what: str, call: Callable[[], T]) -> T:
+        """``call`` up to ``fetchOffset.numRetries`` times; before each retry the connection is
+        dropped (the next attempt opens a fresh one) and ``fetchOffset.retryIntervalMs`` waited."""
+        attempts = self.options.fetch_offset_attempts
+        attempt = 1
+        while True:
+            try:
+                return call()
+            except Exception as exc:
+                if attempt >= attempts or not transient(exc):
+                    if attempt > 1:
+                        exc.add_note(
+                            f"kafka_core: {what} failed {attempt} times (option 'fetchOffset.numRetries')"
+                        )
+                    raise
+                log.warning(
+                    "kafka_core: %s failed (attempt %d of %d, option 'fetchOffset.numRetries'): %s; "
+                    "retrying in %d ms on a new connection",
+                    what,
+                    attempt,
+                    attempts,
+                    exc,
+                    self.options.fetch_offset_interval_ms,
+                )
+            self.close()
+            time.sleep(self.options.fetch_offset_interval_ms / 1000)
+            attempt += 1
+
     # -- partitions ---------------------------------------------------------------------------
 
     def topic_ids(self) -> dict[str, str]:
@@ -72,6 +128,9 @@ class OffsetReader:
 
     def partitions(self) -> list[TopicPartition]:
         """Every partition the query reads now (assign: checked to exist)."""
+        return self._retrying("looking up the partitions to read", self._partitions)
+
+    def _partitions(self) -> list[TopicPartition]:
         client, _ = self._open()
         opts = self.options
         if opts.assign is not None:
@@ -105,18 +164,23 @@ class OffsetReader:
     # -- offsets ------------------------------------------------------------------------------
 
     def earliest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        _, consumer = self._open()
-        return dict(consumer.beginning_offsets(tps)) if tps else {}
+        if not tps:
+            return {}
+        return self._retrying(
+            "fetching the earliest offsets", lambda: dict(self._open()[1].beginning_offsets(tps))
+        )
 
     def latest(self, tps: list[TopicPartition]) -> dict[TopicPartition, int]:
-        _, consumer = self._open()
-        return dict(consumer.end_offsets(tps)) if tps else {}
+        if not tps:
+            return {}
+        return self._retrying("fetching the latest offsets", lambda: dict(self._open()[1].end_offsets(tps)))
 
     def for_times(self, wanted: dict[TopicPartition, int]) -> dict[TopicPartition, int | None]:
-        _, consumer = self._open()
         if not wanted:
             return {}
-        found = consumer.offsets_for_times(wanted)
+        found = self._retrying(
+            "fetching offsets by timestamp", lambda: self._open()[1].offsets_for_times(wanted)
+        )
         # "No such record" is offset -1 and timestamp -1; some brokers (Tansu) answer offset 0 with
         # timestamp -1 instead. A record that was found always carries its timestamp.
         return {tp: (None if lo is None or lo.timestamp < 0 else lo.offset) for tp, lo in found.items()}

@@ -42,15 +42,31 @@ _SINK_REFUSED = {
     "value.serializer": "values are written as binary; cast the column to binary or string in Spark",
     "interceptor.classes": "interceptors are a Java client feature",
 }
-# Accepted for compatibility, with no effect here (no consumer group is ever joined).
-_SOURCE_NO_EFFECT = {
-    "group.id",
-    "session.timeout.ms",
-    "heartbeat.interval.ms",
-    "max.poll.interval.ms",
-    "max.poll.records",
-    "auto.commit.interval.ms",
+# Settings of a group member. Spark's connector passes them to consumers that are assigned their
+# partitions and never join a group, so they change nothing there either; refused here, by name,
+# rather than accepted and ignored.
+_NO_GROUP = (
+    "this source joins no consumer group (it reads the partitions it plans, at offsets Spark "
+    "checkpoints), so a group member's setting would do nothing"
+)
+_SOURCE_GROUP_REFUSED = {
+    name: _NO_GROUP
+    for name in (
+        "group.instance.id",
+        "group.protocol",
+        "group.remote.assignor",
+        "session.timeout.ms",
+        "heartbeat.interval.ms",
+        "max.poll.interval.ms",
+        "auto.commit.interval.ms",
+    )
 }
+_SOURCE_GROUP_REFUSED["client.rack"] = (
+    "kafka_core's consumer always fetches from the partition leader (no KIP-392 follower "
+    "fetching), and the rack otherwise only reaches a group's assignor; this source joins no group"
+)
+# Handled by the source itself (see _group_id), not passed to the client.
+_SOURCE_OWN = {"group.id"}
 
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
@@ -186,6 +202,9 @@ class SourceOptions:
     include_headers: bool = False
     poll_timeout_ms: int = 120_000
     isolation_level: str = "read_uncommitted"
+    # fetchOffset.numRetries / fetchOffset.retryIntervalMs: the driver's offset lookups
+    fetch_offset_attempts: int = 3
+    fetch_offset_interval_ms: int = 1000
     # streaming only: the consumer group each finished micro-batch's offsets are committed to
     commit_group: str | None = None
     # keyFormat/valueFormat: the columns decoded by Schema Registry (kafka_core.spark.registry)
@@ -194,8 +213,9 @@ class SourceOptions:
 
 
 def _kafka_params(
-    opts: Mapping[str, str], role: str, refused: Mapping[str, str], ignored: set[str]
+    opts: Mapping[str, str], role: str, refused: Mapping[str, str], own: set[str]
 ) -> dict[str, Any]:
+    """The ``kafka.*`` options as client keywords; ``own`` are the ones the caller handles."""
     params: dict[str, str] = {}
     for key, value in opts.items():
         if not key.startswith("kafka."):
@@ -203,7 +223,7 @@ def _kafka_params(
         name = key[len("kafka.") :]
         if name in refused:
             raise KafkaConfigError(f"Kafka option 'kafka.{name}' is not supported: {refused[name]}")
-        if name in ignored:
+        if name in own:
             continue
         params[name] = value
     if "bootstrap.servers" not in params or not params["bootstrap.servers"].strip():
@@ -299,19 +319,27 @@ def parse_source(options: Mapping[str, Any], *, streaming: bool) -> SourceOption
             f"option 'startingOffsetsByTimestampStrategy' must be 'error' or 'latest', not {strategy!r}"
         )
 
-    client, consumer = client_keywords(_kafka_params(opts, "consumer", _SOURCE_REFUSED, _SOURCE_NO_EFFECT))
+    client, consumer = client_keywords(
+        _kafka_params(opts, "consumer", {**_SOURCE_REFUSED, **_SOURCE_GROUP_REFUSED}, _SOURCE_OWN)
+    )
     isolation = consumer.pop("isolation_level", "read_uncommitted")
     if isolation not in ("read_uncommitted", "read_committed"):
         raise KafkaConfigError(
             f"option 'kafka.isolation.level' must be read_uncommitted or read_committed, not {isolation!r}"
         )
-    for name in ("group_id", "group_instance_id", "auto_offset_reset", "enable_auto_commit"):
-        consumer.pop(name, None)
     # Bigger fetches than a group consumer's default: a task reads one partition from end to end
     # (1 MiB -> 8 MiB read a partition about 1.5x faster here).
     consumer.setdefault("max_partition_fetch_bytes", 8 << 20)
     consumer.setdefault("fetch_max_wait_ms", 100)
-    client.setdefault("client_id", opts.get("groupidprefix", "spark-kafka-source") + "-kafka_core")
+    if "groupidprefix" in opts:
+        raise KafkaConfigError(
+            "option 'groupIdPrefix' is not supported: Spark's connector makes group ids from it "
+            "('<prefix>-<uuid>') for consumers that join no group, so that group-prefixed ACLs match "
+            "them; kafka_core's source joins no group and sends no request that names one, so there "
+            "is no group id to prefix and no group ACL to match. Remove it; to name the client in the "
+            "broker's logs and quotas, set 'kafka.client.id'"
+        )
+    client.setdefault("client_id", "spark-kafka-source-kafka_core")
 
     min_off = _int(opts, "minOffsetsPerTrigger")
     max_off = _int(opts, "maxOffsetsPerTrigger")
@@ -320,7 +348,9 @@ def parse_source(options: Mapping[str, Any], *, streaming: bool) -> SourceOption
             f"option 'minOffsetsPerTrigger' ({min_off}) must not exceed 'maxOffsetsPerTrigger' ({max_off})"
         )
     poll_ms = _int(opts, "kafkaConsumer.pollTimeoutMs")
-    commit_group = _commit_group(opts, streaming)
+    commit_group = _group_id(opts, _commit_group(opts, streaming))
+    attempts = _int(opts, "fetchOffset.numRetries")
+    interval_ms = _int(opts, "fetchOffset.retryIntervalMs", minimum=0)
     key_format, value_format = parse_formats(opts, options)
     return SourceOptions(
         client=client,
@@ -340,6 +370,8 @@ def parse_source(options: Mapping[str, Any], *, streaming: bool) -> SourceOption
         include_headers=_bool(opts, "includeHeaders", False),
         poll_timeout_ms=poll_ms if poll_ms is not None else 120_000,
         isolation_level=isolation,
+        fetch_offset_attempts=3 if attempts is None else attempts,
+        fetch_offset_interval_ms=1000 if interval_ms is None else interval_ms,
         commit_group=commit_group,
         key_format=key_format,
         value_format=value_format,
@@ -363,6 +395,33 @@ def _commit_group(opts: Mapping[str, str], streaming: bool) -> str | None:
             "want them in a group"
         )
     return group
+
+
+def _group_id(opts: Mapping[str, str], commit_group: str | None) -> str | None:
+    """``kafka.group.id``: the group this source's group requests carry. Spark's connector gives
+    it to its consumers, which join no group and commit nothing; the only requests here that name
+    a group are the commits of ``commitOffsetsToGroup``, so it is taken when it names that group
+    and refused otherwise (it would do nothing)."""
+    raw = opts.get("kafka.group.id")
+    if raw is None:
+        return commit_group
+    group = raw.strip()
+    if commit_group is None:
+        raise KafkaConfigError(
+            f"Kafka option 'kafka.group.id' ({group!r}) is not supported without 'commitOffsetsToGroup': "
+            "kafka_core's source joins no consumer group and sends no request that names one (it "
+            "reads the partitions it plans, at offsets Spark checkpoints; Spark's connector never "
+            "commits to this group either), so the group would do nothing and no group ACL is "
+            "needed. Remove it; to see a streaming query's progress as a group's lag, set "
+            "'commitOffsetsToGroup' to a group id no consumer joins"
+        )
+    if group != commit_group:
+        raise KafkaConfigError(
+            f"options 'kafka.group.id' ({group!r}) and 'commitOffsetsToGroup' ({commit_group!r}) name "
+            "different groups: the source's only group requests are the commits to "
+            "'commitOffsetsToGroup'; give one group id (kafka.group.id may be left out)"
+        )
+    return commit_group
 
 
 # Kafka's default transaction.max.timeout.ms: the longest a broker lets a transaction stay open.

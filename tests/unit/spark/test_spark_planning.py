@@ -126,7 +126,8 @@ def test_option_names_are_case_insensitive_and_kafka_params_mapped() -> None:
             "kafka.sasl.jaas.config": 'org.apache.kafka...PlainLoginModule required username="u" password="p\\"w";',
             "kafka.security.protocol": "sasl_plaintext",
             "kafka.sasl.mechanism": "plain",
-            "kafka.group.id": "ignored-here",
+            "kafka.group.id": "lag-view",
+            "commitOffsetsToGroup": "lag-view",
             "maxTriggerDelay": "30s",
             "includeHeaders": "TRUE",
         },
@@ -137,6 +138,7 @@ def test_option_names_are_case_insensitive_and_kafka_params_mapped() -> None:
     assert opts.client["security_protocol"] == "SASL_PLAINTEXT" and opts.client["sasl_mechanism"] == "PLAIN"
     assert opts.isolation_level == "read_committed" and "group_id" not in opts.consumer
     assert opts.max_trigger_delay_ms == 30_000 and opts.include_headers
+    assert opts.commit_group == "lag-view"
     assert opts.client["client_id"].startswith("spark-kafka-source")
 
 
