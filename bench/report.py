@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.bench_wide_report import WIDE_TITLE, wide_tables
 from bench.common import (
     BENCH_DIR,
     OK,
@@ -555,6 +556,10 @@ def render(data: dict[str, Any], notes: str = "") -> str:
         ]
         out += ["", spark_avro_table(spark_avro)]
         out += _note(by_title, SPARK_AVRO_TITLE)
+    if "wide" in sections:
+        out += ["", f"## {WIDE_TITLE}"]
+        out += [line for block in wide_tables(sections["wide"]) for line in ("", block)]
+        out += _note(by_title, WIDE_TITLE)
     out += [
         "",
         "## Notes",
@@ -606,6 +611,7 @@ RENDERED_TITLES = {
     "Schema Registry: Avro through poll (issue 34)",
     "Schema Registry: Avro as Arrow columns (issue 34)",
     "Spark and Schema Registry Avro (issue 34)",
+    WIDE_TITLE,
 }
 
 

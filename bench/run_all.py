@@ -3,6 +3,7 @@
     python -m bench.run_all                  # everything, about 5-8 minutes on 2 cores
     python -m bench.run_all --quick          # smoke version, under 2 minutes
     python -m bench.run_all --no-spark       # skip the (slow) Spark section
+    python -m bench.run_all --only wide      # wide topics: 10 to 3,000 partitions, groups, metadata
     python -m bench.run_all --only codec     # re-run some sections, keep the others' last figures
     python -m bench.run_all --render-only    # rewrite RESULTS.md from results.json
     KAFKA_CORE_BENCH_BROKER=kafka python -m bench.run_all --only producer,consumer,transactions
@@ -41,7 +42,7 @@ from bench.common import (
     version_of,
 )
 
-SECTIONS = ("codec", "producer", "consumer", "transactions", "spark")
+SECTIONS = ("codec", "producer", "consumer", "transactions", "spark", "wide")
 # Sections whose figures depend on the broker: kept per broker, shown side by side.
 BROKER_SECTIONS = ("producer", "consumer", "transactions", "spark")
 RESULTS_MD = report.RESULTS_MD
@@ -61,10 +62,25 @@ class Mode:
     spark_repeat: int = 1  # rounds of every Spark method (fresh processes); the median counts
     spark_passes: int = 1  # timed jobs per Spark session; the last (warm) one counts, the first beside
     txn_records: int = 100_000  # transactional produce: 1000 records per transaction
+    wide_partitions: tuple[int, ...] = (10, 100, 1_000, 3_000)  # the wide bench's topics (issue 40)
+    wide_records: int = 600_000
+    wide_idle_s: float = 15.0  # polling with nothing to read
 
 
 FULL = Mode("full", 0.5, 5, True, 300_000, 3, 2_000_000, codec_processes=3)
-QUICK = Mode("quick", 0.05, 3, False, 30_000, 1, 100_000, txn_records=10_000)
+QUICK = Mode(
+    "quick",
+    0.05,
+    3,
+    False,
+    30_000,
+    1,
+    100_000,
+    txn_records=10_000,
+    wide_partitions=(10, 100),
+    wide_records=20_000,
+    wide_idle_s=2.0,
+)
 
 
 def log(message: str) -> None:
@@ -235,6 +251,23 @@ def run_e2e(mode: Mode, sections: Sequence[str]) -> dict[str, Any]:
     return {n: {"brokers": {key: s}} if n in BROKER_SECTIONS else s for n, s in out.items()}
 
 
+def run_wide_section(mode: Mode) -> dict[str, Any]:
+    """The wide bench (bench.bench_wide, then bench.bench_wide_groups) on its own Apache Kafka
+    node, whatever KAFKA_CORE_BENCH_BROKER says: the figures issue 40 asks for are Kafka's."""
+    from bench.bench_wide import run_wide
+
+    log(f"wide: partitions {', '.join(map(str, mode.wide_partitions))}, {mode.wide_records} records")
+    return run_wide(
+        quick=mode.name == "quick",
+        partitions=mode.wide_partitions,
+        records=mode.wide_records,
+        repeat=mode.e2e_repeat,
+        idle_s=mode.wide_idle_s,
+        log=log,
+        command=command_line(),
+    )
+
+
 def merge_sections(previous: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
     """``fresh`` over ``previous``; a broker section replaces only the brokers it ran on, so a
     run on Apache Kafka keeps the last Tansu figures beside it (and the other way round)."""
@@ -293,6 +326,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--spark-rows", type=int, help="Spark rows (default 2000000)")
     parser.add_argument("--spark-repeat", type=int, help="Spark rounds per method (default 1)")
     parser.add_argument("--spark-passes", type=int, help="Spark timed jobs per session (default 1)")
+    parser.add_argument("--wide-partitions", help="wide bench partition counts (default 10,100,1000,3000)")
+    parser.add_argument("--wide-records", type=int, help="wide bench records (default 600000)")
     parser.add_argument(
         "--render-only", action="store_true", help="rewrite the table from --raw, run nothing"
     )
@@ -312,6 +347,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "spark_repeat": args.spark_repeat,
         "spark_passes": args.spark_passes,
         "txn_records": args.txn_records,
+        "wide_records": args.wide_records,
+        "wide_partitions": tuple(int(p) for p in args.wide_partitions.split(","))
+        if args.wide_partitions
+        else None,
     }
     mode = dataclasses.replace(mode, **{k: v for k, v in overrides.items() if v})
     sections = [s for s in (args.only.split(",") if args.only else SECTIONS) if s]
@@ -327,9 +366,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "codec" in sections:
         stamp = section_stamp(mode)
         fresh["codec"] = {**run_codec(mode), **stamp}
-    e2e = [s for s in sections if s != "codec"]
+    e2e = [s for s in sections if s not in ("codec", "wide")]
     if e2e:
         fresh.update(run_e2e(mode, e2e))
+    if "wide" in sections:
+        fresh["wide"] = run_wide_section(mode)
 
     # Read at the end, not the start: another section may have been re-run meanwhile.
     # A run covers one broker: the broker sections keep the other brokers' last figures.

@@ -500,6 +500,7 @@ def test_a_run_keeps_the_sections_it_did_not_measure(tmp_path: Any, monkeypatch:
     monkeypatch.setattr(run_all, "environment", lambda: {})
     monkeypatch.setattr(run_all, "run_codec", lambda mode: {"entries": [], "failures": []})
     monkeypatch.setattr(run_all, "run_e2e", lambda mode, sections: {})
+    monkeypatch.setattr(run_all, "run_wide_section", lambda mode: {"date": "now", "by_partitions": {}})
     for argv in (["--only", "codec"], ["--no-spark"]):
         assert run_all.main([*argv, "--raw", str(raw), "--output", str(out)]) == 0
         sections = json.loads(raw.read_text())["sections"]
@@ -508,3 +509,110 @@ def test_a_run_keeps_the_sections_it_did_not_measure(tmp_path: Any, monkeypatch:
         assert sections["codec"]["command"].startswith("python -m ")
         assert sections["codec"]["machine"]["nproc"]
         assert "## Share groups (issue 24)" in out.read_text()
+
+
+# --------------------------------------------------------------------------- the wide bench (issue 40)
+
+
+def _wide_run(produce_s: float, read_s: float, idle_cpu: float) -> dict[str, Any]:
+    phase = {"wall_s": produce_s, "cpu_s": 1.0, "broker_cpu_s": 0.5}
+    reads = [{"wall_s": read_s, "cpu_s": 0.5, "broker_cpu_s": 0.2, "first_record_s": 0.1}] * 2
+    idle = {"wall_s": 10.0, "cpu_s": idle_cpu, "broker_cpu_s": 0.1}
+    return {"produce": phase, "reads": reads, "idle": idle, "rss_mb": 80.0}
+
+
+def test_wide_medians_ratios_and_table() -> None:
+    from bench.bench_wide import summarize
+    from bench.bench_wide_report import WIDE_TITLE, wide_tables
+
+    ours = summarize([_wide_run(1.0, 0.5, 0.1), _wide_run(2.0, 0.5, 0.3), _wide_run(4.0, 0.5, 0.2)], 100_000)
+    assert ours["produce_rate"] == 50_000 and ours["produce_rates"] == [100_000, 50_000, 25_000]
+    assert ours["consume_rate"] == 200_000 and ours["consume_cpu_per_m"] == pytest.approx(5.0)
+    assert ours["idle_cpu_share"] == pytest.approx(0.02) and ours["idle_broker_cpu_share"] == pytest.approx(
+        0.01
+    )
+    peer = summarize([_wide_run(4.0, 1.0, 0.05)], 100_000)
+    failed = summarize([_wide_run(1.0, 1.0, 0.1), {"error": "consume: boom"}], 100_000)
+    assert failed == {"error": "consume: boom"}
+    section = {
+        "records": 100_000,
+        "idle_s": 10.0,
+        "repeat": 3,
+        "revision": "abc1234",
+        "by_partitions": {
+            "1000": {"kafka_core": ours, "confluent-kafka": peer},
+            "10": {"kafka_core": failed, "confluent-kafka": peer},
+        },
+    }
+    text = "\n".join(wide_tables(section))
+    assert "| 10 | kafka_core: consume: boom |" in text
+    assert (
+        "| 1,000 | 50 k vs 25 k/s (2.00x) | 200 k vs 100 k/s (2.00x) | 10.00 (10.00) | 5.00 (5.00) | 2.0% (0.5%) |"
+        in text
+    )
+    assert text.index("| 10 |") < text.index("| 1,000 |")
+    assert "kafka_core abc1234" in text
+    rendered = report.render({"environment": {}, "sections": {"wide": section}})
+    assert f"## {WIDE_TITLE}" in rendered and "| 1,000 | 50 k vs 25 k/s (2.00x)" in rendered
+
+
+def test_wide_groups_in_process_parts() -> None:
+    """The assignors' and the metadata path's timings run and check what they time (small)."""
+    from bench.bench_wide_groups import assignor_times, metadata_times
+    from bench.bench_wide_report import groups_blocks
+
+    assignors = assignor_times(300, rounds=1)
+    assert set(assignors) == {"range", "roundrobin", "cooperative-sticky"}
+    assert all(set(v) == {"fresh", "steady", "leave", "join"} for v in assignors.values())
+    meta = metadata_times(400, rounds=1)
+    assert [m["shape"] for m in meta] == ["1 topic of 400 partitions", "20 topics of 20 partitions"]
+    assert all(m["total_ms"] > 0 and m["bytes"] > 400 * 10 for m in meta)
+    groups = {
+        "partitions": 30,
+        "assignor_partitions": 300,
+        "assignors": assignors,
+        "metadata": meta,
+        "members": {
+            "classic": {"join_s": 1.5, "leave_s": 0.5, "rebalances": "3 + 2"},
+            "consumer": {"error": "x"},
+        },
+        "regex_topics": 5,
+        "regex": {"classic": {"all_fetched_s": 2.0}, "consumer": {"error": "y"}},
+    }
+    text = "\n".join(groups_blocks(groups))
+    assert "| classic | 1.50 | 0.50 | 3 + 2 |  |" in text and "| consumer | - | - | - | x |" in text
+    assert "| classic | 2.00 |  |" in text and "| cooperative-sticky |" in text
+
+
+def test_wide_finds_the_broker_process() -> None:
+    """The broker's CPU comes from the process listening on the bootstrap port (here: a listener
+    of this test's own)."""
+    import socket
+
+    from bench.bench_wide import listening_pid, pid_cpu
+
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = server.getsockname()[1]
+        assert listening_pid(f"127.0.0.1:{port}") == os.getpid()
+    assert listening_pid("example.invalid:9092") is None
+    assert (pid_cpu(os.getpid()) or 0) > 0
+
+
+@pytest.mark.broker
+def test_wide_smoke(bootstrap: str) -> None:
+    """Both clients produce, read twice and idle on a small topic; every record is counted."""
+    from bench.bench_wide import CLIENTS, run_wide_bench
+
+    section = run_wide_bench(
+        bootstrap, partitions=(6,), records=600, repeat=1, idle_s=0.5, log=lambda _m: None
+    )
+    by = section["by_partitions"]["6"]
+    assert set(by) == set(CLIENTS)
+    for client, figures in by.items():
+        assert "error" not in figures, (client, figures.get("error"))
+        assert figures["produce_rate"] > 0 and figures["consume_rate"] > 0
+        assert len(figures["consume_rates"]) == 2 and figures["idle_cpu_share"] >= 0
+    if not os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
+        assert section["broker_cpu_measured"]
