@@ -15,11 +15,12 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from kafka_core.client.metadata import TopicPartition
+from kafka_core.client.metadata import ClusterMeta, TopicPartition
 from kafka_core.client.watch import TopicInterest, TopicView, topic_view
 from kafka_core.consumer.group.rebalance import ConsumerGroupMetadata, RebalanceListener
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.errors import KafkaClosedError, KafkaError, KafkaTimeoutError
+from kafka_core.protocol.errors import ErrorCode, error_for
 
 log = logging.getLogger("kafka_core.consumer.consumer")
 
@@ -70,8 +71,10 @@ class ManualAssignment:
         Named topics that do not exist yet are waited on in the background (the watch)."""
         if self._partitions is not None:
             tps = self._partitions
+            _refuse_denied(await self._client.metadata(sorted({tp.topic for tp in tps})), "assigned")
         else:
             meta = await self._client.metadata(self._topics)
+            _refuse_denied(meta, "subscribed")
             self._view = topic_view(meta.topics, self._topics)
             tps = _partitions(self._view)
         if self.group_id is not None:
@@ -156,6 +159,20 @@ class ManualAssignment:
             self._follow.cancel()
             await asyncio.gather(self._follow, return_exceptions=True)
             self._follow = None
+
+
+def _refuse_denied(meta: ClusterMeta, how: str) -> None:
+    """A topic this consumer may not describe is refused, not absent: taken as absent, its
+    partitions would never get a leader and poll return [] for ever. Raised from the start, so
+    from every poll until an ACL allows it (each poll starts again), naming the topics, as the
+    Java consumer's poll raises TopicAuthorizationException (the group's join does the same)."""
+    denied = sorted(t.name for t in meta.topics if t.error_code == ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    if denied:
+        raise error_for(
+            ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+            f"not authorized to describe or read topic(s) {', '.join(map(repr, denied))} {how} "
+            f"to this consumer",
+        )
 
 
 def _partitions(view: TopicView) -> list[TopicPartition]:

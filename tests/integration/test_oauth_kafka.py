@@ -57,8 +57,8 @@ def oauth(cluster: KafkaCluster, **overrides: Any) -> dict[str, Any]:
     info = cluster.describe()["oauth"]
     return {
         "bootstrap_servers": info["bootstrap"],
-        "security_protocol": "SASL_PLAINTEXT",
-        "sasl_mechanism": "OAUTHBEARER",
+        "security_protocol": info["security_protocol"],  # the entry names what works there
+        "sasl_mechanism": info["sasl_mechanism"],
         "sasl_oauth_token_endpoint_url": info["token_endpoint"],
         "sasl_oauth_client_id": info["client_id"],
         "sasl_oauth_client_secret": info["client_secret"],
@@ -234,8 +234,8 @@ def test_the_token_endpoint_down_for_a_while_drops_no_working_connection(cluster
     topic = make_topic(cluster)
     options = {
         "bootstrap_servers": info["bootstrap"],
-        "security_protocol": "SASL_PLAINTEXT",
-        "sasl_mechanism": "OAUTHBEARER",
+        "security_protocol": info["security_protocol"],  # the entry names what works there
+        "sasl_mechanism": info["sasl_mechanism"],
         "sasl_oauth_token_provider": provider,
     }
     sent = 0

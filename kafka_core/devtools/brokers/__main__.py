@@ -1,7 +1,8 @@
 """``python -m kafka_core.devbroker [--broker tansu|kafka] [--nodes 3] [--json]``: run a broker
 until interrupted. With ``--json`` the first stdout line is one JSON object (``bootstrap``,
 ``listeners``, ``users``, ``nodes``; for Kafka ``oauth``: the OAUTHBEARER listener's ``listener``,
-``bootstrap``, ``token_endpoint``, ``client_id``, ``client_secret``; with Kerberos, ``kerberos``)
+``bootstrap``, ``token_endpoint``, ``client_id``, ``client_secret``, ``security_protocol``,
+``sasl_mechanism``; with Kerberos, ``kerberos``)
 for scripts; without it, a sentence for people. Apache Kafka gets a GSSAPI listener, with a
 throwaway Kerberos realm of its own, where MIT Kerberos's KDC is installed (``--no-kerberos``
 leaves it out)."""

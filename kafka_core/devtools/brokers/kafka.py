@@ -208,7 +208,14 @@ class KafkaCluster(EmbeddedBroker):
     def _describe_oauth(self) -> dict[str, Any]:
         if self.oauth is None:
             return {}
-        return {"oauth": self.oauth.describe(self.addresses(OAUTH_LISTENER), OAUTH_LISTENER)}
+        # the client options that log in there, so the entry is all a user needs (it once named
+        # no protocol, and a client following the docs' SASL_SSL met a plain listener)
+        entry = {
+            **self.oauth.describe(self.addresses(OAUTH_LISTENER), OAUTH_LISTENER),
+            "security_protocol": self.extra_listeners[OAUTH_LISTENER],
+            "sasl_mechanism": "OAUTHBEARER",
+        }
+        return {"oauth": entry}
 
     # -- configuration --------------------------------------------------------------------------
 
