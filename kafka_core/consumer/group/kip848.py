@@ -171,7 +171,8 @@ class ConsumerGroupMembership:
         known = self._client.cached_metadata().topics
         seen = topic_view(known, None if self._pattern is not None else self._topics)
         if self._pattern is not None:
-            seen = {n: v for n, v in seen.items() if n in topics_matching(self._pattern, known)}
+            matching = set(topics_matching(self._pattern, known))  # once, not once per topic
+            seen = {n: v for n, v in seen.items() if n in matching}
         self._watch = self._client.watch_topics(
             self._topics_changed,
             topics=self._topics,
