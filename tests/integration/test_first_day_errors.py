@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 
 from kafka_core import KafkaAdmin, KafkaConsumer, KafkaProducer, NewTopic
+from kafka_core.admin import AclBinding, AclBindingFilter, AclOperation, AclResourceType
 from kafka_core.aio import KafkaConsumer as AsyncKafkaConsumer
 from kafka_core.devbroker import KafkaCluster
 from kafka_core.errors import (
@@ -178,3 +179,25 @@ def test_closing_a_client_logs_no_dropped_connection(
         assert topic in admin.list_topics()
     dropped = [r.getMessage() for r in caplog.records if "dropped" in r.getMessage()]
     assert not dropped, dropped
+
+
+@pytest.mark.parametrize("how", ["subscribed", "assigned"])
+def test_a_consumer_that_may_describe_but_not_read_its_topic_is_told(
+    real_kafka: KafkaCluster, how: str
+) -> None:
+    """DESCRIBE without READ: the metadata answers, the offsets lookup and the Fetch refuse."""
+    topic = make_topic(real_kafka)
+    grant = AclBinding(AclResourceType.TOPIC, topic, "User:alice", AclOperation.DESCRIBE)
+    with KafkaAdmin(bootstrap_servers=real_kafka.bootstrap) as admin:
+        assert admin.create_acls([grant])[grant].error is None
+        try:
+            where: dict[str, Any] = (
+                {"topics": [topic]} if how == "subscribed" else {"partitions": [(topic, 0)]}
+            )
+            with KafkaConsumer(
+                group_id=None, auto_offset_reset="earliest", **where, **alice(real_kafka)
+            ) as consumer:
+                error = first_poll_error(consumer)
+            assert "TOPIC_AUTHORIZATION_FAILED" in str(error) and topic in str(error), error
+        finally:
+            admin.delete_acls([AclBindingFilter(resource_name=topic, principal="User:alice")])
