@@ -31,11 +31,13 @@ def register(spark: Any, *, fast_start: bool | None = None) -> None:
     ``False`` never.
     """
     from kafka_core.spark.launcher import worker_launcher
+    from kafka_core.spark.registering import replacing
     from kafka_core.spark.source import KafkaDataSource
     from kafka_core.spark.workers import check_worker_python
 
     check_worker_python(spark)
-    with worker_launcher(spark, fast_start):
+    # with PYSPARK_PYTHON naming a Python that has kafka_core, Spark has found the source already
+    with worker_launcher(spark, fast_start), replacing(spark, KafkaDataSource.name(), KafkaDataSource):
         spark.dataSource.register(KafkaDataSource)
 
 
