@@ -444,11 +444,15 @@ def run_wide_bench(
 def describe(run: dict[str, Any], records: int) -> str:
     if "error" in run:
         return f"error {run['error']}"
-    reads = ", ".join(f"{records / x['wall_s']:,.0f}" for x in run["reads"])
-    idle = run["idle"]
+    reads = ", ".join(
+        f"{records / x['wall_s']:,.0f}/s ({x['cpu_s'] * 1e6 / records:.2f} CPU s/M)" for x in run["reads"]
+    )
+    produce, idle = run["produce"], run["idle"]
+    broker = idle["broker_cpu_s"] / idle["wall_s"] if idle["broker_cpu_s"] is not None else -1.0
     return (
-        f"produce {records / run['produce']['wall_s']:,.0f}/s, consume {reads}/s, "
-        f"idle {100 * idle['cpu_s'] / idle['wall_s']:.1f}% of a core"
+        f"produce {records / produce['wall_s']:,.0f}/s ({produce['cpu_s'] * 1e6 / records:.2f} CPU s/M), "
+        f"consume {reads}, idle {100 * idle['cpu_s'] / idle['wall_s']:.1f}% of a core "
+        f"(broker {100 * broker:.1f}%)"
     )
 
 
