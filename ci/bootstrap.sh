@@ -1,11 +1,25 @@
 #!/usr/bin/env bash
 # Set-up shared by every entry point: a virtualenv in .venv with the package (Cython codec built
-# in place) and the test/bench/spark/cli/broker/schema-registry/gssapi extras. Idempotent:
-# reinstalls only when the packaging files change. Needs Python >= 3.11 (and Java 17 for Spark) on the machine; MIT
-# Kerberos's packages (the GSSAPI tests' KDC, and the headers `gssapi` compiles against) are
-# installed by ci/kerberos.sh when missing, which needs root.
+# in place) and the extras one mode needs. Needs Python >= 3.11 and a C compiler (and Java 17 for
+# Spark) on the machine.
+#   ci/bootstrap.sh         the test command's: the test/bench/spark/cli/broker/schema-registry/gssapi
+#                           extras, and MIT Kerberos's packages (the GSSAPI tests' KDC, the headers
+#                           `gssapi` compiles against), installed by ci/kerberos.sh when missing (root)
+#   ci/bootstrap.sh --demo  the main job's (ci/demo.sh): the spark, cli and broker extras only; no
+#                           Kerberos, no root
+# One line per phase; the installers' own output goes to .venv/bootstrap.log, shown in full when one
+# fails. Idempotent: reinstalls only when the packaging files change or the venv lacks an extra of
+# this mode (a demo venv later used for the tests gets the rest).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+
+FULL_EXTRAS=test,bench,spark,cli,broker,schema-registry,gssapi
+DEMO_EXTRAS=spark,cli,broker
+case "${1:-}" in
+  "") extras=$FULL_EXTRAS; kerberos=1 ;;
+  --demo) extras=$DEMO_EXTRAS; kerberos=0 ;;
+  *) echo "usage: ci/bootstrap.sh [--demo]" >&2; exit 2 ;;
+esac
 
 PY=${PYTHON:-}
 if [ -z "$PY" ]; then
@@ -23,24 +37,54 @@ if [ ! -x .venv/bin/python ]; then
 fi
 export PATH="$PWD/.venv/bin:$PATH"
 
-bash ci/kerberos.sh
+LOG=.venv/bootstrap.log
+: >"$LOG"
+echo "==> set-up: the installers' output goes to $LOG"
+# quietly CMD...: CMD's output into the log; when it fails, the whole log on stderr and exit 1
+quietly() {
+  if ! "$@" >>"$LOG" 2>&1; then
+    echo "ci/bootstrap.sh: failed: $*; the set-up's log ($LOG) follows" >&2
+    cat "$LOG" >&2
+    exit 1
+  fi
+}
 
+if [ "$kerberos" = 1 ]; then
+  bash ci/kerberos.sh "$LOG"
+fi
+
+# The stamp: the packaging files' hash, then the extras installed with it. A mode is satisfied by
+# the same hash and a superset of its extras (a stamp of one line, from before the modes, is the
+# full set).
 stamp=.venv/.kafka_core-installed
 want=$(cat pyproject.toml setup.py | sha256sum | cut -d' ' -f1)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  echo "==> installing kafka_core and its dev dependencies"
-  python -m pip install -q --disable-pip-version-check -U pip
-  python -m pip install -q --disable-pip-version-check "Cython>=3.0.10" "setuptools>=77" wheel build
-  python -m pip install -q --disable-pip-version-check -e ".[test,bench,spark,cli,broker,schema-registry,gssapi]"
+have_hash=$(sed -n 1p "$stamp" 2>/dev/null || true)
+have_extras=$(sed -n 2p "$stamp" 2>/dev/null || true)
+[ -n "$have_hash" ] && [ -z "$have_extras" ] && have_extras=$FULL_EXTRAS
+installed=1
+[ "$have_hash" = "$want" ] || installed=0
+for extra in ${extras//,/ }; do
+  case ",$have_extras," in *",$extra,"*) ;; *) installed=0 ;; esac
+done
+if [ "$installed" = 0 ]; then
+  echo "==> installing kafka_core with the extras $extras (pip)"
+  quietly python -m pip install --disable-pip-version-check -U pip
+  quietly python -m pip install --disable-pip-version-check "Cython>=3.0.10" "setuptools>=77" wheel build
+  quietly python -m pip install --disable-pip-version-check -e ".[$extras]"
   # Spark finds data sources by listing top-level pyspark_* modules on sys.path, which an
   # editable install's import hook does not show: put the checkout itself on sys.path.
   site=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   echo "$PWD" > "$site/kafka_core_checkout.pth"
-  echo "$want" > "$stamp"
+  printf '%s\n%s\n' "$want" "$extras" > "$stamp"
 fi
 
 echo "==> building the Cython codec in place"
-KAFKA_CORE_REQUIRE_EXTENSION=1 python setup.py -q build_ext --inplace 2>&1 | grep -v -E '^(running|copying|creating)' || true
+began=$(wc -l <"$LOG")
+KAFKA_CORE_REQUIRE_EXTENSION=1 quietly python setup.py -q build_ext --inplace
+warnings=$(tail -n +"$((began + 1))" "$LOG" | grep -c 'warning:' || true)
+if [ "$warnings" -gt 0 ]; then
+  echo "==> the codec's build had $warnings compiler warning(s): see $LOG"
+fi
 python - <<'PY'
 import os
 os.environ["KAFKA_CORE_REQUIRE_EXTENSION"] = "1"
