@@ -13,30 +13,25 @@ from kafka_core import cli
 from kafka_core.cli.output import EXIT_FAILED, EXIT_OK, EXIT_USAGE, CliError, Output, one_line
 from kafka_core.devtools import bench
 from kafka_core.devtools.brokers import BrokerStartError, TansuBroker, free_port
+from kafka_core.devtools.brokers.common import PortInUseError, require_free_port
 
 __all__ = ["BROKER_INSTALL", "main", "run_broker"]
 
 BROKER_INSTALL = "pip install 'kafka-core[broker]'"
 
 
-def _port_free(port: int) -> bool:
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
-
-
 def run_broker(args: argparse.Namespace, out: Output) -> int:
     port = args.port or free_port()
-    if not _port_free(port):
-        raise CliError(f"port {port} on 127.0.0.1 is in use (another broker?); choose --port", EXIT_USAGE)
     try:
+        require_free_port(port)  # before --persistent starts its S3 emulator; start() checks again
         broker = TansuBroker.persistent(port) if args.persistent else TansuBroker(port)
-        broker.start()
+        try:
+            broker.start()
+        except BaseException:
+            broker.close()  # and the emulator of --persistent with it
+            raise
+    except PortInUseError as exc:
+        raise CliError(f"{exc}; choose --port", EXIT_USAGE) from None
     except BrokerStartError as exc:
         if isinstance(exc.__cause__, ImportError):  # no Tansu binary: say what to install, nothing else
             raise CliError(

@@ -15,7 +15,7 @@ import signal
 import sys
 from types import FrameType
 
-from kafka_core.devtools.brokers.common import BrokerStartError
+from kafka_core.devtools.brokers.common import BrokerStartError, PortInUseError
 from kafka_core.devtools.brokers.kafka import KafkaCluster
 from kafka_core.devtools.brokers.kafka_jars import KAFKA_VERSION
 from kafka_core.devtools.brokers.oauth_server import OAuthServer
@@ -23,9 +23,21 @@ from kafka_core.devtools.brokers.supervise import READER_GONE, supervise, write_
 from kafka_core.devtools.brokers.tansu import TansuBroker
 from kafka_core.devtools.kerberos import KerberosRealm, kerberos_available
 
+# --help's text: the module docstring's, in plain words (argparse prints reST markup as it is)
+DESCRIPTION = (
+    "Run a broker until interrupted (Ctrl-C): Tansu by default, on PORT (9092), or Apache Kafka "
+    "(--broker kafka, one node or three, on free ports). With --json the first line on stdout is "
+    "one JSON object describing it (bootstrap, listeners, users, nodes; for Kafka also oauth: the "
+    "OAUTHBEARER listener, its token endpoint, client id and secret; and kerberos when it has a "
+    "GSSAPI listener), for scripts; without it, a sentence for people. Apache Kafka gets a GSSAPI "
+    "listener, with a throwaway Kerberos realm of its own, where MIT Kerberos's KDC is installed "
+    "(--no-kerberos leaves it out). Exit status: 0 stopped by Ctrl-C, 1 the broker failed, "
+    "2 bad arguments or a port in use."
+)
+
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m kafka_core.devbroker", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m kafka_core.devbroker", description=DESCRIPTION)
     parser.add_argument(
         "port", nargs="?", type=int, help="Tansu's port (default 9092); Kafka picks free ports"
     )
@@ -84,6 +96,11 @@ def main(argv: list[str] | None = None) -> int:
             except BaseException:
                 broker.close()
                 raise
+        except PortInUseError as exc:
+            print(
+                f"devbroker: {exc}: give another PORT (python -m kafka_core.devbroker 9093)", file=sys.stderr
+            )
+            return 2
         except BrokerStartError as exc:
             print(f"devbroker: {exc}", file=sys.stderr)
             return 1

@@ -18,6 +18,7 @@ __all__ = [
     "EmbeddedBroker",
     "NodeExit",
     "OneProcessBroker",
+    "PortInUseError",
     "admin_create_topic",
     "die_with_parent",
     "free_port",
@@ -25,12 +26,38 @@ __all__ = [
     "kill_process",
     "port_open",
     "read_tail",
+    "require_free_port",
     "stop_process",
 ]
 
 
 class BrokerStartError(RuntimeError):
     """The embedded broker could not be found or did not come up."""
+
+
+class PortInUseError(BrokerStartError):
+    """The port a broker was told to listen on is taken: the caller's choice, so entry points
+    answer it as a usage error (exit 2), naming the port."""
+
+    def __init__(self, host: str, port: int) -> None:
+        super().__init__(f"port {port} on {host} is in use (another broker?)")
+        self.host = host
+        self.port = port
+
+
+def require_free_port(port: int, host: str = "127.0.0.1") -> None:
+    """Raise :class:`PortInUseError` when something listens on ``host:port`` already.
+
+    Checked before a broker starts because a broker that cannot bind fails late and noisily
+    (Tansu panics after the port answered, the other process's port). Bound as servers bind
+    (``SO_REUSEADDR``), so a port whose old connections linger in TIME_WAIT counts as free, as it
+    does for the broker."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            raise PortInUseError(host, port) from None
 
 
 def free_port(host: str = "127.0.0.1") -> int:

@@ -26,6 +26,7 @@ from kafka_core.devtools.brokers.common import (
     free_port,
     port_open,
     read_tail,
+    require_free_port,
     stop_process,
 )
 
@@ -231,6 +232,7 @@ class TansuBroker(OneProcessBroker):
     def start(self) -> TansuBroker:
         if self.running:
             return self
+        require_free_port(self.port, self.host)  # else the port answers, then Tansu panics
         env = dict(os.environ)
         env.pop("RUST_LOG", None)  # info level floods the log
         env.update(self.env or {})

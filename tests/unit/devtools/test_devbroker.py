@@ -1,18 +1,22 @@
 """The S3 emulator behind the persistent test broker: it comes up with its bucket and goes away.
 An Apache Kafka without Java fails to start with the error the test set-up reads as a missing
-prerequisite (tests/prerequisites.py), naming what to install."""
+prerequisite (tests/prerequisites.py), naming what to install. A port in use is refused before
+a broker starts, in one line, by both entry points (exit 2)."""
 
 from __future__ import annotations
 
 import socket
+import subprocess
+import sys
 import urllib.error
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from kafka_core.devbroker import BrokerStartError, KafkaCluster, S3Emulator, TansuBroker
-from kafka_core.devtools.brokers.common import free_ports, port_open
+from kafka_core.devtools.brokers.common import PortInUseError, free_ports, port_open, require_free_port
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -88,3 +92,71 @@ def test_a_clusters_listeners_never_share_a_port(tmp_path: Path) -> None:
         assert len(ports) == len(set(ports)) >= 15
     finally:
         cluster.close()
+
+
+@pytest.fixture
+def busy_port() -> Iterator[int]:
+    """A port something else listens on, as another broker would."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        sock.listen()
+        yield int(sock.getsockname()[1])
+
+
+def test_tansu_on_a_busy_port_is_refused_before_it_starts(busy_port: int) -> None:
+    broker = TansuBroker(busy_port)
+    with pytest.raises(PortInUseError, match=f"port {busy_port} on 127.0.0.1 is in use"):
+        broker.start()
+    assert not broker.running
+    broker.close()
+
+
+def test_a_port_left_in_time_wait_is_free(tmp_path: Path) -> None:
+    """Closed connections of a stopped broker do not block its restart on the same port."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as server:
+        server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        port = int(server.getsockname()[1])
+        client = socket.create_connection(("127.0.0.1", port))
+        accepted, _ = server.accept()
+        accepted.close()  # the server side closes first: its end of the connection waits (TIME_WAIT)
+        client.close()
+    require_free_port(port)
+
+
+def test_devbroker_on_a_busy_port_says_so_in_one_line_and_exits_2(busy_port: int) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "kafka_core.devbroker", str(busy_port)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stdout == ""  # no "listening on" for a broker that is not
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"devbroker: port {busy_port} on 127.0.0.1 is in use"), lines[0]
+    assert "\x1b" not in proc.stderr
+
+
+def test_kafka_core_broker_on_a_busy_port_says_so_in_one_line_and_exits_2(
+    busy_port: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kafka_core.devtools.commands import main as run_here  # what `kafka-core broker` starts
+
+    assert run_here(["broker", "--port", str(busy_port)]) == 2
+    got = capsys.readouterr()
+    assert got.out == ""
+    lines = got.err.strip().splitlines()
+    assert len(lines) == 1, got.err
+    assert f"port {busy_port} on 127.0.0.1 is in use" in lines[0] and "--port" in lines[0], lines[0]
+
+
+def test_devbroker_help_is_plain_text() -> None:
+    from kafka_core.devtools.brokers.__main__ import _parser
+
+    text = _parser().format_help()
+    assert "``" not in text and ":mod:" not in text and ":class:" not in text, text
+    assert "--no-kerberos" in text
