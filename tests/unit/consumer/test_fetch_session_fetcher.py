@@ -1,0 +1,214 @@
+"""The fetcher over brokers that keep fetch sessions (KIP-227), in a fake: leader moves, lost
+sessions and idle rounds, with every record delivered once.
+
+``SessionBroker`` gives the shared fake a broker's session cache per (node, connection): a full
+Fetch opens a session, an incremental one updates it (changed partitions, forgotten ones) and is
+answered for every partition of the session, listing only those with records or an error, as
+Apache Kafka's FetchSession does. A partition whose leader is another node is answered
+NOT_LEADER_OR_FOLLOWER.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import time
+from typing import Any
+
+import pytest
+from fakes.consumer_client import FakeClient
+
+from kafka_core.client.metadata import ClusterMeta, PartitionMeta, TopicMeta, TopicPartition
+from kafka_core.consumer.consumer import KafkaConsumer
+from kafka_core.protocol import ErrorCode
+from kafka_core.protocol.messages import FetchRequest, FetchResponse
+
+pytestmark = pytest.mark.timeout(60)
+
+T = "t"
+PARTITIONS = 40
+
+
+class SessionBroker(FakeClient):
+    def __init__(self, partitions: dict[str, int]) -> None:
+        super().__init__(partitions)
+        self.leaders = dict.fromkeys(range(partitions[T]), 1)
+        self.sessions: dict[int, dict[TopicPartition, FetchRequest.FetchPartition]] = {}
+        self.epochs: dict[int, int] = {}
+        self.ids = itertools.count(1000)
+        self.lose_sessions = False  # every incremental Fetch: FETCH_SESSION_ID_NOT_FOUND
+        self.wire: list[tuple[int, FetchRequest, FetchResponse]] = []
+        self._meta: ClusterMeta | None = None
+
+    def move(self, partitions: range, node: int) -> None:
+        for p in partitions:
+            self.leaders[p] = node
+        self._meta = None
+
+    async def leader_for(self, topic: str, partition: int, *, timeout_ms: float | None = None) -> int:
+        return self.leaders[partition]
+
+    def cached_metadata(self) -> ClusterMeta:
+        if self._meta is None:
+            parts = [PartitionMeta(p, self.leaders[p]) for p in range(self.topics[T])]
+            self._meta = ClusterMeta(brokers=[], topics=[TopicMeta(T, parts, topic_id=self.topic_ids[T])])
+        return self._meta
+
+    async def send(self, node: int, body: Any, version: int | None = None, **kw: Any) -> Any:
+        assert isinstance(body, FetchRequest)
+        names = {tid: name for name, tid in self.topic_ids.items()}
+        if body.session_epoch == 0 or body.session_id == 0:
+            sid = next(self.ids) if body.session_epoch == 0 else 0
+            cache: dict[TopicPartition, FetchRequest.FetchPartition] = {}
+            full = True
+        else:
+            sid = body.session_id
+            if self.lose_sessions or sid not in self.sessions:
+                resp = FetchResponse(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, responses=[])
+                self.wire.append((node, body, resp))
+                return resp
+            if body.session_epoch != self.epochs[sid]:
+                resp = FetchResponse(error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH, responses=[])
+                self.wire.append((node, body, resp))
+                return resp
+            cache, full = self.sessions[sid], False
+        for t in body.topics:
+            for p in t.partitions:
+                cache[TopicPartition(names[t.topic_id], p.partition)] = p
+        for t in body.forgotten_topics_data:
+            for i in t.partitions:
+                assert cache.pop(TopicPartition(names[t.topic_id], i), None) is not None, "forgot an unknown"
+        if sid:
+            self.sessions[sid] = cache
+            self.epochs[sid] = body.session_epoch + 1 if body.session_epoch > 0 else 1
+        mine = [tp for tp in cache if self.leaders[tp.partition] == node]
+        everything = FetchRequest(
+            max_wait_ms=body.max_wait_ms,
+            topics=[
+                FetchRequest.FetchTopic(topic_id=self.topic_ids[T], partitions=[cache[tp] for tp in mine])
+            ],
+        )
+        answer = await super().send(node, everything, version, **kw) if mine else FetchResponse(responses=[])
+        parts = [p for t in answer.responses for p in t.partitions]
+        parts += [
+            FetchResponse.PartitionData(
+                partition_index=tp.partition, error_code=ErrorCode.NOT_LEADER_OR_FOLLOWER
+            )
+            for tp in cache
+            if self.leaders[tp.partition] != node
+        ]
+        if not full:
+            parts = [p for p in parts if p.records or p.error_code]
+        resp = FetchResponse(
+            session_id=sid,
+            responses=[FetchResponse.FetchableTopicResponse(topic_id=self.topic_ids[T], partitions=parts)]
+            if parts
+            else [],
+        )
+        self.wire.append((node, body, resp))
+        return resp
+
+
+def fill(client: FakeClient, n: int, start: int = 0) -> None:
+    for p in range(PARTITIONS):
+        client.log(T, p).append([(None, b"%d-%d" % (p, i), []) for i in range(start, start + n)])
+
+
+async def read(c: KafkaConsumer, n: int, out: list[Any], seconds: float = 20) -> None:
+    want = len(out) + n
+    deadline = time.monotonic() + seconds
+    while len(out) < want and time.monotonic() < deadline:
+        out.extend(await c.poll(50))
+    assert len(out) == want, f"{len(out)} of {want}"
+
+
+def check_once_in_order(got: list[Any], per_partition: int) -> None:
+    by: dict[int, list[int]] = {}
+    for m in got:
+        by.setdefault(m.partition, []).append(m.offset)
+        assert m.value == b"%d-%d" % (m.partition, m.offset)
+    assert by == {p: list(range(per_partition)) for p in range(PARTITIONS)}
+
+
+def named(body: FetchRequest) -> set[int]:
+    return {p.partition for t in body.topics for p in t.partitions}
+
+
+def forgotten(body: FetchRequest) -> set[int]:
+    return {i for t in body.forgotten_topics_data for i in t.partitions}
+
+
+def test_a_leader_move_takes_partitions_from_one_session_to_the_other_and_loses_nothing() -> None:
+    async def main() -> None:
+        client = SessionBroker({T: PARTITIONS})
+        fill(client, 5)
+        c = KafkaConsumer(T, client=client, auto_offset_reset="earliest", fetch_max_wait_ms=20)
+        got: list[Any] = []
+        try:
+            await read(c, 5 * PARTITIONS, got)
+            mark = len(client.wire)
+            client.move(range(10), 2)  # their leader is now node 2; node 1 answers NOT_LEADER
+            fill(client, 5, start=5)
+            await read(c, 5 * PARTITIONS, got)
+            for _ in range(10):
+                assert await c.poll(30) == []
+            after = client.wire[mark:]
+            assert set().union(*(forgotten(b) for n, b, _ in after if n == 1)) >= set(range(10))
+            to_two = [(b, r) for n, b, r in after if n == 2]
+            assert to_two and set().union(*(named(b) for b, _ in to_two)) == set(range(10))
+            assert any(b.session_epoch > 0 and b.session_id for b, _ in to_two), "node 2 kept no session"
+            # The last rounds are idle: no partition named on either node, sessions kept.
+            for n, b, _ in client.wire[-4:]:
+                assert b.session_id and b.session_epoch > 0 and not named(b), (n, b)
+        finally:
+            await c.close()
+        check_once_in_order(got, 10)
+
+    asyncio.run(asyncio.wait_for(main(), 50))
+
+
+def test_lost_sessions_fall_back_to_full_fetches_and_lose_nothing() -> None:
+    async def main() -> None:
+        client = SessionBroker({T: PARTITIONS})
+        fill(client, 3)
+        c = KafkaConsumer(T, client=client, auto_offset_reset="earliest", fetch_max_wait_ms=20)
+        got: list[Any] = []
+        try:
+            await read(c, 3 * PARTITIONS, got)
+            client.lose_sessions = True
+            fill(client, 3, start=3)
+            await read(c, 3 * PARTITIONS, got)  # from full Fetches only
+            client.lose_sessions = False
+            fill(client, 3, start=6)
+            await read(c, 3 * PARTITIONS, got)
+            for _ in range(5):
+                assert await c.poll(30) == []
+        finally:
+            await c.close()
+        codes = [r.error_code for _, _, r in client.wire]
+        assert ErrorCode.FETCH_SESSION_ID_NOT_FOUND in codes
+        assert client.wire[-1][1].session_epoch > 0, "no session after the broker kept them again"
+        check_once_in_order(got, 9)
+
+    asyncio.run(asyncio.wait_for(main(), 50))
+
+
+def test_idle_rounds_look_at_no_partition_whatever_the_assignment() -> None:
+    async def main(partitions: int) -> int:
+        client = SessionBroker({T: partitions})
+        c = KafkaConsumer(T, client=client, auto_offset_reset="earliest", fetch_max_wait_ms=20)
+        try:
+            for _ in range(10):
+                await c.poll(30)  # assigned, positions looked up, sessions opened
+            fetcher = c._fetcher
+            touched, rounds = fetcher.touched, len(client.wire)
+            for _ in range(10):
+                assert await c.poll(30) == []
+            assert len(client.wire) - rounds >= 3, "no fetch rounds while idle"
+            assert all(not named(b) for _, b, _ in client.wire[rounds:])
+            return fetcher.touched - touched
+        finally:
+            await c.close()
+
+    for n in (10, 1_000):
+        assert asyncio.run(asyncio.wait_for(main(n), 40)) == 0
