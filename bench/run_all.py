@@ -1,7 +1,7 @@
 """Run every benchmark and write bench/RESULTS.md (figures, ratios vs peers of the same run).
 
-    python -m bench.run_all                  # everything, about 5-8 minutes on 2 cores
-    python -m bench.run_all --quick          # smoke version, under 2 minutes
+    python -m bench.run_all                  # everything, about 5-8 minutes on 2 cores (and 25-40 for wide)
+    python -m bench.run_all --quick          # smoke version, under 2 minutes (and about 2 for wide)
     python -m bench.run_all --no-spark       # skip the (slow) Spark section
     python -m bench.run_all --only wide      # wide topics: 10 to 3,000 partitions, groups, metadata
     python -m bench.run_all --only codec     # re-run some sections, keep the others' last figures
