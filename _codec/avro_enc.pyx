@@ -268,7 +268,11 @@ cdef int put_value(const Node* nodes, const int32_t* kids, int k, int64_t i, Out
 
 
 cdef const uint8_t* address(object buf):
-    return NULL if buf is None else <const uint8_t*><size_t>buf.address
+    # Two returns, not a conditional expression: Cython types that expression's temporary without
+    # the const, and the C compiler warns that the assignment discards it.
+    if buf is None:
+        return NULL
+    return <const uint8_t*><size_t>buf.address
 
 
 def encode_avro(list nodes, list kids, int root, bytes header, Py_ssize_t length, bint nullable_root):
