@@ -417,11 +417,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.member:
         return _member(args)
-    from bench.bench_wide import wide_broker
+    from bench.bench_wide import log_line, wide_broker
 
     with contextlib.ExitStack() as stack:
         bootstrap = args.bootstrap or stack.enter_context(wide_broker(GROUP_PARTITIONS))[0]
-        print(json.dumps(run_groups(bootstrap, quick=args.quick), indent=1))
+        print(json.dumps(run_groups(bootstrap, quick=args.quick, log=log_line), indent=1))
     return 0
 
 
