@@ -150,6 +150,55 @@ def metadata_times(partitions: int = METADATA_PARTITIONS, rounds: int = 5) -> li
     return out
 
 
+def live_metadata_stall(bootstrap: str, topic: str, rounds: int = 5) -> dict[str, float]:
+    """A kafka_core client asks the broker for ``topic``'s metadata ``rounds`` times while a task
+    ticks every millisecond on the same loop: the longest gap between ticks is the loop's stall
+    (on a loaded machine the OS's scheduling adds to it), beside the median request."""
+    import asyncio
+
+    async def main() -> dict[str, float]:
+        from kafka_core.aio import KafkaClient
+
+        loop = asyncio.get_running_loop()
+        client = KafkaClient(bootstrap_servers=bootstrap)
+        try:
+            await client.metadata([topic])  # connected, versions known
+            gaps: list[float] = []
+            done = asyncio.Event()
+
+            async def tick() -> None:
+                last = loop.time()
+                while not done.is_set():
+                    await asyncio.sleep(0.001)
+                    now = loop.time()
+                    gaps.append(now - last)
+                    last = now
+
+            ticker = loop.create_task(tick())
+            await asyncio.sleep(0.1)
+            quiet = max(gaps, default=0.0)  # the ticker's own gaps with nothing else to do
+            gaps.clear()
+            took = []
+            for _ in range(rounds):
+                start = time.perf_counter()
+                meta = await client.metadata([topic])
+                took.append(time.perf_counter() - start)
+                found = meta.topic(topic)
+                if found is None or len(found.partitions) == 0:
+                    raise RuntimeError(f"metadata of {topic} came back empty")
+            done.set()
+            await ticker
+            return {
+                "request_ms": statistics.median(took) * 1e3,
+                "stall_ms": max(gaps) * 1e3,
+                "quiet_gap_ms": quiet * 1e3,
+            }
+        finally:
+            await client.close()
+
+    return asyncio.run(main())
+
+
 # --------------------------------------------------------------------------- members
 
 
@@ -330,6 +379,7 @@ def group_times(bootstrap: str, protocol: str, partitions: int) -> dict[str, Any
     members = Members(bootstrap, f"bench-wide-{protocol}-{uuid.uuid4().hex[:6]}", protocol, topic=topic)
     try:
         _fill(bootstrap, {topic: partitions})
+        stall = live_metadata_stall(bootstrap, topic)
         wanted = {(topic, p) for p in range(partitions)}
         members.start(MEMBERS)
         done = members.wait_all_fetched(wanted, range(MEMBERS), WAIT_S)
@@ -346,6 +396,7 @@ def group_times(bootstrap: str, protocol: str, partitions: int) -> dict[str, Any
             "leave_s": taken - members.left[leaver],
             "rebalances": f"{join_changes} + {members.assignments - join_changes}",
             "left_partitions": len(theirs),
+            "metadata": stall,
         }
     finally:
         members.close()

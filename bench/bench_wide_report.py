@@ -140,6 +140,14 @@ def groups_blocks(groups: dict[str, Any]) -> list[str]:
                 rows,
             )
         )
+    live = next((m["metadata"] for m in (members or {}).values() if "metadata" in m), None)
+    if live:
+        out.append(
+            f"Live, over the group's topic of {groups.get('partitions', 0):,} partitions: a kafka_core client's "
+            f"Metadata request took {_num(live.get('request_ms'), 1)} ms (median of 5), the event loop's "
+            f"longest stall meanwhile {_num(live.get('stall_ms'), 1)} ms (a 1 ms ticker on the same loop; "
+            f"{_num(live.get('quiet_gap_ms'), 1)} ms with nothing else to do)."
+        )
     regex = groups.get("regex")
     if regex:
         out.append(

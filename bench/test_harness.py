@@ -616,3 +616,19 @@ def test_wide_smoke(bootstrap: str) -> None:
         assert len(figures["consume_rates"]) == 2 and figures["idle_cpu_share"] >= 0
     if not os.environ.get("KAFKA_BOOTSTRAP_SERVERS"):
         assert section["broker_cpu_measured"]
+
+
+@pytest.mark.broker
+def test_wide_live_metadata_stall(bootstrap: str) -> None:
+    """The live metadata probe asks for a topic and reports its request time and the loop's stall."""
+    from bench.bench_wide_groups import live_metadata_stall
+    from bench.common import create_topic, delete_topic, unique_topic
+
+    topic = unique_topic("wide-meta", "test")
+    create_topic(bootstrap, topic, 4)
+    try:
+        figures = live_metadata_stall(bootstrap, topic, rounds=2)
+    finally:
+        delete_topic(bootstrap, topic)
+    assert set(figures) == {"request_ms", "stall_ms", "quiet_gap_ms"}
+    assert figures["request_ms"] > 0 and figures["stall_ms"] > 0
