@@ -21,11 +21,12 @@ COLUMNS_BATCH_BYTES = 1 << 20
 
 
 class FetchBuffer(dict[TopicPartition, deque[PartitionFetch]]):
-    """Undelivered fetch results per partition, oldest first (the fetcher appends, poll drains)."""
+    """Undelivered fetch results per partition, oldest first (the fetcher appends, poll drains).
 
-    def __init__(self) -> None:
-        super().__init__()
-        self._rr = 0  # drain's rotating first partition
+    The dict's order is the drain order: a partition whose data is not all taken goes to the
+    back, so partitions take turns and a poll looks only at the partitions it takes from (and
+    paused ones with data), never at every partition buffered.
+    """
 
     def drain(
         self,
@@ -42,57 +43,57 @@ class FetchBuffer(dict[TopicPartition, deque[PartitionFetch]]):
         those records are not lost); reached first, it is raised now.
         """
         buffer = self
-        if not buffer:
-            return None
-        tps = list(buffer)
-        self._rr = (self._rr + 1) % len(tps)
-        tps = tps[self._rr :] + tps[: self._rr]  # fairness across partitions
         parts: list[Any] = []
         taken = taken_bytes = 0
         held = False
-        for tp in tps:
-            q = buffer.get(tp)
+        for _ in range(len(buffer)):
+            if not buffer:
+                break
+            tp = next(iter(buffer))
+            q = buffer.pop(tp)
             if tp not in subs:
-                buffer.pop(tp, None)
                 continue
             st = subs.state(tp)
             if st.paused:
+                buffer[tp] = q  # its turn comes again once resumed
                 continue
-            while q:
-                limit = None if max_records is None else max_records - taken
-                if limit == 0:
-                    break
-                pf = q[0]
-                if st.position != pf.fetch_offset:
-                    q.clear()  # a seek or an error since this was fetched
-                    break
-                chunk: Any = pf.columns(limit) if columns else pf.messages(limit)
-                n = 0 if chunk is None else (chunk.num_rows if columns else len(chunk))
-                if n:
-                    metrics.delivered(tp.topic, n)
-                    parts.append(chunk)
-                    taken += n
-                    if columns:
-                        taken_bytes += chunk.nbytes
-                st.position = pf.fetch_offset = pf.position_after()
-                epoch = pf.epoch_before(st.position)
-                if epoch is not None:
-                    st.offset_epoch = epoch
-                if not pf.exhausted:
-                    break
-                q.popleft()
-                err = pf.take_error()
-                if err is not None:
-                    q.clear()
-                    if parts:
-                        pending.append(err)
-                        held = True
+            try:
+                while q:
+                    limit = None if max_records is None else max_records - taken
+                    if limit == 0:
                         break
-                    raise err
-                if columns and (taken >= COLUMNS_BATCH_ROWS or taken_bytes >= COLUMNS_BATCH_BYTES):
-                    break  # big enough: no copying it together with the next fetch's rows
-            if not q:
-                buffer.pop(tp, None)
+                    pf = q[0]
+                    if st.position != pf.fetch_offset:
+                        q.clear()  # a seek or an error since this was fetched
+                        break
+                    chunk: Any = pf.columns(limit) if columns else pf.messages(limit)
+                    n = 0 if chunk is None else (chunk.num_rows if columns else len(chunk))
+                    if n:
+                        metrics.delivered(tp.topic, n)
+                        parts.append(chunk)
+                        taken += n
+                        if columns:
+                            taken_bytes += chunk.nbytes
+                    st.position = pf.fetch_offset = pf.position_after()
+                    epoch = pf.epoch_before(st.position)
+                    if epoch is not None:
+                        st.offset_epoch = epoch
+                    if not pf.exhausted:
+                        break
+                    q.popleft()
+                    err = pf.take_error()
+                    if err is not None:
+                        q.clear()
+                        if parts:
+                            pending.append(err)
+                            held = True
+                            break
+                        raise err
+                    if columns and (taken >= COLUMNS_BATCH_ROWS or taken_bytes >= COLUMNS_BATCH_BYTES):
+                        break  # big enough: no copying it together with the next fetch's rows
+            finally:
+                if q:
+                    buffer[tp] = q  # the rest at the back: the others first next time
             if held or (max_records is not None and taken >= max_records):
                 break
             if columns and (taken >= COLUMNS_BATCH_ROWS or taken_bytes >= COLUMNS_BATCH_BYTES):
