@@ -364,12 +364,30 @@ def _fill(bootstrap: str, topics: dict[str, int]) -> None:
     """One record on every partition of ``topics`` (confluent-kafka, acknowledged)."""
     from confluent_kafka import Producer
 
-    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "log_level": 3})
+    errors: list[str] = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            errors.append(str(err))
+
+    producer = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "log_level": 3,
+            "on_delivery": on_delivery,
+        }
+    )
+    producer.list_topics(timeout=60)  # every partition known before writing to it
     for topic, count in topics.items():
         for p in range(count):
             producer.produce(topic, b"x" * 100, partition=p)
-    if producer.flush(60):
-        raise RuntimeError("records for the group bench not all delivered")
+    left = producer.flush(WAIT_S)
+    if left or errors:
+        raise RuntimeError(
+            f"records for the group bench: {left} undelivered, {len(errors)} failed: {errors[:3]}"
+        )
 
 
 def group_times(bootstrap: str, protocol: str, partitions: int) -> dict[str, Any]:
