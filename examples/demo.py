@@ -1,8 +1,9 @@
-"""End-to-end demo, the project's main job: produce records, consume them back, verify, report.
+"""The small produce/consume demo, without Spark: produce, consume back, verify, report.
 
-Runs against ``KAFKA_BOOTSTRAP_SERVERS`` or, when unset, an embedded Tansu broker started for the
-run. Every record is checked on the way back (count, order per partition, content), so the figures
-printed are for data that really arrived intact.
+Not the project's main job, which is the Spark pipeline (``bash ci/demo.sh``). Runs against
+``KAFKA_BOOTSTRAP_SERVERS`` or, when unset, an embedded Tansu broker started for the run. Every
+record is checked on the way back (count, order per partition, content), so the figures printed
+are for data that really arrived intact.
 """
 
 from __future__ import annotations
