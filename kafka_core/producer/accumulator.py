@@ -7,12 +7,22 @@ encoded bytes; when ``buffer_memory`` is used up, ``append`` blocks up to ``max_
 sync face) or raises at once so that the async face can wait instead.
 
 Records are placed in their partition's open batch (the sticky partition for null keys kept up
-as KIP-480 and KIP-794 say). A batch is sealed when it is full, or once its linger has passed
-*and* its partition can send (as the Java client's ``ready`` check): while it waits behind
-in-flight requests it keeps filling, so a slow broker gets bigger batches, not a queue of tiny
-ones. The time of the records such a "late" batch takes is noted by the sender's ticks
+as KIP-480 and KIP-794 say). A batch is sealed when it is full; otherwise it stays open until a
+drain takes it. Drains work per broker connection (the sender's *slot*), as the Java client's
+``RecordAccumulator.drain``: a slot is *ready* once one of its partitions has a full batch, a
+batch past its linger or a retry past its backoff (every slot while flushing, closing or short
+of memory), and a drain of a ready slot then takes the first batch of every partition it leads,
+lingered or not, into one Produce request up to ``max_request_size``, starting where the last
+request stopped (a drained queue goes to the back). So a thousand partitions whose batches open
+a few microseconds apart go out in one request, not in a thousand. While a slot has all its
+requests in flight its batches keep filling, so a slow broker gets bigger batches, not a queue
+of tiny ones; the time of the records such a "late" batch takes is noted at ticks
 (``ProducerBatch.stamps``), so they keep the fast path and still carry when they were sent,
 within a tick.
+
+Nothing here walks every partition on the send path or per drain: queues with records not sent
+yet are indexed per slot (``slots``), what is due is a heap of linger deadlines (``timers``) and
+a set of ready slots (``ready``), and the expiry pass runs only when a deadline has come.
 
 This module owns the accumulator's one lock and the state it guards (see ``__init__``): the
 callers' side (``append``, parking, refusing, ``send_batch``) and the I/O loop's (sealing,
@@ -23,9 +33,11 @@ the same lock.
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any
 
 from kafka_core.errors import KafkaClosedError, KafkaConfigError, KafkaTimeoutError
@@ -33,6 +45,7 @@ from kafka_core.producer._speedups import accel
 from kafka_core.producer.batches import (
     BATCH_OVERHEAD,
     RECORD_OVERHEAD,
+    UNFILED,
     PartitionQueue,
     ProducerBatch,
     TopicState,
@@ -46,6 +59,7 @@ from kafka_core.producer.partitioner import DefaultPartitioner, Partitioner
 
 __all__ = [
     "BATCH_OVERHEAD",
+    "FULL",
     "RECORD_OVERHEAD",
     "Accumulator",
     "BufferFull",
@@ -99,6 +113,16 @@ class Accumulator:
         # Why records may not be added now (a transactional producer outside a transaction):
         # the error to raise, made per send. Set by :meth:`gate_sends`.
         self.send_refusal: Callable[[], BaseException] | None = None
+        # The drain index (see the module docstring): per slot (``slot_of``; None while the
+        # leader is unknown: never drained), the queues with records not sent yet, in drain
+        # order; the slots with something due; the heap of (when, tie, queue, open batch or None
+        # for a retry's backoff) that makes slots due.
+        self.slots: dict[Hashable, dict[PartitionQueue, None]] = {}
+        self.ready: set[Hashable] = set()
+        self.timers: list[tuple[float, int, PartitionQueue, ProducerBatch | None]] = []
+        self._tie = itertools.count()
+        self.exhausted = False  # a sender waits for memory: every slot drains, as Java's
+        self.expiry_at: float | None = None  # no deadline comes before this (None: none at all)
 
         # Read under the lock, set without it by the loop (flush) or once at start:
         self.flushing = 0  # flushes running: linger is ignored while any is
@@ -110,6 +134,9 @@ class Accumulator:
         # partition for null keys is chosen among those, as KIP-794 skips partitions without a
         # working leader. Set by the sender; called with the lock held.
         self.available: Callable[[PartitionQueue], bool] | None = None
+        # The slot (broker connection) a queue's batches go to now, None while its leader is
+        # unknown; set by the sender, called with the lock held.
+        self.slot_of: Callable[[PartitionQueue], Hashable] = _one_slot
         # Sync face: wait for a topic's partitions (``max_block_ms``); returns why they could not
         # be had, and the record then fails with it at once (see :meth:`refuse`).
         self.lookup: Callable[[str], BaseException | None] | None = None
@@ -226,11 +253,16 @@ class Accumulator:
         if old is not None and old.count:
             old.stamp()
             q.sealed.append(old)
+            self._file(q, ready=True)  # a full batch makes its slot ready
             if t.sticky == q.partition:
                 self._next_sticky(t)
         b = q.open = ProducerBatch(t.topic, q.partition, now, now + self.delivery_timeout)
         if t.sticky == q.partition:
             self.fast[t.topic] = b
+        self._file(q)
+        heapq.heappush(self.timers, (now + self.linger, next(self._tie), q, b))
+        if self.expiry_at is None:
+            self.expiry_at = b.deadline
         if not self.wake_pending:
             self.wake_pending = True
             self.wakeup()
@@ -267,6 +299,9 @@ class Accumulator:
 
     def wait_for_space(self, size: int) -> None:
         """Called with the lock held when ``size`` more bytes would overflow ``buffer_memory``."""
+        if not self.exhausted:  # free memory sooner: every slot drains now, lingered or not
+            self.exhausted = True
+            self.wakeup()
         if not self.block:
             raise BufferFull
         if threading.get_ident() == self.loop_thread:
@@ -461,6 +496,9 @@ class Accumulator:
             b.count = count
             b.size = size
             q.sealed.append(b)
+            self._file(q, ready=True)
+            if self.expiry_at is None:
+                self.expiry_at = b.deadline
             self.mem.used += size
             if not self.wake_pending:
                 self.wake_pending = True
@@ -511,45 +549,183 @@ class Accumulator:
         with self.lock:
             return [(t.topic, t.pending_since) for t in self.topics.values() if t.pending_result is not None]
 
-    def seal_ready(
-        self, now: float, can_send: Callable[[PartitionQueue], bool] | None = None
-    ) -> float | None:
-        """Seal open batches whose linger passed (all of them while flushing or closing) and whose
-        partition ``can_send`` now with nothing sealed before them; the others stay open, late.
+    # -- the drain index (lock held) -------------------------------------------------------------
 
-        Returns the earliest time an open batch will be past its linger or, for a late batch, due
-        to note the time of its records; None if there is no open batch.
-        """
-        next_at: float | None = None
+    def _file(self, q: PartitionQueue, *, ready: bool = False) -> None:
+        """Index ``q`` under its slot (it has records not sent yet); mark the slot ready."""
+        key = q.filed
+        if key is UNFILED:
+            key = q.filed = self.slot_of(q)
+            queues = self.slots.get(key)
+            if queues is None:
+                queues = self.slots[key] = {}
+            queues[q] = None
+        if ready and key is not None:
+            self.ready.add(key)
+
+    def _unfile(self, q: PartitionQueue) -> None:
+        queues = self.slots.get(q.filed)
+        if queues is not None:
+            queues.pop(q, None)
+            if not queues:
+                del self.slots[q.filed]
+        q.filed = UNFILED
+
+    @staticmethod
+    def _unsent(q: PartitionQueue) -> bool:
+        return bool(q.sealed or q.retry or (q.open is not None and q.open.count))
+
+    def due(self, now: float) -> list[tuple[PartitionQueue, ProducerBatch]]:
+        """Mark ready the slots with something due at ``now`` (every slot while flushing, closing
+        or short of memory); returns the open batches whose linger has just passed, for
+        :meth:`stamp_late` after the drain."""
+        lingered: list[tuple[PartitionQueue, ProducerBatch]] = []
         with self.lock:
             self.wake_pending = False
-            force = self.flushing > 0 or self.closed
-            for t in self.topics.values():
-                if t.queues is None:
+            if self.flushing > 0 or self.closed or self.exhausted:
+                self.exhausted = False
+                self.ready.update(key for key in self.slots if key is not None)
+            timers = self.timers
+            while timers and timers[0][0] <= now:
+                _, _, q, b = heapq.heappop(timers)
+                if b is None:  # a retry's backoff is over
+                    if q.sealed or q.retry:
+                        self._file(q, ready=True)
+                elif q.open is b and b.count:
+                    self._file(q, ready=True)
+                    lingered.append((q, b))
+        return lingered
+
+    def stamp_late(self, lingered: list[tuple[PartitionQueue, ProducerBatch]], now: float) -> float | None:
+        """Batches :meth:`due` found past their linger and still open after the drain (their slot
+        had every request in flight, or the partition could not send) keep filling: note the time
+        of what they take (``ProducerBatch.stamps``), again a tick later while they stay open; a
+        failing leader's sticky partition is left. Returns when the next timer is due."""
+        with self.lock:
+            for q, b in lingered:
+                if q.open is not b:
                     continue
-                for q in t.queues:
-                    b = q.open
-                    if b is None or not b.count:
-                        continue
-                    ready_at = b.created + self.linger
-                    if force or ready_at <= now:
-                        if not q.sealed and (can_send is None or can_send(q)):
-                            b.stamp()
-                            q.sealed.append(b)
-                            q.open = None
-                            if t.sticky == q.partition:
-                                self._next_sticky(t)
-                            continue
-                        if b.stamps is None:
-                            b.stamps = [(b.count, None)]  # the records so far: the batch's time
-                        else:
-                            b.stamp()
-                        if t.sticky == q.partition and self.available is not None and not self.available(q):
-                            self._next_sticky(t)  # its leader is failing: null keys go elsewhere
-                        ready_at = now + self.tick  # note the time of what it takes meanwhile
-                    if next_at is None or ready_at < next_at:
-                        next_at = ready_at
-        return next_at
+                if b.stamps is None:
+                    b.stamps = [(b.count, None)]  # the records so far: the batch's time
+                else:
+                    b.stamp()
+                t = self.topics.get(q.topic)
+                if (
+                    t is not None
+                    and t.sticky == q.partition
+                    and self.available is not None
+                    and not self.available(q)
+                ):
+                    self._next_sticky(t)  # its leader is failing: null keys go elsewhere
+                heapq.heappush(self.timers, (now + self.tick, next(self._tie), q, b))
+            return self.timers[0][0] if self.timers else None
+
+    def drain_ready(
+        self,
+        capacity: Callable[[Hashable], int],
+        pick: Callable[[PartitionQueue, int | None], ProducerBatch | object | None],
+        max_request_size: int,
+    ) -> list[tuple[Hashable, list[list[tuple[PartitionQueue, ProducerBatch]]]]]:
+        """Build the Produce requests to send now: for each ready slot with ``capacity(slot)``
+        requests free, requests of at most one batch per partition and ``max_request_size``
+        bytes (a first batch goes whatever its size), in drain order from where the last one
+        stopped. ``pick(q, room)`` (the sender's, called with the lock held: no callbacks, no
+        I/O) decides whether ``q``'s first batch goes, takes it (:meth:`take_head`) and returns
+        it, returns None, or :data:`FULL` when it does not fit in ``room`` bytes (None: the
+        request is empty). A slot with no capacity stays ready for when a request ends."""
+        out: list[tuple[Hashable, list[list[tuple[PartitionQueue, ProducerBatch]]]]] = []
+        with self.lock:
+            for key in list(self.ready):
+                free = capacity(key)
+                if free <= 0:
+                    continue
+                self.ready.discard(key)
+                requests: list[list[tuple[PartitionQueue, ProducerBatch]]] = []
+                more = False
+                while free > 0 and key in self.slots:
+                    items, more = self._drain_one(key, self.slots[key], pick, max_request_size)
+                    if not items:
+                        break
+                    requests.append(items)
+                    free -= 1
+                    if not more:
+                        break
+                if more:
+                    self.ready.add(key)
+                if requests:
+                    out.append((key, requests))
+        return out
+
+    def _drain_one(
+        self,
+        key: Hashable,
+        queues: dict[PartitionQueue, None],
+        pick: Callable[[PartitionQueue, int | None], ProducerBatch | object | None],
+        max_request_size: int,
+    ) -> tuple[list[tuple[PartitionQueue, ProducerBatch]], bool]:
+        """One request's batches from ``key``'s queues; also whether more is due there."""
+        items: list[tuple[PartitionQueue, ProducerBatch]] = []
+        size = 0
+        more = False
+        for q in list(queues):
+            where = self.slot_of(q)
+            if where != key:  # its leader moved (or is unknown): it goes elsewhere
+                self._unfile(q)
+                self._file(q, ready=True)
+                continue
+            b = pick(q, max_request_size - size if items else None)
+            if b is FULL:
+                more = True  # the request is full: the next one starts here
+                break
+            del queues[q]
+            if isinstance(b, ProducerBatch):
+                items.append((q, b))
+                size += b.size
+                more = more or bool(q.sealed)
+            if self._unsent(q):
+                queues[q] = None  # to the back: the next request starts after it
+            else:
+                q.filed = UNFILED
+        if not queues and self.slots.get(key) is queues:
+            del self.slots[key]
+        return items, more
+
+    def head(self, q: PartitionQueue) -> ProducerBatch | None:
+        """The batch ``q`` would send next (its open one when nothing is sealed); lock held."""
+        if q.sealed:
+            return q.sealed[0]
+        b = q.open
+        return b if b is not None and b.count else None
+
+    def take_head(self, q: PartitionQueue) -> ProducerBatch:
+        """Take :meth:`head` out of ``q``, sealing it if it was open; lock held (a drain's pick)."""
+        if q.sealed:
+            return q.sealed.popleft()
+        b = q.open
+        assert b is not None
+        q.open = None
+        b.stamp()
+        if self.fast.get(q.topic) is b:
+            del self.fast[q.topic]
+        t = self.topics.get(q.topic)
+        if t is not None and t.sticky == q.partition:
+            self._next_sticky(t)
+        return b
+
+    def refile(self) -> None:
+        """Leaders changed: every indexed queue is filed again under the slot it goes to now."""
+        with self.lock:
+            for key, queues in list(self.slots.items()):
+                for q in list(queues):
+                    if self.slot_of(q) != key:
+                        self._unfile(q)
+                        self._file(q, ready=True)
+
+    def poke(self) -> None:
+        """Something that held every partition back is gone (a transaction's partitions added):
+        every slot is looked at again."""
+        with self.lock:
+            self.ready.update(key for key in self.slots if key is not None)
 
     def _drop_open(self, t: TopicState, q: PartitionQueue) -> ProducerBatch | None:
         """Take ``q``'s open batch out (its deadline passed); called with the lock held."""
@@ -563,16 +739,6 @@ class Accumulator:
             self._next_sticky(t)
         return b
 
-    def drain(self, pick: Callable[[PartitionQueue], None]) -> None:
-        """Hand every partition's queue to the sender's ``pick``, with the lock held: it moves the
-        batches that go out now from ``sealed`` to ``in_flight``, numbering them. ``pick`` must
-        not take the lock, nor call anything that may (no callbacks, no I/O)."""
-        with self.lock:
-            for t in self.topics.values():
-                if t.queues:
-                    for q in t.queues:
-                        pick(q)
-
     def settle(self, q: PartitionQueue, b: ProducerBatch) -> None:
         """``b`` leaves flight; if ``q`` has nothing else out, its parked retries go first."""
         with self.lock:
@@ -582,6 +748,11 @@ class Accumulator:
                 q.retry.sort(key=lambda x: (x.sequence, x.created))
                 q.sealed.extendleft(reversed(q.retry))
                 q.retry.clear()
+            # Its slot may have passed it over (its in-flight limit): look again if it is due.
+            if q.sealed or (
+                q.open is not None and q.open.count and q.open.created + self.linger <= time.monotonic()
+            ):
+                self._file(q, ready=True)
 
     def park_retry(self, q: PartitionQueue, b: ProducerBatch, muted_until: float) -> None:
         """``b`` failed and is retried: out of flight, parked until ``q`` has nothing in flight,
@@ -591,6 +762,8 @@ class Accumulator:
                 q.in_flight.remove(b)
             q.retry.append(b)
             q.muted_until = muted_until
+            self._file(q)
+            heapq.heappush(self.timers, (muted_until, next(self._tie), q, None))
 
     def split_in_flight(self, q: PartitionQueue, b: ProducerBatch, parts: Sequence[ProducerBatch]) -> None:
         """``b`` (too large for the broker) is resent as ``parts``: out of flight, parked as retries."""
@@ -598,6 +771,7 @@ class Accumulator:
             if b in q.in_flight:
                 q.in_flight.remove(b)
             q.retry.extend(parts)
+            self._file(q)
 
     def restart_sequences(self) -> None:
         """A new producer id or epoch: every partition numbers from 0 again, the batches not
@@ -618,6 +792,8 @@ class Accumulator:
                         b.sequence = -1
                         b.unknown_outcome = False
                     q.sealed.extend(pending)
+                    if pending:
+                        self._file(q, ready=True)
 
     def take_in_flight(self) -> list[ProducerBatch]:
         """Close: every batch in flight, taken out of flight (the caller fails them)."""
@@ -640,6 +816,8 @@ class Accumulator:
         expired: list[tuple[PartitionQueue, ProducerBatch, str]] = []
         next_at: float | None = None
         with self.lock:
+            if self.expiry_at is None or now < self.expiry_at:
+                return expired, self.expiry_at  # no deadline has come: no pass over the queues
             for t in self.topics.values():
                 for q in t.queues or ():
                     b = q.open
@@ -678,6 +856,7 @@ class Accumulator:
                         first = min(q.sealed[0].deadline, q.sealed[-1].deadline)
                         if next_at is None or first < next_at:
                             next_at = first
+            self.expiry_at = next_at
         return expired, next_at
 
     def woken(self) -> None:
@@ -764,6 +943,15 @@ class Accumulator:
             self.mem.used = 0
             self._space.notify_all()
             return out
+
+
+def _one_slot(q: PartitionQueue) -> Hashable:
+    """Every queue in one slot: an accumulator without a sender (unit tests)."""
+    return 0
+
+
+# What a drain's ``pick`` returns when a partition's batch does not fit in the request.
+FULL = object()
 
 
 def _plain(b: ProducerBatch | None) -> ProducerBatch | None:

@@ -23,6 +23,7 @@ else:
 __all__ = [
     "BATCH_OVERHEAD",
     "RECORD_OVERHEAD",
+    "UNFILED",
     "PartitionQueue",
     "ProducerBatch",
     "TopicState",
@@ -35,6 +36,10 @@ BATCH_OVERHEAD = 61  # RecordBatch v2 header
 # Upper bound of a record's framing for records under 1 MiB: length(3) attributes(1)
 # timestampDelta(10) offsetDelta(3) keyLength(3) valueLength(3) headerCount(1).
 RECORD_OVERHEAD = 24
+
+
+# PartitionQueue.filed of a queue in no drain index (None is the index of unknown leaders).
+UNFILED: Any = object()
 
 
 def now_ms() -> int:
@@ -145,6 +150,7 @@ class PartitionQueue:
     __slots__ = (
         "acked_next",
         "epoch_acked",
+        "filed",
         "in_flight",
         "last_error",
         "leader",
@@ -179,6 +185,9 @@ class PartitionQueue:
         # batch is numbered; if nothing is left to tell, the epoch is bumped (see sender).
         self.unresolved = -1
         self.last_error: BaseException | None = None  # the cause named when a record times out
+        # The broker connection (the sender's slot) whose drain index holds this queue while it
+        # has records not sent yet; UNFILED when it is in no index (see Accumulator.slots).
+        self.filed: Any = UNFILED
 
 
 class TopicState:

@@ -44,6 +44,7 @@ def check_options(
     idempotent: Any,
     max_in_flight: Any,
     delivery_timeout_ms: Any,
+    max_request_size: Any = 1_048_576,
     produce_concurrency: Any = 1,
     retry_backoff_ms: Any,
     request_timeout_ms: Any,
@@ -56,6 +57,7 @@ def check_options(
     _number("batch_size", batch_size, minimum=0, strict=True, integer=True)
     _number("buffer_memory", buffer_memory, minimum=0, strict=True, integer=True)
     _number("max_in_flight", max_in_flight, minimum=1, integer=True)
+    _number("max_request_size", max_request_size, minimum=0, strict=True, integer=True)
     _number("produce_concurrency", produce_concurrency, minimum=1, integer=True)
     linger = _number("linger_ms", linger_ms, minimum=0)
     request = _number("request_timeout_ms", request_timeout_ms, minimum=0, strict=True)

@@ -65,6 +65,8 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
       a callable ``(topic, key, num_partitions) -> partition`` or a ``Partitioner``.
     - ``max_in_flight``: Produce requests in flight per broker connection (at most 5 with
       idempotence).
+    - ``max_request_size``: the most bytes of batches in one Produce request (a larger batch
+      goes alone); a request takes a batch from every partition of its broker that has one.
     - ``produce_concurrency``: connections per broker that Produce requests travel on, the
       partitions dealt among them (each keeps its own, so its batches stay in order): a broker
       serves one connection's requests one at a time, so more lets it write several partitions
@@ -102,6 +104,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         idempotent: bool | None = None,
         partitioner: str | Callable[[str, Any, int], int] | Partitioner = "murmur2",
         max_in_flight: int = 5,
+        max_request_size: int = 1_048_576,
         produce_concurrency: int = 3,
         delivery_timeout_ms: float = 120_000,
         retry_backoff_ms: float = 100,
@@ -139,6 +142,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
             compression=compression,
             idempotent=idempotent,
             max_in_flight=max_in_flight,
+            max_request_size=max_request_size,
             produce_concurrency=produce_concurrency,
             delivery_timeout_ms=delivery_timeout_ms,
             retry_backoff_ms=retry_backoff_ms,
@@ -176,6 +180,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
             acks=self.acks,
             max_in_flight=max_in_flight,
             concurrency=produce_concurrency,
+            max_request_size=max_request_size,
             retry_backoff_ms=retry_backoff_ms,
             request_timeout_ms=request_timeout_ms,
             compression=compression,

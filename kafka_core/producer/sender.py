@@ -12,8 +12,11 @@ errors (OUT_OF_ORDER_SEQUENCE_NUMBER with no earlier failure, or for a batch a l
 acknowledged past, UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH) quiesce every partition, bump
 the epoch (KIP-360) and renumber what is unacknowledged from 0.
 
-A batch is sealed only when its partition can send (see accumulator), so it keeps filling while
-requests are slow. Deadlines are kept by ``expiry``; a batch failed at its deadline after it was
+Requests are built per broker connection (slot) as the Java client's ``RecordAccumulator.drain``
+builds them (see accumulator): once anything of a slot is due, one request takes the first
+batch of every partition it leads, up to ``max_request_size``, and up to ``max_in_flight`` such
+requests are out per connection. A slot with every request in flight is not drained, so its
+batches keep filling while requests are slow. Deadlines are kept by ``expiry``; a batch failed at its deadline after it was
 numbered leaves a hole in the sequence: if it was surely not written the epoch is bumped at once;
 if it may have been written the partition is "unresolved" until an acknowledgement past it
 (written) or a sequence error right after it (not written) tells, numbering nothing new meanwhile,
@@ -28,6 +31,7 @@ import contextlib
 import logging
 import time
 from collections import defaultdict
+from collections.abc import Hashable
 from typing import Any
 
 from kafka_core.codec import encode_record_batch_columns
@@ -40,7 +44,13 @@ from kafka_core.errors import (
     KafkaTimeoutError,
 )
 from kafka_core.metrics.registry import ProducerMetrics
-from kafka_core.producer.accumulator import BATCH_OVERHEAD, Accumulator, PartitionQueue, ProducerBatch
+from kafka_core.producer.accumulator import (
+    BATCH_OVERHEAD,
+    FULL,
+    Accumulator,
+    PartitionQueue,
+    ProducerBatch,
+)
 from kafka_core.producer.expiry import expire
 from kafka_core.producer.leaders import Leaders
 from kafka_core.protocol import ApiKey
@@ -61,6 +71,8 @@ _MAX_SEQUENCE = 0x7FFFFFFF
 # first lane is the client's own (lane 0: metadata, InitProducerId); the others start far from
 # the consumer's fetch lanes and group lanes, in case the client is shared.
 PRODUCE_LANE_BASE = 1 << 12
+# A partition's share of a Produce request besides its records: index, records length, tags.
+PARTITION_OVERHEAD = 16
 
 
 class Sender:
@@ -75,6 +87,7 @@ class Sender:
         max_in_flight: int,
         retry_backoff_ms: float,
         concurrency: int = 1,
+        max_request_size: int = 1_048_576,
         request_timeout_ms: float,
         compression: str,
         compression_level: int | None,
@@ -88,6 +101,8 @@ class Sender:
         self._net = getattr(client, "network_metrics", None)
         self.acc = acc
         acc.available = self._available
+        acc.slot_of = self._slot_of
+        self.max_request_size = max_request_size
         self.acks = acks
         self.max_in_flight = max_in_flight
         self.backoff = retry_backoff_ms / 1000.0
@@ -105,8 +120,10 @@ class Sender:
         self._lane_of: dict[tuple[str, int], int] = {}
         self._next_lane: dict[int, int] = defaultdict(int)
         self.leaders = Leaders(
-            client, acc, backoff=self.backoff, on_change=self.wake, on_failed=self.record_failed
+            client, acc, backoff=self.backoff, on_change=self._leaders_changed, on_failed=self.record_failed
         )
+        self._refile = False  # leaders changed: the drain index is filed again
+        self._poke = False  # every slot is looked at again (see poke)
         self._requests: set[asyncio.Task[None]] = set()
         self._closing = False
         self._bump_task: asyncio.Task[None] | None = None
@@ -118,15 +135,32 @@ class Sender:
     def wake(self) -> None:
         self._event.set()
 
+    def poke(self) -> None:
+        """Wake, and look at every slot again: what held partitions back is gone (a
+        transaction's partitions added, its state changed)."""
+        self._poke = True
+        self._event.set()
+
+    def _leaders_changed(self) -> None:
+        self._refile = True
+        self._event.set()
+
     async def run(self) -> None:
         while True:
             self._event.clear()
             now = time.monotonic()
             next_at = expire(self.acc, self, now)
             if not self.paused:
-                next_at = _earliest(next_at, self.acc.seal_ready(now, self._can_send))
+                if self._refile:
+                    self._refile = False
+                    self.acc.refile()
+                if self._poke:
+                    self._poke = False
+                    self.acc.poke()
+                lingered = self.acc.due(now)
                 self.leaders.refresh_due(now, (t for t, _ in self.acc.parked_topics()))
-                next_at = _earliest(next_at, self._send_ready(now))
+                self._send_ready(now)
+                next_at = _earliest(next_at, self.acc.stamp_late(lingered, now))
                 if self._closing and not self._requests and not self.acc.unfinished():
                     return
             else:
@@ -173,20 +207,14 @@ class Sender:
             return False
         return self.leaders.leader(q.topic, q.partition) >= 0
 
-    def _can_send(self, q: PartitionQueue) -> bool:
-        """Whether ``q``'s next batch could go out now (called with the accumulator's lock held)."""
-        idem = self.idem
-        if idem is not None and (idem.bump_needed or idem.producer_id < 0 or q.unresolved >= 0):
-            return False
-        if self.txn is not None and not self.txn.may_send(q.topic, q.partition):
-            return False
-        limit = self.max_in_flight if idem is not None and q.epoch_acked else 1
-        if q.retry or len(q.in_flight) >= limit or q.muted_until > time.monotonic():
-            return False
-        if q.in_flight and q.in_flight[0].attempts > 1:
-            return False
+    def _slot_of(self, q: PartitionQueue) -> Hashable:
+        """The connection ``q``'s batches go to now, None while its leader is unknown (its topic
+        is then asked about again); called with the accumulator's lock held."""
         leader = self.leaders.leader(q.topic, q.partition)
-        return leader >= 0 and self._node_in_flight[(leader, self._lane(leader, q))] < self.max_in_flight
+        if leader < 0:
+            self.leaders.mark_stale(q.topic)
+            return None
+        return (leader, self._lane(leader, q))
 
     def _lane(self, node: int, q: PartitionQueue) -> int:
         """``q``'s connection to its broker: dealt round-robin the first time it is asked for,
@@ -201,8 +229,8 @@ class Sender:
             lane = self._lane_of[key] = 0 if index == 0 else PRODUCE_LANE_BASE + index - 1
         return lane
 
-    def _send_ready(self, now: float) -> float | None:
-        """Pick what can go now; returns the earliest time a muted partition can go again."""
+    def _send_ready(self, now: float) -> None:
+        """Send a request per ready slot with room (more while its batches keep coming)."""
         idem = self.idem
         txn = self.txn
         if txn is not None:
@@ -212,70 +240,56 @@ class Sender:
         if idem is not None and (idem.bump_needed or idem.producer_id < 0):
             if txn is None:  # a transactional producer's id is its transaction manager's
                 self._maybe_bump()
-            return None
-        # Per broker, the requests to send now; a request holds at most one batch per partition,
-        # so a partition's next batches go into the node's next requests, in sequence order.
-        per_node: dict[tuple[int, int], list[list[tuple[PartitionQueue, ProducerBatch]]]] = defaultdict(list)
-        next_at: float | None = None
+            return
         pipelined = self.max_in_flight if idem is not None else 1
+        in_flight = self._node_in_flight
+        head, take = self.acc.head, self.acc.take_head
 
-        def pick(q: PartitionQueue) -> None:  # runs with the accumulator's lock held
-            nonlocal next_at
-            # Before the partition's broker has acknowledged a batch of this epoch it takes any
-            # first sequence: one batch goes alone, or a later one could pass a refused first.
+        def capacity(slot: Hashable) -> int:
+            return self.max_in_flight - in_flight[slot]  # type: ignore[index]
+
+        def pick(q: PartitionQueue, room: int | None) -> ProducerBatch | object | None:
+            # Runs with the accumulator's lock held. Before the partition's broker has
+            # acknowledged a batch of this epoch it takes any first sequence: one batch goes
+            # alone, or a later one could pass a refused first.
             limit = pipelined if q.epoch_acked else 1
             if idem is not None and q.unresolved >= 0 and self._unprobed(q):
                 # Nothing left that could tell whether the failed batch was written.
                 log.info("%s[%s]: sequence unresolved; bumping the epoch", q.topic, q.partition)
                 idem.bump_needed = True
-                return
-            if not q.sealed or q.retry or len(q.in_flight) >= limit:
-                return
+                return None
+            if q.retry or len(q.in_flight) >= limit:
+                return None
             if q.in_flight and q.in_flight[0].attempts > 1:
                 # A retry is out: nothing passes it until it is resolved, or a batch that was
                 # written but not acknowledged could slide out of the broker's window of five.
-                return
+                return None
             if q.muted_until > now:
-                next_at = q.muted_until if next_at is None else min(next_at, q.muted_until)
-                return
+                return None  # its retry backoff: a timer makes its slot ready again
             if txn is not None and not txn.may_send(q.topic, q.partition):
-                return
-            leader = self.leaders.leader(q.topic, q.partition)
-            if leader < 0:
-                self.leaders.mark_stale(q.topic)
-                return
-            slot = (leader, self._lane(leader, q))
-            requests = per_node[slot]
-            slots = self.max_in_flight - self._node_in_flight[slot]
-            i = 0
-            while q.sealed and len(q.in_flight) < limit:
-                if i == len(requests):
-                    if len(requests) >= slots:
-                        break
-                    requests.append([])
-                if q.unresolved >= 0 and q.sealed[0].sequence < 0:
-                    break  # nothing new is numbered until the hole is resolved
-                b = q.sealed.popleft()
-                if idem is not None and b.sequence < 0:
-                    b.sequence = q.next_sequence
-                    q.next_sequence = (q.next_sequence + b.count) & _MAX_SEQUENCE
-                    b.producer_id, b.producer_epoch = idem.producer_id, idem.producer_epoch
-                q.in_flight.append(b)
-                requests[i].append((q, b))
-                i += 1
-                b.attempts += 1
-                if b.attempts > 1:
-                    break  # a retry goes alone (see above)
+                return None
+            first = head(q)
+            if first is None or (q.unresolved >= 0 and first.sequence < 0):
+                return None  # nothing, or nothing new is numbered until the hole is resolved
+            if room is not None and first.size + PARTITION_OVERHEAD > room:
+                return FULL
+            b = take(q)
+            if idem is not None and b.sequence < 0:
+                b.sequence = q.next_sequence
+                q.next_sequence = (q.next_sequence + b.count) & _MAX_SEQUENCE
+                b.producer_id, b.producer_epoch = idem.producer_id, idem.producer_epoch
+            q.in_flight.append(b)
+            b.attempts += 1
+            return b
 
-        self.acc.drain(pick)
+        drained = self.acc.drain_ready(capacity, pick, self.max_request_size)
         loop = asyncio.get_running_loop()
-        for slot, requests in per_node.items():
+        for slot, requests in drained:
             for items in requests:  # created (and so written to the connection) in order
-                self._node_in_flight[slot] += 1
-                task = loop.create_task(self._produce(slot, items))
+                self._node_in_flight[slot] += 1  # type: ignore[index]
+                task = loop.create_task(self._produce(slot, items))  # type: ignore[arg-type]
                 self._requests.add(task)
                 task.add_done_callback(self._request_done)
-        return next_at
 
     def _request_done(self, task: asyncio.Task[None]) -> None:
         self._requests.discard(task)

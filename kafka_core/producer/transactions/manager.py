@@ -117,7 +117,7 @@ class TransactionManager(TxnStateMachine):
             transaction_timeout_ms=transaction_timeout_ms,
             request_timeout_ms=request_timeout_ms,
             retry_backoff_ms=sender.backoff * 1000.0,
-            wake=sender.wake,
+            wake=sender.poke,  # a partition added, an abort: every slot looked at again
             drain=drain,
             reset_sequences=sender.reset_sequences,
             gate_sends=sender.acc.gate_sends,

@@ -14,9 +14,33 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
 from kafka_core.errors import KafkaCodecError, KafkaConfigError, KafkaTimeoutError
-from kafka_core.producer.accumulator import BATCH_OVERHEAD, RECORD_OVERHEAD, BufferFull
+from kafka_core.producer.accumulator import (
+    BATCH_OVERHEAD,
+    RECORD_OVERHEAD,
+    Accumulator,
+    BufferFull,
+    PartitionQueue,
+    ProducerBatch,
+)
 from kafka_core.producer.futures import RecordFuture, RecordMetadata
 from kafka_core.producer.partitioner import murmur2_partition
+
+
+def drain_due(acc: Accumulator, now: float) -> tuple[list[ProducerBatch], float | None]:
+    """What the sender does per loop: mark what is due, drain every ready slot (taking every
+    partition's first batch), note late batches; returns the batches taken and the next timer."""
+    lingered = acc.due(now)
+    taken: list[ProducerBatch] = []
+
+    def pick(q: PartitionQueue, room: int | None) -> ProducerBatch | None:
+        if acc.head(q) is None:
+            return None
+        b = acc.take_head(q)
+        taken.append(b)
+        return b
+
+    acc.drain_ready(lambda slot: 1, pick, 1 << 30)
+    return taken, acc.stamp_late(lingered, now)
 
 
 def test_records_share_a_batch_and_index_in_order() -> None:
@@ -39,8 +63,8 @@ def test_batch_seals_when_full_and_wakes_loop_once_per_batch() -> None:
         acc.append("t", b"x" * 10)
     assert [b.count for b in sealed_batches(acc)] == [3, 3]
     assert acc.topics["t"].queues[0].open.count == 1  # type: ignore[index,union-attr]
-    assert wake.count == 1  # the flag stays up until the loop drains (seal_ready clears it)
-    acc.seal_ready(0.0)
+    assert wake.count == 1  # the flag stays up until the loop runs (due clears it)
+    acc.due(0.0)
     acc.append("t", b"x" * 10)
     acc.append("t", b"x" * 10)
     acc.append("t", b"x" * 10)
@@ -63,14 +87,14 @@ def test_linger_and_flush_sealing() -> None:
     acc.set_partitions("t", 2)
     acc.append("t", b"x", partition=0)
     created = acc.topics["t"].queues[0].open.created  # type: ignore[index,union-attr]
-    assert acc.seal_ready(created + 0.05) == pytest.approx(created + 0.1)
-    assert sealed_batches(acc) == []
-    assert acc.seal_ready(created + 0.1) is None
-    assert [b.count for b in sealed_batches(acc)] == [1]
+    taken, next_at = drain_due(acc, created + 0.05)
+    assert taken == [] and next_at == pytest.approx(created + 0.1)
+    taken, next_at = drain_due(acc, created + 0.1)
+    assert [(b.partition, b.count) for b in taken] == [(0, 1)] and next_at is None
     acc.append("t", b"y", partition=1)
     acc.flushing += 1
-    acc.seal_ready(created)
-    assert [b.count for b in sealed_batches(acc)] == [1, 1]
+    taken, _ = drain_due(acc, created)  # flushing: linger is not waited for
+    assert [(b.partition, b.count) for b in taken] == [(1, 1)]
 
 
 def test_keys_go_by_murmur2_and_null_keys_stick() -> None:
@@ -226,6 +250,7 @@ class AccumulatorMachine(RuleBasedStateMachine):
         self.acc.set_partitions("t", self.PARTITIONS)
         self.sent: list[tuple[Any, bytes, bytes | None, int | None]] = []  # future, value, key, partition
         self.logs: dict[tuple[str, int], list[bytes]] = {}
+        self.flight: dict[tuple[str, int], list[ProducerBatch]] = {}  # drained, in order
 
     @rule(
         topic=st.sampled_from(["t", "late"]),
@@ -243,19 +268,21 @@ class AccumulatorMachine(RuleBasedStateMachine):
             result.forward(targets)
 
     @rule(flush=st.booleans())
-    def seal(self, flush: bool) -> None:
+    def drain(self, flush: bool) -> None:
         self.acc.flushing += flush
-        self.acc.seal_ready(time.monotonic() + 1)
+        taken, _ = drain_due(self.acc, time.monotonic() + 1)
         self.acc.flushing -= flush
+        for b in taken:
+            self.flight.setdefault((b.topic, b.partition), []).append(b)
 
     @rule(data=st.data())
     def deliver_one(self, data: st.DataObject) -> None:
-        queues = [q for t in self.acc.topics.values() for q in t.queues or () if q.sealed]
-        if not queues:
+        waiting = [where for where, batches in self.flight.items() if batches]
+        if not waiting:
             return
-        q = data.draw(st.sampled_from(queues))
-        b = q.sealed.popleft()
-        log = self.logs.setdefault((q.topic, q.partition), [])
+        where = data.draw(st.sampled_from(sorted(waiting)))
+        b = self.flight[where].pop(0)
+        log = self.logs.setdefault(where, [])
         base = len(log)
         log.extend(b.values)
         self.acc.release(b)
@@ -267,7 +294,8 @@ class AccumulatorMachine(RuleBasedStateMachine):
         for t in self.acc.topics.values():
             queued += sum(rec[5] for rec in t.pending)
             for q in t.queues or ():
-                for b in [*q.sealed, *([q.open] if q.open is not None else [])]:
+                flying = self.flight.get((q.topic, q.partition), [])
+                for b in [*flying, *q.sealed, *([q.open] if q.open is not None else [])]:
                     queued += b.size - BATCH_OVERHEAD
                     assert b.size <= self.BATCH_SIZE or b.count == 1
         assert self.acc.mem.used == queued

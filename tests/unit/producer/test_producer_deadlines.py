@@ -291,6 +291,24 @@ def test_the_sync_face_validates_the_same_way() -> None:
         KafkaProducer("127.0.0.1:1", request_timeout_ms=-1)
 
 
+def late(acc: Any, now: float, can_send: Any) -> list[Any]:
+    """One loop of the sender over ``acc`` whose partitions ``can_send`` or not (every slot
+    drained, a partition that cannot send passed over): returns the batches taken."""
+    lingered = acc.due(now)
+    acc.poke()
+    taken: list[Any] = []
+
+    def pick(q: Any, room: int | None) -> Any:
+        if not can_send(q) or acc.head(q) is None:
+            return None
+        taken.append(acc.take_head(q))
+        return taken[-1]
+
+    acc.drain_ready(lambda slot: 1, pick, 1 << 30)
+    acc.stamp_late(lingered, now)
+    return taken
+
+
 def test_a_batch_waiting_past_its_linger_stays_open_and_stamps_each_record() -> None:
     """The accumulator's side of the ready check: past its linger, a partition that cannot send
     keeps its batch open (records join it, up to batch_size, on the fast path) and records carry
@@ -314,14 +332,14 @@ def test_a_batch_waiting_past_its_linger_stays_open_and_stamps_each_record() -> 
     first = acc.append("t", b"a")
     b = q.open
     assert b is not None
-    acc.seal_ready(b.created + 1.0, lambda q: False)
+    late(acc, b.created + 1.0, lambda q: False)
     assert q.open is b and not q.sealed and b.stamps is not None
     time.sleep(0.01)
     second = acc.append("t", b"b")
     assert q.open is b and b.count == 2
     assert acc.fast.get("t") is b  # a late batch keeps the values-only fast path
-    acc.seal_ready(b.created + 1.0, lambda q: True)
-    assert q.open is None and list(q.sealed) == [b]
+    assert late(acc, b.created + 1.0, lambda q: True) == [b]
+    assert q.open is None
     stamped = b.settle_timestamps()  # as the sender does when it encodes the batch
     assert stamped is not None and stamped[0] is None and stamped[1] is not None
     assert stamped[1] >= b.result.base_timestamp + 5
@@ -415,21 +433,17 @@ def test_null_keys_leave_a_partition_whose_leader_is_failing() -> None:
     acc.append("t", b"before")
     stuck = queues[next(iter(down))].open
     assert stuck is not None
-    acc.seal_ready(stuck.created + 1.0, lambda q: q.partition not in down)
+    late(acc, stuck.created + 1.0, lambda q: q.partition not in down)
     assert t.sticky not in down, "null keys still go to the partition whose leader is down"
     for _ in range(200):  # batch after batch: the partitioner never comes back to it meanwhile
         acc.append("t", b"x" * 100)
-        acc.seal_ready(time.monotonic() + 1.0, lambda q: q.partition not in down)
-        for q in queues:
-            q.sealed.clear()  # as the sender takes them
+        late(acc, time.monotonic() + 1.0, lambda q: q.partition not in down)
         assert t.sticky not in down
     assert stuck.count == 1  # only the record placed before the outage was seen
     down.clear()  # back up: it may be chosen again
     seen = set()
     for _ in range(200):
         acc.append("t", b"y")
-        acc.seal_ready(time.monotonic() + 1.0, lambda q: True)
-        for q in queues:
-            q.sealed.clear()
+        late(acc, time.monotonic() + 1.0, lambda q: True)
         seen.add(t.sticky)
     assert seen == {0, 1, 2}
