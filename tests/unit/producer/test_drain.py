@@ -80,7 +80,7 @@ def test_a_full_batch_makes_its_slot_ready_at_once() -> None:
         acc.append("t", b"x" * 10, partition=0)
     assert drain(acc, created) == []  # not full yet, linger far away
     acc.append("t", b"x" * 10, partition=0)  # partition 0's first batch is full
-    [(slot, [request])] = drain(acc, created)
+    [(_slot, [request])] = drain(acc, created)
     assert sorted(request) == [0, 1]  # partition 1's open batch goes along
 
 
