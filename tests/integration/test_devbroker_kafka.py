@@ -79,12 +79,21 @@ def test_the_command_line_prints_one_json_line_and_stops_cleanly() -> None:
         with KafkaProducer(info["bootstrap"]) as producer:
             assert producer.send("cli-json", b"x").result(30).offset == 0
         oauth = info["oauth"]  # the OAUTHBEARER listener, and a client of its OIDC provider that works
-        assert set(oauth) == {"listener", "bootstrap", "token_endpoint", "client_id", "client_secret"}
+        assert set(oauth) == {
+            "listener",
+            "bootstrap",
+            "token_endpoint",
+            "client_id",
+            "client_secret",
+            "security_protocol",
+            "sasl_mechanism",
+        }
         assert oauth["bootstrap"] == ",".join(info["listeners"][oauth["listener"]])
+        assert (oauth["security_protocol"], oauth["sasl_mechanism"]) == ("SASL_PLAINTEXT", "OAUTHBEARER")
         with KafkaProducer(
             oauth["bootstrap"],
-            security_protocol="SASL_PLAINTEXT",
-            sasl_mechanism="OAUTHBEARER",
+            security_protocol=oauth["security_protocol"],
+            sasl_mechanism=oauth["sasl_mechanism"],
             sasl_oauth_token_endpoint_url=oauth["token_endpoint"],
             sasl_oauth_client_id=oauth["client_id"],
             sasl_oauth_client_secret=oauth["client_secret"],
