@@ -52,6 +52,9 @@ def test_pipeline_passes_end_to_end(bootstrap_servers: str) -> None:
     assert "stream == batch read: 20,000 events, each exactly once" in out, out
     streaming = re.search(r"streaming +[\d,]+ rows/s .*, (\d+) micro-batches", out)
     assert streaming is not None and int(streaming.group(1)) >= 2, out
+    # phase lines and figures only: no JVM start-up chatter, no pandas FutureWarning (issue 39)
+    for noise in ("Setting default log level", "incubator modules", "FutureWarning"):
+        assert noise not in out + proc.stderr, proc.stderr
 
 
 @pytest.mark.parametrize(
@@ -62,10 +65,36 @@ def test_pipeline_passes_end_to_end(bootstrap_servers: str) -> None:
         pytest.param(["--master", "local[0]"], "bad --master", id="master"),
         pytest.param(["--bootstrap-servers", "localhost"], "bad --bootstrap-servers", id="bootstrap"),
         pytest.param(["--topic", "no/slashes"], "bad --topic", id="topic"),
+        pytest.param(["--master", "yarn"], "needs HADOOP_CONF_DIR or YARN_CONF_DIR", id="yarn-unconfigured"),
+        pytest.param(["--master", "k8s://https://127.0.0.1:1"], "is not reachable", id="k8s-unreachable"),
     ],
 )
 def test_pipeline_refuses_bad_arguments_before_spark(args: list[str], message: str) -> None:
     _refused_before_spark(args, message)
+
+
+def test_a_spark_that_does_not_start_is_one_line_and_exit_2(bootstrap_servers: str) -> None:
+    """Spark's JVM refusing to start (here: a heap size it cannot parse) is the JVM's reason in
+    one line, not PySpark's JAVA_GATEWAY_EXITED with Java's stack trace."""
+    _need_spark()
+    env = {**os.environ, "SPARK_SUBMIT_OPTS": "-Xmx1bogus"}
+    proc = subprocess.run(
+        [*PIPELINE, "--events", "10", "--bootstrap-servers", bootstrap_servers],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=ROOT,
+        env=env,
+        check=False,
+    )
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1, proc.stderr
+    assert lines[0].startswith(
+        "python -m kafka_core.devtools.pipeline: error: Spark (local[2]) did not start: "
+    ), lines[0]
+    assert "-Xmx1bogus" in lines[0], lines[0]  # the JVM's own reason
+    assert "JAVA_GATEWAY_EXITED" not in proc.stderr and "Traceback" not in proc.stderr
 
 
 def test_pipeline_refuses_an_unreachable_broker_before_spark() -> None:
@@ -74,8 +103,9 @@ def test_pipeline_refuses_an_unreachable_broker_before_spark() -> None:
 
 
 def _refused_before_spark(args: list[str], message: str) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("HADOOP_CONF_DIR", "YARN_CONF_DIR")}
     proc = subprocess.run(
-        [*PIPELINE, *args], capture_output=True, text=True, timeout=60, cwd=ROOT, check=False
+        [*PIPELINE, *args], capture_output=True, text=True, timeout=60, cwd=ROOT, env=env, check=False
     )
     assert proc.returncode == 2, proc.stdout + proc.stderr
     lines = proc.stderr.strip().splitlines()

@@ -28,7 +28,9 @@ import tempfile
 import threading
 import time
 import traceback
+import urllib.parse
 import uuid
+import warnings
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -53,6 +55,11 @@ _TOPIC = re.compile(r"[A-Za-z0-9._-]{1,249}")
 
 class SetupError(Exception):
     """A bad argument or an unusable environment: one line on stderr, exit 2, no Spark started."""
+
+
+class SparkStartError(SetupError):
+    """Spark did not come up (its JVM exited, or the context failed): the JVM's own reason as one
+    line on stderr, exit 2, no stack trace."""
 
 
 class _Parser(argparse.ArgumentParser):
@@ -111,16 +118,37 @@ def _tcp_error(servers: list[tuple[str, int]], timeout: float = 3.0) -> str | No
 
 
 def check_master(master: str) -> None:
+    """Refuse a master Spark could not use, before Spark starts: its launcher would fail later,
+    with a Java stack trace (yarn without its configuration, a cluster that does not answer)."""
     if not _MASTER.fullmatch(master):
         raise SetupError(
             f"bad --master {master!r}: expected local, local[N], local[*], local-cluster[N,C,M], "
             "spark://host:port, yarn or k8s://..."
         )
-    if master.startswith("spark://"):
+    if master == "yarn":
+        dirs = [os.environ.get(name, "") for name in ("HADOOP_CONF_DIR", "YARN_CONF_DIR")]
+        if not any(d and Path(d).is_dir() for d in dirs):
+            raise SetupError(
+                "--master yarn needs HADOOP_CONF_DIR or YARN_CONF_DIR set to the directory of the "
+                "cluster's configuration (yarn-site.xml, core-site.xml)"
+            )
+    elif master.startswith("spark://"):
         hosts = [h.rsplit(":", 1) for h in master.removeprefix("spark://").split(",")]
         error = _tcp_error([(h, int(port)) for h, port in hosts])
         if error:
             raise SetupError(f"Spark master {master} is not reachable ({error})")
+    elif master.startswith("k8s://"):
+        api = master.removeprefix("k8s://")
+        url = urllib.parse.urlsplit(api if "://" in api else f"https://{api}")
+        try:
+            host, port = url.hostname, url.port or (80 if url.scheme == "http" else 443)
+        except ValueError:
+            host = None
+        if not host:
+            raise SetupError(f"bad --master {master!r}: expected k8s://https://host:port")
+        error = _tcp_error([(host, port)])
+        if error:
+            raise SetupError(f"Kubernetes API server of --master {master} is not reachable ({error})")
 
 
 def parse_bootstrap(text: str) -> list[tuple[str, int]]:
@@ -181,7 +209,6 @@ class Console:
 
     def __init__(self) -> None:
         self.t0 = time.perf_counter()
-        self.tty = sys.stdout.isatty()
         self.spark: SparkSession | None = None
         self._lock = threading.Lock()
         self._rich: Any = None
@@ -206,10 +233,12 @@ class Console:
         if self.spark is None:
             return ""
         tracker = self.spark.sparkContext.statusTracker()
-        done = total = 0
+        done = running = total = 0
         for info in filter(None, map(tracker.getStageInfo, tracker.getActiveStageIds())):
             done, total = done + info.numCompletedTasks, total + info.numTasks
-        return f", Spark tasks {done}/{total}" if total else ""
+            running += info.numActiveTasks
+        # the running count too: a phase of a few long tasks shows "0 of 5 done" most of its time
+        return f", Spark tasks: {running} running, {done} of {total} done" if total else ""
 
     @contextlib.contextmanager
     def phase(self, name: str) -> Iterator[None]:
@@ -217,7 +246,7 @@ class Console:
         start, stop = time.perf_counter(), threading.Event()
 
         def heartbeat() -> None:
-            while not stop.wait(5.0 if self.tty else 15.0):
+            while not stop.wait(15.0):  # a line a phase, and one a quarter minute while it runs
                 with contextlib.suppress(Exception):
                     elapsed = time.perf_counter() - start
                     self.line(f"{self.stamp()}   … {name}: {elapsed:.0f} s{self._tasks()}", "dim")
@@ -268,7 +297,72 @@ class Run:
         )
 
 
+_JVM_EXCEPTION = re.compile(
+    r"(?:Exception in thread \S+ )?(?:Caused by: )?([\w.$]+(?:Exception|Error)): (.+)"
+)
+
+
+def jvm_cause(lines: Sequence[str]) -> str:
+    """One line for why Spark's JVM stopped, from what it wrote on stderr: the first exception's
+    message (Java's stack trace after it is left out), else its first three lines joined (the
+    JVM's own refusals come as a reason, then ``Error:`` lines)."""
+    for line in lines:
+        found = _JVM_EXCEPTION.fullmatch(line.strip())
+        if found:
+            return f"{found.group(2)} ({found.group(1).rsplit('.', 1)[-1]})"
+    said = [line.strip() for line in lines if line.strip() and not line.strip().startswith("at ")]
+    return " / ".join(said[:3]) if said else "its JVM exited without a word on stderr"
+
+
+class JvmStderr:
+    """The Spark JVM's stderr through a pipe of ours: held while Spark starts (its start-up
+    chatter, or the exception that stopped it, which becomes one line), passed on once it is up."""
+
+    def __init__(self) -> None:
+        read_fd, self.write_fd = os.pipe()
+        self.held: list[str] = []
+        self._up = False
+        self._lock = threading.Lock()
+        self._pump = threading.Thread(target=self._run, args=(read_fd,), name="spark-jvm-stderr", daemon=True)
+        self._pump.start()
+
+    def _run(self, read_fd: int) -> None:
+        with open(read_fd, encoding="utf-8", errors="replace") as pipe:
+            for line in pipe:
+                with self._lock:
+                    if not self._up:
+                        self.held.append(line)
+                        continue
+                sys.stderr.write(line)
+                sys.stderr.flush()
+
+    def close_writer(self) -> None:
+        """Once the JVM has its copy: the pipe then ends when the JVM does."""
+        with contextlib.suppress(OSError):
+            os.close(self.write_fd)
+
+    def up(self) -> None:
+        """Spark started: its start-up lines are dropped, what it writes from now on is shown."""
+        with self._lock:
+            self._up, self.held = True, []
+
+    def cause(self, timeout: float = 10.0) -> str:
+        """Why Spark did not start, once the JVM is gone (or ``timeout`` passed)."""
+        self._pump.join(timeout)
+        with self._lock:
+            return jvm_cause(self.held)
+
+
 def start_spark(master: str, tmp: Path) -> SparkSession:
+    """A Spark session on ``master`` with kafka_core registered; :class:`SparkStartError` with
+    the JVM's reason when it does not come up."""
+    # PySpark warns on import when pandas is 3.x; the job uses no pandas (its workers use Arrow)
+    warnings.filterwarnings(
+        "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
+    )
+    from pyspark import SparkConf, SparkContext
+    from pyspark.errors import PySparkRuntimeError
+    from pyspark.java_gateway import launch_gateway
     from pyspark.sql import SparkSession
 
     from kafka_core.spark import register
@@ -283,19 +377,35 @@ def start_spark(master: str, tmp: Path) -> SparkSession:
         "appender.console.layout.pattern = %d{HH:mm:ss} %p %c{1}: %m%n\n"
     )
     java_opts = f"-Dlog4j2.configurationFile=file:{log4j}"
-    spark = (
-        SparkSession.builder.master(master)
-        .appName("kafka_core pipeline")
-        .config("spark.driver.extraJavaOptions", java_opts)
-        .config("spark.executor.extraJavaOptions", java_opts)
-        .config("spark.driver.memory", "2g")
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.session.timeZone", "UTC")
-        .config("spark.sql.shuffle.partitions", "8")
-        .config("spark.python.worker.faulthandler.enabled", "true")
-        .getOrCreate()
+    conf = (
+        SparkConf()
+        .setMaster(master)
+        .setAppName("kafka_core pipeline")
+        .set("spark.driver.extraJavaOptions", java_opts)
+        .set("spark.executor.extraJavaOptions", java_opts)
+        .set("spark.driver.memory", "2g")
+        .set("spark.ui.enabled", "false")
+        .set("spark.ui.showConsoleProgress", "false")
+        .set("spark.sql.session.timeZone", "UTC")
+        .set("spark.sql.shuffle.partitions", "8")
+        .set("spark.python.worker.faulthandler.enabled", "true")
     )
+    stderr = JvmStderr()
+    try:
+        try:
+            gateway = launch_gateway(conf, popen_kwargs={"stderr": stderr.write_fd})
+        finally:
+            stderr.close_writer()
+        SparkContext(conf=conf, gateway=gateway)
+        spark = SparkSession.builder.getOrCreate()
+    except PySparkRuntimeError as exc:
+        if exc.getCondition() != "JAVA_GATEWAY_EXITED":
+            raise
+        raise SparkStartError(f"Spark ({master}) did not start: {stderr.cause()}") from None
+    except Exception as exc:  # the JVM is up, the context is not: its exception says why
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise SparkStartError(f"Spark ({master}) did not start: {jvm_cause([first])}") from None
+    stderr.up()
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
@@ -478,6 +588,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         out.line("interrupted", "bold red")
         return 130
+    except SparkStartError as exc:
+        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        return 2
     except Exception as exc:
         traceback.print_exc()
         first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
