@@ -23,6 +23,7 @@ __all__ = [
     "java_keyword",
     "keywords_from_config",
     "names_markdown",
+    "refused_reason",
     "role_keywords",
     "takes_config",
     "translate",
@@ -223,9 +224,11 @@ _PRODUCER: dict[str, tuple[str, Convert]] = {
     "max.block.ms": ("max_block_ms", _float),
     "transactional.id": ("transactional_id", _str),
     "transaction.timeout.ms": ("transaction_timeout_ms", _int),
+    "max.request.size": ("max_request_size", _int),
     # librdkafka's names for the same settings
     "message.timeout.ms": ("delivery_timeout_ms", _float),
     "queue.buffering.max.ms": ("linger_ms", _float),
+    "message.max.bytes": ("max_request_size", _int),
     "queue.buffering.max.kbytes": ("buffer_memory", lambda v: _int(v) * 1024),
     "partitioner": ("partitioner", _librdkafka_partitioner),
     "partitioner.class": ("partitioner", _java_partitioner),
@@ -288,15 +291,12 @@ _NO_EFFECT: dict[str, str] = {
 
 # Common names with no counterpart here: refused, with the reason (and what to do instead).
 _REFUSED: dict[str, str] = {
-    "retries": "resends are bounded by time, not a count: set delivery.timeout.ms (the Java client's"
+    "retries": "resends are bounded by time, not a count: set delivery.timeout.ms (delivery_timeout_ms; the Java client's"
     " own bound since 2.1; its retries default is effectively unlimited)",
-    "message.send.max.retries": "resends are bounded by time, not a count: set delivery.timeout.ms",
-    "max.request.size": "no client-side cap: batch.size bounds a batch (a larger record goes alone) and"
-    " the broker refuses a record over the topic's max.message.bytes (MESSAGE_TOO_LARGE)",
-    "message.max.bytes": "no client-side cap: batch.size bounds a batch (a larger record goes alone) and"
-    " the broker refuses a record over the topic's max.message.bytes (MESSAGE_TOO_LARGE)",
-    "queue.buffering.max.messages": "the queue is bounded by bytes: set buffer.memory",
-    "batch.num.messages": "batches are bounded by bytes: set batch.size",
+    "message.send.max.retries": "resends are bounded by time, not a count: set delivery.timeout.ms"
+    " (delivery_timeout_ms)",
+    "queue.buffering.max.messages": "the queue is bounded by bytes: set buffer.memory (buffer_memory)",
+    "batch.num.messages": "batches are bounded by bytes: set batch.size (batch_size)",
     "interceptor.classes": "interceptors are Java classes; wrap send() or poll() instead",
 }
 
@@ -439,6 +439,12 @@ def _hint(name: str, role: str, known: list[str], prefix: str) -> str:
     return f"{prefix}{name}: did you mean " + " or ".join(f"{prefix}{c}" for c in close) + "?"
 
 
+def refused_reason(name: str) -> str | None:
+    """Why a Java-style or librdkafka name (``retries``, ``batch.num.messages``) has no counterpart
+    here, else None: the keyword arguments' check gives the same reason."""
+    return _REFUSED.get(name.strip().lower())
+
+
 def java_keyword(name: str) -> tuple[str, str] | None:
     """(our keyword, its role) for a Java-style or librdkafka name of any role, else None; the
     client's own names say role "client"."""
@@ -576,6 +582,9 @@ _NOTES: dict[str, str] = {
     "sasl.jaas.config": "PLAIN/SCRAM username and password, OAuthBearerLoginModule's client,"
     " Krb5LoginModule's principal and keytab, IAMLoginModule's options",
     "message.timeout.ms": "librdkafka's name for delivery.timeout.ms",
+    "max.request.size": "the most bytes of batches in one Produce request; a record larger than it is"
+    " not refused here, as Java does, but by the broker over the topic's max.message.bytes",
+    "message.max.bytes": "librdkafka's name for max.request.size",
     "queue.buffering.max.ms": "librdkafka's name for linger.ms",
     "queue.buffering.max.kbytes": "librdkafka's; KiB, so times 1024",
     "partitioner": "librdkafka's: `murmur2_random` and `murmur2` are `\"murmur2\"` (the Java client's"

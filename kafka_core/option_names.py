@@ -15,7 +15,7 @@ import inspect
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from kafka_core.config import java_keyword
+from kafka_core.config import java_keyword, refused_reason
 from kafka_core.errors import KafkaUnknownOptionError
 
 __all__ = ["FOREIGN_KEYWORDS", "NO_EQUIVALENT", "accepted_keywords", "reject_unknown", "unknown_option_error"]
@@ -30,7 +30,6 @@ FOREIGN_KEYWORDS: dict[str, str] = {
 
 # Other clients' options with no counterpart here, and why.
 NO_EQUIVALENT: dict[str, str] = {
-    "retries": "retries are bounded by time: delivery_timeout_ms (as in the Java client since 2.1)",
     "api_version": "kafka_core negotiates every API's version with ApiVersions (api_version_caps holds one back)",
     "loop": "an asyncio class uses the running loop",
     "consumer_timeout_ms": "give poll(timeout_ms=...) instead",
@@ -62,6 +61,9 @@ def _advice(called: str, name: str, accepted: frozenset[str]) -> str:
     """What ``name`` means here, for the message about it."""
     if name in NO_EQUIVALENT:
         return f"kafka_core has no such option: {NO_EQUIVALENT[name]}"
+    reason = refused_reason(name) or refused_reason(name.replace("_", "."))
+    if reason is not None:  # the same reason as a config dict's name gets
+        return f"kafka_core has no such option: {reason}"
     role = None
     target = FOREIGN_KEYWORDS.get(name)
     if target is None:

@@ -102,11 +102,11 @@ def test_an_unknown_name_gets_a_few_close_names_not_the_whole_table() -> None:
 
 def test_every_problem_in_a_config_is_named_at_once() -> None:
     with pytest.raises(KafkaConfigError) as err:
-        translate({"linger.msec": 5, "retries": 3, "max.request.size": 1}, "producer")
+        translate({"linger.msec": 5, "retries": 3, "batch.num.messages": 1}, "producer")
     text = str(err.value)
     assert "'linger.msec'" in text and "did you mean linger.ms" in text
     assert "retries has no equivalent in kafka_core" in text and "delivery.timeout.ms" in text
-    assert "max.request.size has no equivalent" in text
+    assert "batch.num.messages has no equivalent" in text
 
 
 def test_librdkafka_and_java_names_map_to_their_equivalents() -> None:
@@ -122,6 +122,8 @@ def test_librdkafka_and_java_names_map_to_their_equivalents() -> None:
         "producer",
     )
     assert out["delivery_timeout_ms"] == 30000.0 and out["linger_ms"] == 20.0
+    assert translate({"max.request.size": "2097152"}, "producer") == {"max_request_size": 2 << 20}
+    assert translate({"message.max.bytes": "2097152"}, "producer") == {"max_request_size": 2 << 20}
     assert out["buffer_memory"] == 1 << 20 and out["partitioner"] == "murmur2"
     assert out["key_serializer"]("é") == "é".encode() and out["value_serializer"] is None
     consumer = translate(
