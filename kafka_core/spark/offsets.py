@@ -97,6 +97,9 @@ class OffsetReader:
         attempts = self.options.fetch_offset_attempts
         attempt = 1
         while True:
+            # Not retried: a bootstrap list whose every address refuses has had its own 2.5 s
+            # (kafka_core.spark.reach), and a client that cannot be built never will be.
+            self._open()
             try:
                 return call()
             except Exception as exc:

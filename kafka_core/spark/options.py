@@ -68,6 +68,61 @@ _SOURCE_GROUP_REFUSED["client.rack"] = (
 # Handled by the source itself (see _group_id), not passed to the client.
 _SOURCE_OWN = {"group.id"}
 
+# Every option a read takes besides ``kafka.*`` and ``schema.registry.*``, as spelled in the docs.
+_SOURCE_OPTIONS = (
+    "assign",
+    "subscribe",
+    "subscribePattern",
+    "startingOffsets",
+    "endingOffsets",
+    "startingTimestamp",
+    "endingTimestamp",
+    "startingOffsetsByTimestamp",
+    "endingOffsetsByTimestamp",
+    "startingOffsetsByTimestampStrategy",
+    "failOnDataLoss",
+    "minPartitions",
+    "maxRecordsPerPartition",
+    "maxOffsetsPerTrigger",
+    "minOffsetsPerTrigger",
+    "maxTriggerDelay",
+    "includeHeaders",
+    "kafkaConsumer.pollTimeoutMs",
+    "fetchOffset.numRetries",
+    "fetchOffset.retryIntervalMs",
+    "groupIdPrefix",  # refused with its reason below
+    "commitOffsetsToGroup",
+    "valueFormat",
+    "keyFormat",
+    "valueSubject",
+    "keySubject",
+    "valueSchema",
+    "keySchema",
+    "valueMessageName",
+    "keyMessageName",
+    "mode",
+)
+_SOURCE_SPELLED = {name.lower(): name for name in _SOURCE_OPTIONS}
+
+
+def _check_names(options: Mapping[str, Any]) -> None:
+    """An option this source does not know fails the read, with the closest names: Spark's
+    connector ignores it, so a misspelt ``startingOffset`` would read from the default."""
+    import difflib
+
+    for name in sorted(str(k) for k in options):
+        key = name.lower()
+        if key in _SOURCE_SPELLED or key.startswith(("kafka.", "schema.registry.")):
+            continue
+        close = difflib.get_close_matches(key, list(_SOURCE_SPELLED), n=3, cutoff=0.6)
+        hint = (
+            "did you mean " + " or ".join(repr(_SOURCE_SPELLED[c]) for c in close)
+            if close
+            else "the options are listed in docs/spark.md, 'Source options'"
+        )
+        raise KafkaConfigError(f"option {name!r} is not an option of the kafka_core source: {hint}")
+
+
 _TRUE = ("true", "1", "yes")
 _FALSE = ("false", "0", "no")
 
@@ -235,6 +290,7 @@ def _kafka_params(
 
 def parse_source(options: Mapping[str, Any], *, streaming: bool) -> SourceOptions:
     """Check the read options as Spark's connector does; raise naming the first bad one."""
+    _check_names(options)
     opts = _lower_keys(options)
     given = [name for name in ("assign", "subscribe", "subscribepattern") if name in opts]
     spelled = {"assign": "assign", "subscribe": "subscribe", "subscribepattern": "subscribePattern"}

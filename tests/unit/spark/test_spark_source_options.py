@@ -94,26 +94,30 @@ class FlakyConsumer:
         return dict.fromkeys(tps, 42)
 
 
-def _reader(consumer: FlakyConsumer, **options: str) -> tuple[OffsetReader, list[int]]:
+def _reader(consumer: FlakyConsumer, **options: str) -> tuple[OffsetReader, list[str]]:
+    """An offset reader on ``consumer``; ``events`` records its connection's closes."""
     reader = OffsetReader(
         parse_source({**BOOT, "fetchOffset.retryIntervalMs": "0", **options}, streaming=True)
     )
-    opened: list[int] = []
+    events: list[str] = []
 
     def fake_open() -> tuple[Any, Any]:
-        opened.append(1)
         return object(), consumer
 
+    def fake_close() -> None:
+        events.append("close")  # the next attempt opens a new connection
+
     reader._open = fake_open  # type: ignore[method-assign]
-    return reader, opened
+    reader.close = fake_close  # type: ignore[method-assign]
+    return reader, events
 
 
 def test_offset_lookups_are_retried_on_a_new_connection(caplog: pytest.LogCaptureFixture) -> None:
     consumer = FlakyConsumer(2, KafkaConnectionError("connection to b1:9092 dropped"))
-    reader, opened = _reader(consumer)
+    reader, events = _reader(consumer)
     with caplog.at_level(logging.WARNING, logger="kafka_core.spark"):
         assert reader.latest([T0]) == {T0: 42}
-    assert consumer.calls == 3 and len(opened) == 3
+    assert consumer.calls == 3 and events == ["close", "close"]  # the third attempt's is kept
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 2 and "attempt 1 of 3" in warnings[0] and "b1:9092 dropped" in warnings[0]
 
@@ -133,3 +137,26 @@ def test_final_errors_are_not_retried() -> None:
     with pytest.raises(KafkaProtocolError, match="TOPIC_AUTHORIZATION_FAILED") as info:
         reader.latest([T0])
     assert consumer.calls == 1 and not getattr(info.value, "__notes__", None)
+
+
+@pytest.mark.parametrize(
+    ("name", "hint"),
+    [
+        ("startingOffset", "did you mean 'startingOffsets'"),
+        ("maxOffsetPerTrigger", "did you mean 'maxOffsetsPerTrigger'"),
+        ("failOnDataloss", None),  # names are case-insensitive, as Spark's
+        ("subscribePatern", "did you mean 'subscribePattern'"),
+        ("maxFilesPerTrigger", "did you mean 'maxOffsetsPerTrigger'"),
+        ("zzz", "docs/spark.md, 'Source options'"),
+    ],
+)
+def test_an_unknown_option_is_refused_with_the_closest_names(name: str, hint: str | None) -> None:
+    """Spark's connector ignores an option it does not know: a misspelt startingOffsets would
+    read from the default offsets. Here the read fails at once, naming it."""
+    if hint is None:
+        assert not parse_source({**BOOT, name: "false"}, streaming=True).fail_on_data_loss
+        return
+    with pytest.raises(KafkaConfigError) as info:
+        parse_source({**BOOT, name: "1"}, streaming=True)
+    assert f"option {name!r} is not an option of the kafka_core source" in str(info.value)
+    assert hint in str(info.value)
