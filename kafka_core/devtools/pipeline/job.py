@@ -11,7 +11,8 @@ ids, an order-independent checksum computed in Spark) and that batch and stream 
 
 Without ``--bootstrap-servers`` or ``KAFKA_BOOTSTRAP_SERVERS`` an embedded Tansu broker
 (kafka_core.devtools.brokers) runs for the duration. Exit status: 0 PASS, 1 FAIL or a failed job,
-2 bad arguments or set-up (one line on stderr, before Spark starts).
+2 bad arguments or set-up (one line on stderr, before Spark starts), or a Spark that did not start
+(one line: its JVM's reason).
 """
 
 from __future__ import annotations
