@@ -338,7 +338,12 @@ class Members:
                 self.pump(2.0)
                 if self.assignments == changes:
                     return done
-        raise TimeoutError(f"partitions not all fetched by their owners within {timeout:.0f} s")
+        owned = set().union(*(self.assigned[i] for i in among)) & wanted
+        fetched = {tp for i in among for tp in self.fetched[i] if tp in self.assigned[i]} & wanted
+        raise TimeoutError(
+            f"{len(fetched)} of {len(wanted)} partitions fetched by their owners within {timeout:.0f} s "
+            f"({len(owned)} assigned, {self.assignments} assignments seen)"
+        )
 
     def tell_leave(self, index: int) -> None:
         proc = self.procs[index]
