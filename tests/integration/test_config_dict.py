@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -30,7 +31,7 @@ def test_blocking_classes_take_a_config_dict(bootstrap_servers: str, new_topic: 
     with kafka_core.KafkaConsumer(
         consumer_config, topic, group_id=None, value_deserializer=bytes.decode
     ) as consumer:
-        values: list[str] = []
+        values: list[Any] = []
         for _ in range(POLLS):
             values += [m.value for m in consumer.poll(1_000)]
             if values:
