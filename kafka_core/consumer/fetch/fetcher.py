@@ -430,8 +430,8 @@ class Fetcher:
                 self._unplace(tp)
                 self._dirty.add(tp)  # looked up again after the lookup backoff
                 continue
-            if tp not in self._subs:
-                self._unplace(tp)
+            if tp not in self._subs or not self._wanted(tp, now):
+                self._unplace(tp)  # revoked, reassigned or reset during the lookup
                 continue
             slot = (node, self._lane(node, tp))
             if self._slot_of.get(tp) != slot:

@@ -100,6 +100,10 @@ class FetchRequests:
             # changed ones' (incremental: the others' ids were told before).
             topics = {tp.topic for tp in (session.wanted() if session.full else session.pending())}
             ids = cached_topic_ids(self._client, topics)
+            if ids is not None and any(session.topic_id(t) not in (None, tid) for t, tid in ids.items()):
+                # A topic recreated under a new id: the broker's session holds the old one.
+                session.restart()
+                ids = cached_topic_ids(self._client, {tp.topic for tp in session.wanted()})
             if ids is None:
                 version = conn.choose_version(ApiKey.FETCH, max_version=FETCH_BY_NAME_MAX_VERSION)
         plan = session.next_request(by_id=ids is not None, sessions=version >= SESSION_MIN_VERSION)
