@@ -168,8 +168,8 @@ lint() {
   ruff format --check .
 }
 
-# Before the unit suite: its protocol drift check reads the share-group definitions from the
-# newest Kafka's kafka-clients jar (tools/protocol_gen/newer.py).
+# Before the unit suite: its protocol drift check reads Kafka's message definitions from the
+# newest Kafka's kafka-clients jar (tools/protocol_gen/definitions.py).
 fetch_kafka() {
   python - "$KAFKA_NEWEST" "$KAFKA_OLDEST" <<'PY'
 import sys, time

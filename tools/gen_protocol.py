@@ -1,14 +1,15 @@
 #!/usr/bin/env python3
 """Generate the kafka_core/protocol/messages/ package from Apache Kafka's JSON message definitions.
 
-Usage: python tools/gen_protocol.py [--messages DIR] [--newer JAR] [--out DIR] [--schema FILE] [--check]
+Usage: python tools/gen_protocol.py [--messages DIR | --jar JAR] [--out DIR] [--schema FILE] [--check]
+
+The definitions are those of the kafka-clients jar of the newest Kafka the suites run, fetched
+from Maven Central like the dev broker's jars (``protocol_gen/definitions.py`` says why);
+``--jar`` names another kafka-clients jar, ``--messages`` a folder of definitions.
 
 Besides the package it writes the tests' table of the field schemas (``--schema``, by default
 tools/protocol_gen/schema_table.py for the repository's package, else schema_table.py beside
 ``--out``); ``--check`` checks both.
-
-The share-group definitions come from the kafka-clients jar of the newest Kafka the suites run
-(``protocol_gen/newer.py`` says why); ``--newer`` names another jar, else it is fetched with Maven.
 
 The work is done by the ``protocol_gen`` package next to this script; see docs/protocol.md.
 """
@@ -24,35 +25,39 @@ TOOLS = Path(__file__).resolve().parent
 if str(TOOLS) not in sys.path:  # run as a script or loaded by path (the tests): find protocol_gen
     sys.path.insert(0, str(TOOLS))
 
-from protocol_gen import TABLE, generate, load, schema_table  # noqa: E402
-from protocol_gen.newer import merge, newer_jar  # noqa: E402
+from protocol_gen import TABLE, generate, load, load_all, schema_table  # noqa: E402
+from protocol_gen.definitions import clients_jar, extract, kafka_version  # noqa: E402
 from protocol_gen.package import BANNER  # noqa: E402
 
 REPO = TOOLS.parent
-DEFAULT_MESSAGES = REPO.parent / "shared" / "kafka-protocol" / "messages"
 DEFAULT_OUT = REPO / "kafka_core" / "protocol" / "messages"
 DEFAULT_SCHEMA = TABLE
 
 __all__ = [
-    "DEFAULT_MESSAGES",
     "DEFAULT_OUT",
     "DEFAULT_SCHEMA",
     "check",
+    "clients_jar",
+    "extract",
     "generate",
-    "generate_merged",
+    "generate_from",
+    "kafka_version",
     "load",
+    "load_all",
     "main",
     "schema_table",
     "write",
 ]
 
 
-def generate_merged(messages: Path, jar: Path | None = None) -> tuple[dict[str, str], str]:
-    """The package and the schema table generated from the folder ``messages`` with the jar's
-    newer share-group files."""
+def generate_from(messages: Path | None = None, jar: Path | None = None) -> tuple[dict[str, str], str]:
+    """The package and the schema table generated from the folder ``messages`` if given, else
+    from the kafka-clients ``jar`` (default: the one of :func:`kafka_version`, fetched if absent)."""
+    if messages is not None:
+        return generate(messages), schema_table(messages)
     with tempfile.TemporaryDirectory(prefix="kafka-messages-") as tmp:
-        merged = merge(messages, jar or newer_jar(), Path(tmp))
-        return generate(merged), schema_table(merged)
+        definitions = extract(jar or clients_jar(), Path(tmp))
+        return generate(definitions), schema_table(definitions)
 
 
 def schema_path(out: Path, schema: Path | None) -> Path:
@@ -101,9 +106,13 @@ def write(out: Path, files: dict[str, str]) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[1])
-    ap.add_argument("--messages", type=Path, default=DEFAULT_MESSAGES, help="the JSON definitions")
-    ap.add_argument(
-        "--newer", type=Path, default=None, help="the kafka-clients jar (default: fetched with Maven)"
+    source = ap.add_mutually_exclusive_group()
+    source.add_argument("--messages", type=Path, default=None, help="a folder of JSON definitions")
+    source.add_argument(
+        "--jar",
+        type=Path,
+        default=None,
+        help="a kafka-clients jar (default: the newest Kafka's the suites run, fetched with Maven)",
     )
     ap.add_argument("--out", type=Path, default=DEFAULT_OUT, help="the package directory to write")
     ap.add_argument(
@@ -116,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         "--check", action="store_true", help="exit 1 if --out differs from what would be generated"
     )
     args = ap.parse_args(argv)
-    files, table = generate_merged(args.messages, args.newer)
+    files, table = generate_from(args.messages, args.jar)
     schema = schema_path(args.out, args.schema)
     if args.check:
         bad = check(args.out, files)

@@ -63,6 +63,9 @@ KAFKA4_MIN_VERSIONS: dict[int, int] = {
     ApiKey.CREATE_TOPICS: 2,
     ApiKey.DELETE_TOPICS: 1,
 }
+# ApiVersions v5 (Kafka 4.4, KIP-1242) names the cluster and node the client means, answered by
+# REBOOTSTRAP_REQUIRED when they are not: until the client sends them and handles that, it asks at v4.
+API_VERSIONS_MAX_VERSION = 4
 DEFAULT_MAX_RESPONSE_SIZE = 100 * 1024 * 1024 + 4096
 UNSUPPORTED_VERSION = 35
 _SASL_APIS = frozenset({ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
@@ -275,7 +278,7 @@ class BrokerConnection:
             raise self._error
 
     async def _negotiate_api_versions(self) -> None:
-        version = ApiVersionsRequest.MAX_VERSION
+        version = min(ApiVersionsRequest.MAX_VERSION, API_VERSIONS_MAX_VERSION)
         if self._api_versions_version is not None:
             version = min(version, self._api_versions_version)
         for _ in range(4):

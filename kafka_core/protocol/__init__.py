@@ -59,7 +59,6 @@ __all__ = [
 ]
 
 _API_VERSIONS = 18
-_CONTROLLED_SHUTDOWN = 7
 _HDR = struct.Struct(">hhi")
 
 
@@ -83,9 +82,8 @@ def _flexible(cls: type, api_version: int) -> bool:
 
 
 def request_header_version(api_key: int, api_version: int) -> int:
-    """2 for flexible request versions, else 1 (0 only for ControlledShutdown v0, as in Java)."""
-    if api_key == _CONTROLLED_SHUTDOWN and api_version == 0:
-        return 0
+    """2 for flexible request versions, else 1 (header v0 was ControlledShutdown v0's, an API Kafka 4.0
+    removed and the package does not define)."""
     return 2 if _flexible(_request_class(api_key), api_version) else 1
 
 

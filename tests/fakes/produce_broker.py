@@ -222,7 +222,12 @@ class ProduceBroker:
             offsets = {
                 (t.name, p.partition_index): p.committed_offset for t in body.topics for p in t.partitions
             }
-            group = (body.group_id, body.generation_id, body.member_id, body.group_instance_id)
+            group = (
+                body.group_id,
+                body.generation_id_or_member_epoch,
+                body.member_id,
+                body.group_instance_id,
+            )
             self.calls.append(("TxnOffsetCommit", (group, offsets)))
             code = code or self._fenced(body.transactional_id, body.producer_id, body.producer_epoch)
             if not code:

@@ -113,9 +113,9 @@ def family_module(msgs: list[MessageDef]) -> str:
     return "\n".join([*head, "", "", text.rstrip("\n"), ""])
 
 
-def init_module(msgs: list[MessageDef], where: dict[str, str], preferred: set[str]) -> str:
+def init_module(msgs: list[MessageDef], where: dict[str, str]) -> str:
     """The package ``__init__``: the registries, with classes resolved on first lookup."""
-    # registries: on a key clash the Kafka 4.3 definition wins
+    # registries: one Kafka release defines each key once; two definitions mean mixed releases
     reqs: dict[int, MessageDef] = {}
     resps: dict[int, MessageDef] = {}
     for m in msgs:
@@ -123,8 +123,11 @@ def init_module(msgs: list[MessageDef], where: dict[str, str], preferred: set[st
         if table is None or m.api_key is None:
             continue
         old = table.get(m.api_key)
-        if old is None or (m.name in preferred and old.name not in preferred):
-            table[m.api_key] = m
+        if old is not None:
+            raise ValueError(
+                f"API key {m.api_key} is defined twice ({old.name}, {m.name}): mixed Kafka releases?"
+            )
+        table[m.api_key] = m
     out = [
         *BANNER,
         '"""Kafka protocol messages, one submodule per API family, each imported on first use.',
@@ -174,15 +177,11 @@ def init_module(msgs: list[MessageDef], where: dict[str, str], preferred: set[st
 
 def generate(messages_dir: Path) -> dict[str, str]:
     """Every generated file of the package, by file name."""
-    preferred: set[str] = set()
-    from43 = messages_dir / "FROM-4.3.txt"
-    if from43.exists():
-        preferred = {line.strip()[:-5] for line in from43.read_text().splitlines() if line.strip()}
     msgs = load_all(messages_dir)
     families: dict[str, list[MessageDef]] = {}
     for m in msgs:
         families.setdefault(family(m), []).append(m)
     out = {f"{mod}.py": family_module(group) for mod, group in sorted(families.items())}
     where = {m.name: mod for mod, group in families.items() for m in group}
-    out["__init__.py"] = init_module(msgs, where, preferred)
+    out["__init__.py"] = init_module(msgs, where)
     return out

@@ -15,6 +15,13 @@ from __future__ import annotations
 from typing import Any
 
 SCHEMA: dict[str, tuple[Any, ...]] = {
+    'AbortedTxn': ('data', None, (0, 0), (1, 0), False, (), (
+        ('ProducerId', 'producer_id', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('FirstOffset', 'first_offset', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('LastOffset', 'last_offset', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('LastStableOffset', 'last_stable_offset', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+    ), {
+    }),
     'AddOffsetsToTxnRequest': ('request', 25, (0, 4), (3, 32767), False, ('broker',), (
         ('TransactionalId', 'transactional_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ('ProducerId', 'producer_id', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
@@ -65,12 +72,13 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('TopicResults', 'topic_results', 'AddPartitionsToTxnTopicResult', True, (4, 32767), (1, 0), (1, 0), None, False, '[]', None, 'AddPartitionsToTxnTopicResult'),
         ),
     }),
-    'AddRaftVoterRequest': ('request', 80, (0, 0), (0, 32767), False, ('controller', 'broker'), (
+    'AddRaftVoterRequest': ('request', 80, (0, 1), (0, 32767), False, ('controller', 'broker'), (
         ('ClusterId', 'cluster_id', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, "''", None, None),
         ('TimeoutMs', 'timeout_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('VoterId', 'voter_id', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('VoterDirectoryId', 'voter_directory_id', 'uuid', False, (0, 32767), (1, 0), (1, 0), None, False, 'ZERO_UUID', None, None),
         ('Listeners', 'listeners', 'Listener', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'Listener'),
+        ('AckWhenCommitted', 'ack_when_committed', 'bool', False, (1, 32767), (1, 0), (1, 0), None, False, 'True', None, None),
     ), {
         'Listener': (
             ('Name', 'name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
@@ -78,13 +86,13 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('Port', 'port', 'uint16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ),
     }),
-    'AddRaftVoterResponse': ('response', 80, (0, 0), (0, 32767), False, (), (
+    'AddRaftVoterResponse': ('response', 80, (0, 1), (0, 32767), False, (), (
         ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, True, "''", None, None),
     ), {
     }),
-    'AllocateProducerIdsRequest': ('request', 67, (0, 0), (0, 32767), False, ('zkBroker', 'controller'), (
+    'AllocateProducerIdsRequest': ('request', 67, (0, 0), (0, 32767), False, ('controller',), (
         ('BrokerId', 'broker_id', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('BrokerEpoch', 'broker_epoch', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '-1', None, None),
     ), {
@@ -184,7 +192,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('Partitions', 'partitions', 'ReassignablePartitionResponse', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'ReassignablePartitionResponse'),
         ),
     }),
-    'AlterPartitionRequest': ('request', 56, (0, 3), (0, 32767), False, ('zkBroker', 'controller'), (
+    'AlterPartitionRequest': ('request', 56, (2, 3), (0, 32767), False, ('controller',), (
         ('BrokerId', 'broker_id', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('BrokerEpoch', 'broker_epoch', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '-1', None, None),
         ('Topics', 'topics', 'TopicData', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TopicData'),
@@ -202,12 +210,11 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('PartitionEpoch', 'partition_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ),
         'TopicData': (
-            ('TopicName', 'topic_name', 'string', False, (0, 1), (1, 0), (1, 0), None, True, "''", None, None),
             ('TopicId', 'topic_id', 'uuid', False, (2, 32767), (1, 0), (1, 0), None, True, 'ZERO_UUID', None, None),
             ('Partitions', 'partitions', 'PartitionData', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'PartitionData'),
         ),
     }),
-    'AlterPartitionResponse': ('response', 56, (0, 3), (0, 32767), False, (), (
+    'AlterPartitionResponse': ('response', 56, (2, 3), (0, 32767), False, (), (
         ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('Topics', 'topics', 'TopicData', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TopicData'),
@@ -222,7 +229,6 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('PartitionEpoch', 'partition_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ),
         'TopicData': (
-            ('TopicName', 'topic_name', 'string', False, (0, 1), (1, 0), (1, 0), None, True, "''", None, None),
             ('TopicId', 'topic_id', 'uuid', False, (2, 32767), (1, 0), (1, 0), None, True, 'ZERO_UUID', None, None),
             ('Partitions', 'partitions', 'PartitionData', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'PartitionData'),
         ),
@@ -308,12 +314,14 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, "''", None, None),
         ),
     }),
-    'ApiVersionsRequest': ('request', 18, (0, 4), (3, 32767), False, ('broker', 'controller'), (
+    'ApiVersionsRequest': ('request', 18, (0, 5), (3, 32767), False, ('broker', 'controller'), (
         ('ClientSoftwareName', 'client_software_name', 'string', False, (3, 32767), (1, 0), (1, 0), None, True, "''", None, None),
         ('ClientSoftwareVersion', 'client_software_version', 'string', False, (3, 32767), (1, 0), (1, 0), None, True, "''", None, None),
+        ('ClusterId', 'cluster_id', 'string', False, (5, 32767), (5, 32767), (1, 0), None, True, 'None', None, None),
+        ('NodeId', 'node_id', 'int32', False, (5, 32767), (1, 0), (1, 0), None, True, '-1', None, None),
     ), {
     }),
-    'ApiVersionsResponse': ('response', 18, (0, 4), (3, 32767), False, (), (
+    'ApiVersionsResponse': ('response', 18, (0, 5), (3, 32767), False, (), (
         ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('ApiKeys', 'api_keys', 'ApiVersion', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'ApiVersion'),
         ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (1, 32767), (1, 0), (1, 0), None, True, '0', None, None),
@@ -416,16 +424,17 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('Port', 'port', 'uint16', False, (1, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ),
     }),
-    'BrokerHeartbeatRequest': ('request', 63, (0, 1), (0, 32767), False, ('controller',), (
+    'BrokerHeartbeatRequest': ('request', 63, (0, 2), (0, 32767), False, ('controller',), (
         ('BrokerId', 'broker_id', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('BrokerEpoch', 'broker_epoch', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '-1', None, None),
         ('CurrentMetadataOffset', 'current_metadata_offset', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('WantFence', 'want_fence', 'bool', False, (0, 32767), (1, 0), (1, 0), None, False, 'False', None, None),
         ('WantShutDown', 'want_shut_down', 'bool', False, (0, 32767), (1, 0), (1, 0), None, False, 'False', None, None),
         ('OfflineLogDirs', 'offline_log_dirs', 'uuid', True, (1, 32767), (1, 0), (1, 32767), 0, False, '[]', None, None),
+        ('CordonedLogDirs', 'cordoned_log_dirs', 'uuid', True, (2, 32767), (2, 32767), (2, 32767), 1, False, 'None', None, None),
     ), {
     }),
-    'BrokerHeartbeatResponse': ('response', 63, (0, 1), (0, 32767), False, (), (
+    'BrokerHeartbeatResponse': ('response', 63, (0, 2), (0, 32767), False, (), (
         ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('IsCaughtUp', 'is_caught_up', 'bool', False, (0, 32767), (1, 0), (1, 0), None, False, 'False', None, None),
@@ -462,12 +471,12 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
         ('BrokerEpoch', 'broker_epoch', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '-1', None, None),
     ), {
     }),
-    'ConsumerGroupDescribeRequest': ('request', 69, (0, 0), (0, 32767), False, ('zkBroker', 'broker'), (
+    'ConsumerGroupDescribeRequest': ('request', 69, (0, 1), (0, 32767), False, ('broker',), (
         ('GroupIds', 'group_ids', 'string', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
         ('IncludeAuthorizedOperations', 'include_authorized_operations', 'bool', False, (0, 32767), (1, 0), (1, 0), None, False, 'False', None, None),
     ), {
     }),
-    'ConsumerGroupDescribeResponse': ('response', 69, (0, 0), (0, 32767), False, (), (
+    'ConsumerGroupDescribeResponse': ('response', 69, (0, 1), (0, 32767), False, (), (
         ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('Groups', 'groups', 'DescribedGroup', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'DescribedGroup'),
     ), {
@@ -490,6 +499,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('SubscribedTopicRegex', 'subscribed_topic_regex', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
             ('Assignment', 'assignment', 'Assignment', False, (0, 32767), (1, 0), (1, 0), None, False, '_s_ConsumerGroupDescribeResponse_Assignment()', None, 'Assignment'),
             ('TargetAssignment', 'target_assignment', 'Assignment', False, (0, 32767), (1, 0), (1, 0), None, False, '_s_ConsumerGroupDescribeResponse_Assignment()', None, 'Assignment'),
+            ('MemberType', 'member_type', 'int8', False, (1, 32767), (1, 0), (1, 0), None, True, '-1', None, None),
         ),
         'DescribedGroup': (
             ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
@@ -503,7 +513,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('AuthorizedOperations', 'authorized_operations', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '-2147483648', None, None),
         ),
     }),
-    'ConsumerGroupHeartbeatRequest': ('request', 68, (0, 1), (0, 32767), True, ('zkBroker', 'broker'), (
+    'ConsumerGroupHeartbeatRequest': ('request', 68, (0, 1), (0, 32767), False, ('broker',), (
         ('GroupId', 'group_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ('MemberId', 'member_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ('MemberEpoch', 'member_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
@@ -558,19 +568,9 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('Partitions', 'partitions', 'int32', True, (1, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
         ),
     }),
-    'ControlledShutdownRequest': ('request', 7, (0, 3), (3, 32767), False, ('zkBroker', 'controller'), (
-        ('BrokerId', 'broker_id', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ('BrokerEpoch', 'broker_epoch', 'int64', False, (2, 32767), (1, 0), (1, 0), None, True, '-1', None, None),
+    'ControlRecordTypeSchema': ('data', None, (0, 0), (1, 0), False, (), (
+        ('Type', 'type', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
     ), {
-    }),
-    'ControlledShutdownResponse': ('response', 7, (0, 3), (3, 32767), False, (), (
-        ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ('RemainingPartitions', 'remaining_partitions', 'RemainingPartition', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'RemainingPartition'),
-    ), {
-        'RemainingPartition': (
-            ('TopicName', 'topic_name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
-            ('PartitionIndex', 'partition_index', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ),
     }),
     'ControllerRegistrationRequest': ('request', 70, (0, 0), (0, 32767), False, ('controller',), (
         ('ControllerId', 'controller_id', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
@@ -619,7 +619,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, "''", None, None),
         ),
     }),
-    'CreateDelegationTokenRequest': ('request', 38, (0, 3), (2, 32767), False, ('zkBroker', 'broker', 'controller'), (
+    'CreateDelegationTokenRequest': ('request', 38, (1, 3), (2, 32767), False, ('broker', 'controller'), (
         ('OwnerPrincipalType', 'owner_principal_type', 'string', False, (3, 32767), (3, 32767), (1, 0), None, False, "''", None, None),
         ('OwnerPrincipalName', 'owner_principal_name', 'string', False, (3, 32767), (3, 32767), (1, 0), None, False, "''", None, None),
         ('Renewers', 'renewers', 'CreatableRenewers', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'CreatableRenewers'),
@@ -630,7 +630,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('PrincipalName', 'principal_name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ),
     }),
-    'CreateDelegationTokenResponse': ('response', 38, (0, 3), (2, 32767), False, (), (
+    'CreateDelegationTokenResponse': ('response', 38, (1, 3), (2, 32767), False, (), (
         ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('PrincipalType', 'principal_type', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ('PrincipalName', 'principal_name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
@@ -751,17 +751,18 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('MatchingAcls', 'matching_acls', 'DeleteAclsMatchingAcl', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'DeleteAclsMatchingAcl'),
         ),
     }),
-    'DeleteGroupsRequest': ('request', 42, (0, 2), (2, 32767), False, ('broker',), (
+    'DeleteGroupsRequest': ('request', 42, (0, 3), (2, 32767), False, ('broker',), (
         ('GroupsNames', 'groups_names', 'string', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
     ), {
     }),
-    'DeleteGroupsResponse': ('response', 42, (0, 2), (2, 32767), False, (), (
+    'DeleteGroupsResponse': ('response', 42, (0, 3), (2, 32767), False, (), (
         ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('Results', 'results', 'DeletableGroupResult', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'DeletableGroupResult'),
     ), {
         'DeletableGroupResult': (
             ('GroupId', 'group_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
             ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('ErrorMessage', 'error_message', 'string', False, (3, 32767), (3, 32767), (1, 0), None, True, 'None', None, None),
         ),
     }),
     'DeleteRecordsRequest': ('request', 21, (0, 2), (2, 32767), False, ('broker',), (
@@ -965,7 +966,6 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('Value', 'value', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, "''", None, None),
             ('ReadOnly', 'read_only', 'bool', False, (0, 32767), (1, 0), (1, 0), None, False, 'False', None, None),
             ('ConfigSource', 'config_source', 'int8', False, (1, 32767), (1, 0), (1, 0), None, True, '-1', None, None),
-            ('IsDefault', 'is_default', 'bool', False, (0, 0), (1, 0), (1, 0), None, False, 'False', None, None),
             ('IsSensitive', 'is_sensitive', 'bool', False, (0, 32767), (1, 0), (1, 0), None, False, 'False', None, None),
             ('Synonyms', 'synonyms', 'DescribeConfigsSynonym', True, (1, 32767), (1, 0), (1, 0), None, True, '[]', None, 'DescribeConfigsSynonym'),
             ('ConfigType', 'config_type', 'int8', False, (3, 32767), (1, 0), (1, 0), None, True, '0', None, None),
@@ -979,7 +979,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('Configs', 'configs', 'DescribeConfigsResourceResult', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'DescribeConfigsResourceResult'),
         ),
     }),
-    'DescribeDelegationTokenRequest': ('request', 41, (0, 3), (2, 32767), False, ('zkBroker', 'broker', 'controller'), (
+    'DescribeDelegationTokenRequest': ('request', 41, (1, 3), (2, 32767), False, ('broker', 'controller'), (
         ('Owners', 'owners', 'DescribeDelegationTokenOwner', True, (0, 32767), (0, 32767), (1, 0), None, False, '[]', None, 'DescribeDelegationTokenOwner'),
     ), {
         'DescribeDelegationTokenOwner': (
@@ -987,7 +987,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('PrincipalName', 'principal_name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ),
     }),
-    'DescribeDelegationTokenResponse': ('response', 41, (0, 3), (2, 32767), False, (), (
+    'DescribeDelegationTokenResponse': ('response', 41, (1, 3), (2, 32767), False, (), (
         ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('Tokens', 'tokens', 'DescribedDelegationToken', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'DescribedDelegationToken'),
         ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
@@ -1345,6 +1345,10 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('Port', 'port', 'uint16', False, (1, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ),
     }),
+    'EndTxnMarker': ('data', None, (0, 0), (1, 0), False, (), (
+        ('CoordinatorEpoch', 'coordinator_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+    ), {
+    }),
     'EndTxnRequest': ('request', 26, (0, 5), (3, 32767), False, ('broker',), (
         ('TransactionalId', 'transactional_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ('ProducerId', 'producer_id', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
@@ -1359,7 +1363,7 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
         ('ProducerEpoch', 'producer_epoch', 'int16', False, (5, 32767), (1, 0), (1, 0), None, True, '-1', None, None),
     ), {
     }),
-    'EnvelopeRequest': ('request', 58, (0, 0), (0, 32767), False, ('controller', 'zkBroker'), (
+    'EnvelopeRequest': ('request', 58, (0, 0), (0, 32767), False, ('controller',), (
         ('RequestData', 'request_data', 'bytes', False, (0, 32767), (1, 0), (1, 0), None, False, 'b""', None, None),
         ('RequestPrincipal', 'request_principal', 'bytes', False, (0, 32767), (0, 32767), (1, 0), None, False, 'b""', None, None),
         ('ClientHostAddress', 'client_host_address', 'bytes', False, (0, 32767), (1, 0), (1, 0), None, False, 'b""', None, None),
@@ -1370,12 +1374,12 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
         ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
     ), {
     }),
-    'ExpireDelegationTokenRequest': ('request', 40, (0, 2), (2, 32767), False, ('zkBroker', 'broker', 'controller'), (
+    'ExpireDelegationTokenRequest': ('request', 40, (1, 2), (2, 32767), False, ('broker', 'controller'), (
         ('Hmac', 'hmac', 'bytes', False, (0, 32767), (1, 0), (1, 0), None, False, 'b""', None, None),
         ('ExpiryTimePeriodMs', 'expiry_time_period_ms', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
     ), {
     }),
-    'ExpireDelegationTokenResponse': ('response', 40, (0, 2), (2, 32767), False, (), (
+    'ExpireDelegationTokenResponse': ('response', 40, (1, 2), (2, 32767), False, (), (
         ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('ExpiryTimestampMs', 'expiry_timestamp_ms', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
@@ -1683,56 +1687,6 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
         ('KRaftVersion', 'k_raft_version', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
     ), {
     }),
-    'LeaderAndIsrRequest': ('request', 4, (0, 7), (4, 32767), False, ('zkBroker',), (
-        ('ControllerId', 'controller_id', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ('isKRaftController', 'is_k_raft_controller', 'bool', False, (7, 32767), (1, 0), (1, 0), None, False, 'False', None, None),
-        ('ControllerEpoch', 'controller_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ('BrokerEpoch', 'broker_epoch', 'int64', False, (2, 32767), (1, 0), (1, 0), None, True, '-1', None, None),
-        ('Type', 'type', 'int8', False, (5, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ('UngroupedPartitionStates', 'ungrouped_partition_states', 'LeaderAndIsrPartitionState', True, (0, 1), (1, 0), (1, 0), None, False, '[]', None, 'LeaderAndIsrPartitionState'),
-        ('TopicStates', 'topic_states', 'LeaderAndIsrTopicState', True, (2, 32767), (1, 0), (1, 0), None, False, '[]', None, 'LeaderAndIsrTopicState'),
-        ('LiveLeaders', 'live_leaders', 'LeaderAndIsrLiveLeader', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'LeaderAndIsrLiveLeader'),
-    ), {
-        'LeaderAndIsrPartitionState': (
-            ('TopicName', 'topic_name', 'string', False, (0, 1), (1, 0), (1, 0), None, True, "''", None, None),
-            ('PartitionIndex', 'partition_index', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('ControllerEpoch', 'controller_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('Leader', 'leader', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('LeaderEpoch', 'leader_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('Isr', 'isr', 'int32', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
-            ('PartitionEpoch', 'partition_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('Replicas', 'replicas', 'int32', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
-            ('AddingReplicas', 'adding_replicas', 'int32', True, (3, 32767), (1, 0), (1, 0), None, True, '[]', None, None),
-            ('RemovingReplicas', 'removing_replicas', 'int32', True, (3, 32767), (1, 0), (1, 0), None, True, '[]', None, None),
-            ('IsNew', 'is_new', 'bool', False, (1, 32767), (1, 0), (1, 0), None, True, 'False', None, None),
-            ('LeaderRecoveryState', 'leader_recovery_state', 'int8', False, (6, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ),
-        'LeaderAndIsrTopicState': (
-            ('TopicName', 'topic_name', 'string', False, (2, 32767), (1, 0), (1, 0), None, False, "''", None, None),
-            ('TopicId', 'topic_id', 'uuid', False, (5, 32767), (1, 0), (1, 0), None, True, 'ZERO_UUID', None, None),
-            ('PartitionStates', 'partition_states', 'LeaderAndIsrPartitionState', True, (2, 32767), (1, 0), (1, 0), None, False, '[]', None, 'LeaderAndIsrPartitionState'),
-        ),
-        'LeaderAndIsrLiveLeader': (
-            ('BrokerId', 'broker_id', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('HostName', 'host_name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
-            ('Port', 'port', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ),
-    }),
-    'LeaderAndIsrResponse': ('response', 4, (0, 7), (4, 32767), False, (), (
-        ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ('PartitionErrors', 'partition_errors', 'LeaderAndIsrPartitionError', True, (0, 4), (1, 0), (1, 0), None, False, '[]', None, 'LeaderAndIsrPartitionError'),
-        ('Topics', 'topics', 'LeaderAndIsrTopicError', True, (5, 32767), (1, 0), (1, 0), None, False, '[]', None, 'LeaderAndIsrTopicError'),
-    ), {
-        'LeaderAndIsrPartitionError': (
-            ('TopicName', 'topic_name', 'string', False, (0, 4), (1, 0), (1, 0), None, True, "''", None, None),
-            ('PartitionIndex', 'partition_index', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ),
-        'LeaderAndIsrTopicError': (
-            ('TopicId', 'topic_id', 'uuid', False, (5, 32767), (1, 0), (1, 0), None, False, 'ZERO_UUID', None, None),
-            ('PartitionErrors', 'partition_errors', 'LeaderAndIsrPartitionError', True, (5, 32767), (1, 0), (1, 0), None, False, '[]', None, 'LeaderAndIsrPartitionError'),
-        ),
-    }),
     'LeaderChangeMessage': ('data', None, (0, 1), (0, 32767), False, (), (
         ('Version', 'version', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('LeaderId', 'leader_id', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
@@ -1764,18 +1718,6 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('MemberId', 'member_id', 'string', False, (3, 32767), (1, 0), (1, 0), None, False, "''", None, None),
             ('GroupInstanceId', 'group_instance_id', 'string', False, (3, 32767), (3, 32767), (1, 0), None, False, "''", None, None),
             ('ErrorCode', 'error_code', 'int16', False, (3, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ),
-    }),
-    'ListClientMetricsResourcesRequest': ('request', 74, (0, 0), (0, 32767), False, ('broker',), (
-    ), {
-    }),
-    'ListClientMetricsResourcesResponse': ('response', 74, (0, 0), (0, 32767), False, (), (
-        ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ('ClientMetricsResources', 'client_metrics_resources', 'ClientMetricsResource', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'ClientMetricsResource'),
-    ), {
-        'ClientMetricsResource': (
-            ('Name', 'name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ),
     }),
     'ListConfigResourcesRequest': ('request', 74, (0, 1), (0, 32767), False, ('broker',), (
@@ -1819,7 +1761,6 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('PartitionIndex', 'partition_index', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
             ('CurrentLeaderEpoch', 'current_leader_epoch', 'int32', False, (4, 32767), (1, 0), (1, 0), None, True, '-1', None, None),
             ('Timestamp', 'timestamp', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('MaxNumOffsets', 'max_num_offsets', 'int32', False, (0, 0), (1, 0), (1, 0), None, False, '1', None, None),
         ),
         'ListOffsetsTopic': (
             ('Name', 'name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
@@ -1833,7 +1774,6 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
         'ListOffsetsPartitionResponse': (
             ('PartitionIndex', 'partition_index', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
             ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('OldStyleOffsets', 'old_style_offsets', 'int64', True, (0, 0), (1, 0), (1, 0), None, False, '[]', None, None),
             ('Timestamp', 'timestamp', 'int64', False, (1, 32767), (1, 0), (1, 0), None, False, '-1', None, None),
             ('Offset', 'offset', 'int64', False, (1, 32767), (1, 0), (1, 0), None, False, '-1', None, None),
             ('LeaderEpoch', 'leader_epoch', 'int32', False, (4, 32767), (1, 0), (1, 0), None, False, '-1', None, None),
@@ -1944,7 +1884,6 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('PartitionIndex', 'partition_index', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
             ('CommittedOffset', 'committed_offset', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
             ('CommittedLeaderEpoch', 'committed_leader_epoch', 'int32', False, (6, 32767), (1, 0), (1, 0), None, True, '-1', None, None),
-            ('CommitTimestamp', 'commit_timestamp', 'int64', False, (1, 1), (1, 0), (1, 0), None, False, '-1', None, None),
             ('CommittedMetadata', 'committed_metadata', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, "''", None, None),
         ),
         'OffsetCommitRequestTopic': (
@@ -2220,12 +2159,12 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
         ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, True, "''", None, None),
     ), {
     }),
-    'RenewDelegationTokenRequest': ('request', 39, (0, 2), (2, 32767), False, ('zkBroker', 'broker', 'controller'), (
+    'RenewDelegationTokenRequest': ('request', 39, (1, 2), (2, 32767), False, ('broker', 'controller'), (
         ('Hmac', 'hmac', 'bytes', False, (0, 32767), (1, 0), (1, 0), None, False, 'b""', None, None),
         ('RenewPeriodMs', 'renew_period_ms', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
     ), {
     }),
-    'RenewDelegationTokenResponse': ('response', 39, (0, 2), (2, 32767), False, (), (
+    'RenewDelegationTokenResponse': ('response', 39, (1, 2), (2, 32767), False, (), (
         ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('ExpiryTimestampMs', 'expiry_timestamp_ms', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
@@ -2444,43 +2383,240 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
         ('LastContainedLogTimestamp', 'last_contained_log_timestamp', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
     ), {
     }),
-    'StopReplicaRequest': ('request', 5, (0, 4), (2, 32767), False, ('zkBroker',), (
-        ('ControllerId', 'controller_id', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ('isKRaftController', 'is_k_raft_controller', 'bool', False, (4, 32767), (1, 0), (1, 0), None, False, 'False', None, None),
-        ('ControllerEpoch', 'controller_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ('BrokerEpoch', 'broker_epoch', 'int64', False, (1, 32767), (1, 0), (1, 0), None, True, '-1', None, None),
-        ('DeletePartitions', 'delete_partitions', 'bool', False, (0, 2), (1, 0), (1, 0), None, False, 'False', None, None),
-        ('UngroupedPartitions', 'ungrouped_partitions', 'StopReplicaPartitionV0', True, (0, 0), (1, 0), (1, 0), None, False, '[]', None, 'StopReplicaPartitionV0'),
-        ('Topics', 'topics', 'StopReplicaTopicV1', True, (1, 2), (1, 0), (1, 0), None, False, '[]', None, 'StopReplicaTopicV1'),
-        ('TopicStates', 'topic_states', 'StopReplicaTopicState', True, (3, 32767), (1, 0), (1, 0), None, False, '[]', None, 'StopReplicaTopicState'),
+    'StreamsGroupDescribeRequest': ('request', 89, (0, 1), (0, 32767), False, ('broker',), (
+        ('GroupIds', 'group_ids', 'string', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+        ('IncludeAuthorizedOperations', 'include_authorized_operations', 'bool', False, (0, 32767), (1, 0), (1, 0), None, False, 'False', None, None),
+        ('IncludeTopologyDescription', 'include_topology_description', 'bool', False, (1, 32767), (1, 0), (1, 0), None, False, 'False', None, None),
     ), {
-        'StopReplicaPartitionV0': (
-            ('TopicName', 'topic_name', 'string', False, (0, 0), (1, 0), (1, 0), None, False, "''", None, None),
-            ('PartitionIndex', 'partition_index', 'int32', False, (0, 0), (1, 0), (1, 0), None, False, '0', None, None),
+    }),
+    'StreamsGroupDescribeResponse': ('response', 89, (0, 1), (0, 32767), False, (), (
+        ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('Groups', 'groups', 'DescribedGroup', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'DescribedGroup'),
+    ), {
+        'KeyValue': (
+            ('Key', 'key', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Value', 'value', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ),
-        'StopReplicaTopicV1': (
-            ('Name', 'name', 'string', False, (1, 2), (1, 0), (1, 0), None, False, "''", None, None),
-            ('PartitionIndexes', 'partition_indexes', 'int32', True, (1, 2), (1, 0), (1, 0), None, False, '[]', None, None),
+        'TopicInfo': (
+            ('Name', 'name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Partitions', 'partitions', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('ReplicationFactor', 'replication_factor', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('TopicConfigs', 'topic_configs', 'KeyValue', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'KeyValue'),
         ),
-        'StopReplicaPartitionState': (
-            ('PartitionIndex', 'partition_index', 'int32', False, (3, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('LeaderEpoch', 'leader_epoch', 'int32', False, (3, 32767), (1, 0), (1, 0), None, False, '-1', None, None),
-            ('DeletePartition', 'delete_partition', 'bool', False, (3, 32767), (1, 0), (1, 0), None, False, 'False', None, None),
+        'Subtopology': (
+            ('SubtopologyId', 'subtopology_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('SourceTopics', 'source_topics', 'string', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+            ('RepartitionSinkTopics', 'repartition_sink_topics', 'string', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+            ('StateChangelogTopics', 'state_changelog_topics', 'TopicInfo', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TopicInfo'),
+            ('RepartitionSourceTopics', 'repartition_source_topics', 'TopicInfo', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TopicInfo'),
         ),
-        'StopReplicaTopicState': (
-            ('TopicName', 'topic_name', 'string', False, (3, 32767), (1, 0), (1, 0), None, False, "''", None, None),
-            ('PartitionStates', 'partition_states', 'StopReplicaPartitionState', True, (3, 32767), (1, 0), (1, 0), None, False, '[]', None, 'StopReplicaPartitionState'),
+        'Topology': (
+            ('Epoch', 'epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('Subtopologies', 'subtopologies', 'Subtopology', True, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, 'Subtopology'),
+        ),
+        'Endpoint': (
+            ('Host', 'host', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Port', 'port', 'uint16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ),
+        'TaskOffset': (
+            ('SubtopologyId', 'subtopology_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Partition', 'partition', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('Offset', 'offset', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ),
+        'TaskIds': (
+            ('SubtopologyId', 'subtopology_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Partitions', 'partitions', 'int32', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+        ),
+        'Assignment': (
+            ('ActiveTasks', 'active_tasks', 'TaskIds', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TaskIds'),
+            ('StandbyTasks', 'standby_tasks', 'TaskIds', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TaskIds'),
+            ('WarmupTasks', 'warmup_tasks', 'TaskIds', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TaskIds'),
+        ),
+        'Member': (
+            ('MemberId', 'member_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('MemberEpoch', 'member_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('InstanceId', 'instance_id', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
+            ('RackId', 'rack_id', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
+            ('ClientId', 'client_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('ClientHost', 'client_host', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('TopologyEpoch', 'topology_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('ProcessId', 'process_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('UserEndpoint', 'user_endpoint', 'Endpoint', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, 'Endpoint'),
+            ('ClientTags', 'client_tags', 'KeyValue', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'KeyValue'),
+            ('TaskOffsets', 'task_offsets', 'TaskOffset', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TaskOffset'),
+            ('TaskEndOffsets', 'task_end_offsets', 'TaskOffset', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TaskOffset'),
+            ('Assignment', 'assignment', 'Assignment', False, (0, 32767), (1, 0), (1, 0), None, False, '_s_StreamsGroupDescribeResponse_Assignment()', None, 'Assignment'),
+            ('TargetAssignment', 'target_assignment', 'Assignment', False, (0, 32767), (1, 0), (1, 0), None, False, '_s_StreamsGroupDescribeResponse_Assignment()', None, 'Assignment'),
+            ('IsClassic', 'is_classic', 'bool', False, (0, 32767), (1, 0), (1, 0), None, False, 'False', None, None),
+        ),
+        'TopologyDescriptionNode': (
+            ('Name', 'name', 'string', False, (1, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('NodeType', 'node_type', 'int8', False, (1, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('SourceTopics', 'source_topics', 'string', True, (1, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+            ('SinkTopic', 'sink_topic', 'string', False, (1, 32767), (1, 32767), (1, 0), None, False, 'None', None, None),
+            ('Stores', 'stores', 'string', True, (1, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+            ('Successors', 'successors', 'string', True, (1, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+        ),
+        'TopologyDescriptionSubtopology': (
+            ('SubtopologyId', 'subtopology_id', 'string', False, (1, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Nodes', 'nodes', 'TopologyDescriptionNode', True, (1, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TopologyDescriptionNode'),
+        ),
+        'TopologyDescriptionGlobalStore': (
+            ('Source', 'source', 'TopologyDescriptionNode', False, (1, 32767), (1, 0), (1, 0), None, False, '_s_StreamsGroupDescribeResponse_TopologyDescriptionNode()', None, 'TopologyDescriptionNode'),
+            ('Processor', 'processor', 'TopologyDescriptionNode', False, (1, 32767), (1, 0), (1, 0), None, False, '_s_StreamsGroupDescribeResponse_TopologyDescriptionNode()', None, 'TopologyDescriptionNode'),
+        ),
+        'TopologyDescription': (
+            ('Subtopologies', 'subtopologies', 'TopologyDescriptionSubtopology', True, (1, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TopologyDescriptionSubtopology'),
+            ('GlobalStores', 'global_stores', 'TopologyDescriptionGlobalStore', True, (1, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TopologyDescriptionGlobalStore'),
+        ),
+        'DescribedGroup': (
+            ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
+            ('GroupId', 'group_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('GroupState', 'group_state', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('GroupEpoch', 'group_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('AssignmentEpoch', 'assignment_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('Topology', 'topology', 'Topology', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, 'Topology'),
+            ('Members', 'members', 'Member', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'Member'),
+            ('AuthorizedOperations', 'authorized_operations', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '-2147483648', None, None),
+            ('TopologyDescription', 'topology_description', 'TopologyDescription', False, (1, 32767), (1, 32767), (1, 0), None, False, 'None', None, 'TopologyDescription'),
+            ('TopologyDescriptionStatus', 'topology_description_status', 'int8', False, (1, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('AssignorName', 'assignor_name', 'string', False, (1, 32767), (1, 32767), (1, 0), None, True, 'None', None, None),
         ),
     }),
-    'StopReplicaResponse': ('response', 5, (0, 4), (2, 32767), False, (), (
-        ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ('PartitionErrors', 'partition_errors', 'StopReplicaPartitionError', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'StopReplicaPartitionError'),
+    'StreamsGroupHeartbeatRequest': ('request', 88, (0, 1), (0, 32767), False, ('broker',), (
+        ('GroupId', 'group_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+        ('MemberId', 'member_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+        ('MemberEpoch', 'member_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('EndpointInformationEpoch', 'endpoint_information_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('InstanceId', 'instance_id', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
+        ('RackId', 'rack_id', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
+        ('RebalanceTimeoutMs', 'rebalance_timeout_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '-1', None, None),
+        ('Topology', 'topology', 'Topology', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, 'Topology'),
+        ('ActiveTasks', 'active_tasks', 'TaskIds', True, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, 'TaskIds'),
+        ('StandbyTasks', 'standby_tasks', 'TaskIds', True, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, 'TaskIds'),
+        ('WarmupTasks', 'warmup_tasks', 'TaskIds', True, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, 'TaskIds'),
+        ('ProcessId', 'process_id', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
+        ('UserEndpoint', 'user_endpoint', 'Endpoint', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, 'Endpoint'),
+        ('ClientTags', 'client_tags', 'KeyValue', True, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, 'KeyValue'),
+        ('TaskOffsets', 'task_offsets', 'TaskOffset', True, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, 'TaskOffset'),
+        ('TaskEndOffsets', 'task_end_offsets', 'TaskOffset', True, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, 'TaskOffset'),
+        ('ShutdownApplication', 'shutdown_application', 'bool', False, (0, 32767), (1, 0), (1, 0), None, False, 'False', None, None),
     ), {
-        'StopReplicaPartitionError': (
-            ('TopicName', 'topic_name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
-            ('PartitionIndex', 'partition_index', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        'KeyValue': (
+            ('Key', 'key', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Value', 'value', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ),
+        'TopicInfo': (
+            ('Name', 'name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Partitions', 'partitions', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('ReplicationFactor', 'replication_factor', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('TopicConfigs', 'topic_configs', 'KeyValue', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'KeyValue'),
+        ),
+        'CopartitionGroup': (
+            ('SourceTopics', 'source_topics', 'int16', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+            ('SourceTopicRegex', 'source_topic_regex', 'int16', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+            ('RepartitionSourceTopics', 'repartition_source_topics', 'int16', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+        ),
+        'Subtopology': (
+            ('SubtopologyId', 'subtopology_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('SourceTopics', 'source_topics', 'string', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+            ('SourceTopicRegex', 'source_topic_regex', 'string', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+            ('StateChangelogTopics', 'state_changelog_topics', 'TopicInfo', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TopicInfo'),
+            ('RepartitionSinkTopics', 'repartition_sink_topics', 'string', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+            ('RepartitionSourceTopics', 'repartition_source_topics', 'TopicInfo', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TopicInfo'),
+            ('CopartitionGroups', 'copartition_groups', 'CopartitionGroup', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'CopartitionGroup'),
+        ),
+        'Topology': (
+            ('Epoch', 'epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('Subtopologies', 'subtopologies', 'Subtopology', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'Subtopology'),
+        ),
+        'TaskIds': (
+            ('SubtopologyId', 'subtopology_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Partitions', 'partitions', 'int32', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+        ),
+        'Endpoint': (
+            ('Host', 'host', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Port', 'port', 'uint16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ),
+        'TaskOffset': (
+            ('SubtopologyId', 'subtopology_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Partition', 'partition', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('Offset', 'offset', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ),
+    }),
+    'StreamsGroupHeartbeatResponse': ('response', 88, (0, 1), (0, 32767), False, (), (
+        ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
+        ('MemberId', 'member_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+        ('MemberEpoch', 'member_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('HeartbeatIntervalMs', 'heartbeat_interval_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('AcceptableRecoveryLagLegacy', 'acceptable_recovery_lag_legacy', 'int32', False, (0, 0), (1, 0), (1, 0), None, False, '0', None, None),
+        ('TaskOffsetIntervalMs', 'task_offset_interval_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('AcceptableRecoveryLag', 'acceptable_recovery_lag', 'int64', False, (1, 32767), (1, 0), (1, 0), None, True, '-1', None, None),
+        ('Status', 'status', 'Status', True, (0, 32767), (0, 32767), (1, 0), None, False, '[]', None, 'Status'),
+        ('ActiveTasks', 'active_tasks', 'TaskIds', True, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, 'TaskIds'),
+        ('StandbyTasks', 'standby_tasks', 'TaskIds', True, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, 'TaskIds'),
+        ('WarmupTasks', 'warmup_tasks', 'TaskIds', True, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, 'TaskIds'),
+        ('TopologyDescriptionRequired', 'topology_description_required', 'bool', False, (1, 32767), (1, 0), (1, 0), None, False, 'False', None, None),
+        ('EndpointInformationEpoch', 'endpoint_information_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('PartitionsByUserEndpoint', 'partitions_by_user_endpoint', 'EndpointToPartitions', True, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, 'EndpointToPartitions'),
+    ), {
+        'Status': (
+            ('StatusCode', 'status_code', 'int8', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('StatusDetail', 'status_detail', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+        ),
+        'TaskIds': (
+            ('SubtopologyId', 'subtopology_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Partitions', 'partitions', 'int32', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+        ),
+        'Endpoint': (
+            ('Host', 'host', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Port', 'port', 'uint16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ),
+        'TopicPartition': (
+            ('Topic', 'topic', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Partitions', 'partitions', 'int32', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+        ),
+        'EndpointToPartitions': (
+            ('UserEndpoint', 'user_endpoint', 'Endpoint', False, (0, 32767), (1, 0), (1, 0), None, False, '_s_StreamsGroupHeartbeatResponse_Endpoint()', None, 'Endpoint'),
+            ('ActivePartitions', 'active_partitions', 'TopicPartition', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TopicPartition'),
+            ('StandbyPartitions', 'standby_partitions', 'TopicPartition', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TopicPartition'),
+        ),
+    }),
+    'StreamsGroupTopologyDescriptionUpdateRequest': ('request', 93, (0, 0), (0, 32767), False, ('broker',), (
+        ('GroupId', 'group_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+        ('MemberId', 'member_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+        ('TopologyEpoch', 'topology_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('TopologyDescription', 'topology_description', 'TopologyDescription', False, (0, 32767), (1, 0), (1, 0), None, False, '_s_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescription()', None, 'TopologyDescription'),
+    ), {
+        'TopologyDescriptionNode': (
+            ('Name', 'name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('NodeType', 'node_type', 'int8', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('SourceTopics', 'source_topics', 'string', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+            ('SinkTopic', 'sink_topic', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
+            ('Stores', 'stores', 'string', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+            ('Successors', 'successors', 'string', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
+        ),
+        'TopologyDescriptionSubtopology': (
+            ('SubtopologyId', 'subtopology_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Nodes', 'nodes', 'TopologyDescriptionNode', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TopologyDescriptionNode'),
+        ),
+        'TopologyDescriptionGlobalStore': (
+            ('Source', 'source', 'TopologyDescriptionNode', False, (0, 32767), (1, 0), (1, 0), None, False, '_s_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode()', None, 'TopologyDescriptionNode'),
+            ('Processor', 'processor', 'TopologyDescriptionNode', False, (0, 32767), (1, 0), (1, 0), None, False, '_s_StreamsGroupTopologyDescriptionUpdateRequest_TopologyDescriptionNode()', None, 'TopologyDescriptionNode'),
+        ),
+        'TopologyDescription': (
+            ('Subtopologies', 'subtopologies', 'TopologyDescriptionSubtopology', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TopologyDescriptionSubtopology'),
+            ('GlobalStores', 'global_stores', 'TopologyDescriptionGlobalStore', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TopologyDescriptionGlobalStore'),
+        ),
+    }),
+    'StreamsGroupTopologyDescriptionUpdateResponse': ('response', 93, (0, 0), (0, 32767), False, (), (
+        ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
+    ), {
     }),
     'SyncGroupRequest': ('request', 14, (0, 5), (4, 32767), False, ('broker',), (
         ('GroupId', 'group_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
@@ -2504,12 +2640,12 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
         ('Assignment', 'assignment', 'bytes', False, (0, 32767), (1, 0), (1, 0), None, False, 'b""', None, None),
     ), {
     }),
-    'TxnOffsetCommitRequest': ('request', 28, (0, 5), (3, 32767), False, ('broker',), (
+    'TxnOffsetCommitRequest': ('request', 28, (0, 6), (3, 32767), False, ('broker',), (
         ('TransactionalId', 'transactional_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ('GroupId', 'group_id', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ('ProducerId', 'producer_id', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('ProducerEpoch', 'producer_epoch', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ('GenerationId', 'generation_id', 'int32', False, (3, 32767), (1, 0), (1, 0), None, False, '-1', None, None),
+        ('GenerationIdOrMemberEpoch', 'generation_id_or_member_epoch', 'int32', False, (3, 32767), (1, 0), (1, 0), None, False, '-1', None, None),
         ('MemberId', 'member_id', 'string', False, (3, 32767), (1, 0), (1, 0), None, False, "''", None, None),
         ('GroupInstanceId', 'group_instance_id', 'string', False, (3, 32767), (3, 32767), (1, 0), None, False, 'None', None, None),
         ('Topics', 'topics', 'TxnOffsetCommitRequestTopic', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TxnOffsetCommitRequestTopic'),
@@ -2521,11 +2657,12 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('CommittedMetadata', 'committed_metadata', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, "''", None, None),
         ),
         'TxnOffsetCommitRequestTopic': (
-            ('Name', 'name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Name', 'name', 'string', False, (0, 5), (1, 0), (1, 0), None, True, "''", None, None),
+            ('TopicId', 'topic_id', 'uuid', False, (6, 32767), (1, 0), (1, 0), None, True, 'ZERO_UUID', None, None),
             ('Partitions', 'partitions', 'TxnOffsetCommitRequestPartition', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TxnOffsetCommitRequestPartition'),
         ),
     }),
-    'TxnOffsetCommitResponse': ('response', 28, (0, 5), (3, 32767), False, (), (
+    'TxnOffsetCommitResponse': ('response', 28, (0, 6), (3, 32767), False, (), (
         ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('Topics', 'topics', 'TxnOffsetCommitResponseTopic', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TxnOffsetCommitResponseTopic'),
     ), {
@@ -2534,7 +2671,8 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ),
         'TxnOffsetCommitResponseTopic': (
-            ('Name', 'name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
+            ('Name', 'name', 'string', False, (0, 5), (1, 0), (1, 0), None, True, "''", None, None),
+            ('TopicId', 'topic_id', 'uuid', False, (6, 32767), (1, 0), (1, 0), None, True, 'ZERO_UUID', None, None),
             ('Partitions', 'partitions', 'TxnOffsetCommitResponsePartition', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TxnOffsetCommitResponsePartition'),
         ),
     }),
@@ -2543,6 +2681,16 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
     ), {
     }),
     'UnregisterBrokerResponse': ('response', 64, (0, 0), (0, 32767), False, (), (
+        ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+        ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, "''", None, None),
+    ), {
+    }),
+    'UnregisterControllerRequest': ('request', 94, (0, 0), (0, 32767), False, ('broker', 'controller'), (
+        ('ControllerId', 'controller_id', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+    ), {
+    }),
+    'UnregisterControllerResponse': ('response', 94, (0, 0), (0, 32767), False, (), (
         ('ThrottleTimeMs', 'throttle_time_ms', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, "''", None, None),
@@ -2571,50 +2719,6 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
             ('ErrorMessage', 'error_message', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, "''", None, None),
         ),
-    }),
-    'UpdateMetadataRequest': ('request', 6, (0, 8), (6, 32767), False, ('zkBroker',), (
-        ('ControllerId', 'controller_id', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ('isKRaftController', 'is_k_raft_controller', 'bool', False, (8, 32767), (1, 0), (1, 0), None, False, 'False', None, None),
-        ('Type', 'type', 'int8', False, (8, 32767), (1, 0), (8, 32767), 0, False, '0', None, None),
-        ('ControllerEpoch', 'controller_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ('BrokerEpoch', 'broker_epoch', 'int64', False, (5, 32767), (1, 0), (1, 0), None, True, '-1', None, None),
-        ('UngroupedPartitionStates', 'ungrouped_partition_states', 'UpdateMetadataPartitionState', True, (0, 4), (1, 0), (1, 0), None, False, '[]', None, 'UpdateMetadataPartitionState'),
-        ('TopicStates', 'topic_states', 'UpdateMetadataTopicState', True, (5, 32767), (1, 0), (1, 0), None, False, '[]', None, 'UpdateMetadataTopicState'),
-        ('LiveBrokers', 'live_brokers', 'UpdateMetadataBroker', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'UpdateMetadataBroker'),
-    ), {
-        'UpdateMetadataPartitionState': (
-            ('TopicName', 'topic_name', 'string', False, (0, 4), (1, 0), (1, 0), None, True, "''", None, None),
-            ('PartitionIndex', 'partition_index', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('ControllerEpoch', 'controller_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('Leader', 'leader', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('LeaderEpoch', 'leader_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('Isr', 'isr', 'int32', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
-            ('ZkVersion', 'zk_version', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('Replicas', 'replicas', 'int32', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, None),
-            ('OfflineReplicas', 'offline_replicas', 'int32', True, (4, 32767), (1, 0), (1, 0), None, True, '[]', None, None),
-        ),
-        'UpdateMetadataTopicState': (
-            ('TopicName', 'topic_name', 'string', False, (5, 32767), (1, 0), (1, 0), None, False, "''", None, None),
-            ('TopicId', 'topic_id', 'uuid', False, (7, 32767), (1, 0), (1, 0), None, True, 'ZERO_UUID', None, None),
-            ('PartitionStates', 'partition_states', 'UpdateMetadataPartitionState', True, (5, 32767), (1, 0), (1, 0), None, False, '[]', None, 'UpdateMetadataPartitionState'),
-        ),
-        'UpdateMetadataEndpoint': (
-            ('Port', 'port', 'int32', False, (1, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('Host', 'host', 'string', False, (1, 32767), (1, 0), (1, 0), None, False, "''", None, None),
-            ('Listener', 'listener', 'string', False, (3, 32767), (1, 0), (1, 0), None, True, "''", None, None),
-            ('SecurityProtocol', 'security_protocol', 'int16', False, (1, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-        ),
-        'UpdateMetadataBroker': (
-            ('Id', 'id', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('V0Host', 'v0_host', 'string', False, (0, 0), (1, 0), (1, 0), None, True, "''", None, None),
-            ('V0Port', 'v0_port', 'int32', False, (0, 0), (1, 0), (1, 0), None, True, '0', None, None),
-            ('Endpoints', 'endpoints', 'UpdateMetadataEndpoint', True, (1, 32767), (1, 0), (1, 0), None, True, '[]', None, 'UpdateMetadataEndpoint'),
-            ('Rack', 'rack', 'string', False, (2, 32767), (0, 32767), (1, 0), None, True, "''", None, None),
-        ),
-    }),
-    'UpdateMetadataResponse': ('response', 6, (0, 8), (6, 32767), False, (), (
-        ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-    ), {
     }),
     'UpdateRaftVoterRequest': ('request', 82, (0, 0), (0, 32767), False, ('controller',), (
         ('ClusterId', 'cluster_id', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, "''", None, None),
@@ -2646,26 +2750,27 @@ SCHEMA: dict[str, tuple[Any, ...]] = {
             ('Port', 'port', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ),
     }),
-    'VoteRequest': ('request', 52, (0, 1), (0, 32767), False, ('controller',), (
+    'VoteRequest': ('request', 52, (0, 2), (0, 32767), False, ('controller',), (
         ('ClusterId', 'cluster_id', 'string', False, (0, 32767), (0, 32767), (1, 0), None, False, 'None', None, None),
         ('VoterId', 'voter_id', 'int32', False, (1, 32767), (1, 0), (1, 0), None, True, '-1', None, None),
         ('Topics', 'topics', 'TopicData', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TopicData'),
     ), {
         'PartitionData': (
             ('PartitionIndex', 'partition_index', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('CandidateEpoch', 'candidate_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('CandidateId', 'candidate_id', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
-            ('CandidateDirectoryId', 'candidate_directory_id', 'uuid', False, (1, 32767), (1, 0), (1, 0), None, True, 'ZERO_UUID', None, None),
+            ('ReplicaEpoch', 'replica_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('ReplicaId', 'replica_id', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('ReplicaDirectoryId', 'replica_directory_id', 'uuid', False, (1, 32767), (1, 0), (1, 0), None, True, 'ZERO_UUID', None, None),
             ('VoterDirectoryId', 'voter_directory_id', 'uuid', False, (1, 32767), (1, 0), (1, 0), None, True, 'ZERO_UUID', None, None),
             ('LastOffsetEpoch', 'last_offset_epoch', 'int32', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
             ('LastOffset', 'last_offset', 'int64', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
+            ('PreVote', 'pre_vote', 'bool', False, (2, 32767), (1, 0), (1, 0), None, False, 'False', None, None),
         ),
         'TopicData': (
             ('TopicName', 'topic_name', 'string', False, (0, 32767), (1, 0), (1, 0), None, False, "''", None, None),
             ('Partitions', 'partitions', 'PartitionData', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'PartitionData'),
         ),
     }),
-    'VoteResponse': ('response', 52, (0, 1), (0, 32767), False, (), (
+    'VoteResponse': ('response', 52, (0, 2), (0, 32767), False, (), (
         ('ErrorCode', 'error_code', 'int16', False, (0, 32767), (1, 0), (1, 0), None, False, '0', None, None),
         ('Topics', 'topics', 'TopicData', True, (0, 32767), (1, 0), (1, 0), None, False, '[]', None, 'TopicData'),
         ('NodeEndpoints', 'node_endpoints', 'NodeEndpoint', True, (1, 32767), (1, 0), (1, 32767), 0, False, '[]', None, 'NodeEndpoint'),

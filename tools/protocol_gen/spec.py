@@ -192,19 +192,22 @@ def load(path: Path) -> MessageDef:
     loader = Loader(msg)
     name = msg["name"]
     top = StructDef(name, name, name)
-    top.fields = [loader.field(f) for f in msg["fields"]]
+    valid = Versions.parse(msg["validVersions"])
+    if "fields" in msg or not valid.empty:  # an API Kafka removed keeps only its name and key
+        top.fields = [loader.field(f) for f in msg["fields"]]
     api_key = None if msg.get("apiKey") is None else int(msg["apiKey"])
     return MessageDef(
-        name, msg["type"], api_key, Versions.parse(msg["validVersions"]),
+        name, msg["type"], api_key, valid,
         Versions.parse(msg.get("flexibleVersions", "none")), msg.get("listeners", []),
         bool(msg.get("latestVersionUnstable", False)), top, loader.order,
     )  # fmt: skip
 
 
 def load_all(messages_dir: Path) -> list[MessageDef]:
-    """The requests, responses and data messages of a definitions folder, by file name."""
+    """The requests, responses and data messages of a definitions folder, by file name; an API
+    Kafka removed (``"validVersions": "none"``, as LeaderAndIsr since 4.0) has no classes."""
     msgs = (load(p) for p in sorted(messages_dir.glob("*.json")))
-    return [m for m in msgs if m.kind in ("request", "response", "data")]
+    return [m for m in msgs if m.kind in ("request", "response", "data") and not m.valid.empty]
 
 
 def vrange(vs: Versions) -> str:

@@ -208,7 +208,7 @@ async def txn_offset_commit(
         group_id=group_id,
         producer_id=pid,
         producer_epoch=epoch,
-        generation_id=generation,
+        generation_id_or_member_epoch=generation,  # Kafka 4.4 names it so: a KIP-848 member sends its epoch
         member_id=member_id,
         group_instance_id=instance_id,
         topics=[

@@ -16,6 +16,9 @@ from typing import TYPE_CHECKING
 from kafka_core.protocol._lazy import ClassTable, lazy_exports
 
 if TYPE_CHECKING:
+    from ._aborted_txn import (
+        AbortedTxn as AbortedTxn,
+    )
     from ._add_offsets_to_txn import (
         AddOffsetsToTxnRequest as AddOffsetsToTxnRequest,
         AddOffsetsToTxnResponse as AddOffsetsToTxnResponse,
@@ -91,9 +94,8 @@ if TYPE_CHECKING:
     from ._consumer_protocol_subscription import (
         ConsumerProtocolSubscription as ConsumerProtocolSubscription,
     )
-    from ._controlled_shutdown import (
-        ControlledShutdownRequest as ControlledShutdownRequest,
-        ControlledShutdownResponse as ControlledShutdownResponse,
+    from ._control_record_type_schema import (
+        ControlRecordTypeSchema as ControlRecordTypeSchema,
     )
     from ._controller_registration import (
         ControllerRegistrationRequest as ControllerRegistrationRequest,
@@ -198,6 +200,9 @@ if TYPE_CHECKING:
     from ._end_txn import (
         EndTxnRequest as EndTxnRequest, EndTxnResponse as EndTxnResponse,
     )
+    from ._end_txn_marker import (
+        EndTxnMarker as EndTxnMarker,
+    )
     from ._envelope import (
         EnvelopeRequest as EnvelopeRequest, EnvelopeResponse as EnvelopeResponse,
     )
@@ -241,18 +246,11 @@ if TYPE_CHECKING:
     from ._k_raft_version_record import (
         KRaftVersionRecord as KRaftVersionRecord,
     )
-    from ._leader_and_isr import (
-        LeaderAndIsrRequest as LeaderAndIsrRequest, LeaderAndIsrResponse as LeaderAndIsrResponse,
-    )
     from ._leader_change_message import (
         LeaderChangeMessage as LeaderChangeMessage,
     )
     from ._leave_group import (
         LeaveGroupRequest as LeaveGroupRequest, LeaveGroupResponse as LeaveGroupResponse,
-    )
-    from ._list_client_metrics_resources import (
-        ListClientMetricsResourcesRequest as ListClientMetricsResourcesRequest,
-        ListClientMetricsResourcesResponse as ListClientMetricsResourcesResponse,
     )
     from ._list_config_resources import (
         ListConfigResourcesRequest as ListConfigResourcesRequest,
@@ -340,8 +338,17 @@ if TYPE_CHECKING:
     from ._snapshot_header_record import (
         SnapshotHeaderRecord as SnapshotHeaderRecord,
     )
-    from ._stop_replica import (
-        StopReplicaRequest as StopReplicaRequest, StopReplicaResponse as StopReplicaResponse,
+    from ._streams_group_describe import (
+        StreamsGroupDescribeRequest as StreamsGroupDescribeRequest,
+        StreamsGroupDescribeResponse as StreamsGroupDescribeResponse,
+    )
+    from ._streams_group_heartbeat import (
+        StreamsGroupHeartbeatRequest as StreamsGroupHeartbeatRequest,
+        StreamsGroupHeartbeatResponse as StreamsGroupHeartbeatResponse,
+    )
+    from ._streams_group_topology_description_update import (
+        StreamsGroupTopologyDescriptionUpdateRequest as StreamsGroupTopologyDescriptionUpdateRequest,
+        StreamsGroupTopologyDescriptionUpdateResponse as StreamsGroupTopologyDescriptionUpdateResponse,
     )
     from ._sync_group import (
         SyncGroupRequest as SyncGroupRequest, SyncGroupResponse as SyncGroupResponse,
@@ -354,13 +361,13 @@ if TYPE_CHECKING:
         UnregisterBrokerRequest as UnregisterBrokerRequest,
         UnregisterBrokerResponse as UnregisterBrokerResponse,
     )
+    from ._unregister_controller import (
+        UnregisterControllerRequest as UnregisterControllerRequest,
+        UnregisterControllerResponse as UnregisterControllerResponse,
+    )
     from ._update_features import (
         UpdateFeaturesRequest as UpdateFeaturesRequest,
         UpdateFeaturesResponse as UpdateFeaturesResponse,
-    )
-    from ._update_metadata import (
-        UpdateMetadataRequest as UpdateMetadataRequest,
-        UpdateMetadataResponse as UpdateMetadataResponse,
     )
     from ._update_raft_voter import (
         UpdateRaftVoterRequest as UpdateRaftVoterRequest,
@@ -387,10 +394,6 @@ class ApiKey(enum.IntEnum):
     FETCH = 1
     LIST_OFFSETS = 2
     METADATA = 3
-    LEADER_AND_ISR = 4
-    STOP_REPLICA = 5
-    UPDATE_METADATA = 6
-    CONTROLLED_SHUTDOWN = 7
     OFFSET_COMMIT = 8
     OFFSET_FETCH = 9
     FIND_COORDINATOR = 10
@@ -471,13 +474,18 @@ class ApiKey(enum.IntEnum):
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
+    STREAMS_GROUP_HEARTBEAT = 88
+    STREAMS_GROUP_DESCRIBE = 89
     DESCRIBE_SHARE_GROUP_OFFSETS = 90
     ALTER_SHARE_GROUP_OFFSETS = 91
     DELETE_SHARE_GROUP_OFFSETS = 92
+    STREAMS_GROUP_TOPOLOGY_DESCRIPTION_UPDATE = 93
+    UNREGISTER_CONTROLLER = 94
 
 
 # class name -> the submodule defining it
 _WHERE: dict[str, str] = {
+    'AbortedTxn': '_aborted_txn',
     'AddOffsetsToTxnRequest': '_add_offsets_to_txn',
     'AddOffsetsToTxnResponse': '_add_offsets_to_txn',
     'AddPartitionsToTxnRequest': '_add_partitions_to_txn',
@@ -516,8 +524,7 @@ _WHERE: dict[str, str] = {
     'ConsumerGroupHeartbeatResponse': '_consumer_group_heartbeat',
     'ConsumerProtocolAssignment': '_consumer_protocol_assignment',
     'ConsumerProtocolSubscription': '_consumer_protocol_subscription',
-    'ControlledShutdownRequest': '_controlled_shutdown',
-    'ControlledShutdownResponse': '_controlled_shutdown',
+    'ControlRecordTypeSchema': '_control_record_type_schema',
     'ControllerRegistrationRequest': '_controller_registration',
     'ControllerRegistrationResponse': '_controller_registration',
     'CreateAclsRequest': '_create_acls',
@@ -571,6 +578,7 @@ _WHERE: dict[str, str] = {
     'ElectLeadersResponse': '_elect_leaders',
     'EndQuorumEpochRequest': '_end_quorum_epoch',
     'EndQuorumEpochResponse': '_end_quorum_epoch',
+    'EndTxnMarker': '_end_txn_marker',
     'EndTxnRequest': '_end_txn',
     'EndTxnResponse': '_end_txn',
     'EnvelopeRequest': '_envelope',
@@ -596,13 +604,9 @@ _WHERE: dict[str, str] = {
     'JoinGroupRequest': '_join_group',
     'JoinGroupResponse': '_join_group',
     'KRaftVersionRecord': '_k_raft_version_record',
-    'LeaderAndIsrRequest': '_leader_and_isr',
-    'LeaderAndIsrResponse': '_leader_and_isr',
     'LeaderChangeMessage': '_leader_change_message',
     'LeaveGroupRequest': '_leave_group',
     'LeaveGroupResponse': '_leave_group',
-    'ListClientMetricsResourcesRequest': '_list_client_metrics_resources',
-    'ListClientMetricsResourcesResponse': '_list_client_metrics_resources',
     'ListConfigResourcesRequest': '_list_config_resources',
     'ListConfigResourcesResponse': '_list_config_resources',
     'ListGroupsRequest': '_list_groups',
@@ -649,18 +653,22 @@ _WHERE: dict[str, str] = {
     'ShareGroupHeartbeatResponse': '_share_group_heartbeat',
     'SnapshotFooterRecord': '_snapshot_footer_record',
     'SnapshotHeaderRecord': '_snapshot_header_record',
-    'StopReplicaRequest': '_stop_replica',
-    'StopReplicaResponse': '_stop_replica',
+    'StreamsGroupDescribeRequest': '_streams_group_describe',
+    'StreamsGroupDescribeResponse': '_streams_group_describe',
+    'StreamsGroupHeartbeatRequest': '_streams_group_heartbeat',
+    'StreamsGroupHeartbeatResponse': '_streams_group_heartbeat',
+    'StreamsGroupTopologyDescriptionUpdateRequest': '_streams_group_topology_description_update',
+    'StreamsGroupTopologyDescriptionUpdateResponse': '_streams_group_topology_description_update',
     'SyncGroupRequest': '_sync_group',
     'SyncGroupResponse': '_sync_group',
     'TxnOffsetCommitRequest': '_txn_offset_commit',
     'TxnOffsetCommitResponse': '_txn_offset_commit',
     'UnregisterBrokerRequest': '_unregister_broker',
     'UnregisterBrokerResponse': '_unregister_broker',
+    'UnregisterControllerRequest': '_unregister_controller',
+    'UnregisterControllerResponse': '_unregister_controller',
     'UpdateFeaturesRequest': '_update_features',
     'UpdateFeaturesResponse': '_update_features',
-    'UpdateMetadataRequest': '_update_metadata',
-    'UpdateMetadataResponse': '_update_metadata',
     'UpdateRaftVoterRequest': '_update_raft_voter',
     'UpdateRaftVoterResponse': '_update_raft_voter',
     'VoteRequest': '_vote',
@@ -680,10 +688,6 @@ REQUEST_CLASSES: ClassTable[int] = ClassTable(__getattr__, {
     1: 'FetchRequest',
     2: 'ListOffsetsRequest',
     3: 'MetadataRequest',
-    4: 'LeaderAndIsrRequest',
-    5: 'StopReplicaRequest',
-    6: 'UpdateMetadataRequest',
-    7: 'ControlledShutdownRequest',
     8: 'OffsetCommitRequest',
     9: 'OffsetFetchRequest',
     10: 'FindCoordinatorRequest',
@@ -764,19 +768,19 @@ REQUEST_CLASSES: ClassTable[int] = ClassTable(__getattr__, {
     85: 'WriteShareGroupStateRequest',
     86: 'DeleteShareGroupStateRequest',
     87: 'ReadShareGroupStateSummaryRequest',
+    88: 'StreamsGroupHeartbeatRequest',
+    89: 'StreamsGroupDescribeRequest',
     90: 'DescribeShareGroupOffsetsRequest',
     91: 'AlterShareGroupOffsetsRequest',
     92: 'DeleteShareGroupOffsetsRequest',
+    93: 'StreamsGroupTopologyDescriptionUpdateRequest',
+    94: 'UnregisterControllerRequest',
 })
 RESPONSE_CLASSES: ClassTable[int] = ClassTable(__getattr__, {
     0: 'ProduceResponse',
     1: 'FetchResponse',
     2: 'ListOffsetsResponse',
     3: 'MetadataResponse',
-    4: 'LeaderAndIsrResponse',
-    5: 'StopReplicaResponse',
-    6: 'UpdateMetadataResponse',
-    7: 'ControlledShutdownResponse',
     8: 'OffsetCommitResponse',
     9: 'OffsetFetchResponse',
     10: 'FindCoordinatorResponse',
@@ -857,14 +861,21 @@ RESPONSE_CLASSES: ClassTable[int] = ClassTable(__getattr__, {
     85: 'WriteShareGroupStateResponse',
     86: 'DeleteShareGroupStateResponse',
     87: 'ReadShareGroupStateSummaryResponse',
+    88: 'StreamsGroupHeartbeatResponse',
+    89: 'StreamsGroupDescribeResponse',
     90: 'DescribeShareGroupOffsetsResponse',
     91: 'AlterShareGroupOffsetsResponse',
     92: 'DeleteShareGroupOffsetsResponse',
+    93: 'StreamsGroupTopologyDescriptionUpdateResponse',
+    94: 'UnregisterControllerResponse',
 })
 DATA_CLASSES: ClassTable[str] = ClassTable(__getattr__, {
+    'AbortedTxn': 'AbortedTxn',
     'ConsumerProtocolAssignment': 'ConsumerProtocolAssignment',
     'ConsumerProtocolSubscription': 'ConsumerProtocolSubscription',
+    'ControlRecordTypeSchema': 'ControlRecordTypeSchema',
     'DefaultPrincipalData': 'DefaultPrincipalData',
+    'EndTxnMarker': 'EndTxnMarker',
     'KRaftVersionRecord': 'KRaftVersionRecord',
     'LeaderChangeMessage': 'LeaderChangeMessage',
     'SnapshotFooterRecord': 'SnapshotFooterRecord',

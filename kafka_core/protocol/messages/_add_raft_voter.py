@@ -17,13 +17,14 @@ from struct import Struct as _PackStruct
 
 from kafka_core.protocol._base import Struct
 from kafka_core.protocol._runtime import (
-    MISSING, ZERO_UUID, new, not_nullable, rcstr, rcstr_n, rtags0, ruuid, ruv, too_many, wcstr,
-    wcstr_n, wtags, wuv,
+    MISSING, ZERO_UUID, new, not_nullable, rcstr, rcstr_n, rtags0, ruuid, ruv, too_many,
+    unsupported, wcstr, wcstr_n, wtags, wuv,
 )
 
 _ST_H = _PackStruct('>H')
 _ST_ih = _PackStruct('>ih')
 _ST_iiU = _PackStruct('>ii16s')
+_ST_o = _PackStruct('>?')
 
 
 # ------------------------------------------------------------------------------------------------
@@ -64,6 +65,8 @@ def _w_AddRaftVoterRequest_0(o, b, ins):
         wuv(b, len(a) + 1)
         for e in a:
             _w_s_AddRaftVoterRequest_Listener_0(e, b, ins)
+    if o.ack_when_committed != True:
+        raise unsupported('AddRaftVoterRequest', 'ack_when_committed', '1+')
     u = o.unknown_tagged_fields
     if u:
         wtags(b, [], u)
@@ -91,6 +94,55 @@ def _r_AddRaftVoterRequest_0(buf, pos):
         for _ in range(n):
             e, pos = _r_s_AddRaftVoterRequest_Listener_0(buf, pos)
             a.append(e)
+    o.ack_when_committed = True
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
+def _w_AddRaftVoterRequest_1(o, b, ins):
+    wcstr_n(b, o.cluster_id, 'AddRaftVoterRequest.cluster_id')
+    b += _ST_iiU.pack(o.timeout_ms, o.voter_id, o.voter_directory_id.bytes)
+    a = o.listeners
+    if a is None:
+        raise not_nullable('AddRaftVoterRequest.listeners')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_AddRaftVoterRequest_Listener_0(e, b, ins)
+    b += _ST_o.pack(o.ack_when_committed)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_AddRaftVoterRequest_1(buf, pos):
+    o = new(AddRaftVoterRequest)
+    o.cluster_id, pos = rcstr_n(buf, pos, 'AddRaftVoterRequest.cluster_id')
+    o.timeout_ms, o.voter_id, _u2, = _ST_iiU.unpack_from(buf, pos)
+    pos += 24
+    o.voter_directory_id = ruuid(_u2)
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('AddRaftVoterRequest.listeners')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('AddRaftVoterRequest.listeners', n, len(buf) - pos)
+        o.listeners = a = []
+        for _ in range(n):
+            e, pos = _r_s_AddRaftVoterRequest_Listener_0(buf, pos)
+            a.append(e)
+    o.ack_when_committed, = _ST_o.unpack_from(buf, pos)
+    pos += 1
     if buf[pos]:
         o.unknown_tagged_fields, pos = rtags0(buf, pos)
     else:
@@ -104,7 +156,7 @@ class AddRaftVoterRequest(Struct):
         __slots__ = ('name', 'host', 'port', 'unknown_tagged_fields')
         _FIELDS = ('name', 'host', 'port')
         MIN_VERSION = 0
-        MAX_VERSION = 0
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = True
 
@@ -115,30 +167,31 @@ class AddRaftVoterRequest(Struct):
             self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-    __slots__ = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners', 'unknown_tagged_fields')
-    _FIELDS = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners')
+    __slots__ = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners', 'ack_when_committed', 'unknown_tagged_fields')
+    _FIELDS = ('cluster_id', 'timeout_ms', 'voter_id', 'voter_directory_id', 'listeners', 'ack_when_committed')
     API_KEY = 80
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     LISTENERS = ('controller', 'broker')
     _IS_REQUEST = True
 
-    def __init__(self, *, cluster_id: str | None = '', timeout_ms: int = 0, voter_id: int = 0, voter_directory_id: UUID = ZERO_UUID, listeners: list[AddRaftVoterRequest.Listener] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
+    def __init__(self, *, cluster_id: str | None = '', timeout_ms: int = 0, voter_id: int = 0, voter_directory_id: UUID = ZERO_UUID, listeners: list[AddRaftVoterRequest.Listener] = MISSING, ack_when_committed: bool = True, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
         self.cluster_id = cluster_id
         self.timeout_ms = timeout_ms
         self.voter_id = voter_id
         self.voter_directory_id = voter_directory_id
         self.listeners = [] if listeners is MISSING else listeners
+        self.ack_when_committed = ack_when_committed
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
 _s_AddRaftVoterRequest_Listener = AddRaftVoterRequest.Listener
-_s_AddRaftVoterRequest_Listener._WRITERS = {0: _w_s_AddRaftVoterRequest_Listener_0}
-_s_AddRaftVoterRequest_Listener._READERS = {0: _r_s_AddRaftVoterRequest_Listener_0}
-AddRaftVoterRequest._WRITERS = {0: _w_AddRaftVoterRequest_0}
-AddRaftVoterRequest._READERS = {0: _r_AddRaftVoterRequest_0}
+_s_AddRaftVoterRequest_Listener._WRITERS = {0: _w_s_AddRaftVoterRequest_Listener_0, 1: _w_s_AddRaftVoterRequest_Listener_0}
+_s_AddRaftVoterRequest_Listener._READERS = {0: _r_s_AddRaftVoterRequest_Listener_0, 1: _r_s_AddRaftVoterRequest_Listener_0}
+AddRaftVoterRequest._WRITERS = {0: _w_AddRaftVoterRequest_0, 1: _w_AddRaftVoterRequest_1}
+AddRaftVoterRequest._READERS = {0: _r_AddRaftVoterRequest_0, 1: _r_AddRaftVoterRequest_1}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -172,7 +225,7 @@ class AddRaftVoterResponse(Struct):
     _FIELDS = ('throttle_time_ms', 'error_code', 'error_message')
     API_KEY = 80
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     LISTENERS = ()
@@ -185,5 +238,5 @@ class AddRaftVoterResponse(Struct):
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-AddRaftVoterResponse._WRITERS = {0: _w_AddRaftVoterResponse_0}
-AddRaftVoterResponse._READERS = {0: _r_AddRaftVoterResponse_0}
+AddRaftVoterResponse._WRITERS = {0: _w_AddRaftVoterResponse_0, 1: _w_AddRaftVoterResponse_0}
+AddRaftVoterResponse._READERS = {0: _r_AddRaftVoterResponse_0, 1: _r_AddRaftVoterResponse_0}

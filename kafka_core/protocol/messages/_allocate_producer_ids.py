@@ -56,7 +56,7 @@ class AllocateProducerIdsRequest(Struct):
     MAX_VERSION = 0
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    LISTENERS = ('zkBroker', 'controller')
+    LISTENERS = ('controller',)
     _IS_REQUEST = True
 
     def __init__(self, *, broker_id: int = 0, broker_epoch: int = -1, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:

@@ -18,12 +18,11 @@ from struct import Struct as _PackStruct
 from kafka_core.protocol._base import Struct
 from kafka_core.protocol._runtime import (
     FIXED_ARRAY_READERS, FIXED_ARRAY_WRITERS, MISSING, SMALL_ARRAYS, ZERO_UUID, new, not_nullable,
-    rcstr, rtags0, ruuid, ruv, too_many, unsupported, wcstr, wtags, wuv,
+    rtags0, ruuid, ruv, too_many, unsupported, wtags, wuv,
 )
 
 _ST_U = _PackStruct('>16s')
 _ST_bi = _PackStruct('>bi')
-_ST_i = _PackStruct('>i')
 _ST_ih = _PackStruct('>ih')
 _ST_ihii = _PackStruct('>ihii')
 _ST_ii = _PackStruct('>ii')
@@ -85,43 +84,6 @@ def _w_s_AlterPartitionRequest_PartitionData_0(o, b, ins):
     wa_ic(b, o.new_isr, 'AlterPartitionRequest.PartitionData.new_isr')
     if o.new_isr_with_epochs != []:
         raise unsupported('AlterPartitionRequest.PartitionData', 'new_isr_with_epochs', '3+')
-    if o.leader_recovery_state != 0:
-        raise unsupported('AlterPartitionRequest.PartitionData', 'leader_recovery_state', '1+')
-    b += _ST_i.pack(o.partition_epoch)
-    u = o.unknown_tagged_fields
-    if u:
-        wtags(b, [], u)
-    else:
-        b.append(0)
-
-
-def _r_s_AlterPartitionRequest_PartitionData_0(buf, pos):
-    o = new(_s_AlterPartitionRequest_PartitionData)
-    o.partition_index, o.leader_epoch, = _ST_ii.unpack_from(buf, pos)
-    pos += 8
-    n = buf[pos]
-    if 0 < n < 33:
-        o.new_isr = list(SMALL_ARRAYS['i'][n - 1].unpack_from(buf, pos + 1))
-        pos += 1 + 4 * (n - 1)
-    else:
-        o.new_isr, pos = ra_ic(buf, pos, 'AlterPartitionRequest.PartitionData.new_isr')
-    o.new_isr_with_epochs = []
-    o.leader_recovery_state = 0
-    o.partition_epoch, = _ST_i.unpack_from(buf, pos)
-    pos += 4
-    if buf[pos]:
-        o.unknown_tagged_fields, pos = rtags0(buf, pos)
-    else:
-        o.unknown_tagged_fields = []
-        pos += 1
-    return o, pos
-
-
-def _w_s_AlterPartitionRequest_PartitionData_1(o, b, ins):
-    b += _ST_ii.pack(o.partition_index, o.leader_epoch)
-    wa_ic(b, o.new_isr, 'AlterPartitionRequest.PartitionData.new_isr')
-    if o.new_isr_with_epochs != []:
-        raise unsupported('AlterPartitionRequest.PartitionData', 'new_isr_with_epochs', '3+')
     b += _ST_bi.pack(o.leader_recovery_state, o.partition_epoch)
     u = o.unknown_tagged_fields
     if u:
@@ -130,7 +92,7 @@ def _w_s_AlterPartitionRequest_PartitionData_1(o, b, ins):
         b.append(0)
 
 
-def _r_s_AlterPartitionRequest_PartitionData_1(buf, pos):
+def _r_s_AlterPartitionRequest_PartitionData_0(buf, pos):
     o = new(_s_AlterPartitionRequest_PartitionData)
     o.partition_index, o.leader_epoch, = _ST_ii.unpack_from(buf, pos)
     pos += 8
@@ -151,7 +113,7 @@ def _r_s_AlterPartitionRequest_PartitionData_1(buf, pos):
     return o, pos
 
 
-def _w_s_AlterPartitionRequest_PartitionData_2(o, b, ins):
+def _w_s_AlterPartitionRequest_PartitionData_1(o, b, ins):
     b += _ST_ii.pack(o.partition_index, o.leader_epoch)
     if o.new_isr != []:
         raise unsupported('AlterPartitionRequest.PartitionData', 'new_isr', '0-2')
@@ -170,7 +132,7 @@ def _w_s_AlterPartitionRequest_PartitionData_2(o, b, ins):
         b.append(0)
 
 
-def _r_s_AlterPartitionRequest_PartitionData_2(buf, pos):
+def _r_s_AlterPartitionRequest_PartitionData_1(buf, pos):
     o = new(_s_AlterPartitionRequest_PartitionData)
     o.partition_index, o.leader_epoch, = _ST_ii.unpack_from(buf, pos)
     pos += 8
@@ -200,7 +162,7 @@ def _r_s_AlterPartitionRequest_PartitionData_2(buf, pos):
 
 
 def _w_s_AlterPartitionRequest_TopicData_0(o, b, ins):
-    wcstr(b, o.topic_name, 'AlterPartitionRequest.TopicData.topic_name')
+    b += _ST_U.pack(o.topic_id.bytes)
     a = o.partitions
     if a is None:
         raise not_nullable('AlterPartitionRequest.TopicData.partitions')
@@ -217,8 +179,9 @@ def _w_s_AlterPartitionRequest_TopicData_0(o, b, ins):
 
 def _r_s_AlterPartitionRequest_TopicData_0(buf, pos):
     o = new(_s_AlterPartitionRequest_TopicData)
-    o.topic_name, pos = rcstr(buf, pos, 'AlterPartitionRequest.TopicData.topic_name')
-    o.topic_id = ZERO_UUID
+    _u0, = _ST_U.unpack_from(buf, pos)
+    pos += 16
+    o.topic_id = ruuid(_u0)
     n = buf[pos]
     pos += 1
     if n > 127:
@@ -242,7 +205,7 @@ def _r_s_AlterPartitionRequest_TopicData_0(buf, pos):
 
 
 def _w_s_AlterPartitionRequest_TopicData_1(o, b, ins):
-    wcstr(b, o.topic_name, 'AlterPartitionRequest.TopicData.topic_name')
+    b += _ST_U.pack(o.topic_id.bytes)
     a = o.partitions
     if a is None:
         raise not_nullable('AlterPartitionRequest.TopicData.partitions')
@@ -259,49 +222,6 @@ def _w_s_AlterPartitionRequest_TopicData_1(o, b, ins):
 
 def _r_s_AlterPartitionRequest_TopicData_1(buf, pos):
     o = new(_s_AlterPartitionRequest_TopicData)
-    o.topic_name, pos = rcstr(buf, pos, 'AlterPartitionRequest.TopicData.topic_name')
-    o.topic_id = ZERO_UUID
-    n = buf[pos]
-    pos += 1
-    if n > 127:
-        n, pos = ruv(buf, pos - 1)
-    n -= 1
-    if n < 0:
-        raise not_nullable('AlterPartitionRequest.TopicData.partitions')
-    else:
-        if n > len(buf) - pos:
-            raise too_many('AlterPartitionRequest.TopicData.partitions', n, len(buf) - pos)
-        o.partitions = a = []
-        for _ in range(n):
-            e, pos = _r_s_AlterPartitionRequest_PartitionData_1(buf, pos)
-            a.append(e)
-    if buf[pos]:
-        o.unknown_tagged_fields, pos = rtags0(buf, pos)
-    else:
-        o.unknown_tagged_fields = []
-        pos += 1
-    return o, pos
-
-
-def _w_s_AlterPartitionRequest_TopicData_2(o, b, ins):
-    b += _ST_U.pack(o.topic_id.bytes)
-    a = o.partitions
-    if a is None:
-        raise not_nullable('AlterPartitionRequest.TopicData.partitions')
-    else:
-        wuv(b, len(a) + 1)
-        for e in a:
-            _w_s_AlterPartitionRequest_PartitionData_1(e, b, ins)
-    u = o.unknown_tagged_fields
-    if u:
-        wtags(b, [], u)
-    else:
-        b.append(0)
-
-
-def _r_s_AlterPartitionRequest_TopicData_2(buf, pos):
-    o = new(_s_AlterPartitionRequest_TopicData)
-    o.topic_name = ''
     _u0, = _ST_U.unpack_from(buf, pos)
     pos += 16
     o.topic_id = ruuid(_u0)
@@ -318,50 +238,6 @@ def _r_s_AlterPartitionRequest_TopicData_2(buf, pos):
         o.partitions = a = []
         for _ in range(n):
             e, pos = _r_s_AlterPartitionRequest_PartitionData_1(buf, pos)
-            a.append(e)
-    if buf[pos]:
-        o.unknown_tagged_fields, pos = rtags0(buf, pos)
-    else:
-        o.unknown_tagged_fields = []
-        pos += 1
-    return o, pos
-
-
-def _w_s_AlterPartitionRequest_TopicData_3(o, b, ins):
-    b += _ST_U.pack(o.topic_id.bytes)
-    a = o.partitions
-    if a is None:
-        raise not_nullable('AlterPartitionRequest.TopicData.partitions')
-    else:
-        wuv(b, len(a) + 1)
-        for e in a:
-            _w_s_AlterPartitionRequest_PartitionData_2(e, b, ins)
-    u = o.unknown_tagged_fields
-    if u:
-        wtags(b, [], u)
-    else:
-        b.append(0)
-
-
-def _r_s_AlterPartitionRequest_TopicData_3(buf, pos):
-    o = new(_s_AlterPartitionRequest_TopicData)
-    o.topic_name = ''
-    _u0, = _ST_U.unpack_from(buf, pos)
-    pos += 16
-    o.topic_id = ruuid(_u0)
-    n = buf[pos]
-    pos += 1
-    if n > 127:
-        n, pos = ruv(buf, pos - 1)
-    n -= 1
-    if n < 0:
-        raise not_nullable('AlterPartitionRequest.TopicData.partitions')
-    else:
-        if n > len(buf) - pos:
-            raise too_many('AlterPartitionRequest.TopicData.partitions', n, len(buf) - pos)
-        o.partitions = a = []
-        for _ in range(n):
-            e, pos = _r_s_AlterPartitionRequest_PartitionData_2(buf, pos)
             a.append(e)
     if buf[pos]:
         o.unknown_tagged_fields, pos = rtags0(buf, pos)
@@ -455,95 +331,11 @@ def _r_AlterPartitionRequest_1(buf, pos):
     return o, pos
 
 
-def _w_AlterPartitionRequest_2(o, b, ins):
-    b += _ST_iq.pack(o.broker_id, o.broker_epoch)
-    a = o.topics
-    if a is None:
-        raise not_nullable('AlterPartitionRequest.topics')
-    else:
-        wuv(b, len(a) + 1)
-        for e in a:
-            _w_s_AlterPartitionRequest_TopicData_2(e, b, ins)
-    u = o.unknown_tagged_fields
-    if u:
-        wtags(b, [], u)
-    else:
-        b.append(0)
-
-
-def _r_AlterPartitionRequest_2(buf, pos):
-    o = new(AlterPartitionRequest)
-    o.broker_id, o.broker_epoch, = _ST_iq.unpack_from(buf, pos)
-    pos += 12
-    n = buf[pos]
-    pos += 1
-    if n > 127:
-        n, pos = ruv(buf, pos - 1)
-    n -= 1
-    if n < 0:
-        raise not_nullable('AlterPartitionRequest.topics')
-    else:
-        if n > len(buf) - pos:
-            raise too_many('AlterPartitionRequest.topics', n, len(buf) - pos)
-        o.topics = a = []
-        for _ in range(n):
-            e, pos = _r_s_AlterPartitionRequest_TopicData_2(buf, pos)
-            a.append(e)
-    if buf[pos]:
-        o.unknown_tagged_fields, pos = rtags0(buf, pos)
-    else:
-        o.unknown_tagged_fields = []
-        pos += 1
-    return o, pos
-
-
-def _w_AlterPartitionRequest_3(o, b, ins):
-    b += _ST_iq.pack(o.broker_id, o.broker_epoch)
-    a = o.topics
-    if a is None:
-        raise not_nullable('AlterPartitionRequest.topics')
-    else:
-        wuv(b, len(a) + 1)
-        for e in a:
-            _w_s_AlterPartitionRequest_TopicData_3(e, b, ins)
-    u = o.unknown_tagged_fields
-    if u:
-        wtags(b, [], u)
-    else:
-        b.append(0)
-
-
-def _r_AlterPartitionRequest_3(buf, pos):
-    o = new(AlterPartitionRequest)
-    o.broker_id, o.broker_epoch, = _ST_iq.unpack_from(buf, pos)
-    pos += 12
-    n = buf[pos]
-    pos += 1
-    if n > 127:
-        n, pos = ruv(buf, pos - 1)
-    n -= 1
-    if n < 0:
-        raise not_nullable('AlterPartitionRequest.topics')
-    else:
-        if n > len(buf) - pos:
-            raise too_many('AlterPartitionRequest.topics', n, len(buf) - pos)
-        o.topics = a = []
-        for _ in range(n):
-            e, pos = _r_s_AlterPartitionRequest_TopicData_3(buf, pos)
-            a.append(e)
-    if buf[pos]:
-        o.unknown_tagged_fields, pos = rtags0(buf, pos)
-    else:
-        o.unknown_tagged_fields = []
-        pos += 1
-    return o, pos
-
-
 class AlterPartitionRequest(Struct):
     class BrokerState(Struct):
         __slots__ = ('broker_id', 'broker_epoch', 'unknown_tagged_fields')
         _FIELDS = ('broker_id', 'broker_epoch')
-        MIN_VERSION = 0
+        MIN_VERSION = 2
         MAX_VERSION = 3
         FLEXIBLE_MIN = 0
         _IS_REQUEST = True
@@ -557,7 +349,7 @@ class AlterPartitionRequest(Struct):
     class PartitionData(Struct):
         __slots__ = ('partition_index', 'leader_epoch', 'new_isr', 'new_isr_with_epochs', 'leader_recovery_state', 'partition_epoch', 'unknown_tagged_fields')
         _FIELDS = ('partition_index', 'leader_epoch', 'new_isr', 'new_isr_with_epochs', 'leader_recovery_state', 'partition_epoch')
-        MIN_VERSION = 0
+        MIN_VERSION = 2
         MAX_VERSION = 3
         FLEXIBLE_MIN = 0
         _IS_REQUEST = True
@@ -573,15 +365,14 @@ class AlterPartitionRequest(Struct):
 
 
     class TopicData(Struct):
-        __slots__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields')
-        _FIELDS = ('topic_name', 'topic_id', 'partitions')
-        MIN_VERSION = 0
+        __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
+        _FIELDS = ('topic_id', 'partitions')
+        MIN_VERSION = 2
         MAX_VERSION = 3
         FLEXIBLE_MIN = 0
         _IS_REQUEST = True
 
-        def __init__(self, *, topic_name: str = '', topic_id: UUID = ZERO_UUID, partitions: list[AlterPartitionRequest.PartitionData] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
-            self.topic_name = topic_name
+        def __init__(self, *, topic_id: UUID = ZERO_UUID, partitions: list[AlterPartitionRequest.PartitionData] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
             self.topic_id = topic_id
             self.partitions = [] if partitions is MISSING else partitions
             self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
@@ -590,11 +381,11 @@ class AlterPartitionRequest(Struct):
     __slots__ = ('broker_id', 'broker_epoch', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('broker_id', 'broker_epoch', 'topics')
     API_KEY = 56
-    MIN_VERSION = 0
+    MIN_VERSION = 2
     MAX_VERSION = 3
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    LISTENERS = ('zkBroker', 'controller')
+    LISTENERS = ('controller',)
     _IS_REQUEST = True
 
     def __init__(self, *, broker_id: int = 0, broker_epoch: int = -1, topics: list[AlterPartitionRequest.TopicData] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
@@ -607,52 +398,20 @@ class AlterPartitionRequest(Struct):
 _s_AlterPartitionRequest_BrokerState = AlterPartitionRequest.BrokerState
 _s_AlterPartitionRequest_PartitionData = AlterPartitionRequest.PartitionData
 _s_AlterPartitionRequest_TopicData = AlterPartitionRequest.TopicData
-_s_AlterPartitionRequest_BrokerState._WRITERS = {0: _w_s_AlterPartitionRequest_BrokerState_0, 1: _w_s_AlterPartitionRequest_BrokerState_0, 2: _w_s_AlterPartitionRequest_BrokerState_0, 3: _w_s_AlterPartitionRequest_BrokerState_1}
-_s_AlterPartitionRequest_BrokerState._READERS = {0: _r_s_AlterPartitionRequest_BrokerState_0, 1: _r_s_AlterPartitionRequest_BrokerState_0, 2: _r_s_AlterPartitionRequest_BrokerState_0, 3: _r_s_AlterPartitionRequest_BrokerState_1}
-_s_AlterPartitionRequest_PartitionData._WRITERS = {0: _w_s_AlterPartitionRequest_PartitionData_0, 1: _w_s_AlterPartitionRequest_PartitionData_1, 2: _w_s_AlterPartitionRequest_PartitionData_1, 3: _w_s_AlterPartitionRequest_PartitionData_2}
-_s_AlterPartitionRequest_PartitionData._READERS = {0: _r_s_AlterPartitionRequest_PartitionData_0, 1: _r_s_AlterPartitionRequest_PartitionData_1, 2: _r_s_AlterPartitionRequest_PartitionData_1, 3: _r_s_AlterPartitionRequest_PartitionData_2}
-_s_AlterPartitionRequest_TopicData._WRITERS = {0: _w_s_AlterPartitionRequest_TopicData_0, 1: _w_s_AlterPartitionRequest_TopicData_1, 2: _w_s_AlterPartitionRequest_TopicData_2, 3: _w_s_AlterPartitionRequest_TopicData_3}
-_s_AlterPartitionRequest_TopicData._READERS = {0: _r_s_AlterPartitionRequest_TopicData_0, 1: _r_s_AlterPartitionRequest_TopicData_1, 2: _r_s_AlterPartitionRequest_TopicData_2, 3: _r_s_AlterPartitionRequest_TopicData_3}
-AlterPartitionRequest._WRITERS = {0: _w_AlterPartitionRequest_0, 1: _w_AlterPartitionRequest_1, 2: _w_AlterPartitionRequest_2, 3: _w_AlterPartitionRequest_3}
-AlterPartitionRequest._READERS = {0: _r_AlterPartitionRequest_0, 1: _r_AlterPartitionRequest_1, 2: _r_AlterPartitionRequest_2, 3: _r_AlterPartitionRequest_3}
+_s_AlterPartitionRequest_BrokerState._WRITERS = {2: _w_s_AlterPartitionRequest_BrokerState_0, 3: _w_s_AlterPartitionRequest_BrokerState_1}
+_s_AlterPartitionRequest_BrokerState._READERS = {2: _r_s_AlterPartitionRequest_BrokerState_0, 3: _r_s_AlterPartitionRequest_BrokerState_1}
+_s_AlterPartitionRequest_PartitionData._WRITERS = {2: _w_s_AlterPartitionRequest_PartitionData_0, 3: _w_s_AlterPartitionRequest_PartitionData_1}
+_s_AlterPartitionRequest_PartitionData._READERS = {2: _r_s_AlterPartitionRequest_PartitionData_0, 3: _r_s_AlterPartitionRequest_PartitionData_1}
+_s_AlterPartitionRequest_TopicData._WRITERS = {2: _w_s_AlterPartitionRequest_TopicData_0, 3: _w_s_AlterPartitionRequest_TopicData_1}
+_s_AlterPartitionRequest_TopicData._READERS = {2: _r_s_AlterPartitionRequest_TopicData_0, 3: _r_s_AlterPartitionRequest_TopicData_1}
+AlterPartitionRequest._WRITERS = {2: _w_AlterPartitionRequest_0, 3: _w_AlterPartitionRequest_1}
+AlterPartitionRequest._READERS = {2: _r_AlterPartitionRequest_0, 3: _r_AlterPartitionRequest_1}
 
 
 # ------------------------------------------------------------------------------------------------
 # AlterPartitionResponse
 
 def _w_s_AlterPartitionResponse_PartitionData_0(o, b, ins):
-    b += _ST_ihii.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
-    wa_ic(b, o.isr, 'AlterPartitionResponse.PartitionData.isr')
-    b += _ST_i.pack(o.partition_epoch)
-    u = o.unknown_tagged_fields
-    if u:
-        wtags(b, [], u)
-    else:
-        b.append(0)
-
-
-def _r_s_AlterPartitionResponse_PartitionData_0(buf, pos):
-    o = new(_s_AlterPartitionResponse_PartitionData)
-    o.partition_index, o.error_code, o.leader_id, o.leader_epoch, = _ST_ihii.unpack_from(buf, pos)
-    pos += 14
-    n = buf[pos]
-    if 0 < n < 33:
-        o.isr = list(SMALL_ARRAYS['i'][n - 1].unpack_from(buf, pos + 1))
-        pos += 1 + 4 * (n - 1)
-    else:
-        o.isr, pos = ra_ic(buf, pos, 'AlterPartitionResponse.PartitionData.isr')
-    o.leader_recovery_state = 0
-    o.partition_epoch, = _ST_i.unpack_from(buf, pos)
-    pos += 4
-    if buf[pos]:
-        o.unknown_tagged_fields, pos = rtags0(buf, pos)
-    else:
-        o.unknown_tagged_fields = []
-        pos += 1
-    return o, pos
-
-
-def _w_s_AlterPartitionResponse_PartitionData_1(o, b, ins):
     b += _ST_ihii.pack(o.partition_index, o.error_code, o.leader_id, o.leader_epoch)
     wa_ic(b, o.isr, 'AlterPartitionResponse.PartitionData.isr')
     b += _ST_bi.pack(o.leader_recovery_state, o.partition_epoch)
@@ -663,7 +422,7 @@ def _w_s_AlterPartitionResponse_PartitionData_1(o, b, ins):
         b.append(0)
 
 
-def _r_s_AlterPartitionResponse_PartitionData_1(buf, pos):
+def _r_s_AlterPartitionResponse_PartitionData_0(buf, pos):
     o = new(_s_AlterPartitionResponse_PartitionData)
     o.partition_index, o.error_code, o.leader_id, o.leader_epoch, = _ST_ihii.unpack_from(buf, pos)
     pos += 14
@@ -684,7 +443,7 @@ def _r_s_AlterPartitionResponse_PartitionData_1(buf, pos):
 
 
 def _w_s_AlterPartitionResponse_TopicData_0(o, b, ins):
-    wcstr(b, o.topic_name, 'AlterPartitionResponse.TopicData.topic_name')
+    b += _ST_U.pack(o.topic_id.bytes)
     a = o.partitions
     if a is None:
         raise not_nullable('AlterPartitionResponse.TopicData.partitions')
@@ -701,91 +460,6 @@ def _w_s_AlterPartitionResponse_TopicData_0(o, b, ins):
 
 def _r_s_AlterPartitionResponse_TopicData_0(buf, pos):
     o = new(_s_AlterPartitionResponse_TopicData)
-    o.topic_name, pos = rcstr(buf, pos, 'AlterPartitionResponse.TopicData.topic_name')
-    o.topic_id = ZERO_UUID
-    n = buf[pos]
-    pos += 1
-    if n > 127:
-        n, pos = ruv(buf, pos - 1)
-    n -= 1
-    if n < 0:
-        raise not_nullable('AlterPartitionResponse.TopicData.partitions')
-    else:
-        if n > len(buf) - pos:
-            raise too_many('AlterPartitionResponse.TopicData.partitions', n, len(buf) - pos)
-        o.partitions = a = []
-        for _ in range(n):
-            e, pos = _r_s_AlterPartitionResponse_PartitionData_0(buf, pos)
-            a.append(e)
-    if buf[pos]:
-        o.unknown_tagged_fields, pos = rtags0(buf, pos)
-    else:
-        o.unknown_tagged_fields = []
-        pos += 1
-    return o, pos
-
-
-def _w_s_AlterPartitionResponse_TopicData_1(o, b, ins):
-    wcstr(b, o.topic_name, 'AlterPartitionResponse.TopicData.topic_name')
-    a = o.partitions
-    if a is None:
-        raise not_nullable('AlterPartitionResponse.TopicData.partitions')
-    else:
-        wuv(b, len(a) + 1)
-        for e in a:
-            _w_s_AlterPartitionResponse_PartitionData_1(e, b, ins)
-    u = o.unknown_tagged_fields
-    if u:
-        wtags(b, [], u)
-    else:
-        b.append(0)
-
-
-def _r_s_AlterPartitionResponse_TopicData_1(buf, pos):
-    o = new(_s_AlterPartitionResponse_TopicData)
-    o.topic_name, pos = rcstr(buf, pos, 'AlterPartitionResponse.TopicData.topic_name')
-    o.topic_id = ZERO_UUID
-    n = buf[pos]
-    pos += 1
-    if n > 127:
-        n, pos = ruv(buf, pos - 1)
-    n -= 1
-    if n < 0:
-        raise not_nullable('AlterPartitionResponse.TopicData.partitions')
-    else:
-        if n > len(buf) - pos:
-            raise too_many('AlterPartitionResponse.TopicData.partitions', n, len(buf) - pos)
-        o.partitions = a = []
-        for _ in range(n):
-            e, pos = _r_s_AlterPartitionResponse_PartitionData_1(buf, pos)
-            a.append(e)
-    if buf[pos]:
-        o.unknown_tagged_fields, pos = rtags0(buf, pos)
-    else:
-        o.unknown_tagged_fields = []
-        pos += 1
-    return o, pos
-
-
-def _w_s_AlterPartitionResponse_TopicData_2(o, b, ins):
-    b += _ST_U.pack(o.topic_id.bytes)
-    a = o.partitions
-    if a is None:
-        raise not_nullable('AlterPartitionResponse.TopicData.partitions')
-    else:
-        wuv(b, len(a) + 1)
-        for e in a:
-            _w_s_AlterPartitionResponse_PartitionData_1(e, b, ins)
-    u = o.unknown_tagged_fields
-    if u:
-        wtags(b, [], u)
-    else:
-        b.append(0)
-
-
-def _r_s_AlterPartitionResponse_TopicData_2(buf, pos):
-    o = new(_s_AlterPartitionResponse_TopicData)
-    o.topic_name = ''
     _u0, = _ST_U.unpack_from(buf, pos)
     pos += 16
     o.topic_id = ruuid(_u0)
@@ -801,7 +475,7 @@ def _r_s_AlterPartitionResponse_TopicData_2(buf, pos):
             raise too_many('AlterPartitionResponse.TopicData.partitions', n, len(buf) - pos)
         o.partitions = a = []
         for _ in range(n):
-            e, pos = _r_s_AlterPartitionResponse_PartitionData_1(buf, pos)
+            e, pos = _r_s_AlterPartitionResponse_PartitionData_0(buf, pos)
             a.append(e)
     if buf[pos]:
         o.unknown_tagged_fields, pos = rtags0(buf, pos)
@@ -853,95 +527,11 @@ def _r_AlterPartitionResponse_0(buf, pos):
     return o, pos
 
 
-def _w_AlterPartitionResponse_1(o, b, ins):
-    b += _ST_ih.pack(o.throttle_time_ms, o.error_code)
-    a = o.topics
-    if a is None:
-        raise not_nullable('AlterPartitionResponse.topics')
-    else:
-        wuv(b, len(a) + 1)
-        for e in a:
-            _w_s_AlterPartitionResponse_TopicData_1(e, b, ins)
-    u = o.unknown_tagged_fields
-    if u:
-        wtags(b, [], u)
-    else:
-        b.append(0)
-
-
-def _r_AlterPartitionResponse_1(buf, pos):
-    o = new(AlterPartitionResponse)
-    o.throttle_time_ms, o.error_code, = _ST_ih.unpack_from(buf, pos)
-    pos += 6
-    n = buf[pos]
-    pos += 1
-    if n > 127:
-        n, pos = ruv(buf, pos - 1)
-    n -= 1
-    if n < 0:
-        raise not_nullable('AlterPartitionResponse.topics')
-    else:
-        if n > len(buf) - pos:
-            raise too_many('AlterPartitionResponse.topics', n, len(buf) - pos)
-        o.topics = a = []
-        for _ in range(n):
-            e, pos = _r_s_AlterPartitionResponse_TopicData_1(buf, pos)
-            a.append(e)
-    if buf[pos]:
-        o.unknown_tagged_fields, pos = rtags0(buf, pos)
-    else:
-        o.unknown_tagged_fields = []
-        pos += 1
-    return o, pos
-
-
-def _w_AlterPartitionResponse_2(o, b, ins):
-    b += _ST_ih.pack(o.throttle_time_ms, o.error_code)
-    a = o.topics
-    if a is None:
-        raise not_nullable('AlterPartitionResponse.topics')
-    else:
-        wuv(b, len(a) + 1)
-        for e in a:
-            _w_s_AlterPartitionResponse_TopicData_2(e, b, ins)
-    u = o.unknown_tagged_fields
-    if u:
-        wtags(b, [], u)
-    else:
-        b.append(0)
-
-
-def _r_AlterPartitionResponse_2(buf, pos):
-    o = new(AlterPartitionResponse)
-    o.throttle_time_ms, o.error_code, = _ST_ih.unpack_from(buf, pos)
-    pos += 6
-    n = buf[pos]
-    pos += 1
-    if n > 127:
-        n, pos = ruv(buf, pos - 1)
-    n -= 1
-    if n < 0:
-        raise not_nullable('AlterPartitionResponse.topics')
-    else:
-        if n > len(buf) - pos:
-            raise too_many('AlterPartitionResponse.topics', n, len(buf) - pos)
-        o.topics = a = []
-        for _ in range(n):
-            e, pos = _r_s_AlterPartitionResponse_TopicData_2(buf, pos)
-            a.append(e)
-    if buf[pos]:
-        o.unknown_tagged_fields, pos = rtags0(buf, pos)
-    else:
-        o.unknown_tagged_fields = []
-        pos += 1
-    return o, pos
-
-
 class AlterPartitionResponse(Struct):
     class PartitionData(Struct):
         __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'isr', 'leader_recovery_state', 'partition_epoch', 'unknown_tagged_fields')
         _FIELDS = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'isr', 'leader_recovery_state', 'partition_epoch')
-        MIN_VERSION = 0
+        MIN_VERSION = 2
         MAX_VERSION = 3
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
@@ -958,15 +548,14 @@ class AlterPartitionResponse(Struct):
 
 
     class TopicData(Struct):
-        __slots__ = ('topic_name', 'topic_id', 'partitions', 'unknown_tagged_fields')
-        _FIELDS = ('topic_name', 'topic_id', 'partitions')
-        MIN_VERSION = 0
+        __slots__ = ('topic_id', 'partitions', 'unknown_tagged_fields')
+        _FIELDS = ('topic_id', 'partitions')
+        MIN_VERSION = 2
         MAX_VERSION = 3
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
-        def __init__(self, *, topic_name: str = '', topic_id: UUID = ZERO_UUID, partitions: list[AlterPartitionResponse.PartitionData] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
-            self.topic_name = topic_name
+        def __init__(self, *, topic_id: UUID = ZERO_UUID, partitions: list[AlterPartitionResponse.PartitionData] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
             self.topic_id = topic_id
             self.partitions = [] if partitions is MISSING else partitions
             self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
@@ -975,7 +564,7 @@ class AlterPartitionResponse(Struct):
     __slots__ = ('throttle_time_ms', 'error_code', 'topics', 'unknown_tagged_fields')
     _FIELDS = ('throttle_time_ms', 'error_code', 'topics')
     API_KEY = 56
-    MIN_VERSION = 0
+    MIN_VERSION = 2
     MAX_VERSION = 3
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
@@ -991,9 +580,9 @@ class AlterPartitionResponse(Struct):
 
 _s_AlterPartitionResponse_PartitionData = AlterPartitionResponse.PartitionData
 _s_AlterPartitionResponse_TopicData = AlterPartitionResponse.TopicData
-_s_AlterPartitionResponse_PartitionData._WRITERS = {0: _w_s_AlterPartitionResponse_PartitionData_0, 1: _w_s_AlterPartitionResponse_PartitionData_1, 2: _w_s_AlterPartitionResponse_PartitionData_1, 3: _w_s_AlterPartitionResponse_PartitionData_1}
-_s_AlterPartitionResponse_PartitionData._READERS = {0: _r_s_AlterPartitionResponse_PartitionData_0, 1: _r_s_AlterPartitionResponse_PartitionData_1, 2: _r_s_AlterPartitionResponse_PartitionData_1, 3: _r_s_AlterPartitionResponse_PartitionData_1}
-_s_AlterPartitionResponse_TopicData._WRITERS = {0: _w_s_AlterPartitionResponse_TopicData_0, 1: _w_s_AlterPartitionResponse_TopicData_1, 2: _w_s_AlterPartitionResponse_TopicData_2, 3: _w_s_AlterPartitionResponse_TopicData_2}
-_s_AlterPartitionResponse_TopicData._READERS = {0: _r_s_AlterPartitionResponse_TopicData_0, 1: _r_s_AlterPartitionResponse_TopicData_1, 2: _r_s_AlterPartitionResponse_TopicData_2, 3: _r_s_AlterPartitionResponse_TopicData_2}
-AlterPartitionResponse._WRITERS = {0: _w_AlterPartitionResponse_0, 1: _w_AlterPartitionResponse_1, 2: _w_AlterPartitionResponse_2, 3: _w_AlterPartitionResponse_2}
-AlterPartitionResponse._READERS = {0: _r_AlterPartitionResponse_0, 1: _r_AlterPartitionResponse_1, 2: _r_AlterPartitionResponse_2, 3: _r_AlterPartitionResponse_2}
+_s_AlterPartitionResponse_PartitionData._WRITERS = {2: _w_s_AlterPartitionResponse_PartitionData_0, 3: _w_s_AlterPartitionResponse_PartitionData_0}
+_s_AlterPartitionResponse_PartitionData._READERS = {2: _r_s_AlterPartitionResponse_PartitionData_0, 3: _r_s_AlterPartitionResponse_PartitionData_0}
+_s_AlterPartitionResponse_TopicData._WRITERS = {2: _w_s_AlterPartitionResponse_TopicData_0, 3: _w_s_AlterPartitionResponse_TopicData_0}
+_s_AlterPartitionResponse_TopicData._READERS = {2: _r_s_AlterPartitionResponse_TopicData_0, 3: _r_s_AlterPartitionResponse_TopicData_0}
+AlterPartitionResponse._WRITERS = {2: _w_AlterPartitionResponse_0, 3: _w_AlterPartitionResponse_0}
+AlterPartitionResponse._READERS = {2: _r_AlterPartitionResponse_0, 3: _r_AlterPartitionResponse_0}

@@ -17,8 +17,8 @@ from struct import Struct as _PackStruct
 
 from kafka_core.protocol._base import Struct
 from kafka_core.protocol._runtime import (
-    I32, MISSING, flatten, new, not_nullable, rcstr, rtags0, ruv, tag_count, tag_end, tag_header,
-    too_many, unsupported, wcstr, wtags, wuv,
+    I32, MISSING, flatten, new, not_nullable, rcstr, rcstr_n, rtags0, ruv, tag_count, tag_end,
+    tag_header, too_many, unsupported, wcstr, wcstr_n, wtags, wuv,
 )
 
 _ST_h = _PackStruct('>h')
@@ -40,6 +40,8 @@ def _r_ApiVersionsRequest_0(buf, pos):
     o = new(ApiVersionsRequest)
     o.client_software_name = ''
     o.client_software_version = ''
+    o.cluster_id = None
+    o.node_id = -1
     o.unknown_tagged_fields = []
     return o, pos
 
@@ -58,6 +60,35 @@ def _r_ApiVersionsRequest_1(buf, pos):
     o = new(ApiVersionsRequest)
     o.client_software_name, pos = rcstr(buf, pos, 'ApiVersionsRequest.client_software_name')
     o.client_software_version, pos = rcstr(buf, pos, 'ApiVersionsRequest.client_software_version')
+    o.cluster_id = None
+    o.node_id = -1
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
+def _w_ApiVersionsRequest_2(o, b, ins):
+    wcstr(b, o.client_software_name, 'ApiVersionsRequest.client_software_name')
+    wcstr(b, o.client_software_version, 'ApiVersionsRequest.client_software_version')
+    wcstr_n(b, o.cluster_id, 'ApiVersionsRequest.cluster_id')
+    b += _ST_i.pack(o.node_id)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_ApiVersionsRequest_2(buf, pos):
+    o = new(ApiVersionsRequest)
+    o.client_software_name, pos = rcstr(buf, pos, 'ApiVersionsRequest.client_software_name')
+    o.client_software_version, pos = rcstr(buf, pos, 'ApiVersionsRequest.client_software_version')
+    o.cluster_id, pos = rcstr_n(buf, pos, 'ApiVersionsRequest.cluster_id')
+    o.node_id, = _ST_i.unpack_from(buf, pos)
+    pos += 4
     if buf[pos]:
         o.unknown_tagged_fields, pos = rtags0(buf, pos)
     else:
@@ -67,24 +98,26 @@ def _r_ApiVersionsRequest_1(buf, pos):
 
 
 class ApiVersionsRequest(Struct):
-    __slots__ = ('client_software_name', 'client_software_version', 'unknown_tagged_fields')
-    _FIELDS = ('client_software_name', 'client_software_version')
+    __slots__ = ('client_software_name', 'client_software_version', 'cluster_id', 'node_id', 'unknown_tagged_fields')
+    _FIELDS = ('client_software_name', 'client_software_version', 'cluster_id', 'node_id')
     API_KEY = 18
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
     LISTENERS = ('broker', 'controller')
     _IS_REQUEST = True
 
-    def __init__(self, *, client_software_name: str = '', client_software_version: str = '', unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
+    def __init__(self, *, client_software_name: str = '', client_software_version: str = '', cluster_id: str | None = None, node_id: int = -1, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
         self.client_software_name = client_software_name
         self.client_software_version = client_software_version
+        self.cluster_id = cluster_id
+        self.node_id = node_id
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-ApiVersionsRequest._WRITERS = {0: _w_ApiVersionsRequest_0, 1: _w_ApiVersionsRequest_0, 2: _w_ApiVersionsRequest_0, 3: _w_ApiVersionsRequest_1, 4: _w_ApiVersionsRequest_1}
-ApiVersionsRequest._READERS = {0: _r_ApiVersionsRequest_0, 1: _r_ApiVersionsRequest_0, 2: _r_ApiVersionsRequest_0, 3: _r_ApiVersionsRequest_1, 4: _r_ApiVersionsRequest_1}
+ApiVersionsRequest._WRITERS = {0: _w_ApiVersionsRequest_0, 1: _w_ApiVersionsRequest_0, 2: _w_ApiVersionsRequest_0, 3: _w_ApiVersionsRequest_1, 4: _w_ApiVersionsRequest_1, 5: _w_ApiVersionsRequest_2}
+ApiVersionsRequest._READERS = {0: _r_ApiVersionsRequest_0, 1: _r_ApiVersionsRequest_0, 2: _r_ApiVersionsRequest_0, 3: _r_ApiVersionsRequest_1, 4: _r_ApiVersionsRequest_1, 5: _r_ApiVersionsRequest_2}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -418,7 +451,7 @@ class ApiVersionsResponse(Struct):
         __slots__ = ('api_key', 'min_version', 'max_version', 'unknown_tagged_fields')
         _FIELDS = ('api_key', 'min_version', 'max_version')
         MIN_VERSION = 0
-        MAX_VERSION = 4
+        MAX_VERSION = 5
         FLEXIBLE_MIN = 3
         _IS_REQUEST = False
 
@@ -433,7 +466,7 @@ class ApiVersionsResponse(Struct):
         __slots__ = ('name', 'min_version', 'max_version', 'unknown_tagged_fields')
         _FIELDS = ('name', 'min_version', 'max_version')
         MIN_VERSION = 0
-        MAX_VERSION = 4
+        MAX_VERSION = 5
         FLEXIBLE_MIN = 3
         _IS_REQUEST = False
 
@@ -448,7 +481,7 @@ class ApiVersionsResponse(Struct):
         __slots__ = ('name', 'max_version_level', 'min_version_level', 'unknown_tagged_fields')
         _FIELDS = ('name', 'max_version_level', 'min_version_level')
         MIN_VERSION = 0
-        MAX_VERSION = 4
+        MAX_VERSION = 5
         FLEXIBLE_MIN = 3
         _IS_REQUEST = False
 
@@ -463,7 +496,7 @@ class ApiVersionsResponse(Struct):
     _FIELDS = ('error_code', 'api_keys', 'throttle_time_ms', 'supported_features', 'finalized_features_epoch', 'finalized_features', 'zk_migration_ready')
     API_KEY = 18
     MIN_VERSION = 0
-    MAX_VERSION = 4
+    MAX_VERSION = 5
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
     LISTENERS = ()
@@ -483,11 +516,11 @@ class ApiVersionsResponse(Struct):
 _s_ApiVersionsResponse_ApiVersion = ApiVersionsResponse.ApiVersion
 _s_ApiVersionsResponse_SupportedFeatureKey = ApiVersionsResponse.SupportedFeatureKey
 _s_ApiVersionsResponse_FinalizedFeatureKey = ApiVersionsResponse.FinalizedFeatureKey
-_s_ApiVersionsResponse_ApiVersion._WRITERS = {0: _w_s_ApiVersionsResponse_ApiVersion_0, 1: _w_s_ApiVersionsResponse_ApiVersion_0, 2: _w_s_ApiVersionsResponse_ApiVersion_0, 3: _w_s_ApiVersionsResponse_ApiVersion_1, 4: _w_s_ApiVersionsResponse_ApiVersion_1}
-_s_ApiVersionsResponse_ApiVersion._READERS = {0: _r_s_ApiVersionsResponse_ApiVersion_0, 1: _r_s_ApiVersionsResponse_ApiVersion_0, 2: _r_s_ApiVersionsResponse_ApiVersion_0, 3: _r_s_ApiVersionsResponse_ApiVersion_1, 4: _r_s_ApiVersionsResponse_ApiVersion_1}
-_s_ApiVersionsResponse_SupportedFeatureKey._WRITERS = {0: _w_s_ApiVersionsResponse_SupportedFeatureKey_0, 1: _w_s_ApiVersionsResponse_SupportedFeatureKey_0, 2: _w_s_ApiVersionsResponse_SupportedFeatureKey_0, 3: _w_s_ApiVersionsResponse_SupportedFeatureKey_1, 4: _w_s_ApiVersionsResponse_SupportedFeatureKey_1}
-_s_ApiVersionsResponse_SupportedFeatureKey._READERS = {0: _r_s_ApiVersionsResponse_SupportedFeatureKey_0, 1: _r_s_ApiVersionsResponse_SupportedFeatureKey_0, 2: _r_s_ApiVersionsResponse_SupportedFeatureKey_0, 3: _r_s_ApiVersionsResponse_SupportedFeatureKey_1, 4: _r_s_ApiVersionsResponse_SupportedFeatureKey_1}
-_s_ApiVersionsResponse_FinalizedFeatureKey._WRITERS = {0: _w_s_ApiVersionsResponse_FinalizedFeatureKey_0, 1: _w_s_ApiVersionsResponse_FinalizedFeatureKey_0, 2: _w_s_ApiVersionsResponse_FinalizedFeatureKey_0, 3: _w_s_ApiVersionsResponse_FinalizedFeatureKey_1, 4: _w_s_ApiVersionsResponse_FinalizedFeatureKey_1}
-_s_ApiVersionsResponse_FinalizedFeatureKey._READERS = {0: _r_s_ApiVersionsResponse_FinalizedFeatureKey_0, 1: _r_s_ApiVersionsResponse_FinalizedFeatureKey_0, 2: _r_s_ApiVersionsResponse_FinalizedFeatureKey_0, 3: _r_s_ApiVersionsResponse_FinalizedFeatureKey_1, 4: _r_s_ApiVersionsResponse_FinalizedFeatureKey_1}
-ApiVersionsResponse._WRITERS = {0: _w_ApiVersionsResponse_0, 1: _w_ApiVersionsResponse_1, 2: _w_ApiVersionsResponse_1, 3: _w_ApiVersionsResponse_2, 4: _w_ApiVersionsResponse_2}
-ApiVersionsResponse._READERS = {0: _r_ApiVersionsResponse_0, 1: _r_ApiVersionsResponse_1, 2: _r_ApiVersionsResponse_1, 3: _r_ApiVersionsResponse_2, 4: _r_ApiVersionsResponse_2}
+_s_ApiVersionsResponse_ApiVersion._WRITERS = {0: _w_s_ApiVersionsResponse_ApiVersion_0, 1: _w_s_ApiVersionsResponse_ApiVersion_0, 2: _w_s_ApiVersionsResponse_ApiVersion_0, 3: _w_s_ApiVersionsResponse_ApiVersion_1, 4: _w_s_ApiVersionsResponse_ApiVersion_1, 5: _w_s_ApiVersionsResponse_ApiVersion_1}
+_s_ApiVersionsResponse_ApiVersion._READERS = {0: _r_s_ApiVersionsResponse_ApiVersion_0, 1: _r_s_ApiVersionsResponse_ApiVersion_0, 2: _r_s_ApiVersionsResponse_ApiVersion_0, 3: _r_s_ApiVersionsResponse_ApiVersion_1, 4: _r_s_ApiVersionsResponse_ApiVersion_1, 5: _r_s_ApiVersionsResponse_ApiVersion_1}
+_s_ApiVersionsResponse_SupportedFeatureKey._WRITERS = {0: _w_s_ApiVersionsResponse_SupportedFeatureKey_0, 1: _w_s_ApiVersionsResponse_SupportedFeatureKey_0, 2: _w_s_ApiVersionsResponse_SupportedFeatureKey_0, 3: _w_s_ApiVersionsResponse_SupportedFeatureKey_1, 4: _w_s_ApiVersionsResponse_SupportedFeatureKey_1, 5: _w_s_ApiVersionsResponse_SupportedFeatureKey_1}
+_s_ApiVersionsResponse_SupportedFeatureKey._READERS = {0: _r_s_ApiVersionsResponse_SupportedFeatureKey_0, 1: _r_s_ApiVersionsResponse_SupportedFeatureKey_0, 2: _r_s_ApiVersionsResponse_SupportedFeatureKey_0, 3: _r_s_ApiVersionsResponse_SupportedFeatureKey_1, 4: _r_s_ApiVersionsResponse_SupportedFeatureKey_1, 5: _r_s_ApiVersionsResponse_SupportedFeatureKey_1}
+_s_ApiVersionsResponse_FinalizedFeatureKey._WRITERS = {0: _w_s_ApiVersionsResponse_FinalizedFeatureKey_0, 1: _w_s_ApiVersionsResponse_FinalizedFeatureKey_0, 2: _w_s_ApiVersionsResponse_FinalizedFeatureKey_0, 3: _w_s_ApiVersionsResponse_FinalizedFeatureKey_1, 4: _w_s_ApiVersionsResponse_FinalizedFeatureKey_1, 5: _w_s_ApiVersionsResponse_FinalizedFeatureKey_1}
+_s_ApiVersionsResponse_FinalizedFeatureKey._READERS = {0: _r_s_ApiVersionsResponse_FinalizedFeatureKey_0, 1: _r_s_ApiVersionsResponse_FinalizedFeatureKey_0, 2: _r_s_ApiVersionsResponse_FinalizedFeatureKey_0, 3: _r_s_ApiVersionsResponse_FinalizedFeatureKey_1, 4: _r_s_ApiVersionsResponse_FinalizedFeatureKey_1, 5: _r_s_ApiVersionsResponse_FinalizedFeatureKey_1}
+ApiVersionsResponse._WRITERS = {0: _w_ApiVersionsResponse_0, 1: _w_ApiVersionsResponse_1, 2: _w_ApiVersionsResponse_1, 3: _w_ApiVersionsResponse_2, 4: _w_ApiVersionsResponse_2, 5: _w_ApiVersionsResponse_2}
+ApiVersionsResponse._READERS = {0: _r_ApiVersionsResponse_0, 1: _r_ApiVersionsResponse_1, 2: _r_ApiVersionsResponse_1, 3: _r_ApiVersionsResponse_2, 4: _r_ApiVersionsResponse_2, 5: _r_ApiVersionsResponse_2}

@@ -31,6 +31,8 @@ def _w_BrokerHeartbeatRequest_0(o, b, ins):
     b += _ST_iqqoo.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
     if o.offline_log_dirs != []:
         raise unsupported('BrokerHeartbeatRequest', 'offline_log_dirs', '1+')
+    if o.cordoned_log_dirs != None:
+        raise unsupported('BrokerHeartbeatRequest', 'cordoned_log_dirs', '2+')
     u = o.unknown_tagged_fields
     if u:
         wtags(b, [], u)
@@ -43,6 +45,7 @@ def _r_BrokerHeartbeatRequest_0(buf, pos):
     o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down, = _ST_iqqoo.unpack_from(buf, pos)
     pos += 22
     o.offline_log_dirs = []
+    o.cordoned_log_dirs = None
     if buf[pos]:
         o.unknown_tagged_fields, pos = rtags0(buf, pos)
     else:
@@ -53,6 +56,8 @@ def _r_BrokerHeartbeatRequest_0(buf, pos):
 
 def _w_BrokerHeartbeatRequest_1(o, b, ins):
     b += _ST_iqqoo.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
+    if o.cordoned_log_dirs != None:
+        raise unsupported('BrokerHeartbeatRequest', 'cordoned_log_dirs', '2+')
     tg = []
     tins: list
     if o.offline_log_dirs != []:
@@ -67,6 +72,7 @@ def _r_BrokerHeartbeatRequest_1(buf, pos):
     o = new(BrokerHeartbeatRequest)
     o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down, = _ST_iqqoo.unpack_from(buf, pos)
     pos += 22
+    o.cordoned_log_dirs = None
     o.offline_log_dirs = []
     o.unknown_tagged_fields = u = []
     if buf[pos]:
@@ -87,29 +93,78 @@ def _r_BrokerHeartbeatRequest_1(buf, pos):
     return o, pos
 
 
+def _w_BrokerHeartbeatRequest_2(o, b, ins):
+    b += _ST_iqqoo.pack(o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down)
+    tg = []
+    tins: list
+    if o.offline_log_dirs != []:
+        t = bytearray()
+        tins = []
+        warr(t, o.offline_log_dirs, 'BrokerHeartbeatRequest.offline_log_dirs', 'u', True, False)
+        tg.append((0, flatten(t, tins)))
+    if o.cordoned_log_dirs != None:
+        t = bytearray()
+        tins = []
+        warr(t, o.cordoned_log_dirs, 'BrokerHeartbeatRequest.cordoned_log_dirs', 'u', True, True)
+        tg.append((1, flatten(t, tins)))
+    wtags(b, tg, o.unknown_tagged_fields)
+
+
+def _r_BrokerHeartbeatRequest_2(buf, pos):
+    o = new(BrokerHeartbeatRequest)
+    o.broker_id, o.broker_epoch, o.current_metadata_offset, o.want_fence, o.want_shut_down, = _ST_iqqoo.unpack_from(buf, pos)
+    pos += 22
+    o.offline_log_dirs = []
+    o.cordoned_log_dirs = None
+    o.unknown_tagged_fields = u = []
+    if buf[pos]:
+        n, pos = tag_count(buf, pos)
+        for _ in range(n):
+            tag, pos, end = tag_header(buf, pos)
+            if tag == 0:
+                p = pos
+                o.offline_log_dirs, p = rarr(buf, p, 'BrokerHeartbeatRequest.offline_log_dirs', 'u', True, False)
+                tag_end(p, end, 0)
+                if o.offline_log_dirs == []:
+                    u.append((tag, bytes(buf[pos:end])))
+            elif tag == 1:
+                p = pos
+                o.cordoned_log_dirs, p = rarr(buf, p, 'BrokerHeartbeatRequest.cordoned_log_dirs', 'u', True, True)
+                tag_end(p, end, 1)
+                if o.cordoned_log_dirs == None:
+                    u.append((tag, bytes(buf[pos:end])))
+            else:
+                u.append((tag, bytes(buf[pos:end])))
+            pos = end
+    else:
+        pos += 1
+    return o, pos
+
+
 class BrokerHeartbeatRequest(Struct):
-    __slots__ = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs', 'unknown_tagged_fields')
-    _FIELDS = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs')
+    __slots__ = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs', 'cordoned_log_dirs', 'unknown_tagged_fields')
+    _FIELDS = ('broker_id', 'broker_epoch', 'current_metadata_offset', 'want_fence', 'want_shut_down', 'offline_log_dirs', 'cordoned_log_dirs')
     API_KEY = 63
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     LISTENERS = ('controller',)
     _IS_REQUEST = True
 
-    def __init__(self, *, broker_id: int = 0, broker_epoch: int = -1, current_metadata_offset: int = 0, want_fence: bool = False, want_shut_down: bool = False, offline_log_dirs: list[UUID] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
+    def __init__(self, *, broker_id: int = 0, broker_epoch: int = -1, current_metadata_offset: int = 0, want_fence: bool = False, want_shut_down: bool = False, offline_log_dirs: list[UUID] = MISSING, cordoned_log_dirs: list[UUID] | None = None, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.current_metadata_offset = current_metadata_offset
         self.want_fence = want_fence
         self.want_shut_down = want_shut_down
         self.offline_log_dirs = [] if offline_log_dirs is MISSING else offline_log_dirs
+        self.cordoned_log_dirs = cordoned_log_dirs
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-BrokerHeartbeatRequest._WRITERS = {0: _w_BrokerHeartbeatRequest_0, 1: _w_BrokerHeartbeatRequest_1}
-BrokerHeartbeatRequest._READERS = {0: _r_BrokerHeartbeatRequest_0, 1: _r_BrokerHeartbeatRequest_1}
+BrokerHeartbeatRequest._WRITERS = {0: _w_BrokerHeartbeatRequest_0, 1: _w_BrokerHeartbeatRequest_1, 2: _w_BrokerHeartbeatRequest_2}
+BrokerHeartbeatRequest._READERS = {0: _r_BrokerHeartbeatRequest_0, 1: _r_BrokerHeartbeatRequest_1, 2: _r_BrokerHeartbeatRequest_2}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -141,7 +196,7 @@ class BrokerHeartbeatResponse(Struct):
     _FIELDS = ('throttle_time_ms', 'error_code', 'is_caught_up', 'is_fenced', 'should_shut_down')
     API_KEY = 63
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     LISTENERS = ()
@@ -156,5 +211,5 @@ class BrokerHeartbeatResponse(Struct):
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-BrokerHeartbeatResponse._WRITERS = {0: _w_BrokerHeartbeatResponse_0, 1: _w_BrokerHeartbeatResponse_0}
-BrokerHeartbeatResponse._READERS = {0: _r_BrokerHeartbeatResponse_0, 1: _r_BrokerHeartbeatResponse_0}
+BrokerHeartbeatResponse._WRITERS = {0: _w_BrokerHeartbeatResponse_0, 1: _w_BrokerHeartbeatResponse_0, 2: _w_BrokerHeartbeatResponse_0}
+BrokerHeartbeatResponse._READERS = {0: _r_BrokerHeartbeatResponse_0, 1: _r_BrokerHeartbeatResponse_0, 2: _r_BrokerHeartbeatResponse_0}

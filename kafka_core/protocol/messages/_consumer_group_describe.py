@@ -22,6 +22,7 @@ from kafka_core.protocol._runtime import (
 )
 
 _ST_U = _PackStruct('>16s')
+_ST_b = _PackStruct('>b')
 _ST_h = _PackStruct('>h')
 _ST_i = _PackStruct('>i')
 _ST_ii = _PackStruct('>ii')
@@ -61,10 +62,10 @@ class ConsumerGroupDescribeRequest(Struct):
     _FIELDS = ('group_ids', 'include_authorized_operations')
     API_KEY = 69
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    LISTENERS = ('zkBroker', 'broker')
+    LISTENERS = ('broker',)
     _IS_REQUEST = True
 
     def __init__(self, *, group_ids: list[str] = MISSING, include_authorized_operations: bool = False, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
@@ -73,8 +74,8 @@ class ConsumerGroupDescribeRequest(Struct):
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-ConsumerGroupDescribeRequest._WRITERS = {0: _w_ConsumerGroupDescribeRequest_0}
-ConsumerGroupDescribeRequest._READERS = {0: _r_ConsumerGroupDescribeRequest_0}
+ConsumerGroupDescribeRequest._WRITERS = {0: _w_ConsumerGroupDescribeRequest_0, 1: _w_ConsumerGroupDescribeRequest_0}
+ConsumerGroupDescribeRequest._READERS = {0: _r_ConsumerGroupDescribeRequest_0, 1: _r_ConsumerGroupDescribeRequest_0}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -181,6 +182,49 @@ def _r_s_ConsumerGroupDescribeResponse_Member_0(buf, pos):
     o.subscribed_topic_regex, pos = rcstr_n(buf, pos, 'ConsumerGroupDescribeResponse.Member.subscribed_topic_regex')
     o.assignment, pos = _r_s_ConsumerGroupDescribeResponse_Assignment_0(buf, pos)
     o.target_assignment, pos = _r_s_ConsumerGroupDescribeResponse_Assignment_0(buf, pos)
+    o.member_type = -1
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
+def _w_s_ConsumerGroupDescribeResponse_Member_1(o, b, ins):
+    wcstr(b, o.member_id, 'ConsumerGroupDescribeResponse.Member.member_id')
+    wcstr_n(b, o.instance_id, 'ConsumerGroupDescribeResponse.Member.instance_id')
+    wcstr_n(b, o.rack_id, 'ConsumerGroupDescribeResponse.Member.rack_id')
+    b += _ST_i.pack(o.member_epoch)
+    wcstr(b, o.client_id, 'ConsumerGroupDescribeResponse.Member.client_id')
+    wcstr(b, o.client_host, 'ConsumerGroupDescribeResponse.Member.client_host')
+    warr(b, o.subscribed_topic_names, 'ConsumerGroupDescribeResponse.Member.subscribed_topic_names', 's', True, False)
+    wcstr_n(b, o.subscribed_topic_regex, 'ConsumerGroupDescribeResponse.Member.subscribed_topic_regex')
+    _w_s_ConsumerGroupDescribeResponse_Assignment_0(o.assignment, b, ins)
+    _w_s_ConsumerGroupDescribeResponse_Assignment_0(o.target_assignment, b, ins)
+    b += _ST_b.pack(o.member_type)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_s_ConsumerGroupDescribeResponse_Member_1(buf, pos):
+    o = new(_s_ConsumerGroupDescribeResponse_Member)
+    o.member_id, pos = rcstr(buf, pos, 'ConsumerGroupDescribeResponse.Member.member_id')
+    o.instance_id, pos = rcstr_n(buf, pos, 'ConsumerGroupDescribeResponse.Member.instance_id')
+    o.rack_id, pos = rcstr_n(buf, pos, 'ConsumerGroupDescribeResponse.Member.rack_id')
+    o.member_epoch, = _ST_i.unpack_from(buf, pos)
+    pos += 4
+    o.client_id, pos = rcstr(buf, pos, 'ConsumerGroupDescribeResponse.Member.client_id')
+    o.client_host, pos = rcstr(buf, pos, 'ConsumerGroupDescribeResponse.Member.client_host')
+    o.subscribed_topic_names, pos = rarr(buf, pos, 'ConsumerGroupDescribeResponse.Member.subscribed_topic_names', 's', True, False)
+    o.subscribed_topic_regex, pos = rcstr_n(buf, pos, 'ConsumerGroupDescribeResponse.Member.subscribed_topic_regex')
+    o.assignment, pos = _r_s_ConsumerGroupDescribeResponse_Assignment_0(buf, pos)
+    o.target_assignment, pos = _r_s_ConsumerGroupDescribeResponse_Assignment_0(buf, pos)
+    o.member_type, = _ST_b.unpack_from(buf, pos)
+    pos += 1
     if buf[pos]:
         o.unknown_tagged_fields, pos = rtags0(buf, pos)
     else:
@@ -245,6 +289,62 @@ def _r_s_ConsumerGroupDescribeResponse_DescribedGroup_0(buf, pos):
     return o, pos
 
 
+def _w_s_ConsumerGroupDescribeResponse_DescribedGroup_1(o, b, ins):
+    b += _ST_h.pack(o.error_code)
+    wcstr_n(b, o.error_message, 'ConsumerGroupDescribeResponse.DescribedGroup.error_message')
+    wcstr(b, o.group_id, 'ConsumerGroupDescribeResponse.DescribedGroup.group_id')
+    wcstr(b, o.group_state, 'ConsumerGroupDescribeResponse.DescribedGroup.group_state')
+    b += _ST_ii.pack(o.group_epoch, o.assignment_epoch)
+    wcstr(b, o.assignor_name, 'ConsumerGroupDescribeResponse.DescribedGroup.assignor_name')
+    a = o.members
+    if a is None:
+        raise not_nullable('ConsumerGroupDescribeResponse.DescribedGroup.members')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_ConsumerGroupDescribeResponse_Member_1(e, b, ins)
+    b += _ST_i.pack(o.authorized_operations)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_s_ConsumerGroupDescribeResponse_DescribedGroup_1(buf, pos):
+    o = new(_s_ConsumerGroupDescribeResponse_DescribedGroup)
+    o.error_code, = _ST_h.unpack_from(buf, pos)
+    pos += 2
+    o.error_message, pos = rcstr_n(buf, pos, 'ConsumerGroupDescribeResponse.DescribedGroup.error_message')
+    o.group_id, pos = rcstr(buf, pos, 'ConsumerGroupDescribeResponse.DescribedGroup.group_id')
+    o.group_state, pos = rcstr(buf, pos, 'ConsumerGroupDescribeResponse.DescribedGroup.group_state')
+    o.group_epoch, o.assignment_epoch, = _ST_ii.unpack_from(buf, pos)
+    pos += 8
+    o.assignor_name, pos = rcstr(buf, pos, 'ConsumerGroupDescribeResponse.DescribedGroup.assignor_name')
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('ConsumerGroupDescribeResponse.DescribedGroup.members')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('ConsumerGroupDescribeResponse.DescribedGroup.members', n, len(buf) - pos)
+        o.members = a = []
+        for _ in range(n):
+            e, pos = _r_s_ConsumerGroupDescribeResponse_Member_1(buf, pos)
+            a.append(e)
+    o.authorized_operations, = _ST_i.unpack_from(buf, pos)
+    pos += 4
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
 def _w_ConsumerGroupDescribeResponse_0(o, b, ins):
     b += _ST_i.pack(o.throttle_time_ms)
     a = o.groups
@@ -287,12 +387,54 @@ def _r_ConsumerGroupDescribeResponse_0(buf, pos):
     return o, pos
 
 
+def _w_ConsumerGroupDescribeResponse_1(o, b, ins):
+    b += _ST_i.pack(o.throttle_time_ms)
+    a = o.groups
+    if a is None:
+        raise not_nullable('ConsumerGroupDescribeResponse.groups')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_ConsumerGroupDescribeResponse_DescribedGroup_1(e, b, ins)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_ConsumerGroupDescribeResponse_1(buf, pos):
+    o = new(ConsumerGroupDescribeResponse)
+    o.throttle_time_ms, = _ST_i.unpack_from(buf, pos)
+    pos += 4
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('ConsumerGroupDescribeResponse.groups')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('ConsumerGroupDescribeResponse.groups', n, len(buf) - pos)
+        o.groups = a = []
+        for _ in range(n):
+            e, pos = _r_s_ConsumerGroupDescribeResponse_DescribedGroup_1(buf, pos)
+            a.append(e)
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
 class ConsumerGroupDescribeResponse(Struct):
     class TopicPartitions(Struct):
         __slots__ = ('topic_id', 'topic_name', 'partitions', 'unknown_tagged_fields')
         _FIELDS = ('topic_id', 'topic_name', 'partitions')
         MIN_VERSION = 0
-        MAX_VERSION = 0
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -307,7 +449,7 @@ class ConsumerGroupDescribeResponse(Struct):
         __slots__ = ('topic_partitions', 'unknown_tagged_fields')
         _FIELDS = ('topic_partitions',)
         MIN_VERSION = 0
-        MAX_VERSION = 0
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -317,14 +459,14 @@ class ConsumerGroupDescribeResponse(Struct):
 
 
     class Member(Struct):
-        __slots__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'unknown_tagged_fields')
-        _FIELDS = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment')
+        __slots__ = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'member_type', 'unknown_tagged_fields')
+        _FIELDS = ('member_id', 'instance_id', 'rack_id', 'member_epoch', 'client_id', 'client_host', 'subscribed_topic_names', 'subscribed_topic_regex', 'assignment', 'target_assignment', 'member_type')
         MIN_VERSION = 0
-        MAX_VERSION = 0
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
-        def __init__(self, *, member_id: str = '', instance_id: str | None = None, rack_id: str | None = None, member_epoch: int = 0, client_id: str = '', client_host: str = '', subscribed_topic_names: list[str] = MISSING, subscribed_topic_regex: str | None = None, assignment: ConsumerGroupDescribeResponse.Assignment = MISSING, target_assignment: ConsumerGroupDescribeResponse.Assignment = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
+        def __init__(self, *, member_id: str = '', instance_id: str | None = None, rack_id: str | None = None, member_epoch: int = 0, client_id: str = '', client_host: str = '', subscribed_topic_names: list[str] = MISSING, subscribed_topic_regex: str | None = None, assignment: ConsumerGroupDescribeResponse.Assignment = MISSING, target_assignment: ConsumerGroupDescribeResponse.Assignment = MISSING, member_type: int = -1, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
             self.member_id = member_id
             self.instance_id = instance_id
             self.rack_id = rack_id
@@ -335,6 +477,7 @@ class ConsumerGroupDescribeResponse(Struct):
             self.subscribed_topic_regex = subscribed_topic_regex
             self.assignment = _s_ConsumerGroupDescribeResponse_Assignment() if assignment is MISSING else assignment
             self.target_assignment = _s_ConsumerGroupDescribeResponse_Assignment() if target_assignment is MISSING else target_assignment
+            self.member_type = member_type
             self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
@@ -342,7 +485,7 @@ class ConsumerGroupDescribeResponse(Struct):
         __slots__ = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations', 'unknown_tagged_fields')
         _FIELDS = ('error_code', 'error_message', 'group_id', 'group_state', 'group_epoch', 'assignment_epoch', 'assignor_name', 'members', 'authorized_operations')
         MIN_VERSION = 0
-        MAX_VERSION = 0
+        MAX_VERSION = 1
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -363,7 +506,7 @@ class ConsumerGroupDescribeResponse(Struct):
     _FIELDS = ('throttle_time_ms', 'groups')
     API_KEY = 69
     MIN_VERSION = 0
-    MAX_VERSION = 0
+    MAX_VERSION = 1
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     LISTENERS = ()
@@ -379,13 +522,13 @@ _s_ConsumerGroupDescribeResponse_TopicPartitions = ConsumerGroupDescribeResponse
 _s_ConsumerGroupDescribeResponse_Assignment = ConsumerGroupDescribeResponse.Assignment
 _s_ConsumerGroupDescribeResponse_Member = ConsumerGroupDescribeResponse.Member
 _s_ConsumerGroupDescribeResponse_DescribedGroup = ConsumerGroupDescribeResponse.DescribedGroup
-_s_ConsumerGroupDescribeResponse_TopicPartitions._WRITERS = {0: _w_s_ConsumerGroupDescribeResponse_TopicPartitions_0}
-_s_ConsumerGroupDescribeResponse_TopicPartitions._READERS = {0: _r_s_ConsumerGroupDescribeResponse_TopicPartitions_0}
-_s_ConsumerGroupDescribeResponse_Assignment._WRITERS = {0: _w_s_ConsumerGroupDescribeResponse_Assignment_0}
-_s_ConsumerGroupDescribeResponse_Assignment._READERS = {0: _r_s_ConsumerGroupDescribeResponse_Assignment_0}
-_s_ConsumerGroupDescribeResponse_Member._WRITERS = {0: _w_s_ConsumerGroupDescribeResponse_Member_0}
-_s_ConsumerGroupDescribeResponse_Member._READERS = {0: _r_s_ConsumerGroupDescribeResponse_Member_0}
-_s_ConsumerGroupDescribeResponse_DescribedGroup._WRITERS = {0: _w_s_ConsumerGroupDescribeResponse_DescribedGroup_0}
-_s_ConsumerGroupDescribeResponse_DescribedGroup._READERS = {0: _r_s_ConsumerGroupDescribeResponse_DescribedGroup_0}
-ConsumerGroupDescribeResponse._WRITERS = {0: _w_ConsumerGroupDescribeResponse_0}
-ConsumerGroupDescribeResponse._READERS = {0: _r_ConsumerGroupDescribeResponse_0}
+_s_ConsumerGroupDescribeResponse_TopicPartitions._WRITERS = {0: _w_s_ConsumerGroupDescribeResponse_TopicPartitions_0, 1: _w_s_ConsumerGroupDescribeResponse_TopicPartitions_0}
+_s_ConsumerGroupDescribeResponse_TopicPartitions._READERS = {0: _r_s_ConsumerGroupDescribeResponse_TopicPartitions_0, 1: _r_s_ConsumerGroupDescribeResponse_TopicPartitions_0}
+_s_ConsumerGroupDescribeResponse_Assignment._WRITERS = {0: _w_s_ConsumerGroupDescribeResponse_Assignment_0, 1: _w_s_ConsumerGroupDescribeResponse_Assignment_0}
+_s_ConsumerGroupDescribeResponse_Assignment._READERS = {0: _r_s_ConsumerGroupDescribeResponse_Assignment_0, 1: _r_s_ConsumerGroupDescribeResponse_Assignment_0}
+_s_ConsumerGroupDescribeResponse_Member._WRITERS = {0: _w_s_ConsumerGroupDescribeResponse_Member_0, 1: _w_s_ConsumerGroupDescribeResponse_Member_1}
+_s_ConsumerGroupDescribeResponse_Member._READERS = {0: _r_s_ConsumerGroupDescribeResponse_Member_0, 1: _r_s_ConsumerGroupDescribeResponse_Member_1}
+_s_ConsumerGroupDescribeResponse_DescribedGroup._WRITERS = {0: _w_s_ConsumerGroupDescribeResponse_DescribedGroup_0, 1: _w_s_ConsumerGroupDescribeResponse_DescribedGroup_1}
+_s_ConsumerGroupDescribeResponse_DescribedGroup._READERS = {0: _r_s_ConsumerGroupDescribeResponse_DescribedGroup_0, 1: _r_s_ConsumerGroupDescribeResponse_DescribedGroup_1}
+ConsumerGroupDescribeResponse._WRITERS = {0: _w_ConsumerGroupDescribeResponse_0, 1: _w_ConsumerGroupDescribeResponse_1}
+ConsumerGroupDescribeResponse._READERS = {0: _r_ConsumerGroupDescribeResponse_0, 1: _r_ConsumerGroupDescribeResponse_1}

@@ -202,8 +202,8 @@ class ConsumerGroupHeartbeatRequest(Struct):
     MIN_VERSION = 0
     MAX_VERSION = 1
     FLEXIBLE_MIN = 0
-    LATEST_VERSION_UNSTABLE = True
-    LISTENERS = ('zkBroker', 'broker')
+    LATEST_VERSION_UNSTABLE = False
+    LISTENERS = ('broker',)
     _IS_REQUEST = True
 
     def __init__(self, *, group_id: str = '', member_id: str = '', member_epoch: int = 0, instance_id: str | None = None, rack_id: str | None = None, rebalance_timeout_ms: int = -1, subscribed_topic_names: list[str] | None = None, subscribed_topic_regex: str | None = None, server_assignor: str | None = None, topic_partitions: list[ConsumerGroupHeartbeatRequest.TopicPartitions] | None = None, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:

@@ -199,7 +199,7 @@ class CreateDelegationTokenRequest(Struct):
     class CreatableRenewers(Struct):
         __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields')
         _FIELDS = ('principal_type', 'principal_name')
-        MIN_VERSION = 0
+        MIN_VERSION = 1
         MAX_VERSION = 3
         FLEXIBLE_MIN = 2
         _IS_REQUEST = True
@@ -213,11 +213,11 @@ class CreateDelegationTokenRequest(Struct):
     __slots__ = ('owner_principal_type', 'owner_principal_name', 'renewers', 'max_lifetime_ms', 'unknown_tagged_fields')
     _FIELDS = ('owner_principal_type', 'owner_principal_name', 'renewers', 'max_lifetime_ms')
     API_KEY = 38
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
-    LISTENERS = ('zkBroker', 'broker', 'controller')
+    LISTENERS = ('broker', 'controller')
     _IS_REQUEST = True
 
     def __init__(self, *, owner_principal_type: str | None = '', owner_principal_name: str | None = '', renewers: list[CreateDelegationTokenRequest.CreatableRenewers] = MISSING, max_lifetime_ms: int = 0, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
@@ -229,10 +229,10 @@ class CreateDelegationTokenRequest(Struct):
 
 
 _s_CreateDelegationTokenRequest_CreatableRenewers = CreateDelegationTokenRequest.CreatableRenewers
-_s_CreateDelegationTokenRequest_CreatableRenewers._WRITERS = {0: _w_s_CreateDelegationTokenRequest_CreatableRenewers_0, 1: _w_s_CreateDelegationTokenRequest_CreatableRenewers_0, 2: _w_s_CreateDelegationTokenRequest_CreatableRenewers_1, 3: _w_s_CreateDelegationTokenRequest_CreatableRenewers_1}
-_s_CreateDelegationTokenRequest_CreatableRenewers._READERS = {0: _r_s_CreateDelegationTokenRequest_CreatableRenewers_0, 1: _r_s_CreateDelegationTokenRequest_CreatableRenewers_0, 2: _r_s_CreateDelegationTokenRequest_CreatableRenewers_1, 3: _r_s_CreateDelegationTokenRequest_CreatableRenewers_1}
-CreateDelegationTokenRequest._WRITERS = {0: _w_CreateDelegationTokenRequest_0, 1: _w_CreateDelegationTokenRequest_0, 2: _w_CreateDelegationTokenRequest_1, 3: _w_CreateDelegationTokenRequest_2}
-CreateDelegationTokenRequest._READERS = {0: _r_CreateDelegationTokenRequest_0, 1: _r_CreateDelegationTokenRequest_0, 2: _r_CreateDelegationTokenRequest_1, 3: _r_CreateDelegationTokenRequest_2}
+_s_CreateDelegationTokenRequest_CreatableRenewers._WRITERS = {1: _w_s_CreateDelegationTokenRequest_CreatableRenewers_0, 2: _w_s_CreateDelegationTokenRequest_CreatableRenewers_1, 3: _w_s_CreateDelegationTokenRequest_CreatableRenewers_1}
+_s_CreateDelegationTokenRequest_CreatableRenewers._READERS = {1: _r_s_CreateDelegationTokenRequest_CreatableRenewers_0, 2: _r_s_CreateDelegationTokenRequest_CreatableRenewers_1, 3: _r_s_CreateDelegationTokenRequest_CreatableRenewers_1}
+CreateDelegationTokenRequest._WRITERS = {1: _w_CreateDelegationTokenRequest_0, 2: _w_CreateDelegationTokenRequest_1, 3: _w_CreateDelegationTokenRequest_2}
+CreateDelegationTokenRequest._READERS = {1: _r_CreateDelegationTokenRequest_0, 2: _r_CreateDelegationTokenRequest_1, 3: _r_CreateDelegationTokenRequest_2}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -354,7 +354,7 @@ class CreateDelegationTokenResponse(Struct):
     __slots__ = ('error_code', 'principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp_ms', 'expiry_timestamp_ms', 'max_timestamp_ms', 'token_id', 'hmac', 'throttle_time_ms', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp_ms', 'expiry_timestamp_ms', 'max_timestamp_ms', 'token_id', 'hmac', 'throttle_time_ms')
     API_KEY = 38
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
@@ -376,5 +376,5 @@ class CreateDelegationTokenResponse(Struct):
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-CreateDelegationTokenResponse._WRITERS = {0: _w_CreateDelegationTokenResponse_0, 1: _w_CreateDelegationTokenResponse_0, 2: _w_CreateDelegationTokenResponse_1, 3: _w_CreateDelegationTokenResponse_2}
-CreateDelegationTokenResponse._READERS = {0: _r_CreateDelegationTokenResponse_0, 1: _r_CreateDelegationTokenResponse_0, 2: _r_CreateDelegationTokenResponse_1, 3: _r_CreateDelegationTokenResponse_2}
+CreateDelegationTokenResponse._WRITERS = {1: _w_CreateDelegationTokenResponse_0, 2: _w_CreateDelegationTokenResponse_1, 3: _w_CreateDelegationTokenResponse_2}
+CreateDelegationTokenResponse._READERS = {1: _r_CreateDelegationTokenResponse_0, 2: _r_CreateDelegationTokenResponse_1, 3: _r_CreateDelegationTokenResponse_2}

@@ -17,8 +17,8 @@ from struct import Struct as _PackStruct
 
 from kafka_core.protocol._base import Struct
 from kafka_core.protocol._runtime import (
-    I32, MISSING, new, not_nullable, rarr, rcstr, rstr, rtags0, ruv, too_many, warr, wcstr, wstr,
-    wtags, wuv,
+    I32, MISSING, new, not_nullable, rarr, rcstr, rcstr_n, rstr, rtags0, ruv, too_many, warr,
+    wcstr, wcstr_n, wstr, wtags, wuv,
 )
 
 _ST_h = _PackStruct('>h')
@@ -64,7 +64,7 @@ class DeleteGroupsRequest(Struct):
     _FIELDS = ('groups_names',)
     API_KEY = 42
     MIN_VERSION = 0
-    MAX_VERSION = 2
+    MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
     LISTENERS = ('broker',)
@@ -75,8 +75,8 @@ class DeleteGroupsRequest(Struct):
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-DeleteGroupsRequest._WRITERS = {0: _w_DeleteGroupsRequest_0, 1: _w_DeleteGroupsRequest_0, 2: _w_DeleteGroupsRequest_1}
-DeleteGroupsRequest._READERS = {0: _r_DeleteGroupsRequest_0, 1: _r_DeleteGroupsRequest_0, 2: _r_DeleteGroupsRequest_1}
+DeleteGroupsRequest._WRITERS = {0: _w_DeleteGroupsRequest_0, 1: _w_DeleteGroupsRequest_0, 2: _w_DeleteGroupsRequest_1, 3: _w_DeleteGroupsRequest_1}
+DeleteGroupsRequest._READERS = {0: _r_DeleteGroupsRequest_0, 1: _r_DeleteGroupsRequest_0, 2: _r_DeleteGroupsRequest_1, 3: _r_DeleteGroupsRequest_1}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -92,6 +92,7 @@ def _r_s_DeleteGroupsResponse_DeletableGroupResult_0(buf, pos):
     o.group_id, pos = rstr(buf, pos, 'DeleteGroupsResponse.DeletableGroupResult.group_id')
     o.error_code, = _ST_h.unpack_from(buf, pos)
     pos += 2
+    o.error_message = None
     o.unknown_tagged_fields = []
     return o, pos
 
@@ -111,6 +112,32 @@ def _r_s_DeleteGroupsResponse_DeletableGroupResult_1(buf, pos):
     o.group_id, pos = rcstr(buf, pos, 'DeleteGroupsResponse.DeletableGroupResult.group_id')
     o.error_code, = _ST_h.unpack_from(buf, pos)
     pos += 2
+    o.error_message = None
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
+def _w_s_DeleteGroupsResponse_DeletableGroupResult_2(o, b, ins):
+    wcstr(b, o.group_id, 'DeleteGroupsResponse.DeletableGroupResult.group_id')
+    b += _ST_h.pack(o.error_code)
+    wcstr_n(b, o.error_message, 'DeleteGroupsResponse.DeletableGroupResult.error_message')
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_s_DeleteGroupsResponse_DeletableGroupResult_2(buf, pos):
+    o = new(_s_DeleteGroupsResponse_DeletableGroupResult)
+    o.group_id, pos = rcstr(buf, pos, 'DeleteGroupsResponse.DeletableGroupResult.group_id')
+    o.error_code, = _ST_h.unpack_from(buf, pos)
+    pos += 2
+    o.error_message, pos = rcstr_n(buf, pos, 'DeleteGroupsResponse.DeletableGroupResult.error_message')
     if buf[pos]:
         o.unknown_tagged_fields, pos = rtags0(buf, pos)
     else:
@@ -191,18 +218,61 @@ def _r_DeleteGroupsResponse_1(buf, pos):
     return o, pos
 
 
+def _w_DeleteGroupsResponse_2(o, b, ins):
+    b += _ST_i.pack(o.throttle_time_ms)
+    a = o.results
+    if a is None:
+        raise not_nullable('DeleteGroupsResponse.results')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_DeleteGroupsResponse_DeletableGroupResult_2(e, b, ins)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_DeleteGroupsResponse_2(buf, pos):
+    o = new(DeleteGroupsResponse)
+    o.throttle_time_ms, = _ST_i.unpack_from(buf, pos)
+    pos += 4
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('DeleteGroupsResponse.results')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('DeleteGroupsResponse.results', n, len(buf) - pos)
+        o.results = a = []
+        for _ in range(n):
+            e, pos = _r_s_DeleteGroupsResponse_DeletableGroupResult_2(buf, pos)
+            a.append(e)
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
 class DeleteGroupsResponse(Struct):
     class DeletableGroupResult(Struct):
-        __slots__ = ('group_id', 'error_code', 'unknown_tagged_fields')
-        _FIELDS = ('group_id', 'error_code')
+        __slots__ = ('group_id', 'error_code', 'error_message', 'unknown_tagged_fields')
+        _FIELDS = ('group_id', 'error_code', 'error_message')
         MIN_VERSION = 0
-        MAX_VERSION = 2
+        MAX_VERSION = 3
         FLEXIBLE_MIN = 2
         _IS_REQUEST = False
 
-        def __init__(self, *, group_id: str = '', error_code: int = 0, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
+        def __init__(self, *, group_id: str = '', error_code: int = 0, error_message: str | None = None, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
             self.group_id = group_id
             self.error_code = error_code
+            self.error_message = error_message
             self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
@@ -210,7 +280,7 @@ class DeleteGroupsResponse(Struct):
     _FIELDS = ('throttle_time_ms', 'results')
     API_KEY = 42
     MIN_VERSION = 0
-    MAX_VERSION = 2
+    MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
     LISTENERS = ()
@@ -223,7 +293,7 @@ class DeleteGroupsResponse(Struct):
 
 
 _s_DeleteGroupsResponse_DeletableGroupResult = DeleteGroupsResponse.DeletableGroupResult
-_s_DeleteGroupsResponse_DeletableGroupResult._WRITERS = {0: _w_s_DeleteGroupsResponse_DeletableGroupResult_0, 1: _w_s_DeleteGroupsResponse_DeletableGroupResult_0, 2: _w_s_DeleteGroupsResponse_DeletableGroupResult_1}
-_s_DeleteGroupsResponse_DeletableGroupResult._READERS = {0: _r_s_DeleteGroupsResponse_DeletableGroupResult_0, 1: _r_s_DeleteGroupsResponse_DeletableGroupResult_0, 2: _r_s_DeleteGroupsResponse_DeletableGroupResult_1}
-DeleteGroupsResponse._WRITERS = {0: _w_DeleteGroupsResponse_0, 1: _w_DeleteGroupsResponse_0, 2: _w_DeleteGroupsResponse_1}
-DeleteGroupsResponse._READERS = {0: _r_DeleteGroupsResponse_0, 1: _r_DeleteGroupsResponse_0, 2: _r_DeleteGroupsResponse_1}
+_s_DeleteGroupsResponse_DeletableGroupResult._WRITERS = {0: _w_s_DeleteGroupsResponse_DeletableGroupResult_0, 1: _w_s_DeleteGroupsResponse_DeletableGroupResult_0, 2: _w_s_DeleteGroupsResponse_DeletableGroupResult_1, 3: _w_s_DeleteGroupsResponse_DeletableGroupResult_2}
+_s_DeleteGroupsResponse_DeletableGroupResult._READERS = {0: _r_s_DeleteGroupsResponse_DeletableGroupResult_0, 1: _r_s_DeleteGroupsResponse_DeletableGroupResult_0, 2: _r_s_DeleteGroupsResponse_DeletableGroupResult_1, 3: _r_s_DeleteGroupsResponse_DeletableGroupResult_2}
+DeleteGroupsResponse._WRITERS = {0: _w_DeleteGroupsResponse_0, 1: _w_DeleteGroupsResponse_0, 2: _w_DeleteGroupsResponse_1, 3: _w_DeleteGroupsResponse_2}
+DeleteGroupsResponse._READERS = {0: _r_DeleteGroupsResponse_0, 1: _r_DeleteGroupsResponse_0, 2: _r_DeleteGroupsResponse_1, 3: _r_DeleteGroupsResponse_2}

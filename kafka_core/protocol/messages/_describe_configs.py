@@ -25,7 +25,7 @@ _ST_b = _PackStruct('>b')
 _ST_h = _PackStruct('>h')
 _ST_i = _PackStruct('>i')
 _ST_o = _PackStruct('>?')
-_ST_ob = _PackStruct('>?b')
+_ST_obo = _PackStruct('>?b?')
 _ST_oo = _PackStruct('>??')
 
 
@@ -265,10 +265,7 @@ def _r_s_DescribeConfigsResponse_DescribeConfigsSynonym_1(buf, pos):
 def _w_s_DescribeConfigsResponse_DescribeConfigsResourceResult_0(o, b, ins):
     wstr(b, o.name, 'DescribeConfigsResponse.DescribeConfigsResourceResult.name')
     wstr_n(b, o.value, 'DescribeConfigsResponse.DescribeConfigsResourceResult.value')
-    b += _ST_ob.pack(o.read_only, o.config_source)
-    if o.is_default != False:
-        raise unsupported('DescribeConfigsResponse.DescribeConfigsResourceResult', 'is_default', '0')
-    b += _ST_o.pack(o.is_sensitive)
+    b += _ST_obo.pack(o.read_only, o.config_source, o.is_sensitive)
     a = o.synonyms
     if a is None:
         raise not_nullable('DescribeConfigsResponse.DescribeConfigsResourceResult.synonyms')
@@ -282,11 +279,8 @@ def _r_s_DescribeConfigsResponse_DescribeConfigsResourceResult_0(buf, pos):
     o = new(_s_DescribeConfigsResponse_DescribeConfigsResourceResult)
     o.name, pos = rstr(buf, pos, 'DescribeConfigsResponse.DescribeConfigsResourceResult.name')
     o.value, pos = rstr_n(buf, pos, 'DescribeConfigsResponse.DescribeConfigsResourceResult.value')
-    o.read_only, o.config_source, = _ST_ob.unpack_from(buf, pos)
-    pos += 2
-    o.is_default = False
-    o.is_sensitive, = _ST_o.unpack_from(buf, pos)
-    pos += 1
+    o.read_only, o.config_source, o.is_sensitive, = _ST_obo.unpack_from(buf, pos)
+    pos += 3
     n, = I32.unpack_from(buf, pos)
     pos += 4
     if n < 0:
@@ -307,10 +301,7 @@ def _r_s_DescribeConfigsResponse_DescribeConfigsResourceResult_0(buf, pos):
 def _w_s_DescribeConfigsResponse_DescribeConfigsResourceResult_1(o, b, ins):
     wstr(b, o.name, 'DescribeConfigsResponse.DescribeConfigsResourceResult.name')
     wstr_n(b, o.value, 'DescribeConfigsResponse.DescribeConfigsResourceResult.value')
-    b += _ST_ob.pack(o.read_only, o.config_source)
-    if o.is_default != False:
-        raise unsupported('DescribeConfigsResponse.DescribeConfigsResourceResult', 'is_default', '0')
-    b += _ST_o.pack(o.is_sensitive)
+    b += _ST_obo.pack(o.read_only, o.config_source, o.is_sensitive)
     a = o.synonyms
     if a is None:
         raise not_nullable('DescribeConfigsResponse.DescribeConfigsResourceResult.synonyms')
@@ -326,11 +317,8 @@ def _r_s_DescribeConfigsResponse_DescribeConfigsResourceResult_1(buf, pos):
     o = new(_s_DescribeConfigsResponse_DescribeConfigsResourceResult)
     o.name, pos = rstr(buf, pos, 'DescribeConfigsResponse.DescribeConfigsResourceResult.name')
     o.value, pos = rstr_n(buf, pos, 'DescribeConfigsResponse.DescribeConfigsResourceResult.value')
-    o.read_only, o.config_source, = _ST_ob.unpack_from(buf, pos)
-    pos += 2
-    o.is_default = False
-    o.is_sensitive, = _ST_o.unpack_from(buf, pos)
-    pos += 1
+    o.read_only, o.config_source, o.is_sensitive, = _ST_obo.unpack_from(buf, pos)
+    pos += 3
     n, = I32.unpack_from(buf, pos)
     pos += 4
     if n < 0:
@@ -352,10 +340,7 @@ def _r_s_DescribeConfigsResponse_DescribeConfigsResourceResult_1(buf, pos):
 def _w_s_DescribeConfigsResponse_DescribeConfigsResourceResult_2(o, b, ins):
     wcstr(b, o.name, 'DescribeConfigsResponse.DescribeConfigsResourceResult.name')
     wcstr_n(b, o.value, 'DescribeConfigsResponse.DescribeConfigsResourceResult.value')
-    b += _ST_ob.pack(o.read_only, o.config_source)
-    if o.is_default != False:
-        raise unsupported('DescribeConfigsResponse.DescribeConfigsResourceResult', 'is_default', '0')
-    b += _ST_o.pack(o.is_sensitive)
+    b += _ST_obo.pack(o.read_only, o.config_source, o.is_sensitive)
     a = o.synonyms
     if a is None:
         raise not_nullable('DescribeConfigsResponse.DescribeConfigsResourceResult.synonyms')
@@ -376,11 +361,8 @@ def _r_s_DescribeConfigsResponse_DescribeConfigsResourceResult_2(buf, pos):
     o = new(_s_DescribeConfigsResponse_DescribeConfigsResourceResult)
     o.name, pos = rcstr(buf, pos, 'DescribeConfigsResponse.DescribeConfigsResourceResult.name')
     o.value, pos = rcstr_n(buf, pos, 'DescribeConfigsResponse.DescribeConfigsResourceResult.value')
-    o.read_only, o.config_source, = _ST_ob.unpack_from(buf, pos)
-    pos += 2
-    o.is_default = False
-    o.is_sensitive, = _ST_o.unpack_from(buf, pos)
-    pos += 1
+    o.read_only, o.config_source, o.is_sensitive, = _ST_obo.unpack_from(buf, pos)
+    pos += 3
     n = buf[pos]
     pos += 1
     if n > 127:
@@ -648,19 +630,18 @@ class DescribeConfigsResponse(Struct):
 
 
     class DescribeConfigsResourceResult(Struct):
-        __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_default', 'is_sensitive', 'synonyms', 'config_type', 'documentation', 'unknown_tagged_fields')
-        _FIELDS = ('name', 'value', 'read_only', 'config_source', 'is_default', 'is_sensitive', 'synonyms', 'config_type', 'documentation')
+        __slots__ = ('name', 'value', 'read_only', 'config_source', 'is_sensitive', 'synonyms', 'config_type', 'documentation', 'unknown_tagged_fields')
+        _FIELDS = ('name', 'value', 'read_only', 'config_source', 'is_sensitive', 'synonyms', 'config_type', 'documentation')
         MIN_VERSION = 1
         MAX_VERSION = 4
         FLEXIBLE_MIN = 4
         _IS_REQUEST = False
 
-        def __init__(self, *, name: str = '', value: str | None = '', read_only: bool = False, config_source: int = -1, is_default: bool = False, is_sensitive: bool = False, synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym] = MISSING, config_type: int = 0, documentation: str | None = '', unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
+        def __init__(self, *, name: str = '', value: str | None = '', read_only: bool = False, config_source: int = -1, is_sensitive: bool = False, synonyms: list[DescribeConfigsResponse.DescribeConfigsSynonym] = MISSING, config_type: int = 0, documentation: str | None = '', unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
             self.name = name
             self.value = value
             self.read_only = read_only
             self.config_source = config_source
-            self.is_default = is_default
             self.is_sensitive = is_sensitive
             self.synonyms = [] if synonyms is MISSING else synonyms
             self.config_type = config_type

@@ -134,7 +134,7 @@ class DescribeDelegationTokenRequest(Struct):
     class DescribeDelegationTokenOwner(Struct):
         __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields')
         _FIELDS = ('principal_type', 'principal_name')
-        MIN_VERSION = 0
+        MIN_VERSION = 1
         MAX_VERSION = 3
         FLEXIBLE_MIN = 2
         _IS_REQUEST = True
@@ -148,11 +148,11 @@ class DescribeDelegationTokenRequest(Struct):
     __slots__ = ('owners', 'unknown_tagged_fields')
     _FIELDS = ('owners',)
     API_KEY = 41
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
-    LISTENERS = ('zkBroker', 'broker', 'controller')
+    LISTENERS = ('broker', 'controller')
     _IS_REQUEST = True
 
     def __init__(self, *, owners: list[DescribeDelegationTokenRequest.DescribeDelegationTokenOwner] | None = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
@@ -161,10 +161,10 @@ class DescribeDelegationTokenRequest(Struct):
 
 
 _s_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner = DescribeDelegationTokenRequest.DescribeDelegationTokenOwner
-_s_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner._WRITERS = {0: _w_s_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_0, 1: _w_s_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_0, 2: _w_s_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_1, 3: _w_s_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_1}
-_s_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner._READERS = {0: _r_s_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_0, 1: _r_s_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_0, 2: _r_s_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_1, 3: _r_s_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_1}
-DescribeDelegationTokenRequest._WRITERS = {0: _w_DescribeDelegationTokenRequest_0, 1: _w_DescribeDelegationTokenRequest_0, 2: _w_DescribeDelegationTokenRequest_1, 3: _w_DescribeDelegationTokenRequest_1}
-DescribeDelegationTokenRequest._READERS = {0: _r_DescribeDelegationTokenRequest_0, 1: _r_DescribeDelegationTokenRequest_0, 2: _r_DescribeDelegationTokenRequest_1, 3: _r_DescribeDelegationTokenRequest_1}
+_s_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner._WRITERS = {1: _w_s_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_0, 2: _w_s_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_1, 3: _w_s_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_1}
+_s_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner._READERS = {1: _r_s_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_0, 2: _r_s_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_1, 3: _r_s_DescribeDelegationTokenRequest_DescribeDelegationTokenOwner_1}
+DescribeDelegationTokenRequest._WRITERS = {1: _w_DescribeDelegationTokenRequest_0, 2: _w_DescribeDelegationTokenRequest_1, 3: _w_DescribeDelegationTokenRequest_1}
+DescribeDelegationTokenRequest._READERS = {1: _r_DescribeDelegationTokenRequest_0, 2: _r_DescribeDelegationTokenRequest_1, 3: _r_DescribeDelegationTokenRequest_1}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -486,7 +486,7 @@ class DescribeDelegationTokenResponse(Struct):
     class DescribedDelegationTokenRenewer(Struct):
         __slots__ = ('principal_type', 'principal_name', 'unknown_tagged_fields')
         _FIELDS = ('principal_type', 'principal_name')
-        MIN_VERSION = 0
+        MIN_VERSION = 1
         MAX_VERSION = 3
         FLEXIBLE_MIN = 2
         _IS_REQUEST = False
@@ -500,7 +500,7 @@ class DescribeDelegationTokenResponse(Struct):
     class DescribedDelegationToken(Struct):
         __slots__ = ('principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp', 'expiry_timestamp', 'max_timestamp', 'token_id', 'hmac', 'renewers', 'unknown_tagged_fields')
         _FIELDS = ('principal_type', 'principal_name', 'token_requester_principal_type', 'token_requester_principal_name', 'issue_timestamp', 'expiry_timestamp', 'max_timestamp', 'token_id', 'hmac', 'renewers')
-        MIN_VERSION = 0
+        MIN_VERSION = 1
         MAX_VERSION = 3
         FLEXIBLE_MIN = 2
         _IS_REQUEST = False
@@ -522,7 +522,7 @@ class DescribeDelegationTokenResponse(Struct):
     __slots__ = ('error_code', 'tokens', 'throttle_time_ms', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'tokens', 'throttle_time_ms')
     API_KEY = 41
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 3
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
@@ -538,9 +538,9 @@ class DescribeDelegationTokenResponse(Struct):
 
 _s_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer = DescribeDelegationTokenResponse.DescribedDelegationTokenRenewer
 _s_DescribeDelegationTokenResponse_DescribedDelegationToken = DescribeDelegationTokenResponse.DescribedDelegationToken
-_s_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer._WRITERS = {0: _w_s_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_0, 1: _w_s_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_0, 2: _w_s_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_1, 3: _w_s_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_1}
-_s_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer._READERS = {0: _r_s_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_0, 1: _r_s_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_0, 2: _r_s_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_1, 3: _r_s_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_1}
-_s_DescribeDelegationTokenResponse_DescribedDelegationToken._WRITERS = {0: _w_s_DescribeDelegationTokenResponse_DescribedDelegationToken_0, 1: _w_s_DescribeDelegationTokenResponse_DescribedDelegationToken_0, 2: _w_s_DescribeDelegationTokenResponse_DescribedDelegationToken_1, 3: _w_s_DescribeDelegationTokenResponse_DescribedDelegationToken_2}
-_s_DescribeDelegationTokenResponse_DescribedDelegationToken._READERS = {0: _r_s_DescribeDelegationTokenResponse_DescribedDelegationToken_0, 1: _r_s_DescribeDelegationTokenResponse_DescribedDelegationToken_0, 2: _r_s_DescribeDelegationTokenResponse_DescribedDelegationToken_1, 3: _r_s_DescribeDelegationTokenResponse_DescribedDelegationToken_2}
-DescribeDelegationTokenResponse._WRITERS = {0: _w_DescribeDelegationTokenResponse_0, 1: _w_DescribeDelegationTokenResponse_0, 2: _w_DescribeDelegationTokenResponse_1, 3: _w_DescribeDelegationTokenResponse_2}
-DescribeDelegationTokenResponse._READERS = {0: _r_DescribeDelegationTokenResponse_0, 1: _r_DescribeDelegationTokenResponse_0, 2: _r_DescribeDelegationTokenResponse_1, 3: _r_DescribeDelegationTokenResponse_2}
+_s_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer._WRITERS = {1: _w_s_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_0, 2: _w_s_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_1, 3: _w_s_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_1}
+_s_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer._READERS = {1: _r_s_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_0, 2: _r_s_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_1, 3: _r_s_DescribeDelegationTokenResponse_DescribedDelegationTokenRenewer_1}
+_s_DescribeDelegationTokenResponse_DescribedDelegationToken._WRITERS = {1: _w_s_DescribeDelegationTokenResponse_DescribedDelegationToken_0, 2: _w_s_DescribeDelegationTokenResponse_DescribedDelegationToken_1, 3: _w_s_DescribeDelegationTokenResponse_DescribedDelegationToken_2}
+_s_DescribeDelegationTokenResponse_DescribedDelegationToken._READERS = {1: _r_s_DescribeDelegationTokenResponse_DescribedDelegationToken_0, 2: _r_s_DescribeDelegationTokenResponse_DescribedDelegationToken_1, 3: _r_s_DescribeDelegationTokenResponse_DescribedDelegationToken_2}
+DescribeDelegationTokenResponse._WRITERS = {1: _w_DescribeDelegationTokenResponse_0, 2: _w_DescribeDelegationTokenResponse_1, 3: _w_DescribeDelegationTokenResponse_2}
+DescribeDelegationTokenResponse._READERS = {1: _r_DescribeDelegationTokenResponse_0, 2: _r_DescribeDelegationTokenResponse_1, 3: _r_DescribeDelegationTokenResponse_2}

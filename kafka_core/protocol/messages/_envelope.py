@@ -58,7 +58,7 @@ class EnvelopeRequest(Struct):
     MAX_VERSION = 0
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
-    LISTENERS = ('controller', 'zkBroker')
+    LISTENERS = ('controller',)
     _IS_REQUEST = True
 
     def __init__(self, *, request_data: bytes = b"", request_principal: bytes | None = b"", client_host_address: bytes = b"", unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:

@@ -68,11 +68,11 @@ class ExpireDelegationTokenRequest(Struct):
     __slots__ = ('hmac', 'expiry_time_period_ms', 'unknown_tagged_fields')
     _FIELDS = ('hmac', 'expiry_time_period_ms')
     API_KEY = 40
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 2
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
-    LISTENERS = ('zkBroker', 'broker', 'controller')
+    LISTENERS = ('broker', 'controller')
     _IS_REQUEST = True
 
     def __init__(self, *, hmac: bytes = b"", expiry_time_period_ms: int = 0, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
@@ -81,8 +81,8 @@ class ExpireDelegationTokenRequest(Struct):
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-ExpireDelegationTokenRequest._WRITERS = {0: _w_ExpireDelegationTokenRequest_0, 1: _w_ExpireDelegationTokenRequest_0, 2: _w_ExpireDelegationTokenRequest_1}
-ExpireDelegationTokenRequest._READERS = {0: _r_ExpireDelegationTokenRequest_0, 1: _r_ExpireDelegationTokenRequest_0, 2: _r_ExpireDelegationTokenRequest_1}
+ExpireDelegationTokenRequest._WRITERS = {1: _w_ExpireDelegationTokenRequest_0, 2: _w_ExpireDelegationTokenRequest_1}
+ExpireDelegationTokenRequest._READERS = {1: _r_ExpireDelegationTokenRequest_0, 2: _r_ExpireDelegationTokenRequest_1}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -125,7 +125,7 @@ class ExpireDelegationTokenResponse(Struct):
     __slots__ = ('error_code', 'expiry_timestamp_ms', 'throttle_time_ms', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'expiry_timestamp_ms', 'throttle_time_ms')
     API_KEY = 40
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 2
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
@@ -139,5 +139,5 @@ class ExpireDelegationTokenResponse(Struct):
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-ExpireDelegationTokenResponse._WRITERS = {0: _w_ExpireDelegationTokenResponse_0, 1: _w_ExpireDelegationTokenResponse_0, 2: _w_ExpireDelegationTokenResponse_1}
-ExpireDelegationTokenResponse._READERS = {0: _r_ExpireDelegationTokenResponse_0, 1: _r_ExpireDelegationTokenResponse_0, 2: _r_ExpireDelegationTokenResponse_1}
+ExpireDelegationTokenResponse._WRITERS = {1: _w_ExpireDelegationTokenResponse_0, 2: _w_ExpireDelegationTokenResponse_1}
+ExpireDelegationTokenResponse._READERS = {1: _r_ExpireDelegationTokenResponse_0, 2: _r_ExpireDelegationTokenResponse_1}

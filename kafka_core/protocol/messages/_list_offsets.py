@@ -23,12 +23,11 @@ from kafka_core.protocol._runtime import (
 
 _ST_i = _PackStruct('>i')
 _ST_ib = _PackStruct('>ib')
-_ST_ih = _PackStruct('>ih')
+_ST_ihqq = _PackStruct('>ihqq')
+_ST_ihqqi = _PackStruct('>ihqqi')
 _ST_iiq = _PackStruct('>iiq')
 _ST_iq = _PackStruct('>iq')
 _ST_q = _PackStruct('>q')
-_ST_qq = _PackStruct('>qq')
-_ST_qqi = _PackStruct('>qqi')
 
 
 # ------------------------------------------------------------------------------------------------
@@ -36,8 +35,6 @@ _ST_qqi = _PackStruct('>qqi')
 
 def _w_s_ListOffsetsRequest_ListOffsetsPartition_0(o, b, ins):
     b += _ST_iq.pack(o.partition_index, o.timestamp)
-    if o.max_num_offsets != 1:
-        raise unsupported('ListOffsetsRequest.ListOffsetsPartition', 'max_num_offsets', '0')
 
 
 def _r_s_ListOffsetsRequest_ListOffsetsPartition_0(buf, pos):
@@ -47,30 +44,24 @@ def _r_s_ListOffsetsRequest_ListOffsetsPartition_0(buf, pos):
     o.current_leader_epoch = -1
     o.timestamp, = _ST_q.unpack_from(buf, pos)
     pos += 8
-    o.max_num_offsets = 1
     o.unknown_tagged_fields = []
     return o, pos
 
 
 def _w_s_ListOffsetsRequest_ListOffsetsPartition_1(o, b, ins):
     b += _ST_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
-    if o.max_num_offsets != 1:
-        raise unsupported('ListOffsetsRequest.ListOffsetsPartition', 'max_num_offsets', '0')
 
 
 def _r_s_ListOffsetsRequest_ListOffsetsPartition_1(buf, pos):
     o = new(_s_ListOffsetsRequest_ListOffsetsPartition)
     o.partition_index, o.current_leader_epoch, o.timestamp, = _ST_iiq.unpack_from(buf, pos)
     pos += 16
-    o.max_num_offsets = 1
     o.unknown_tagged_fields = []
     return o, pos
 
 
 def _w_s_ListOffsetsRequest_ListOffsetsPartition_2(o, b, ins):
     b += _ST_iiq.pack(o.partition_index, o.current_leader_epoch, o.timestamp)
-    if o.max_num_offsets != 1:
-        raise unsupported('ListOffsetsRequest.ListOffsetsPartition', 'max_num_offsets', '0')
     u = o.unknown_tagged_fields
     if u:
         wtags(b, [], u)
@@ -82,7 +73,6 @@ def _r_s_ListOffsetsRequest_ListOffsetsPartition_2(buf, pos):
     o = new(_s_ListOffsetsRequest_ListOffsetsPartition)
     o.partition_index, o.current_leader_epoch, o.timestamp, = _ST_iiq.unpack_from(buf, pos)
     pos += 16
-    o.max_num_offsets = 1
     if buf[pos]:
         o.unknown_tagged_fields, pos = rtags0(buf, pos)
     else:
@@ -376,18 +366,17 @@ def _r_ListOffsetsRequest_4(buf, pos):
 
 class ListOffsetsRequest(Struct):
     class ListOffsetsPartition(Struct):
-        __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets', 'unknown_tagged_fields')
-        _FIELDS = ('partition_index', 'current_leader_epoch', 'timestamp', 'max_num_offsets')
+        __slots__ = ('partition_index', 'current_leader_epoch', 'timestamp', 'unknown_tagged_fields')
+        _FIELDS = ('partition_index', 'current_leader_epoch', 'timestamp')
         MIN_VERSION = 1
         MAX_VERSION = 11
         FLEXIBLE_MIN = 6
         _IS_REQUEST = True
 
-        def __init__(self, *, partition_index: int = 0, current_leader_epoch: int = -1, timestamp: int = 0, max_num_offsets: int = 1, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
+        def __init__(self, *, partition_index: int = 0, current_leader_epoch: int = -1, timestamp: int = 0, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
             self.partition_index = partition_index
             self.current_leader_epoch = current_leader_epoch
             self.timestamp = timestamp
-            self.max_num_offsets = max_num_offsets
             self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
@@ -437,49 +426,34 @@ ListOffsetsRequest._READERS = {1: _r_ListOffsetsRequest_0, 2: _r_ListOffsetsRequ
 # ListOffsetsResponse
 
 def _w_s_ListOffsetsResponse_ListOffsetsPartitionResponse_0(o, b, ins):
-    b += _ST_ih.pack(o.partition_index, o.error_code)
-    if o.old_style_offsets != []:
-        raise unsupported('ListOffsetsResponse.ListOffsetsPartitionResponse', 'old_style_offsets', '0')
-    b += _ST_qq.pack(o.timestamp, o.offset)
+    b += _ST_ihqq.pack(o.partition_index, o.error_code, o.timestamp, o.offset)
     if o.leader_epoch != -1:
         raise unsupported('ListOffsetsResponse.ListOffsetsPartitionResponse', 'leader_epoch', '4+')
 
 
 def _r_s_ListOffsetsResponse_ListOffsetsPartitionResponse_0(buf, pos):
     o = new(_s_ListOffsetsResponse_ListOffsetsPartitionResponse)
-    o.partition_index, o.error_code, = _ST_ih.unpack_from(buf, pos)
-    pos += 6
-    o.old_style_offsets = []
-    o.timestamp, o.offset, = _ST_qq.unpack_from(buf, pos)
-    pos += 16
+    o.partition_index, o.error_code, o.timestamp, o.offset, = _ST_ihqq.unpack_from(buf, pos)
+    pos += 22
     o.leader_epoch = -1
     o.unknown_tagged_fields = []
     return o, pos
 
 
 def _w_s_ListOffsetsResponse_ListOffsetsPartitionResponse_1(o, b, ins):
-    b += _ST_ih.pack(o.partition_index, o.error_code)
-    if o.old_style_offsets != []:
-        raise unsupported('ListOffsetsResponse.ListOffsetsPartitionResponse', 'old_style_offsets', '0')
-    b += _ST_qqi.pack(o.timestamp, o.offset, o.leader_epoch)
+    b += _ST_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
 
 
 def _r_s_ListOffsetsResponse_ListOffsetsPartitionResponse_1(buf, pos):
     o = new(_s_ListOffsetsResponse_ListOffsetsPartitionResponse)
-    o.partition_index, o.error_code, = _ST_ih.unpack_from(buf, pos)
-    pos += 6
-    o.old_style_offsets = []
-    o.timestamp, o.offset, o.leader_epoch, = _ST_qqi.unpack_from(buf, pos)
-    pos += 20
+    o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch, = _ST_ihqqi.unpack_from(buf, pos)
+    pos += 26
     o.unknown_tagged_fields = []
     return o, pos
 
 
 def _w_s_ListOffsetsResponse_ListOffsetsPartitionResponse_2(o, b, ins):
-    b += _ST_ih.pack(o.partition_index, o.error_code)
-    if o.old_style_offsets != []:
-        raise unsupported('ListOffsetsResponse.ListOffsetsPartitionResponse', 'old_style_offsets', '0')
-    b += _ST_qqi.pack(o.timestamp, o.offset, o.leader_epoch)
+    b += _ST_ihqqi.pack(o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch)
     u = o.unknown_tagged_fields
     if u:
         wtags(b, [], u)
@@ -489,11 +463,8 @@ def _w_s_ListOffsetsResponse_ListOffsetsPartitionResponse_2(o, b, ins):
 
 def _r_s_ListOffsetsResponse_ListOffsetsPartitionResponse_2(buf, pos):
     o = new(_s_ListOffsetsResponse_ListOffsetsPartitionResponse)
-    o.partition_index, o.error_code, = _ST_ih.unpack_from(buf, pos)
-    pos += 6
-    o.old_style_offsets = []
-    o.timestamp, o.offset, o.leader_epoch, = _ST_qqi.unpack_from(buf, pos)
-    pos += 20
+    o.partition_index, o.error_code, o.timestamp, o.offset, o.leader_epoch, = _ST_ihqqi.unpack_from(buf, pos)
+    pos += 26
     if buf[pos]:
         o.unknown_tagged_fields, pos = rtags0(buf, pos)
     else:
@@ -733,17 +704,16 @@ def _r_ListOffsetsResponse_3(buf, pos):
 
 class ListOffsetsResponse(Struct):
     class ListOffsetsPartitionResponse(Struct):
-        __slots__ = ('partition_index', 'error_code', 'old_style_offsets', 'timestamp', 'offset', 'leader_epoch', 'unknown_tagged_fields')
-        _FIELDS = ('partition_index', 'error_code', 'old_style_offsets', 'timestamp', 'offset', 'leader_epoch')
+        __slots__ = ('partition_index', 'error_code', 'timestamp', 'offset', 'leader_epoch', 'unknown_tagged_fields')
+        _FIELDS = ('partition_index', 'error_code', 'timestamp', 'offset', 'leader_epoch')
         MIN_VERSION = 1
         MAX_VERSION = 11
         FLEXIBLE_MIN = 6
         _IS_REQUEST = False
 
-        def __init__(self, *, partition_index: int = 0, error_code: int = 0, old_style_offsets: list[int] = MISSING, timestamp: int = -1, offset: int = -1, leader_epoch: int = -1, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
+        def __init__(self, *, partition_index: int = 0, error_code: int = 0, timestamp: int = -1, offset: int = -1, leader_epoch: int = -1, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
             self.partition_index = partition_index
             self.error_code = error_code
-            self.old_style_offsets = [] if old_style_offsets is MISSING else old_style_offsets
             self.timestamp = timestamp
             self.offset = offset
             self.leader_epoch = leader_epoch

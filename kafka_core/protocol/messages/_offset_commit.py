@@ -34,8 +34,6 @@ _ST_q = _PackStruct('>q')
 
 def _w_s_OffsetCommitRequest_OffsetCommitRequestPartition_0(o, b, ins):
     b += _ST_iq.pack(o.partition_index, o.committed_offset)
-    if o.commit_timestamp != -1:
-        raise unsupported('OffsetCommitRequest.OffsetCommitRequestPartition', 'commit_timestamp', '1')
     wstr_n(b, o.committed_metadata, 'OffsetCommitRequest.OffsetCommitRequestPartition.committed_metadata')
 
 
@@ -44,7 +42,6 @@ def _r_s_OffsetCommitRequest_OffsetCommitRequestPartition_0(buf, pos):
     o.partition_index, o.committed_offset, = _ST_iq.unpack_from(buf, pos)
     pos += 12
     o.committed_leader_epoch = -1
-    o.commit_timestamp = -1
     o.committed_metadata, pos = rstr_n(buf, pos, 'OffsetCommitRequest.OffsetCommitRequestPartition.committed_metadata')
     o.unknown_tagged_fields = []
     return o, pos
@@ -52,8 +49,6 @@ def _r_s_OffsetCommitRequest_OffsetCommitRequestPartition_0(buf, pos):
 
 def _w_s_OffsetCommitRequest_OffsetCommitRequestPartition_1(o, b, ins):
     b += _ST_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
-    if o.commit_timestamp != -1:
-        raise unsupported('OffsetCommitRequest.OffsetCommitRequestPartition', 'commit_timestamp', '1')
     wstr_n(b, o.committed_metadata, 'OffsetCommitRequest.OffsetCommitRequestPartition.committed_metadata')
 
 
@@ -61,7 +56,6 @@ def _r_s_OffsetCommitRequest_OffsetCommitRequestPartition_1(buf, pos):
     o = new(_s_OffsetCommitRequest_OffsetCommitRequestPartition)
     o.partition_index, o.committed_offset, o.committed_leader_epoch, = _ST_iqi.unpack_from(buf, pos)
     pos += 16
-    o.commit_timestamp = -1
     o.committed_metadata, pos = rstr_n(buf, pos, 'OffsetCommitRequest.OffsetCommitRequestPartition.committed_metadata')
     o.unknown_tagged_fields = []
     return o, pos
@@ -69,8 +63,6 @@ def _r_s_OffsetCommitRequest_OffsetCommitRequestPartition_1(buf, pos):
 
 def _w_s_OffsetCommitRequest_OffsetCommitRequestPartition_2(o, b, ins):
     b += _ST_iqi.pack(o.partition_index, o.committed_offset, o.committed_leader_epoch)
-    if o.commit_timestamp != -1:
-        raise unsupported('OffsetCommitRequest.OffsetCommitRequestPartition', 'commit_timestamp', '1')
     wcstr_n(b, o.committed_metadata, 'OffsetCommitRequest.OffsetCommitRequestPartition.committed_metadata')
     u = o.unknown_tagged_fields
     if u:
@@ -83,7 +75,6 @@ def _r_s_OffsetCommitRequest_OffsetCommitRequestPartition_2(buf, pos):
     o = new(_s_OffsetCommitRequest_OffsetCommitRequestPartition)
     o.partition_index, o.committed_offset, o.committed_leader_epoch, = _ST_iqi.unpack_from(buf, pos)
     pos += 16
-    o.commit_timestamp = -1
     o.committed_metadata, pos = rcstr_n(buf, pos, 'OffsetCommitRequest.OffsetCommitRequestPartition.committed_metadata')
     if buf[pos]:
         o.unknown_tagged_fields, pos = rtags0(buf, pos)
@@ -492,18 +483,17 @@ def _r_OffsetCommitRequest_5(buf, pos):
 
 class OffsetCommitRequest(Struct):
     class OffsetCommitRequestPartition(Struct):
-        __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'commit_timestamp', 'committed_metadata', 'unknown_tagged_fields')
-        _FIELDS = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'commit_timestamp', 'committed_metadata')
+        __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata', 'unknown_tagged_fields')
+        _FIELDS = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata')
         MIN_VERSION = 2
         MAX_VERSION = 10
         FLEXIBLE_MIN = 8
         _IS_REQUEST = True
 
-        def __init__(self, *, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, commit_timestamp: int = -1, committed_metadata: str | None = '', unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
+        def __init__(self, *, partition_index: int = 0, committed_offset: int = 0, committed_leader_epoch: int = -1, committed_metadata: str | None = '', unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
             self.partition_index = partition_index
             self.committed_offset = committed_offset
             self.committed_leader_epoch = committed_leader_epoch
-            self.commit_timestamp = commit_timestamp
             self.committed_metadata = committed_metadata
             self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 

@@ -68,11 +68,11 @@ class RenewDelegationTokenRequest(Struct):
     __slots__ = ('hmac', 'renew_period_ms', 'unknown_tagged_fields')
     _FIELDS = ('hmac', 'renew_period_ms')
     API_KEY = 39
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 2
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
-    LISTENERS = ('zkBroker', 'broker', 'controller')
+    LISTENERS = ('broker', 'controller')
     _IS_REQUEST = True
 
     def __init__(self, *, hmac: bytes = b"", renew_period_ms: int = 0, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
@@ -81,8 +81,8 @@ class RenewDelegationTokenRequest(Struct):
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-RenewDelegationTokenRequest._WRITERS = {0: _w_RenewDelegationTokenRequest_0, 1: _w_RenewDelegationTokenRequest_0, 2: _w_RenewDelegationTokenRequest_1}
-RenewDelegationTokenRequest._READERS = {0: _r_RenewDelegationTokenRequest_0, 1: _r_RenewDelegationTokenRequest_0, 2: _r_RenewDelegationTokenRequest_1}
+RenewDelegationTokenRequest._WRITERS = {1: _w_RenewDelegationTokenRequest_0, 2: _w_RenewDelegationTokenRequest_1}
+RenewDelegationTokenRequest._READERS = {1: _r_RenewDelegationTokenRequest_0, 2: _r_RenewDelegationTokenRequest_1}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -125,7 +125,7 @@ class RenewDelegationTokenResponse(Struct):
     __slots__ = ('error_code', 'expiry_timestamp_ms', 'throttle_time_ms', 'unknown_tagged_fields')
     _FIELDS = ('error_code', 'expiry_timestamp_ms', 'throttle_time_ms')
     API_KEY = 39
-    MIN_VERSION = 0
+    MIN_VERSION = 1
     MAX_VERSION = 2
     FLEXIBLE_MIN = 2
     LATEST_VERSION_UNSTABLE = False
@@ -139,5 +139,5 @@ class RenewDelegationTokenResponse(Struct):
         self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-RenewDelegationTokenResponse._WRITERS = {0: _w_RenewDelegationTokenResponse_0, 1: _w_RenewDelegationTokenResponse_0, 2: _w_RenewDelegationTokenResponse_1}
-RenewDelegationTokenResponse._READERS = {0: _r_RenewDelegationTokenResponse_0, 1: _r_RenewDelegationTokenResponse_0, 2: _r_RenewDelegationTokenResponse_1}
+RenewDelegationTokenResponse._WRITERS = {1: _w_RenewDelegationTokenResponse_0, 2: _w_RenewDelegationTokenResponse_1}
+RenewDelegationTokenResponse._READERS = {1: _r_RenewDelegationTokenResponse_0, 2: _r_RenewDelegationTokenResponse_1}

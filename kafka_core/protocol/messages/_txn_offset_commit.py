@@ -17,10 +17,11 @@ from struct import Struct as _PackStruct
 
 from kafka_core.protocol._base import Struct
 from kafka_core.protocol._runtime import (
-    I32, MISSING, new, not_nullable, rcstr, rcstr_n, rstr, rstr_n, rtags0, ruv, too_many,
-    unsupported, wcstr, wcstr_n, wstr, wstr_n, wtags, wuv,
+    I32, MISSING, ZERO_UUID, new, not_nullable, rcstr, rcstr_n, rstr, rstr_n, rtags0, ruuid, ruv,
+    too_many, unsupported, wcstr, wcstr_n, wstr, wstr_n, wtags, wuv,
 )
 
+_ST_U = _PackStruct('>16s')
 _ST_i = _PackStruct('>i')
 _ST_ih = _PackStruct('>ih')
 _ST_iq = _PackStruct('>iq')
@@ -98,6 +99,7 @@ def _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_0(o, b, ins):
 def _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_0(buf, pos):
     o = new(_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
     o.name, pos = rstr(buf, pos, 'TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.name')
+    o.topic_id = ZERO_UUID
     n, = I32.unpack_from(buf, pos)
     pos += 4
     if n < 0:
@@ -127,6 +129,7 @@ def _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_1(o, b, ins):
 def _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_1(buf, pos):
     o = new(_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
     o.name, pos = rstr(buf, pos, 'TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.name')
+    o.topic_id = ZERO_UUID
     n, = I32.unpack_from(buf, pos)
     pos += 4
     if n < 0:
@@ -161,6 +164,51 @@ def _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_2(o, b, ins):
 def _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_2(buf, pos):
     o = new(_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
     o.name, pos = rcstr(buf, pos, 'TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.name')
+    o.topic_id = ZERO_UUID
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions', n, len(buf) - pos)
+        o.partitions = a = []
+        for _ in range(n):
+            e, pos = _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_2(buf, pos)
+            a.append(e)
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
+def _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_3(o, b, ins):
+    b += _ST_U.pack(o.topic_id.bytes)
+    a = o.partitions
+    if a is None:
+        raise not_nullable('TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic.partitions')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_2(e, b, ins)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_3(buf, pos):
+    o = new(_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic)
+    o.name = ''
+    _u0, = _ST_U.unpack_from(buf, pos)
+    pos += 16
+    o.topic_id = ruuid(_u0)
     n = buf[pos]
     pos += 1
     if n > 127:
@@ -187,8 +235,8 @@ def _w_TxnOffsetCommitRequest_0(o, b, ins):
     wstr(b, o.transactional_id, 'TxnOffsetCommitRequest.transactional_id')
     wstr(b, o.group_id, 'TxnOffsetCommitRequest.group_id')
     b += _ST_qh.pack(o.producer_id, o.producer_epoch)
-    if o.generation_id != -1:
-        raise unsupported('TxnOffsetCommitRequest', 'generation_id', '3+')
+    if o.generation_id_or_member_epoch != -1:
+        raise unsupported('TxnOffsetCommitRequest', 'generation_id_or_member_epoch', '3+')
     if o.member_id != '':
         raise unsupported('TxnOffsetCommitRequest', 'member_id', '3+')
     if o.group_instance_id != None:
@@ -208,7 +256,7 @@ def _r_TxnOffsetCommitRequest_0(buf, pos):
     o.group_id, pos = rstr(buf, pos, 'TxnOffsetCommitRequest.group_id')
     o.producer_id, o.producer_epoch, = _ST_qh.unpack_from(buf, pos)
     pos += 10
-    o.generation_id = -1
+    o.generation_id_or_member_epoch = -1
     o.member_id = ''
     o.group_instance_id = None
     n, = I32.unpack_from(buf, pos)
@@ -230,8 +278,8 @@ def _w_TxnOffsetCommitRequest_1(o, b, ins):
     wstr(b, o.transactional_id, 'TxnOffsetCommitRequest.transactional_id')
     wstr(b, o.group_id, 'TxnOffsetCommitRequest.group_id')
     b += _ST_qh.pack(o.producer_id, o.producer_epoch)
-    if o.generation_id != -1:
-        raise unsupported('TxnOffsetCommitRequest', 'generation_id', '3+')
+    if o.generation_id_or_member_epoch != -1:
+        raise unsupported('TxnOffsetCommitRequest', 'generation_id_or_member_epoch', '3+')
     if o.member_id != '':
         raise unsupported('TxnOffsetCommitRequest', 'member_id', '3+')
     if o.group_instance_id != None:
@@ -251,7 +299,7 @@ def _r_TxnOffsetCommitRequest_1(buf, pos):
     o.group_id, pos = rstr(buf, pos, 'TxnOffsetCommitRequest.group_id')
     o.producer_id, o.producer_epoch, = _ST_qh.unpack_from(buf, pos)
     pos += 10
-    o.generation_id = -1
+    o.generation_id_or_member_epoch = -1
     o.member_id = ''
     o.group_instance_id = None
     n, = I32.unpack_from(buf, pos)
@@ -272,7 +320,7 @@ def _r_TxnOffsetCommitRequest_1(buf, pos):
 def _w_TxnOffsetCommitRequest_2(o, b, ins):
     wcstr(b, o.transactional_id, 'TxnOffsetCommitRequest.transactional_id')
     wcstr(b, o.group_id, 'TxnOffsetCommitRequest.group_id')
-    b += _ST_qhi.pack(o.producer_id, o.producer_epoch, o.generation_id)
+    b += _ST_qhi.pack(o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch)
     wcstr(b, o.member_id, 'TxnOffsetCommitRequest.member_id')
     wcstr_n(b, o.group_instance_id, 'TxnOffsetCommitRequest.group_instance_id')
     a = o.topics
@@ -293,7 +341,7 @@ def _r_TxnOffsetCommitRequest_2(buf, pos):
     o = new(TxnOffsetCommitRequest)
     o.transactional_id, pos = rcstr(buf, pos, 'TxnOffsetCommitRequest.transactional_id')
     o.group_id, pos = rcstr(buf, pos, 'TxnOffsetCommitRequest.group_id')
-    o.producer_id, o.producer_epoch, o.generation_id, = _ST_qhi.unpack_from(buf, pos)
+    o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch, = _ST_qhi.unpack_from(buf, pos)
     pos += 14
     o.member_id, pos = rcstr(buf, pos, 'TxnOffsetCommitRequest.member_id')
     o.group_instance_id, pos = rcstr_n(buf, pos, 'TxnOffsetCommitRequest.group_instance_id')
@@ -319,12 +367,62 @@ def _r_TxnOffsetCommitRequest_2(buf, pos):
     return o, pos
 
 
+def _w_TxnOffsetCommitRequest_3(o, b, ins):
+    wcstr(b, o.transactional_id, 'TxnOffsetCommitRequest.transactional_id')
+    wcstr(b, o.group_id, 'TxnOffsetCommitRequest.group_id')
+    b += _ST_qhi.pack(o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch)
+    wcstr(b, o.member_id, 'TxnOffsetCommitRequest.member_id')
+    wcstr_n(b, o.group_instance_id, 'TxnOffsetCommitRequest.group_instance_id')
+    a = o.topics
+    if a is None:
+        raise not_nullable('TxnOffsetCommitRequest.topics')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_3(e, b, ins)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_TxnOffsetCommitRequest_3(buf, pos):
+    o = new(TxnOffsetCommitRequest)
+    o.transactional_id, pos = rcstr(buf, pos, 'TxnOffsetCommitRequest.transactional_id')
+    o.group_id, pos = rcstr(buf, pos, 'TxnOffsetCommitRequest.group_id')
+    o.producer_id, o.producer_epoch, o.generation_id_or_member_epoch, = _ST_qhi.unpack_from(buf, pos)
+    pos += 14
+    o.member_id, pos = rcstr(buf, pos, 'TxnOffsetCommitRequest.member_id')
+    o.group_instance_id, pos = rcstr_n(buf, pos, 'TxnOffsetCommitRequest.group_instance_id')
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('TxnOffsetCommitRequest.topics')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('TxnOffsetCommitRequest.topics', n, len(buf) - pos)
+        o.topics = a = []
+        for _ in range(n):
+            e, pos = _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_3(buf, pos)
+            a.append(e)
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
 class TxnOffsetCommitRequest(Struct):
     class TxnOffsetCommitRequestPartition(Struct):
         __slots__ = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata', 'unknown_tagged_fields')
         _FIELDS = ('partition_index', 'committed_offset', 'committed_leader_epoch', 'committed_metadata')
         MIN_VERSION = 0
-        MAX_VERSION = 5
+        MAX_VERSION = 6
         FLEXIBLE_MIN = 3
         _IS_REQUEST = True
 
@@ -337,35 +435,36 @@ class TxnOffsetCommitRequest(Struct):
 
 
     class TxnOffsetCommitRequestTopic(Struct):
-        __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
-        _FIELDS = ('name', 'partitions')
+        __slots__ = ('name', 'topic_id', 'partitions', 'unknown_tagged_fields')
+        _FIELDS = ('name', 'topic_id', 'partitions')
         MIN_VERSION = 0
-        MAX_VERSION = 5
+        MAX_VERSION = 6
         FLEXIBLE_MIN = 3
         _IS_REQUEST = True
 
-        def __init__(self, *, name: str = '', partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
+        def __init__(self, *, name: str = '', topic_id: UUID = ZERO_UUID, partitions: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
             self.name = name
+            self.topic_id = topic_id
             self.partitions = [] if partitions is MISSING else partitions
             self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
-    __slots__ = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id', 'member_id', 'group_instance_id', 'topics', 'unknown_tagged_fields')
-    _FIELDS = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id', 'member_id', 'group_instance_id', 'topics')
+    __slots__ = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'topics', 'unknown_tagged_fields')
+    _FIELDS = ('transactional_id', 'group_id', 'producer_id', 'producer_epoch', 'generation_id_or_member_epoch', 'member_id', 'group_instance_id', 'topics')
     API_KEY = 28
     MIN_VERSION = 0
-    MAX_VERSION = 5
+    MAX_VERSION = 6
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
     LISTENERS = ('broker',)
     _IS_REQUEST = True
 
-    def __init__(self, *, transactional_id: str = '', group_id: str = '', producer_id: int = 0, producer_epoch: int = 0, generation_id: int = -1, member_id: str = '', group_instance_id: str | None = None, topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
+    def __init__(self, *, transactional_id: str = '', group_id: str = '', producer_id: int = 0, producer_epoch: int = 0, generation_id_or_member_epoch: int = -1, member_id: str = '', group_instance_id: str | None = None, topics: list[TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
         self.transactional_id = transactional_id
         self.group_id = group_id
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
-        self.generation_id = generation_id
+        self.generation_id_or_member_epoch = generation_id_or_member_epoch
         self.member_id = member_id
         self.group_instance_id = group_instance_id
         self.topics = [] if topics is MISSING else topics
@@ -374,12 +473,12 @@ class TxnOffsetCommitRequest(Struct):
 
 _s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition = TxnOffsetCommitRequest.TxnOffsetCommitRequestPartition
 _s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic = TxnOffsetCommitRequest.TxnOffsetCommitRequestTopic
-_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition._WRITERS = {0: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_0, 1: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_0, 2: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_1, 3: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_2, 4: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_2, 5: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_2}
-_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition._READERS = {0: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_0, 1: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_0, 2: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_1, 3: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_2, 4: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_2, 5: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_2}
-_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic._WRITERS = {0: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_0, 1: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_0, 2: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_1, 3: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_2, 4: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_2, 5: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_2}
-_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic._READERS = {0: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_0, 1: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_0, 2: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_1, 3: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_2, 4: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_2, 5: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_2}
-TxnOffsetCommitRequest._WRITERS = {0: _w_TxnOffsetCommitRequest_0, 1: _w_TxnOffsetCommitRequest_0, 2: _w_TxnOffsetCommitRequest_1, 3: _w_TxnOffsetCommitRequest_2, 4: _w_TxnOffsetCommitRequest_2, 5: _w_TxnOffsetCommitRequest_2}
-TxnOffsetCommitRequest._READERS = {0: _r_TxnOffsetCommitRequest_0, 1: _r_TxnOffsetCommitRequest_0, 2: _r_TxnOffsetCommitRequest_1, 3: _r_TxnOffsetCommitRequest_2, 4: _r_TxnOffsetCommitRequest_2, 5: _r_TxnOffsetCommitRequest_2}
+_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition._WRITERS = {0: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_0, 1: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_0, 2: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_1, 3: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_2, 4: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_2, 5: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_2, 6: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_2}
+_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition._READERS = {0: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_0, 1: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_0, 2: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_1, 3: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_2, 4: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_2, 5: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_2, 6: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestPartition_2}
+_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic._WRITERS = {0: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_0, 1: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_0, 2: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_1, 3: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_2, 4: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_2, 5: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_2, 6: _w_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_3}
+_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic._READERS = {0: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_0, 1: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_0, 2: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_1, 3: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_2, 4: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_2, 5: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_2, 6: _r_s_TxnOffsetCommitRequest_TxnOffsetCommitRequestTopic_3}
+TxnOffsetCommitRequest._WRITERS = {0: _w_TxnOffsetCommitRequest_0, 1: _w_TxnOffsetCommitRequest_0, 2: _w_TxnOffsetCommitRequest_1, 3: _w_TxnOffsetCommitRequest_2, 4: _w_TxnOffsetCommitRequest_2, 5: _w_TxnOffsetCommitRequest_2, 6: _w_TxnOffsetCommitRequest_3}
+TxnOffsetCommitRequest._READERS = {0: _r_TxnOffsetCommitRequest_0, 1: _r_TxnOffsetCommitRequest_0, 2: _r_TxnOffsetCommitRequest_1, 3: _r_TxnOffsetCommitRequest_2, 4: _r_TxnOffsetCommitRequest_2, 5: _r_TxnOffsetCommitRequest_2, 6: _r_TxnOffsetCommitRequest_3}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -432,6 +531,7 @@ def _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_0(o, b, ins):
 def _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_0(buf, pos):
     o = new(_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
     o.name, pos = rstr(buf, pos, 'TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.name')
+    o.topic_id = ZERO_UUID
     n, = I32.unpack_from(buf, pos)
     pos += 4
     if n < 0:
@@ -466,6 +566,51 @@ def _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_1(o, b, ins):
 def _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_1(buf, pos):
     o = new(_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
     o.name, pos = rcstr(buf, pos, 'TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.name')
+    o.topic_id = ZERO_UUID
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.partitions')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.partitions', n, len(buf) - pos)
+        o.partitions = a = []
+        for _ in range(n):
+            e, pos = _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_1(buf, pos)
+            a.append(e)
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
+def _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_2(o, b, ins):
+    b += _ST_U.pack(o.topic_id.bytes)
+    a = o.partitions
+    if a is None:
+        raise not_nullable('TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic.partitions')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_1(e, b, ins)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_2(buf, pos):
+    o = new(_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic)
+    o.name = ''
+    _u0, = _ST_U.unpack_from(buf, pos)
+    pos += 16
+    o.topic_id = ruuid(_u0)
     n = buf[pos]
     pos += 1
     if n > 127:
@@ -560,12 +705,54 @@ def _r_TxnOffsetCommitResponse_1(buf, pos):
     return o, pos
 
 
+def _w_TxnOffsetCommitResponse_2(o, b, ins):
+    b += _ST_i.pack(o.throttle_time_ms)
+    a = o.topics
+    if a is None:
+        raise not_nullable('TxnOffsetCommitResponse.topics')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_2(e, b, ins)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_TxnOffsetCommitResponse_2(buf, pos):
+    o = new(TxnOffsetCommitResponse)
+    o.throttle_time_ms, = _ST_i.unpack_from(buf, pos)
+    pos += 4
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('TxnOffsetCommitResponse.topics')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('TxnOffsetCommitResponse.topics', n, len(buf) - pos)
+        o.topics = a = []
+        for _ in range(n):
+            e, pos = _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_2(buf, pos)
+            a.append(e)
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
 class TxnOffsetCommitResponse(Struct):
     class TxnOffsetCommitResponsePartition(Struct):
         __slots__ = ('partition_index', 'error_code', 'unknown_tagged_fields')
         _FIELDS = ('partition_index', 'error_code')
         MIN_VERSION = 0
-        MAX_VERSION = 5
+        MAX_VERSION = 6
         FLEXIBLE_MIN = 3
         _IS_REQUEST = False
 
@@ -576,15 +763,16 @@ class TxnOffsetCommitResponse(Struct):
 
 
     class TxnOffsetCommitResponseTopic(Struct):
-        __slots__ = ('name', 'partitions', 'unknown_tagged_fields')
-        _FIELDS = ('name', 'partitions')
+        __slots__ = ('name', 'topic_id', 'partitions', 'unknown_tagged_fields')
+        _FIELDS = ('name', 'topic_id', 'partitions')
         MIN_VERSION = 0
-        MAX_VERSION = 5
+        MAX_VERSION = 6
         FLEXIBLE_MIN = 3
         _IS_REQUEST = False
 
-        def __init__(self, *, name: str = '', partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
+        def __init__(self, *, name: str = '', topic_id: UUID = ZERO_UUID, partitions: list[TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition] = MISSING, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
             self.name = name
+            self.topic_id = topic_id
             self.partitions = [] if partitions is MISSING else partitions
             self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
@@ -593,7 +781,7 @@ class TxnOffsetCommitResponse(Struct):
     _FIELDS = ('throttle_time_ms', 'topics')
     API_KEY = 28
     MIN_VERSION = 0
-    MAX_VERSION = 5
+    MAX_VERSION = 6
     FLEXIBLE_MIN = 3
     LATEST_VERSION_UNSTABLE = False
     LISTENERS = ()
@@ -607,9 +795,9 @@ class TxnOffsetCommitResponse(Struct):
 
 _s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition = TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition
 _s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic = TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic
-_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition._WRITERS = {0: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_0, 1: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_0, 2: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_0, 3: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_1, 4: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_1, 5: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_1}
-_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition._READERS = {0: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_0, 1: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_0, 2: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_0, 3: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_1, 4: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_1, 5: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_1}
-_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic._WRITERS = {0: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_0, 1: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_0, 2: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_0, 3: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_1, 4: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_1, 5: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_1}
-_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic._READERS = {0: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_0, 1: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_0, 2: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_0, 3: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_1, 4: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_1, 5: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_1}
-TxnOffsetCommitResponse._WRITERS = {0: _w_TxnOffsetCommitResponse_0, 1: _w_TxnOffsetCommitResponse_0, 2: _w_TxnOffsetCommitResponse_0, 3: _w_TxnOffsetCommitResponse_1, 4: _w_TxnOffsetCommitResponse_1, 5: _w_TxnOffsetCommitResponse_1}
-TxnOffsetCommitResponse._READERS = {0: _r_TxnOffsetCommitResponse_0, 1: _r_TxnOffsetCommitResponse_0, 2: _r_TxnOffsetCommitResponse_0, 3: _r_TxnOffsetCommitResponse_1, 4: _r_TxnOffsetCommitResponse_1, 5: _r_TxnOffsetCommitResponse_1}
+_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition._WRITERS = {0: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_0, 1: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_0, 2: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_0, 3: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_1, 4: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_1, 5: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_1, 6: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_1}
+_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition._READERS = {0: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_0, 1: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_0, 2: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_0, 3: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_1, 4: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_1, 5: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_1, 6: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponsePartition_1}
+_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic._WRITERS = {0: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_0, 1: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_0, 2: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_0, 3: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_1, 4: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_1, 5: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_1, 6: _w_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_2}
+_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic._READERS = {0: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_0, 1: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_0, 2: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_0, 3: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_1, 4: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_1, 5: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_1, 6: _r_s_TxnOffsetCommitResponse_TxnOffsetCommitResponseTopic_2}
+TxnOffsetCommitResponse._WRITERS = {0: _w_TxnOffsetCommitResponse_0, 1: _w_TxnOffsetCommitResponse_0, 2: _w_TxnOffsetCommitResponse_0, 3: _w_TxnOffsetCommitResponse_1, 4: _w_TxnOffsetCommitResponse_1, 5: _w_TxnOffsetCommitResponse_1, 6: _w_TxnOffsetCommitResponse_2}
+TxnOffsetCommitResponse._READERS = {0: _r_TxnOffsetCommitResponse_0, 1: _r_TxnOffsetCommitResponse_0, 2: _r_TxnOffsetCommitResponse_0, 3: _r_TxnOffsetCommitResponse_1, 4: _r_TxnOffsetCommitResponse_1, 5: _r_TxnOffsetCommitResponse_1, 6: _r_TxnOffsetCommitResponse_2}

@@ -27,6 +27,7 @@ _ST_i = _PackStruct('>i')
 _ST_ihiio = _PackStruct('>ihii?')
 _ST_iii = _PackStruct('>iii')
 _ST_iiiUUiq = _PackStruct('>iii16s16siq')
+_ST_iiiUUiqo = _PackStruct('>iii16s16siq?')
 _ST_iiiiq = _PackStruct('>iiiiq')
 _ST_iq = _PackStruct('>iq')
 
@@ -35,7 +36,9 @@ _ST_iq = _PackStruct('>iq')
 # VoteRequest
 
 def _w_s_VoteRequest_PartitionData_0(o, b, ins):
-    b += _ST_iiiiq.pack(o.partition_index, o.candidate_epoch, o.candidate_id, o.last_offset_epoch, o.last_offset)
+    b += _ST_iiiiq.pack(o.partition_index, o.replica_epoch, o.replica_id, o.last_offset_epoch, o.last_offset)
+    if o.pre_vote != False:
+        raise unsupported('VoteRequest.PartitionData', 'pre_vote', '2+')
     u = o.unknown_tagged_fields
     if u:
         wtags(b, [], u)
@@ -45,12 +48,13 @@ def _w_s_VoteRequest_PartitionData_0(o, b, ins):
 
 def _r_s_VoteRequest_PartitionData_0(buf, pos):
     o = new(_s_VoteRequest_PartitionData)
-    o.partition_index, o.candidate_epoch, o.candidate_id, = _ST_iii.unpack_from(buf, pos)
+    o.partition_index, o.replica_epoch, o.replica_id, = _ST_iii.unpack_from(buf, pos)
     pos += 12
-    o.candidate_directory_id = ZERO_UUID
+    o.replica_directory_id = ZERO_UUID
     o.voter_directory_id = ZERO_UUID
     o.last_offset_epoch, o.last_offset, = _ST_iq.unpack_from(buf, pos)
     pos += 12
+    o.pre_vote = False
     if buf[pos]:
         o.unknown_tagged_fields, pos = rtags0(buf, pos)
     else:
@@ -60,7 +64,9 @@ def _r_s_VoteRequest_PartitionData_0(buf, pos):
 
 
 def _w_s_VoteRequest_PartitionData_1(o, b, ins):
-    b += _ST_iiiUUiq.pack(o.partition_index, o.candidate_epoch, o.candidate_id, o.candidate_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset)
+    b += _ST_iiiUUiq.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset)
+    if o.pre_vote != False:
+        raise unsupported('VoteRequest.PartitionData', 'pre_vote', '2+')
     u = o.unknown_tagged_fields
     if u:
         wtags(b, [], u)
@@ -70,9 +76,33 @@ def _w_s_VoteRequest_PartitionData_1(o, b, ins):
 
 def _r_s_VoteRequest_PartitionData_1(buf, pos):
     o = new(_s_VoteRequest_PartitionData)
-    o.partition_index, o.candidate_epoch, o.candidate_id, _u3, _u4, o.last_offset_epoch, o.last_offset, = _ST_iiiUUiq.unpack_from(buf, pos)
+    o.partition_index, o.replica_epoch, o.replica_id, _u3, _u4, o.last_offset_epoch, o.last_offset, = _ST_iiiUUiq.unpack_from(buf, pos)
     pos += 56
-    o.candidate_directory_id = ruuid(_u3)
+    o.replica_directory_id = ruuid(_u3)
+    o.voter_directory_id = ruuid(_u4)
+    o.pre_vote = False
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
+def _w_s_VoteRequest_PartitionData_2(o, b, ins):
+    b += _ST_iiiUUiqo.pack(o.partition_index, o.replica_epoch, o.replica_id, o.replica_directory_id.bytes, o.voter_directory_id.bytes, o.last_offset_epoch, o.last_offset, o.pre_vote)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_s_VoteRequest_PartitionData_2(buf, pos):
+    o = new(_s_VoteRequest_PartitionData)
+    o.partition_index, o.replica_epoch, o.replica_id, _u3, _u4, o.last_offset_epoch, o.last_offset, o.pre_vote, = _ST_iiiUUiqo.unpack_from(buf, pos)
+    pos += 57
+    o.replica_directory_id = ruuid(_u3)
     o.voter_directory_id = ruuid(_u4)
     if buf[pos]:
         o.unknown_tagged_fields, pos = rtags0(buf, pos)
@@ -155,6 +185,47 @@ def _r_s_VoteRequest_TopicData_1(buf, pos):
         o.partitions = a = []
         for _ in range(n):
             e, pos = _r_s_VoteRequest_PartitionData_1(buf, pos)
+            a.append(e)
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
+def _w_s_VoteRequest_TopicData_2(o, b, ins):
+    wcstr(b, o.topic_name, 'VoteRequest.TopicData.topic_name')
+    a = o.partitions
+    if a is None:
+        raise not_nullable('VoteRequest.TopicData.partitions')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_VoteRequest_PartitionData_2(e, b, ins)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_s_VoteRequest_TopicData_2(buf, pos):
+    o = new(_s_VoteRequest_TopicData)
+    o.topic_name, pos = rcstr(buf, pos, 'VoteRequest.TopicData.topic_name')
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('VoteRequest.TopicData.partitions')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('VoteRequest.TopicData.partitions', n, len(buf) - pos)
+        o.partitions = a = []
+        for _ in range(n):
+            e, pos = _r_s_VoteRequest_PartitionData_2(buf, pos)
             a.append(e)
     if buf[pos]:
         o.unknown_tagged_fields, pos = rtags0(buf, pos)
@@ -250,23 +321,68 @@ def _r_VoteRequest_1(buf, pos):
     return o, pos
 
 
+def _w_VoteRequest_2(o, b, ins):
+    wcstr_n(b, o.cluster_id, 'VoteRequest.cluster_id')
+    b += _ST_i.pack(o.voter_id)
+    a = o.topics
+    if a is None:
+        raise not_nullable('VoteRequest.topics')
+    else:
+        wuv(b, len(a) + 1)
+        for e in a:
+            _w_s_VoteRequest_TopicData_2(e, b, ins)
+    u = o.unknown_tagged_fields
+    if u:
+        wtags(b, [], u)
+    else:
+        b.append(0)
+
+
+def _r_VoteRequest_2(buf, pos):
+    o = new(VoteRequest)
+    o.cluster_id, pos = rcstr_n(buf, pos, 'VoteRequest.cluster_id')
+    o.voter_id, = _ST_i.unpack_from(buf, pos)
+    pos += 4
+    n = buf[pos]
+    pos += 1
+    if n > 127:
+        n, pos = ruv(buf, pos - 1)
+    n -= 1
+    if n < 0:
+        raise not_nullable('VoteRequest.topics')
+    else:
+        if n > len(buf) - pos:
+            raise too_many('VoteRequest.topics', n, len(buf) - pos)
+        o.topics = a = []
+        for _ in range(n):
+            e, pos = _r_s_VoteRequest_TopicData_2(buf, pos)
+            a.append(e)
+    if buf[pos]:
+        o.unknown_tagged_fields, pos = rtags0(buf, pos)
+    else:
+        o.unknown_tagged_fields = []
+        pos += 1
+    return o, pos
+
+
 class VoteRequest(Struct):
     class PartitionData(Struct):
-        __slots__ = ('partition_index', 'candidate_epoch', 'candidate_id', 'candidate_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', 'unknown_tagged_fields')
-        _FIELDS = ('partition_index', 'candidate_epoch', 'candidate_id', 'candidate_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset')
+        __slots__ = ('partition_index', 'replica_epoch', 'replica_id', 'replica_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', 'pre_vote', 'unknown_tagged_fields')
+        _FIELDS = ('partition_index', 'replica_epoch', 'replica_id', 'replica_directory_id', 'voter_directory_id', 'last_offset_epoch', 'last_offset', 'pre_vote')
         MIN_VERSION = 0
-        MAX_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = True
 
-        def __init__(self, *, partition_index: int = 0, candidate_epoch: int = 0, candidate_id: int = 0, candidate_directory_id: UUID = ZERO_UUID, voter_directory_id: UUID = ZERO_UUID, last_offset_epoch: int = 0, last_offset: int = 0, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
+        def __init__(self, *, partition_index: int = 0, replica_epoch: int = 0, replica_id: int = 0, replica_directory_id: UUID = ZERO_UUID, voter_directory_id: UUID = ZERO_UUID, last_offset_epoch: int = 0, last_offset: int = 0, pre_vote: bool = False, unknown_tagged_fields: list[tuple[int, bytes]] | None = None) -> None:
             self.partition_index = partition_index
-            self.candidate_epoch = candidate_epoch
-            self.candidate_id = candidate_id
-            self.candidate_directory_id = candidate_directory_id
+            self.replica_epoch = replica_epoch
+            self.replica_id = replica_id
+            self.replica_directory_id = replica_directory_id
             self.voter_directory_id = voter_directory_id
             self.last_offset_epoch = last_offset_epoch
             self.last_offset = last_offset
+            self.pre_vote = pre_vote
             self.unknown_tagged_fields = [] if unknown_tagged_fields is None else unknown_tagged_fields
 
 
@@ -274,7 +390,7 @@ class VoteRequest(Struct):
         __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
         _FIELDS = ('topic_name', 'partitions')
         MIN_VERSION = 0
-        MAX_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = True
 
@@ -288,7 +404,7 @@ class VoteRequest(Struct):
     _FIELDS = ('cluster_id', 'voter_id', 'topics')
     API_KEY = 52
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     LISTENERS = ('controller',)
@@ -303,12 +419,12 @@ class VoteRequest(Struct):
 
 _s_VoteRequest_PartitionData = VoteRequest.PartitionData
 _s_VoteRequest_TopicData = VoteRequest.TopicData
-_s_VoteRequest_PartitionData._WRITERS = {0: _w_s_VoteRequest_PartitionData_0, 1: _w_s_VoteRequest_PartitionData_1}
-_s_VoteRequest_PartitionData._READERS = {0: _r_s_VoteRequest_PartitionData_0, 1: _r_s_VoteRequest_PartitionData_1}
-_s_VoteRequest_TopicData._WRITERS = {0: _w_s_VoteRequest_TopicData_0, 1: _w_s_VoteRequest_TopicData_1}
-_s_VoteRequest_TopicData._READERS = {0: _r_s_VoteRequest_TopicData_0, 1: _r_s_VoteRequest_TopicData_1}
-VoteRequest._WRITERS = {0: _w_VoteRequest_0, 1: _w_VoteRequest_1}
-VoteRequest._READERS = {0: _r_VoteRequest_0, 1: _r_VoteRequest_1}
+_s_VoteRequest_PartitionData._WRITERS = {0: _w_s_VoteRequest_PartitionData_0, 1: _w_s_VoteRequest_PartitionData_1, 2: _w_s_VoteRequest_PartitionData_2}
+_s_VoteRequest_PartitionData._READERS = {0: _r_s_VoteRequest_PartitionData_0, 1: _r_s_VoteRequest_PartitionData_1, 2: _r_s_VoteRequest_PartitionData_2}
+_s_VoteRequest_TopicData._WRITERS = {0: _w_s_VoteRequest_TopicData_0, 1: _w_s_VoteRequest_TopicData_1, 2: _w_s_VoteRequest_TopicData_2}
+_s_VoteRequest_TopicData._READERS = {0: _r_s_VoteRequest_TopicData_0, 1: _r_s_VoteRequest_TopicData_1, 2: _r_s_VoteRequest_TopicData_2}
+VoteRequest._WRITERS = {0: _w_VoteRequest_0, 1: _w_VoteRequest_1, 2: _w_VoteRequest_2}
+VoteRequest._READERS = {0: _r_VoteRequest_0, 1: _r_VoteRequest_1, 2: _r_VoteRequest_2}
 
 
 # ------------------------------------------------------------------------------------------------
@@ -555,7 +671,7 @@ class VoteResponse(Struct):
         __slots__ = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'vote_granted', 'unknown_tagged_fields')
         _FIELDS = ('partition_index', 'error_code', 'leader_id', 'leader_epoch', 'vote_granted')
         MIN_VERSION = 0
-        MAX_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -572,7 +688,7 @@ class VoteResponse(Struct):
         __slots__ = ('topic_name', 'partitions', 'unknown_tagged_fields')
         _FIELDS = ('topic_name', 'partitions')
         MIN_VERSION = 0
-        MAX_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -586,7 +702,7 @@ class VoteResponse(Struct):
         __slots__ = ('node_id', 'host', 'port', 'unknown_tagged_fields')
         _FIELDS = ('node_id', 'host', 'port')
         MIN_VERSION = 0
-        MAX_VERSION = 1
+        MAX_VERSION = 2
         FLEXIBLE_MIN = 0
         _IS_REQUEST = False
 
@@ -601,7 +717,7 @@ class VoteResponse(Struct):
     _FIELDS = ('error_code', 'topics', 'node_endpoints')
     API_KEY = 52
     MIN_VERSION = 0
-    MAX_VERSION = 1
+    MAX_VERSION = 2
     FLEXIBLE_MIN = 0
     LATEST_VERSION_UNSTABLE = False
     LISTENERS = ()
@@ -617,11 +733,11 @@ class VoteResponse(Struct):
 _s_VoteResponse_PartitionData = VoteResponse.PartitionData
 _s_VoteResponse_TopicData = VoteResponse.TopicData
 _s_VoteResponse_NodeEndpoint = VoteResponse.NodeEndpoint
-_s_VoteResponse_PartitionData._WRITERS = {0: _w_s_VoteResponse_PartitionData_0, 1: _w_s_VoteResponse_PartitionData_0}
-_s_VoteResponse_PartitionData._READERS = {0: _r_s_VoteResponse_PartitionData_0, 1: _r_s_VoteResponse_PartitionData_0}
-_s_VoteResponse_TopicData._WRITERS = {0: _w_s_VoteResponse_TopicData_0, 1: _w_s_VoteResponse_TopicData_0}
-_s_VoteResponse_TopicData._READERS = {0: _r_s_VoteResponse_TopicData_0, 1: _r_s_VoteResponse_TopicData_0}
-_s_VoteResponse_NodeEndpoint._WRITERS = {0: _w_s_VoteResponse_NodeEndpoint_0, 1: _w_s_VoteResponse_NodeEndpoint_1}
-_s_VoteResponse_NodeEndpoint._READERS = {0: _r_s_VoteResponse_NodeEndpoint_0, 1: _r_s_VoteResponse_NodeEndpoint_1}
-VoteResponse._WRITERS = {0: _w_VoteResponse_0, 1: _w_VoteResponse_1}
-VoteResponse._READERS = {0: _r_VoteResponse_0, 1: _r_VoteResponse_1}
+_s_VoteResponse_PartitionData._WRITERS = {0: _w_s_VoteResponse_PartitionData_0, 1: _w_s_VoteResponse_PartitionData_0, 2: _w_s_VoteResponse_PartitionData_0}
+_s_VoteResponse_PartitionData._READERS = {0: _r_s_VoteResponse_PartitionData_0, 1: _r_s_VoteResponse_PartitionData_0, 2: _r_s_VoteResponse_PartitionData_0}
+_s_VoteResponse_TopicData._WRITERS = {0: _w_s_VoteResponse_TopicData_0, 1: _w_s_VoteResponse_TopicData_0, 2: _w_s_VoteResponse_TopicData_0}
+_s_VoteResponse_TopicData._READERS = {0: _r_s_VoteResponse_TopicData_0, 1: _r_s_VoteResponse_TopicData_0, 2: _r_s_VoteResponse_TopicData_0}
+_s_VoteResponse_NodeEndpoint._WRITERS = {0: _w_s_VoteResponse_NodeEndpoint_0, 1: _w_s_VoteResponse_NodeEndpoint_1, 2: _w_s_VoteResponse_NodeEndpoint_1}
+_s_VoteResponse_NodeEndpoint._READERS = {0: _r_s_VoteResponse_NodeEndpoint_0, 1: _r_s_VoteResponse_NodeEndpoint_1, 2: _r_s_VoteResponse_NodeEndpoint_1}
+VoteResponse._WRITERS = {0: _w_VoteResponse_0, 1: _w_VoteResponse_1, 2: _w_VoteResponse_1}
+VoteResponse._READERS = {0: _r_VoteResponse_0, 1: _r_VoteResponse_1, 2: _r_VoteResponse_1}

@@ -1,9 +1,9 @@
 """The committed messages/ package is what the generator makes from the definitions (no drift),
 and the package imports its modules lazily.
 
-Only the drift check reads Kafka's definitions (failed without them, skipped only under
-KAFKA_CORE_ALLOW_SKIP=1); the generator's own behaviour is checked on small definitions written
-here.
+Only the drift check reads Kafka's definitions, from the kafka-clients jar on Maven Central (failed
+without it, skipped only under KAFKA_CORE_ALLOW_SKIP=1); the generator's own behaviour is checked
+on small definitions written here.
 """
 
 from __future__ import annotations
@@ -11,14 +11,15 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 import pytest
 
 try:  # tests/unit is a package when it has an __init__.py, a rootdir otherwise
-    from .test_protocol_support import REPO, gen, need_definitions, need_newer_jar
+    from .test_protocol_support import REPO, gen, need_definitions
 except ImportError:
-    from test_protocol_support import REPO, gen, need_definitions, need_newer_jar  # type: ignore[no-redef]
+    from test_protocol_support import REPO, gen, need_definitions  # type: ignore[no-redef]
 
 from protocol_gen.schema_table import SCHEMA  # on sys.path once test_protocol_support loaded gen
 
@@ -66,6 +67,13 @@ _DEFINITIONS = {
             },
         ],
     },
+    # an API Kafka removed keeps a file with its name and key, and no versions: no classes
+    "LeaderAndIsrRequest.json": {
+        "apiKey": 4,
+        "type": "request",
+        "name": "LeaderAndIsrRequest",
+        "validVersions": "none",
+    },
     "ConsumerProtocolSubscription.json": {
         "type": "data",
         "name": "ConsumerProtocolSubscription",
@@ -102,7 +110,7 @@ def _definitions(tmp_path: Path) -> Path:
 
 
 def test_committed_package_matches_the_generator(tmp_path: Path) -> None:
-    definitions = gen.merge(need_definitions(), need_newer_jar(), tmp_path / "merged")
+    definitions = need_definitions(tmp_path / "definitions")
     fresh = gen.generate(definitions)
     stale = [
         name for name, text in fresh.items() if not (OUT / name).is_file() or (OUT / name).read_text() != text
@@ -116,19 +124,19 @@ def test_committed_package_matches_the_generator(tmp_path: Path) -> None:
     assert gen.DEFAULT_SCHEMA.read_text() == gen.schema_table(definitions), (
         "the schema table is stale: run `python tools/gen_protocol.py`"
     )
-    loaded = [
-        m
-        for m in (gen.load(p) for p in sorted(definitions.glob("*.json")))
-        if m.kind in ("request", "response", "data")
-    ]
-    assert gen_from_schema(SCHEMA) == loaded
+    assert gen_from_schema(SCHEMA) == gen.load_all(definitions)
 
 
 def test_schema_table_reads_back_as_the_loader_model(tmp_path: Path) -> None:
     defs = _definitions(tmp_path)
     namespace: dict = {}
     exec(compile(gen.schema_table(defs), "schema_table.py", "exec"), namespace)
-    loaded = [gen.load(p) for p in sorted(defs.glob("*.json"))]
+    loaded = gen.load_all(defs)
+    assert [m.name for m in loaded] == [
+        "ApiVersionsRequest",
+        "ApiVersionsResponse",
+        "ConsumerProtocolSubscription",
+    ]  # not the removed LeaderAndIsrRequest
     assert gen_from_schema(namespace["SCHEMA"]) == loaded
     response = next(m for m in loaded if m.name == "ApiVersionsResponse")
     assert [f.attr for f in response.structs[0].fields] == [
@@ -166,6 +174,43 @@ def test_check_flag_reports_drift(tmp_path: Path) -> None:
     assert gen.main([*defs, "--out", str(out), "--schema", str(moved), "--check"]) == 1
     assert gen.main([*defs, "--out", str(out), "--schema", str(moved)]) == 0
     assert moved.read_text() == table.read_text()
+
+
+def _jar(tmp_path: Path, defs: Path) -> Path:
+    """A kafka-clients-like jar: the definitions under common/message/, beside other entries."""
+    jar = tmp_path / "kafka-clients-test.jar"
+    with zipfile.ZipFile(jar, "w") as archive:
+        archive.writestr("org/apache/kafka/common/message/MetadataRequestData.class", b"\xca\xfe")
+        archive.writestr("common/message/README.md", "not a definition")
+        archive.writestr("common/message/nested/Other.json", "{}")
+        for p in sorted(defs.glob("*.json")):
+            archive.writestr(f"common/message/{p.name}", p.read_bytes())
+    return jar
+
+
+def test_definitions_come_out_of_a_kafka_clients_jar(tmp_path: Path) -> None:
+    defs = _definitions(tmp_path)
+    jar = _jar(tmp_path, defs)
+    taken = gen.extract(jar, tmp_path / "taken")
+    assert sorted(p.name for p in taken.iterdir()) == sorted(p.name for p in defs.glob("*.json"))
+    assert gen.generate(taken) == gen.generate(defs)
+    out = tmp_path / "from_jar"
+    assert gen.main(["--jar", str(jar), "--out", str(out)]) == 0
+    assert gen.main(["--messages", str(defs), "--out", str(out), "--check"]) == 0
+    empty = tmp_path / "empty.jar"
+    with zipfile.ZipFile(empty, "w") as archive:
+        archive.writestr("META-INF/MANIFEST.MF", "Manifest-Version: 1.0\n")
+    with pytest.raises(ValueError, match=r"holds no common/message/\*\.json"):
+        gen.extract(empty, tmp_path / "none")
+
+
+def test_generator_refuses_two_definitions_of_one_api_key(tmp_path: Path) -> None:
+    # a folder mixing releases (4.0's ListClientMetricsResources, 4.1's ListConfigResources: key 74)
+    defs = _definitions(tmp_path)
+    clash = dict(_DEFINITIONS["ApiVersionsRequest.json"], name="OtherVersionsRequest")
+    (defs / "OtherVersionsRequest.json").write_text(json.dumps(clash))
+    with pytest.raises(ValueError, match="API key 18 is defined twice"):
+        gen.generate(defs)
 
 
 def test_generator_reads_a_definition_directory(tmp_path: Path) -> None:

@@ -80,7 +80,7 @@ def test_frame_roundtrip(api_key: int, version: int, kind: str, data: st.DataObj
     body = data.draw(struct_strategy(m, m.top, version))
     correlation_id = data.draw(st.integers(-(2**31), 2**31 - 1))
     if kind == "request":
-        # header v0 (ControlledShutdown v0 only) has no client id
+        # header v0 (ControlledShutdown v0's, an API Kafka 4.0 removed) has no client id
         has_client_id = request_header_version(api_key, version) >= 1
         client_id = data.draw(st.none() | st.text(max_size=10)) if has_client_id else None
         req = Request(RequestHeader(api_key, version, correlation_id, client_id), body)

@@ -2,9 +2,11 @@
 
 Strategies are built from the field schemas (tools/protocol_gen/schema_table.py, the generator's
 loader model written out as data), not from the generated classes' wire code, so a generator bug
-cannot hide by agreeing with itself; and they need no file outside the repository. Only the drift check reads
-the JSON definitions: ``need_definitions()`` fails without them (a skip only under
-``KAFKA_CORE_ALLOW_SKIP=1``, tests/prerequisites.py). ``KAFKA_CORE_PROTOCOL_DEFINITIONS`` points at another definitions folder.
+cannot hide by agreeing with itself; and they need no file outside the repository. Only the drift
+check reads the JSON definitions, from Apache Kafka's kafka-clients jar on Maven Central
+(tools/protocol_gen/definitions.py): ``need_definitions()`` fails when it cannot be had (a skip
+only under ``KAFKA_CORE_ALLOW_SKIP=1``, tests/prerequisites.py). ``KAFKA_CORE_PROTOCOL_DEFINITIONS``
+names a folder of definitions to use instead.
 """
 
 from __future__ import annotations
@@ -39,31 +41,23 @@ gen = load_gen()
 from protocol_gen.schema_table import SCHEMA  # noqa: E402  (on sys.path once gen_protocol is loaded)
 
 
-def definitions_dir() -> Path:
-    """Where the JSON definitions are looked up (read at call time, so a test can point it away)."""
-    return Path(os.environ.get("KAFKA_CORE_PROTOCOL_DEFINITIONS") or gen.DEFAULT_MESSAGES)
-
-
-def need_definitions() -> Path:
-    """The definitions folder; a failure without it (the drift check must run), a skip only under
-    KAFKA_CORE_ALLOW_SKIP=1."""
-    path = definitions_dir()
-    if not path.is_dir():
-        unavailable("Kafka's message definitions (the drift check)", f"not found at {path}")
-    return path
-
-
-def need_newer_jar() -> Path:
-    """The kafka-clients jar the share-group definitions come from (tools/protocol_gen/newer.py).
-
-    Fetched with Maven into the cache when absent; a failure when that fails, as the definitions.
-    """
-    from protocol_gen.newer import newer_jar  # on sys.path once gen_protocol is loaded
-
+def need_definitions(tmp: Path) -> Path:
+    """The folder of definitions the package is generated from: ``KAFKA_CORE_PROTOCOL_DEFINITIONS``
+    if set, else the kafka-clients jar's, extracted into ``tmp``. The jar is fetched from Maven
+    Central when absent; a failure saying so when it cannot be (the drift check must run), a skip
+    only under KAFKA_CORE_ALLOW_SKIP=1."""
+    override = os.environ.get("KAFKA_CORE_PROTOCOL_DEFINITIONS")
+    if override:
+        assert Path(override).is_dir(), f"KAFKA_CORE_PROTOCOL_DEFINITIONS={override} is not a folder"
+        return Path(override)
+    version = gen.kafka_version()
     try:
-        return newer_jar()
-    except Exception as exc:  # no Maven, no network: the same rule as the definitions folder
-        unavailable("the kafka-clients jar (the drift check)", exc)
+        jar = gen.clients_jar(version)
+    except Exception as exc:  # no Maven or Java, no network: say which and why
+        unavailable(
+            f"Apache Kafka {version}'s kafka-clients jar from Maven Central (the protocol drift check)", exc
+        )
+    return gen.extract(jar, tmp)
 
 
 @cache
