@@ -561,9 +561,17 @@ def takes_config(translator: Translator) -> Callable[[Callable[_P, None]], Calla
                 raise KafkaConfigError(
                     f"{type(self).__name__}(): a config dict goes first, positionally, and only once"
                 )
-            if not takes_topics and rest:
+            if takes_topics:
+                wrong = [arg for arg in rest if not isinstance(arg, str)]
+                if wrong:  # found here, not by a Metadata request that cannot encode it
+                    raise KafkaConfigError(
+                        f"{type(self).__name__}(): positional arguments are topic names (str; a list goes as"
+                        " topics=[...]), not"
+                        f" {type(wrong[0]).__name__}: {wrong[0]!r}"
+                    )
+            elif rest:
                 rest[0] = check_bootstrap(rest[0])
-            elif "bootstrap_servers" in kwargs:
+            if (takes_topics or not rest) and "bootstrap_servers" in kwargs:
                 kwargs["bootstrap_servers"] = check_bootstrap(kwargs["bootstrap_servers"])
             init(self, *rest, **kwargs)
 

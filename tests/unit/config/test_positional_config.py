@@ -128,6 +128,10 @@ def test_a_dict_goes_first_and_alone() -> None:
         kafka_core.KafkaConsumer("t", {"bootstrap.servers": NOWHERE, "group.id": "g"})
     with pytest.raises(KafkaConfigError, match="alone positionally"):
         kafka_core.KafkaProducer({"bootstrap.servers": NOWHERE}, NOWHERE)
+    with pytest.raises(KafkaConfigError, match="topic names"):
+        kafka_core.aio.KafkaConsumer(["t1", "t2"], bootstrap_servers=NOWHERE)
+    with pytest.raises(KafkaConfigError, match="topic names"):
+        kafka_core.KafkaShareConsumer(b"t", bootstrap_servers=NOWHERE, group_id="g")
 
 
 def test_help_shows_the_constructors_own_parameters() -> None:
