@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import resource
 import statistics
@@ -416,6 +417,7 @@ def run_wide_bench(
     broker_pid: int | None = None,
     timeout: float = 900.0,
     log: Callable[[str], None] = print,
+    progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Every partition count, ``repeat`` rounds each, round-robin over the clients; the section
     results.json keeps as ``wide`` (its ``by_partitions``: each client's medians and raw runs)."""
@@ -431,14 +433,17 @@ def run_wide_bench(
                 runs[client].append(run)
                 log(f"  wide {count} partitions, {client} round {round_no + 1}: {describe(run, records)}")
         by_partitions[str(count)] = {c: {**summarize(runs[c], records), "runs": runs[c]} for c in clients}
-    return {
-        "by_partitions": by_partitions,
-        "records": records,
-        "value_size": VALUE_SIZE,
-        "idle_s": idle_s,
-        "repeat": repeat,
-        "broker_cpu_measured": pid is not None,
-    }
+        section = {
+            "by_partitions": by_partitions,
+            "records": records,
+            "value_size": VALUE_SIZE,
+            "idle_s": idle_s,
+            "repeat": repeat,
+            "broker_cpu_measured": pid is not None,
+        }
+        if progress is not None:
+            progress(section)  # a run cut short keeps the partition counts it finished
+    return section
 
 
 def describe(run: dict[str, Any], records: int) -> str:
@@ -527,6 +532,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--clients", default=",".join(CLIENTS))
     parser.add_argument("--no-groups", action="store_true", help="skip the groups, assignors and metadata")
     parser.add_argument("--save", action="store_true", help="keep as bench/results.json's wide section")
+    parser.add_argument(
+        "--out", type=Path, help="also write the section (JSON) here, after each partition count"
+    )
     args = parser.parse_args(argv)
     if args.child:
         return _child(args)
@@ -541,6 +549,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         clients=[c for c in args.clients.split(",") if c],
         bootstrap=args.bootstrap,
         groups=not args.no_groups,
+        out=args.out,
     )
     from bench.bench_wide_report import wide_tables
 
@@ -562,6 +571,7 @@ def run_wide(
     groups: bool = True,
     log: Callable[[str], None] = log_line,
     command: str | None = None,
+    out: Path | None = None,
 ) -> dict[str, Any]:
     """The whole wide section on its own broker (or ``bootstrap``), stamped with the commit it
     measured: produce/consume/idle, then (``groups``) bench.bench_wide_groups; what run_all keeps."""
@@ -590,8 +600,13 @@ def run_wide(
             "revision": git_revision(),
         }
         log(f"wide: {chosen} on {broker} (load average {head['load']})")
+
+        def keep(partial: dict[str, Any]) -> None:
+            if out is not None:
+                out.write_text(json.dumps({**head, **partial}, indent=1, sort_keys=True) + "\n")
+
         try:
-            section = run_wide_bench(where, broker_pid=pid, log=log, **chosen)
+            section = run_wide_bench(where, broker_pid=pid, log=log, progress=keep, **chosen)
         except Exception as exc:
             log(f"  wide failed: {type(exc).__name__}: {exc}")
             section = {"failed": f"{type(exc).__name__}: {exc}"}
@@ -601,7 +616,9 @@ def run_wide(
             except Exception as exc:
                 log(f"  wide groups failed: {type(exc).__name__}: {exc}")
                 section["groups"] = {"failed": f"{type(exc).__name__}: {exc}"}
-    return {**head, **section, "load_after": ", ".join(f"{x:.2f}" for x in os.getloadavg())}
+    whole = {**head, **section, "load_after": ", ".join(f"{x:.2f}" for x in os.getloadavg())}
+    keep(whole)
+    return whole
 
 
 if __name__ == "__main__":

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import queue
 import statistics
 import subprocess
@@ -29,10 +30,12 @@ import threading
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any
 
 from bench.bytecode import child_env, warm_bytecode
-from bench.common import REPO_DIR, create_topic, delete_topic, our_export
+from bench.common import REPO_DIR, create_topic, delete_topic, git_revision, our_export
 
 MODULE = "bench.bench_wide_groups"
 GROUP_PARTITIONS = 3_000
@@ -453,6 +456,9 @@ def run_groups(bootstrap: str, *, quick: bool = False, log: Callable[[str], None
     partitions = QUICK_GROUP_PARTITIONS if quick else GROUP_PARTITIONS
     regex = QUICK_REGEX_TOPICS if quick else REGEX_TOPICS
     out: dict[str, Any] = {
+        "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
+        "load": ", ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "revision": git_revision(),
         "partitions": partitions,
         "assignor_partitions": ASSIGNOR_PARTITIONS // (10 if quick else 1),
         "regex_topics": regex,
@@ -488,6 +494,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--pattern", help=argparse.SUPPRESS)
     parser.add_argument("--bootstrap", help="a broker; default: one Apache Kafka node")
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", type=Path, help="also write the figures (JSON) here")
     args = parser.parse_args(argv)
     if args.member:
         return _member(args)
@@ -495,7 +502,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     with contextlib.ExitStack() as stack:
         bootstrap = args.bootstrap or stack.enter_context(wide_broker(GROUP_PARTITIONS))[0]
-        print(json.dumps(run_groups(bootstrap, quick=args.quick, log=log_line), indent=1))
+        figures = run_groups(bootstrap, quick=args.quick, log=log_line)
+    text = json.dumps(figures, indent=1)
+    print(text)
+    if args.out:
+        args.out.write_text(text + "\n")
     return 0
 
 
