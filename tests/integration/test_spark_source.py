@@ -240,6 +240,9 @@ def test_starting_timestamp(spark: SparkSession, bootstrap_servers: str, new_top
             {"subscribe": "x", "kafka.auto.offset.reset": "earliest"},
             "'kafka.auto.offset.reset' is not supported",
         ),
+        ({"subscribe": "x", "startingOffset": "earliest"}, "did you mean 'startingOffsets'"),
+        ({"subscribe": "x", "groupIdPrefix": "team-a"}, "option 'groupIdPrefix' is not supported"),
+        ({"subscribe": "x", "kafka.group.id": "team-a"}, "'kafka.group.id' ('team-a') is not supported"),
     ],
 )
 def test_bad_read_options_fail_before_any_task(
