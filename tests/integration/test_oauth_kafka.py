@@ -371,3 +371,16 @@ def test_spark_writes_and_reads_with_javas_oauth_options(cluster: KafkaCluster) 
         rows = reader.load().selectExpr("CAST(key AS STRING) AS k", "CAST(value AS STRING) AS v").collect()
     assert sorted(int(r.v) for r in rows) == list(range(300))
     assert all(r.k == r.v for r in rows)
+
+
+def test_a_tls_client_on_this_plain_listener_is_told_at_once(cluster: KafkaCluster) -> None:
+    """docs/security.md's SASL_SSL example followed against the dev broker, whose OAUTHBEARER
+    listener is plain (its entry says SASL_PLAINTEXT): the handshake's failure is final and names
+    the cause, not "cannot connect to HOST:PORT: " after the client's whole timeout."""
+    options = oauth(cluster, security_protocol="SASL_SSL")
+    with (
+        KafkaAdmin(**options, api_timeout_ms=120_000) as admin,
+        pytest.raises(KafkaAuthenticationError, match="does not speak TLS") as info,
+    ):
+        admin.list_topics()
+    assert "SASL_PLAINTEXT" in str(info.value)
