@@ -3,7 +3,7 @@
 Each client runs in its own fresh process against its own freshly filled topic (same data).
 Rate and CPU are measured from the first poll that returned records to the last record (steady
 state); the client's start (connect, metadata, first fetch) is reported beside them. Records are counted until N are seen: the test broker's
-high watermark is wrong (see /work/shared/notes/test-broker.md), so end offsets are not trusted.
+high watermark is wrong, so end offsets are not trusted.
 
     python -m bench.e2e_consumer [--records 300000] [--repeat 3] [--clients a,b,...]
 """
