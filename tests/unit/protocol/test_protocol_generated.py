@@ -287,3 +287,17 @@ def test_generator_refuses_unknown_spec_features(tmp_path: Path) -> None:
     (tmp_path / "FutureRequest.json").write_text("// a comment\n" + json.dumps(spec))
     with pytest.raises(ValueError, match="someNewFeature"):
         gen.generate(tmp_path)
+
+
+def test_nothing_reads_the_old_definitions_folder_outside_the_repository() -> None:
+    # the definitions once lived in a folder beside the checkout, which a user's clone does not have
+    needles = ("../" + "shared", "/work/" + "shared")
+    readers = [
+        str(p.relative_to(REPO))
+        for top in ("tools", "tests", "bench", "ci")
+        for p in sorted((REPO / top).rglob("*"))
+        if p.suffix in (".py", ".sh", ".toml", ".cfg", ".ini")
+        and "__pycache__" not in p.parts
+        and any(n in p.read_text(errors="replace") for n in needles)
+    ]
+    assert not readers, f"{readers} name a folder outside the repository"
