@@ -554,9 +554,10 @@ class BrokerConnection:
             if self.sasl is None and self._in_flight and self._responses <= 1:
                 # A SASL listener answers ApiVersions, then closes on any request but a SASL
                 # handshake (Kafka logs "Unexpected Kafka request ... during SASL handshake").
+                protocol = "SASL_SSL" if self.ssl_context is not None else "SASL_PLAINTEXT"
                 hint = (
                     " right after ApiVersions: the listener likely expects SASL: set "
-                    "security_protocol='SASL_PLAINTEXT' (or 'SASL_SSL') and sasl_mechanism"
+                    f"security_protocol={protocol!r} and sasl_mechanism"
                 )
             self._fail(KafkaConnectionError(f"{self.host}:{self.port} closed the connection ({mid}){hint}"))
         else:

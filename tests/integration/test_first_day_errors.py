@@ -201,3 +201,20 @@ def test_a_consumer_that_may_describe_but_not_read_its_topic_is_told(
             assert "TOPIC_AUTHORIZATION_FAILED" in str(error) and topic in str(error), error
         finally:
             admin.delete_acls([AclBindingFilter(resource_name=topic, principal="User:alice")])
+
+
+def test_a_tls_client_without_sasl_on_a_sasl_ssl_listener_is_told_to_use_sasl_ssl(
+    real_kafka: KafkaCluster,
+) -> None:
+    assert real_kafka.certificates is not None
+    with (
+        KafkaAdmin(
+            bootstrap_servers=real_kafka.listeners["SASL_SSL"],
+            security_protocol="SSL",
+            ssl_cafile=str(real_kafka.certificates.ca_file),
+            api_timeout_ms=3_000,
+        ) as admin,
+        pytest.raises((KafkaConnectionError, KafkaTimeoutError)) as info,
+    ):
+        admin.list_topics()
+    assert "likely expects SASL" in str(info.value) and "'SASL_SSL'" in str(info.value)
