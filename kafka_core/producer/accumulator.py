@@ -60,6 +60,7 @@ from kafka_core.producer.partitioner import DefaultPartitioner, Partitioner
 __all__ = [
     "BATCH_OVERHEAD",
     "FULL",
+    "PARTITION_OVERHEAD",
     "RECORD_OVERHEAD",
     "Accumulator",
     "BufferFull",
@@ -680,7 +681,7 @@ class Accumulator:
             del queues[q]
             if isinstance(b, ProducerBatch):
                 items.append((q, b))
-                size += b.size
+                size += b.size + PARTITION_OVERHEAD
                 more = more or bool(q.sealed)
             if self._unsent(q):
                 queues[q] = None  # to the back: the next request starts after it
@@ -952,6 +953,8 @@ def _one_slot(q: PartitionQueue) -> Hashable:
 
 # What a drain's ``pick`` returns when a partition's batch does not fit in the request.
 FULL = object()
+# A partition's share of a Produce request besides its batch: index, records length, tags.
+PARTITION_OVERHEAD = 16
 
 
 def _plain(b: ProducerBatch | None) -> ProducerBatch | None:

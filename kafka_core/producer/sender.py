@@ -47,6 +47,7 @@ from kafka_core.metrics.registry import ProducerMetrics
 from kafka_core.producer.accumulator import (
     BATCH_OVERHEAD,
     FULL,
+    PARTITION_OVERHEAD,
     Accumulator,
     PartitionQueue,
     ProducerBatch,
@@ -71,8 +72,6 @@ _MAX_SEQUENCE = 0x7FFFFFFF
 # first lane is the client's own (lane 0: metadata, InitProducerId); the others start far from
 # the consumer's fetch lanes and group lanes, in case the client is shared.
 PRODUCE_LANE_BASE = 1 << 12
-# A partition's share of a Produce request besides its records: index, records length, tags.
-PARTITION_OVERHEAD = 16
 
 
 class Sender:

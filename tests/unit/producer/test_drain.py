@@ -12,6 +12,7 @@ from fakes.accumulator import make_accumulator
 from kafka_core.producer.accumulator import (
     BATCH_OVERHEAD,
     FULL,
+    PARTITION_OVERHEAD,
     RECORD_OVERHEAD,
     Accumulator,
     PartitionQueue,
@@ -33,7 +34,7 @@ class Picks:
         first = self.acc.head(q)
         if first is None or q.partition in self.blocked:
             return None
-        if room is not None and first.size > room:
+        if room is not None and first.size + PARTITION_OVERHEAD > room:
             return FULL
         return self.acc.take_head(q)
 
@@ -89,7 +90,7 @@ def test_requests_stop_at_max_request_size_and_the_next_starts_where_it_stopped(
     acc.set_partitions("t", 10)
     for p in range(10):
         acc.append("t", b"x" * 100, partition=p)
-    size = BATCH_OVERHEAD + RECORD_OVERHEAD + 100
+    size = BATCH_OVERHEAD + RECORD_OVERHEAD + 100 + PARTITION_OVERHEAD  # a batch's share of a request
     now = opened(acc, 9)
     first = drain(acc, now, room=1, max_request_size=3 * size)
     second = drain(acc, now, room=1, max_request_size=3 * size)
@@ -111,6 +112,7 @@ def test_a_batch_larger_than_max_request_size_goes_alone() -> None:
 def test_the_drain_rotates_so_no_partition_waits_behind_the_others() -> None:
     size = BATCH_OVERHEAD + RECORD_OVERHEAD + 100
     acc = make_accumulator(linger_ms=0, batch_size=size)  # a batch per record
+    size += PARTITION_OVERHEAD  # its share of a request
     acc.set_partitions("t", 4)
     for _ in range(3):
         for p in range(4):
