@@ -3,6 +3,7 @@ group's committed offsets and lag, seen through kafka_core's admin client."""
 
 from __future__ import annotations
 
+import json
 import tempfile
 import time
 import uuid
@@ -64,7 +65,7 @@ def _stream(spark: SparkSession, bootstrap: str, topic: str, group: str, **optio
     return r.load()
 
 
-def _available_now(stream: Any, checkpoint: str, seen: list[int]) -> None:
+def _available_now(stream: Any, checkpoint: str, seen: list[int]) -> Any:
     def collect(df: Any, _batch_id: int) -> None:
         seen.append(df.count())
 
@@ -76,6 +77,12 @@ def _available_now(stream: Any, checkpoint: str, seen: list[int]) -> None:
     )
     assert q.awaitTermination(240)
     assert q.exception() is None
+    return q
+
+
+def _total(offsets: str) -> int:
+    """The sum of a progress report's offsets (Spark's JSON, ``{"topic": {"0": 23}}``)."""
+    return sum(int(o) for parts in json.loads(offsets).values() for o in parts.values())
 
 
 def test_available_now_query_commits_every_batch_and_lag_shows(spark: SparkSession, kafka: str) -> None:
@@ -84,8 +91,11 @@ def test_available_now_query_commits_every_batch_and_lag_shows(spark: SparkSessi
     _produce(kafka, topic, 30, 2)
     checkpoint = tempfile.mkdtemp(prefix="gc-ckpt-")
     seen: list[int] = []
-    _available_now(_stream(spark, kafka, topic, group, maxOffsetsPerTrigger="20"), checkpoint, seen)
+    q = _available_now(_stream(spark, kafka, topic, group, maxOffsetsPerTrigger="20"), checkpoint, seen)
     assert sum(seen) == 60 and len(seen) >= 3  # several micro-batches: the last one counts too
+    # each micro-batch's progress: its end cut by the limit, the latest all that is in Kafka
+    reads = [p.sources[0] for p in q.recentProgress if p.numInputRows]
+    assert _total(reads[0].endOffset) <= 20 + 2 and _total(reads[0].latestOffset) == 60, reads[0]
     with KafkaAdmin(bootstrap_servers=kafka) as admin:
         committed = admin.list_group_offsets(group)
         assert {tp: om.offset for tp, om in committed.items()} == {
@@ -99,7 +109,8 @@ def test_available_now_query_commits_every_batch_and_lag_shows(spark: SparkSessi
         lag = admin.consumer_group_lag(group)
         assert lag.total == 10 and lag.partitions[TopicPartition(topic, 1)].lag == 5
         seen.clear()
-        _available_now(_stream(spark, kafka, topic, group), checkpoint, seen)
+        # kafka.group.id may name the same group (the source's only group requests are these commits)
+        _available_now(_stream(spark, kafka, topic, group, **{"kafka.group.id": group}), checkpoint, seen)
         assert sum(seen) == 10
         assert admin.consumer_group_lag(group).total == 0
         # the group has no members: Spark never joined it
