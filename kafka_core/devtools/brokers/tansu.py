@@ -117,8 +117,8 @@ class S3Emulator:
             return self
         if importlib.util.find_spec("moto") is None:
             raise BrokerStartError(
-                "persistent storage needs an S3 emulator: pip install 'kafka-core[broker-s3]' "
-                "(moto's server, kept out of the light [broker] extra)"
+                "persistent storage needs an S3 emulator, moto's server (the [broker-s3] extra): "
+                "pip install 'kafka-core[broker-s3]'"
             )
         env = dict(os.environ)
         env.pop("AWS_ENDPOINT_URL", None)
