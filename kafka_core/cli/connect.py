@@ -83,9 +83,13 @@ def client_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def unreachable(servers: str, exc: BaseException) -> CliError:
-    """The one line for a broker that did not answer (exit 3)."""
+    """The one line for a broker that did not answer (exit 3); one that answered but refused the
+    connection's TLS or SASL set-up is named as such (the address was right)."""
     from kafka_core.cli.output import one_line
+    from kafka_core.errors import KafkaAuthenticationError
 
+    if isinstance(exc, KafkaAuthenticationError):
+        return CliError(f"the broker at {servers} refused the connection: {one_line(exc)}", EXIT_UNREACHABLE)
     return CliError(
         f"cannot reach a Kafka broker at {servers} (set --bootstrap-servers or "
         f"KAFKA_BOOTSTRAP_SERVERS): {one_line(exc)}",

@@ -140,3 +140,15 @@ def test_dev_commands_run_the_dev_tools_in_a_child(
     monkeypatch.setattr(dev.subprocess, "Popen", _Child)
     assert main(argv) == 7
     assert started == [[sys.executable, *child]]
+
+
+def test_a_refused_handshake_is_not_called_an_unreachable_address() -> None:
+    from kafka_core.cli.connect import unreachable
+    from kafka_core.errors import KafkaAuthenticationError, KafkaConnectionError
+
+    refused = unreachable("h:9093", KafkaAuthenticationError("TLS handshake with h:9093 failed: closed"))
+    assert str(refused).startswith("the broker at h:9093 refused the connection: TLS handshake")
+    assert "--bootstrap-servers" not in str(refused) and refused.code == 3
+    silent = unreachable("h:9093", KafkaConnectionError("cannot connect to h:9093: refused"))
+    assert "cannot reach a Kafka broker at h:9093 (set --bootstrap-servers" in str(silent)
+    assert silent.code == 3
