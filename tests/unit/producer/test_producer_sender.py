@@ -252,3 +252,32 @@ def test_sender_keeps_each_partition_on_one_lane(concurrency: int) -> None:
     if concurrency > 1:  # every request holds the partitions of one lane only
         for counts, lane in zip(broker.requests, broker.lanes, strict=True):
             assert {next(iter(lane_of[p])) for p in counts} == {lane}
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_a_due_batch_takes_every_partitions_open_batch_into_one_request(idempotent: bool) -> None:
+    """As the Java client's drain: partition 0's full batch makes its broker ready, and the one
+    request then carries the open batches of the 299 others, which would each wait out a minute
+    of linger on their own (issue 40)."""
+    from kafka_core.producer import AsyncKafkaProducer
+
+    broker = ProduceBroker(300, kafka_sequences=True)
+
+    async def main() -> None:
+        p = AsyncKafkaProducer(
+            client=broker,
+            linger_ms=60_000,
+            batch_size=4096,
+            produce_concurrency=1,
+            idempotent=idempotent,
+            delivery_timeout_ms=200_000,
+        )
+        await p.start()
+        futures = [await p.send("t", b"v%d" % i, partition=i) for i in range(1, 300)]
+        filler = [await p.send("t", b"x" * 3000, partition=0) for _ in range(2)]
+        await timing.outcomes([*futures, filler[0]], 30)  # a hang guard far below the linger
+        await p.close()
+
+    asyncio.run(main())
+    assert sorted(broker.requests[0]) == list(range(300))
+    assert all(count == 1 for count in broker.requests[0].values())
