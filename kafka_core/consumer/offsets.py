@@ -66,6 +66,9 @@ class ConsumerOffsets:
         # in _committed_positions are set after it, on the loop, so need no lock.
         self._commit_lock = asyncio.Lock()
         self._committed_positions: dict[TopicPartition, int] = {}
+        # Partitions whose position may differ from its commit mark: those moved or marked since
+        # (issue 40: a commit's work is what moved, not the assignment).
+        self._maybe_uncommitted: set[TopicPartition] = set()
 
     def restart_auto_commit_clock(self) -> None:
         self._next_auto_commit = asyncio.get_running_loop().time() + self._auto_commit_interval
@@ -100,6 +103,7 @@ class ConsumerOffsets:
             om = committed.get(tp)
             if om is not None and om.offset >= 0:
                 self._committed_positions[tp] = om.offset
+                self._maybe_uncommitted.add(tp)
                 # A committed leader epoch has the position validated before fetching (KIP-320).
                 self._subs.seek(tp, om.offset, om.leader_epoch)
             elif st.reset is None:
@@ -144,10 +148,16 @@ class ConsumerOffsets:
     def uncommitted(self, tps: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, int]:
         """Positions (handed over so far) not committed yet; the auto-commit clock restarts."""
         self._next_auto_commit = asyncio.get_running_loop().time() + self._auto_commit_interval
-        positions = self._subs.positions()
-        if tps is not None:
-            positions = {tp: positions[tp] for tp in tps if tp in positions}
-        return {tp: off for tp, off in positions.items() if self._committed_positions.get(tp) != off}
+        pool = self._maybe_uncommitted
+        pool |= self._subs.take_moved()
+        out: dict[TopicPartition, int] = {}
+        for tp in list(pool) if tps is None else tps:
+            pos = self._subs.state(tp).position if tp in self._subs else None
+            if pos is not None and self._committed_positions.get(tp) != pos:
+                out[tp] = pos
+            elif tps is None:
+                pool.discard(tp)  # committed as it stands (or gone): until it moves again
+        return out
 
     async def commit_positions(self, tps: Iterable[TopicPartition] | None = None) -> None:
         """Commit the positions handed over (those of deleted topics left out)."""
@@ -187,6 +197,7 @@ class ConsumerOffsets:
         for tp, value in offsets.items():
             off = value.offset if isinstance(value, OffsetAndMetadata) else int(value)
             self._committed_positions[tp] = off
+            self._maybe_uncommitted.add(tp)
 
     async def run_auto_commit(self, offsets: Mapping[TopicPartition, int]) -> None:
         """An auto-commit (behind poll). One the group's rebalance overtook (ILLEGAL_GENERATION,
@@ -222,7 +233,7 @@ class ConsumerOffsets:
                     todo[tp] = max(todo.get(tp, 0), item.offset + 1)
                 else:
                     tp = as_topic_partition(item)
-                    pos = self._subs.positions().get(tp)
+                    pos = self._subs.state(tp).position if tp in self._subs else None
                     if pos is None:
                         raise KafkaConfigError(f"{tp} has no position to commit")
                     todo[tp] = pos

@@ -57,6 +57,8 @@ class PartitionState:
         owner = self.__dict__.get("owner")
         if owner is not None:
             owner.changed(self)
+            if name == "position":
+                owner.moved(self)
 
     @property
     def fetchable(self) -> bool:
@@ -79,6 +81,8 @@ class SubscriptionState:
         self._resets: set[TopicPartition] = set()
         self._awaiting: set[TopicPartition] = set()
         self._paused: set[TopicPartition] = set()
+        # Partitions whose position moved since the commit bookkeeping last took them.
+        self._moved: set[TopicPartition] = set()
 
     def assign(self, tps: Iterable[TopicPartition]) -> None:
         new = {TopicPartition(*tp) for tp in tps}
@@ -119,6 +123,15 @@ class SubscriptionState:
             self._paused.add(tp)
         else:
             self._paused.discard(tp)
+
+    def moved(self, st: PartitionState) -> None:
+        if st.tp is not None:
+            self._moved.add(st.tp)
+
+    def take_moved(self) -> set[TopicPartition]:
+        """The partitions whose position moved since the last call (what a commit may need)."""
+        out, self._moved = self._moved, set()
+        return out
 
     def take_changed(self) -> set[TopicPartition]:
         """The partitions changed (or assigned, or revoked) since the last call."""

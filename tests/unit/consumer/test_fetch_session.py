@@ -169,3 +169,40 @@ def test_subscription_notes_each_change_and_indexes_resets_and_validations() -> 
     assert subs.awaiting_validation() == []
     subs.remove([A2])
     assert A2 in subs.take_changed() and subs.paused() == set()
+
+
+def test_uncommitted_positions_are_those_moved_or_marked_since() -> None:
+    import asyncio
+    from typing import Any
+
+    from kafka_core.consumer.offsets import ConsumerOffsets
+
+    async def main() -> None:
+        subs = SubscriptionState()
+        subs.assign([A0, A1, A2])
+        for tp in (A0, A1, A2):
+            subs.seek(tp, 0)
+        nothing: Any = None
+        offsets = ConsumerOffsets(
+            nothing,
+            subs,
+            nothing,
+            nothing,
+            group_id="g",
+            auto_offset_reset=OffsetReset.EARLIEST,
+            isolation_level=nothing,
+            auto_commit=True,
+            auto_commit_interval_s=5.0,
+            coordinator_ready_timeout_ms=1_000,
+            report=lambda exc: None,
+        )
+        assert offsets.uncommitted() == {A0: 0, A1: 0, A2: 0}
+        offsets._committed_positions.update({A0: 0, A1: 0, A2: 0})  # as a commit leaves them
+        assert offsets.uncommitted() == {}
+        subs.state(A1).position = 7  # records handed over
+        assert offsets.uncommitted() == {A1: 7}
+        assert offsets.uncommitted([A0, A1]) == {A1: 7}
+        subs.remove([A1])
+        assert offsets.uncommitted() == {}
+
+    asyncio.run(main())
