@@ -183,7 +183,6 @@ cdef _use_member_descriptors():
 _use_member_descriptors()
 
 
-@cython.freelist(1024)
 @cython.no_gc
 cdef class KafkaShareRecord(KafkaRecord):
     """A record of a share group: a KafkaRecord with the topic, partition and delivery count
