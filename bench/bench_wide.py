@@ -40,6 +40,7 @@ from bench.common import (
     create_topic,
     delete_topic,
     git_revision,
+    machine_summary,
     make_keys,
     make_values,
     our_export,
@@ -488,6 +489,7 @@ def stamp(command: str) -> dict[str, Any]:
     return {
         "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
         "load": ", ".join(f"{x:.2f}" for x in os.getloadavg()),
+        "machine": {k: v for k, v in machine_summary().items() if k != "load"},
         "command": command,
     }
 

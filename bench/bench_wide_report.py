@@ -108,6 +108,11 @@ def wide_tables(section: dict[str, Any]) -> list[str]:
 def groups_blocks(groups: dict[str, Any]) -> list[str]:
     """Groups over a wide topic, the assignors' own time, metadata decode and routing."""
     out = []
+    if groups.get("revision"):
+        out.append(
+            f"Groups, assignors and metadata measured {groups.get('date', '?')} on kafka_core "
+            f"{groups['revision']}, load average {groups.get('load', '?')} (Apache Kafka, one node)."
+        )
     if groups.get("failed"):
         out.append(f"**Groups and metadata failed:** `{groups['failed']}`")
     members = groups.get("members")
