@@ -273,7 +273,35 @@ def avro_rows(data: dict[str, Any]) -> str:
     )
 
 
+def wide(data: dict[str, Any]) -> str:
+    """README's and docs/tuning.md's wide-topic table: kafka_core against confluent-kafka by partitions."""
+    sec = data["sections"].get("wide")
+    rows = (sec or {}).get("by_partitions", {})
+    if not rows:
+        return "not measured yet (`python -m bench.bench_wide --save`)"
+    lines = [
+        f"Wide topics ({sec['records']:,} keyed records of 100 B over every partition, one Apache Kafka node,"
+        f" medians of {sec['repeat']} rounds, {sec['date']}; every round in `bench/RESULTS.md`):",
+        "",
+        "| partitions | produce vs confluent-kafka | consume vs confluent-kafka"
+        " | consume CPU s per million (confluent) | idle CPU, share of a core (confluent) |",
+        "|---|---|---|---|---|",
+    ]
+    for count, clients in sorted(rows.items(), key=lambda kv: int(kv[0])):
+        ours, theirs = clients.get("kafka_core", {}), clients.get(ANCHOR, {})
+        if "error" in ours or "error" in theirs or not ours or not theirs:
+            continue
+        lines.append(
+            f"| {int(count):,} | {fmt_ratio(ours['produce_rate'], theirs['produce_rate'])}"
+            f" | {fmt_ratio(ours['consume_rate'], theirs['consume_rate'])}"
+            f" | {fmt_num(ours['consume_cpu_per_m'])} ({fmt_num(theirs['consume_cpu_per_m'])})"
+            f" | {100 * ours['idle_cpu_share']:.2f}% ({100 * theirs['idle_cpu_share']:.2f}%) |"
+        )
+    return "\n".join(lines)
+
+
 BLOCKS: dict[str, Callable[[dict[str, Any]], str]] = {
+    "wide": wide,
     "avro-rows": avro_rows,
     "readme-e2e": readme_e2e,
     "readme-spark": readme_spark,
