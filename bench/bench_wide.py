@@ -37,6 +37,7 @@ from bench.common import (
     OK,
     RunResult,
     child_main,
+    confluent_producer,
     create_topic,
     delete_topic,
     git_revision,
@@ -44,6 +45,7 @@ from bench.common import (
     make_keys,
     make_values,
     our_export,
+    produce_each,
     run_child,
     unique_topic,
 )
@@ -169,35 +171,19 @@ class Counter:
 
 
 def _produce_confluent(bootstrap: str, topic: str, records: int, broker_pid: int | None) -> dict[str, Any]:
-    from confluent_kafka import Producer
-
     keys, values = make_keys(records, KEY_SIZE), make_values(records, VALUE_SIZE)
-    errors: list[str] = []
-
-    def on_error(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(str(err))
-
-    producer = Producer(
+    producer, errors = confluent_producer(
         {
             "bootstrap.servers": bootstrap,
             "acks": "all",
             "linger.ms": LINGER_MS,
             "delivery.report.only.error": True,
-            "on_delivery": on_error,
             "log_level": 3,
         }
     )
     producer.list_topics(topic, timeout=30)
     phase = Phase(broker_pid)
-    produce, poll = producer.produce, producer.poll
-    for key, value in zip(keys, values, strict=True):
-        while True:
-            try:
-                produce(topic, value, key=key)
-                break
-            except BufferError:
-                poll(0.005)
+    produce_each(producer, topic, zip(keys, values, strict=True))
     remaining = producer.flush(DEADLINE_S)
     figures = phase.end()
     if remaining or errors:

@@ -35,7 +35,14 @@ from pathlib import Path
 from typing import Any
 
 from bench.bytecode import child_env, warm_bytecode
-from bench.common import REPO_DIR, create_topic, delete_topic, git_revision, our_export
+from bench.common import (
+    REPO_DIR,
+    confluent_producer,
+    create_topic,
+    delete_topic,
+    git_revision,
+    our_export,
+)
 
 MODULE = "bench.bench_wide_groups"
 GROUP_PARTITIONS = 3_000
@@ -370,22 +377,8 @@ class Members:
 
 def _fill(bootstrap: str, topics: dict[str, int]) -> None:
     """One record on every partition of ``topics`` (confluent-kafka, acknowledged)."""
-    from confluent_kafka import Producer
-
-    errors: list[str] = []
-
-    def on_delivery(err: Any, _msg: Any) -> None:
-        if err is not None:
-            errors.append(str(err))
-
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "linger.ms": 5,
-            "log_level": 3,
-            "on_delivery": on_delivery,
-        }
+    producer, errors = confluent_producer(
+        {"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "log_level": 3}
     )
     producer.list_topics(timeout=60)  # every partition known before writing to it
     for topic, count in topics.items():

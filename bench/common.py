@@ -267,29 +267,23 @@ def delete_topic(bootstrap: str, name: str) -> None:
         admin.delete_topics([name])[name].result(15)
 
 
-def produce_all(
-    bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes]], timeout: float = 120.0
-) -> None:
-    """Write ``(key, value)`` records with one confluent-kafka Producer (acks=all, linger 5 ms,
-    1 MB batches), flushed and checked: the peers' writer in every benchmark."""
+def confluent_producer(config: dict[str, Any]) -> tuple[Any, list[str]]:
+    """A confluent-kafka Producer with ``config``, and the list its delivery errors land in (one
+    config-level callback: cheaper than one per message)."""
     from confluent_kafka import Producer
 
     errors: list[str] = []
 
-    def on_error(err: Any, _msg: Any) -> None:
+    def on_delivery(err: Any, _msg: Any) -> None:
         if err is not None:
             errors.append(str(err))
 
-    producer = Producer(
-        {
-            "bootstrap.servers": bootstrap,
-            "acks": "all",
-            "linger.ms": 5,
-            "batch.size": 1_000_000,
-            "delivery.report.only.error": True,
-            "on_delivery": on_error,
-        }
-    )
+    return Producer({**config, "on_delivery": on_delivery}), errors
+
+
+def produce_each(producer: Any, topic: str, records: Iterable[tuple[bytes | None, bytes]]) -> None:
+    """Queue every ``(key, value)`` with a confluent-kafka Producer, a full queue (BufferError)
+    waited out by serving its callbacks."""
     produce, poll = producer.produce, producer.poll
     for key, value in records:
         while True:
@@ -298,6 +292,23 @@ def produce_all(
                 break
             except BufferError:
                 poll(0.005)
+
+
+def produce_all(
+    bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes]], timeout: float = 120.0
+) -> None:
+    """Write ``(key, value)`` records with one confluent-kafka Producer (acks=all, linger 5 ms,
+    1 MB batches), flushed and checked: the peers' writer in every benchmark."""
+    producer, errors = confluent_producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all",
+            "linger.ms": 5,
+            "batch.size": 1_000_000,
+            "delivery.report.only.error": True,
+        }
+    )
+    produce_each(producer, topic, records)
     remaining = producer.flush(timeout)
     if remaining or errors:
         raise RuntimeError(f"writing {topic}: {remaining} undelivered, {len(errors)} errors: {errors[:3]}")
