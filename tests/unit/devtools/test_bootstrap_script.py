@@ -55,8 +55,11 @@ def bootstrap(
 ) -> tuple[subprocess.CompletedProcess[str], list[str]]:
     calls = root / "calls"
     calls.write_text("")
+    # The pure-Python unit run sets KAFKA_CORE_PURE_PYTHON for the tests; the scripts must not
+    # inherit it, or every call would read as the editable install's extension-less build.
+    inherited = {k: v for k, v in os.environ.items() if k != "KAFKA_CORE_PURE_PYTHON"}
     env = {
-        **os.environ,
+        **inherited,
         "CALLS": str(calls),
         "SITE": str(root / "site"),
         "PYTHON": sys.executable,
