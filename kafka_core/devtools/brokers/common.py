@@ -64,16 +64,46 @@ def free_port(host: str = "127.0.0.1") -> int:
     return free_ports(1, host)[0]
 
 
+# Where listener ports are picked from when the kernel's ephemeral range leaves room below it.
+LISTENER_PORTS_FLOOR = 10_000
+_EPHEMERAL_DEFAULT = (32_768, 60_999)  # Linux's ip_local_port_range
+
+
+def ephemeral_ports() -> tuple[int, int]:
+    """The range the kernel takes outgoing connections' local ports (and bind(0)'s) from."""
+    try:
+        low, high = (int(x) for x in Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+    except (OSError, ValueError):
+        return _EPHEMERAL_DEFAULT
+    return low, high
+
+
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
     """Ports free when picked, and distinct from each other.
 
-    The sockets stay bound until all are picked: the kernel hands a port it just got back out
-    again, so picking one at a time can give one process two listeners on the same port."""
+    They are picked below the kernel's ephemeral range when it leaves room there: a port in that
+    range can be handed to any outgoing connection (or bind(0)) on the machine while a broker's
+    node is down, and the node then cannot listen on it again when it restarts (CI: a restarted
+    Kafka node's 'Address already in use', while four test workers opened connections). Below
+    the range only an explicit bind takes a port. The sockets stay bound until all are picked, so
+    one process never gets two listeners on the same port."""
+    import random
+
+    low, _high = ephemeral_ports()
+    pool = range(LISTENER_PORTS_FLOOR, low) if low - LISTENER_PORTS_FLOOR >= 1_000 else None
     with contextlib.ExitStack() as held:
         ports: list[int] = []
-        for _ in range(count):
+        misses = 0
+        while len(ports) < count:
             sock = held.enter_context(socket.socket(socket.AF_INET, socket.SOCK_STREAM))
-            sock.bind((host, 0))
+            if pool is None or misses > 200:
+                sock.bind((host, 0))
+            else:
+                try:
+                    sock.bind((host, random.choice(pool)))  # a port held here already fails too
+                except OSError:
+                    misses += 1
+                    continue
             ports.append(int(sock.getsockname()[1]))
         return ports
 

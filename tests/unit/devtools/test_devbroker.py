@@ -16,7 +16,14 @@ from pathlib import Path
 import pytest
 
 from kafka_core.devbroker import BrokerStartError, KafkaCluster, S3Emulator, TansuBroker
-from kafka_core.devtools.brokers.common import PortInUseError, free_ports, port_open, require_free_port
+from kafka_core.devtools.brokers.common import (
+    LISTENER_PORTS_FLOOR,
+    PortInUseError,
+    ephemeral_ports,
+    free_ports,
+    port_open,
+    require_free_port,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -81,6 +88,16 @@ def test_free_ports_are_distinct_and_free() -> None:
     for port in ports:  # each can still be bound once the picking is over
         with socket.socket() as sock:
             sock.bind(("127.0.0.1", port))
+
+
+def test_free_ports_are_none_the_kernel_hands_out_itself() -> None:
+    """A stopped node's port must stay free until it restarts: ports of the ephemeral range can
+    go to any outgoing connection meanwhile (CI: a restarted Kafka node's 'Address already in
+    use'), so listeners are picked below it."""
+    low, _high = ephemeral_ports()
+    assert low - LISTENER_PORTS_FLOOR >= 1_000, "this machine's ephemeral range leaves no room below"
+    ports = free_ports(64)
+    assert all(LISTENER_PORTS_FLOOR <= port < low for port in ports), ports
 
 
 def test_a_clusters_listeners_never_share_a_port(tmp_path: Path) -> None:
