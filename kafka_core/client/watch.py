@@ -19,7 +19,6 @@ when first seen missing and then at most every ``WARN_EVERY_S``, never once per 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 import time
@@ -27,6 +26,7 @@ import uuid
 from collections.abc import Awaitable, Callable, Iterable
 
 from kafka_core.client.metadata import ClusterMeta, TopicMeta
+from kafka_core.client.waiting import wait_event
 from kafka_core.errors import KafkaClosedError, KafkaError
 from kafka_core.network.backoff import Backoff
 from kafka_core.protocol.errors import ErrorCode
@@ -261,9 +261,8 @@ class TopicWatcher:
                 backoff.reset()
                 nexts = [i.next_at for i in self._interests]
                 delay = max(min(nexts) - loop.time(), 0.0) if nexts else 0.0
-            if self._interests and not wake.is_set():
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), delay)
+            if self._interests:
+                await wait_event(wake, delay)
 
     async def _ask(self, names: list[str] | None) -> ClusterMeta:
         self.requests += 1

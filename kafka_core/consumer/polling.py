@@ -14,6 +14,7 @@ from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
+from kafka_core.client.waiting import wait_event
 from kafka_core.consumer.fetch.fetcher import Fetcher
 from kafka_core.consumer.group.rebalance import Membership
 from kafka_core.consumer.lifecycle import Lifecycle
@@ -162,9 +163,7 @@ class Poller:
                 self._wakeup.clear()
                 return self._nothing(columns)
             self._fetcher.data_ready.clear()
-            try:
-                await asyncio.wait_for(self._fetcher.data_ready.wait(), remaining)
-            except TimeoutError:
+            if not await wait_event(self._fetcher.data_ready, remaining):
                 return self._nothing(columns)
 
     async def poll(self, timeout_ms: float = 1_000, max_records: int | None = None) -> list[ConsumedMessage]:

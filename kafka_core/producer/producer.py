@@ -14,6 +14,7 @@ from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Self
 
 from kafka_core.client import KafkaClient
+from kafka_core.client.waiting import wait_event, within
 from kafka_core.config import keywords_from_config, role_keywords, takes_config
 from kafka_core.errors import (
     KafkaAuthenticationError,
@@ -313,9 +314,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         if timeout is None:
             timeout = self._max_block
         self._begin(asyncio.get_running_loop())
-        try:
-            await asyncio.wait_for(self._ready.wait(), timeout)  # type: ignore[union-attr]
-        except TimeoutError:
+        if not await wait_event(self._ready, timeout):  # type: ignore[arg-type]
             return False
         if self._start_error is not None:
             raise self._start_error
@@ -478,8 +477,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         left = deadline - time.monotonic()
         if left <= 0:
             raise KafkaTimeoutError("buffer_memory still full after max_block_ms")
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._space.wait(), min(left, 0.05))
+        await wait_event(self._space, min(left, 0.05))
 
     async def send_batch(
         self,
@@ -575,7 +573,7 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
                     if left is not None and left <= 0:
                         raise self._flush_timeout(timeout, result)
                     try:
-                        await asyncio.wait_for(result.aio_waiter(), left)
+                        await within(result.aio_waiter(), left)
                     except TimeoutError:
                         raise self._flush_timeout(timeout, result) from None
                 pending.extend(result.forwarded_to())

@@ -27,13 +27,13 @@ A response that cannot be read leaves the outcome unknown too: it is retried lik
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections import defaultdict
 from collections.abc import Hashable
 from typing import Any
 
+from kafka_core.client.waiting import wait_event
 from kafka_core.codec import encode_record_batch_columns
 from kafka_core.errors import (
     KafkaClosedError,
@@ -167,8 +167,7 @@ class Sender:
             timeout = None if next_at is None else max(0.0, next_at - time.monotonic())
             if not self.paused and (self.leaders.stale or self.acc.parked_topics()):
                 timeout = self.backoff if timeout is None else min(timeout, self.backoff)
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._event.wait(), timeout)
+            await wait_event(self._event, timeout)
 
     def cause_for_topic(self, topic: str) -> BaseException | None:
         """The last error that kept ``topic`` from being sent (metadata, or reaching a broker)."""

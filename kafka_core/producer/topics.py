@@ -11,6 +11,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
+from kafka_core.client.waiting import wait_event, within
 from kafka_core.errors import (
     KafkaAuthenticationError,
     KafkaClosedError,
@@ -82,8 +83,8 @@ class TopicWaits:
             connected = self._connected
             assert connected is not None
             try:
-                if not connected.is_set():  # wait_for(..., 0) times out even on a set event
-                    await asyncio.wait_for(connected.wait(), max(left, 0.0))
+                if not await wait_event(connected, left):
+                    raise TimeoutError
             except TimeoutError:
                 raise KafkaTimeoutError(
                     f"topic {topic!r}: no broker reachable within max_block_ms "
@@ -93,7 +94,7 @@ class TopicWaits:
                 raise self._start_error
             answer: BaseException | None = None  # this round's reason, if any
             try:
-                meta = await asyncio.wait_for(self.client.metadata([topic]), max(left, 0.001))
+                meta = await within(self.client.metadata([topic]), max(left, 0.001))
                 self._sender.leaders.apply(meta, [topic])  # notes the topic's error, if any
                 answer = self._sender.leaders.last_error.get(topic)
             except KafkaClosedError:

@@ -11,13 +11,13 @@ A broker without the API is a :class:`KafkaShareGroupsUnsupportedError` at start
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import uuid
 from collections.abc import Callable
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
+from kafka_core.client.waiting import wait_event
 from kafka_core.client.watch import TopicInterest, TopicView, topic_view
 from kafka_core.consumer_base.member import new_member_id
 from kafka_core.consumer_base.outage import OutageTracker
@@ -132,8 +132,7 @@ class ShareMembership:
         if self.fatal is not None:
             raise self.fatal
         if not self._joined.is_set() and timeout_s > 0:
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._joined.wait(), timeout_s)
+            await wait_event(self._joined, timeout_s)
         if self.fatal is not None:
             raise self.fatal
         return self._joined.is_set()
@@ -185,9 +184,7 @@ class ShareMembership:
             await self._pause(delay)
 
     async def _pause(self, delay: float) -> None:
-        if not self._send_now.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._send_now.wait(), max(delay, 0.0))
+        await wait_event(self._send_now, delay)
         self._send_now.clear()
 
     async def _heartbeat(self) -> Any:

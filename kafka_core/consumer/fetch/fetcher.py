@@ -23,7 +23,6 @@ unknown to the broker yet...) waits out its own backoff; the others go on being 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import enum
 import heapq
 import logging
@@ -34,6 +33,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kafka_core.client.metadata import EARLIEST, LATEST, EpochEndOffset, TopicPartition
+from kafka_core.client.waiting import wait_event
 from kafka_core.consumer.fetch.buffer import FetchBuffer
 from kafka_core.consumer.fetch.requests import FetchRequests, cached_topic_ids, session_topics_of, topics_of
 from kafka_core.consumer.fetch.results import PartitionFetch, scan_batches
@@ -209,8 +209,7 @@ class Fetcher:
                 await asyncio.sleep(0.1)
             if unrouted:
                 # Nothing else would wake us for those partitions: look their leaders up again.
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), self._lookup_backoff.next_s())
+                await wait_event(self._wake, self._lookup_backoff.next_s())
                 continue
             self._lookup_backoff.reset()
             if self._pending_resets():
@@ -223,8 +222,7 @@ class Fetcher:
             if not due:
                 await self._wake.wait()
                 continue
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), max(min(due) - time.monotonic(), 0.001))
+            await wait_event(self._wake, max(min(due) - time.monotonic(), 0.001))
 
     def take_error(self) -> BaseException | None:
         """The next error for poll to raise; partition errors made stale by a seek are dropped."""

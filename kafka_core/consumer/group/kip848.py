@@ -14,13 +14,13 @@ start, never a silent hang.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import re
 import uuid
 from collections.abc import Callable
 from typing import Any
 
+from kafka_core.client.waiting import wait_event
 from kafka_core.client.watch import TopicInterest, TopicView, topic_view
 from kafka_core.consumer.group.kip848_reconcile import Reconciler, Target
 from kafka_core.consumer.group.rebalance import ConsumerGroupMetadata, RebalanceListener
@@ -237,8 +237,7 @@ class ConsumerGroupMembership:
             return False
         self._answered.clear()
         self._send_now.set()
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._answered.wait(), self._request_timeout_ms / 1000.0)
+        await wait_event(self._answered, self._request_timeout_ms / 1000.0)
         return self._answered.is_set() and self.epoch > 0 and self._fatal is None
 
     async def close(self) -> None:
@@ -343,9 +342,7 @@ class ConsumerGroupMembership:
 
     async def _pause(self, delay: float) -> None:
         """Until the next heartbeat is due, or one is wanted now (an acknowledgement)."""
-        if not self._send_now.is_set():
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._send_now.wait(), max(delay, 0.0))
+        await wait_event(self._send_now, delay)
         self._send_now.clear()
 
     async def _heartbeat(self) -> Any:
