@@ -17,6 +17,7 @@ __all__ = [
     "COORDINATOR_MOVED_CODES",
     "ERRORS",
     "ERROR_CODES",
+    "LEADER_MOVED_CODES",
     "MEMBER_FENCED_CODES",
     "PRODUCER_ID_CODES",
     "REJOIN_CODES",
@@ -206,6 +207,10 @@ STALE_METADATA_CODES: frozenset[ErrorCode] = frozenset(
         E.UNKNOWN_TOPIC_ID,
     }
 )
+
+# The partition's leader moved: a Produce v10+ / Fetch v12+ answer with one of these names the
+# new leader (KIP-951, kafka_core/client/hints.py).
+LEADER_MOVED_CODES: frozenset[ErrorCode] = frozenset({E.NOT_LEADER_OR_FOLLOWER, E.FENCED_LEADER_EPOCH})
 
 # A Fetch partition error after which the fetcher refreshes metadata and fetches again.
 RETRIABLE_FETCH_CODES: frozenset[ErrorCode] = STALE_METADATA_CODES | {
