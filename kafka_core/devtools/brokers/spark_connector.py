@@ -16,8 +16,10 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import os
+import re
 import subprocess
 import sys
+import urllib.request
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,8 @@ __all__ = [
     "connector_jars",
     "connector_python",
     "connector_session",
+    "connector_version_for",
+    "maven_releases",
     "venv_dir",
     "venv_requirements",
 ]
@@ -47,6 +51,45 @@ CONNECTOR_ARTIFACTS = (
     "spark-avro_2.13",  # from_avro/to_avro: the peer of valueFormat=avro
 )
 _READY = ".kafka_core-ready"
+_METADATA = "https://repo1.maven.org/maven2/org/apache/spark/spark-sql-kafka-0-10_2.13/maven-metadata.xml"
+_RELEASE = re.compile(r"<version>(\d+(?:\.\d+)+)</version>")  # no -previewN, no -rcN
+
+
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(part) for part in version.split("."))
+
+
+def maven_releases(metadata: str | None = None, *, timeout: float = 10.0) -> list[str]:
+    """The connector's releases on Maven Central, oldest first (previews left out: the metadata's
+    own ``<release>`` names a preview). ``metadata`` is the XML, fetched when None; raises
+    :class:`BrokerStartError` when Maven Central does not answer within ``timeout``."""
+    if metadata is None:
+        try:
+            with urllib.request.urlopen(_METADATA, timeout=timeout) as response:
+                metadata = response.read().decode("utf-8", errors="replace")
+        except OSError as exc:
+            raise BrokerStartError(
+                f"Maven Central's list of connector releases ({_METADATA}): {exc}"
+            ) from None
+    return sorted(set(_RELEASE.findall(metadata)), key=_version_key)
+
+
+def connector_version_for(pyspark_version: str, releases: list[str] | None = None) -> tuple[str, str]:
+    """The connector version to run beside pyspark ``pyspark_version`` and why: its own when Maven
+    Central serves it, else the newest release there (:func:`maven_releases`; when that list cannot
+    be had, :data:`SPARK_CONNECTOR_VERSION`, the newest known when this was written)."""
+    if releases is None:
+        try:
+            releases = maven_releases()
+        except BrokerStartError as exc:
+            return SPARK_CONNECTOR_VERSION, f"the newest known release (no list from Maven Central: {exc})"
+    if pyspark_version in releases:
+        return pyspark_version, "the running pyspark's own"
+    if not releases:
+        return SPARK_CONNECTOR_VERSION, "the newest known release (Maven Central listed none)"
+    return releases[
+        -1
+    ], f"Maven Central's newest release (it has none for the running pyspark {pyspark_version})"
 
 
 def connector_jars(version: str = SPARK_CONNECTOR_VERSION, *, timeout: float = 900.0) -> list[Path]:

@@ -9,6 +9,13 @@ ids, an order-independent checksum computed in Spark) and that batch and stream 
 
     python -m kafka_core.devtools.pipeline [--events N] [--bootstrap-servers HOST:PORT] ...
 
+``--format kafka`` runs the same job on Spark's own connector (spark-sql-kafka-0-10) and
+``--compare`` runs both, alternating over ``--rounds``, on the same broker and generated data,
+then prints each phase side by side with ratios and checks that both read the same records.
+The connector is a JVM jar built for one Spark version: when Maven Central has none for the
+running pyspark, the job re-runs itself under the newest connector release's pyspark (a venv in
+the user cache, kafka_core.devtools.brokers.spark_connector), so both formats share one Spark.
+
 Without ``--bootstrap-servers`` or ``KAFKA_BOOTSTRAP_SERVERS`` an embedded Tansu broker
 (kafka_core.devtools.brokers) runs for the duration. Exit status: 0 PASS, 1 FAIL or a failed job,
 2 bad arguments or set-up (one line on stderr, before Spark starts), or a Spark that did not start
@@ -19,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import math
 import os
 import re
@@ -46,6 +54,19 @@ if TYPE_CHECKING:
 
 PROG = "python -m kafka_core.devtools.pipeline"
 FORMAT = "kafka_core"
+CONNECTOR = "kafka"  # Spark's own connector, spark-sql-kafka-0-10
+FORMATS = (FORMAT, CONNECTOR)
+COMPARE_ROUNDS = 3
+# Set by the job for the run of itself under the connector's pyspark: "<version>|<why>".
+_CONNECTOR_ENV = "KAFKA_CORE_PIPELINE_CONNECTOR"
+# The phases --compare times per format (the job's own, after Spark and the generated data).
+PHASES = (
+    ("write", "write"),
+    ("read", "batch read + fingerprint"),
+    ("aggregates", "batch aggregates"),
+    ("stream", "streaming micro-batches"),
+    ("stream-check", "stream check"),
+)
 _MASTER = re.compile(
     r"local|local\[(\*|[1-9]\d*)(,[1-9]\d*)?\]|local-cluster\[[1-9]\d*,[1-9]\d*,[1-9]\d*\]"
     r"|spark://[^\s/:,]+:\d+(,[^\s/:,]+:\d+)*|yarn|k8s://\S+"
@@ -103,7 +124,91 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="N",
         help="streaming micro-batch size limit (default: events/8, so about 8 micro-batches)",
     )
-    return p.parse_args(argv)
+    p.add_argument(
+        "--format",
+        choices=FORMATS,
+        help="kafka_core (default) or kafka: Spark's own connector (spark-sql-kafka-0-10, from Maven)",
+    )
+    p.add_argument(
+        "--compare",
+        action="store_true",
+        help="run the job on both formats, alternating, and print the phases side by side",
+    )
+    p.add_argument(
+        "--rounds",
+        type=_positive,
+        metavar="N",
+        help=f"with --compare: rounds of both formats, alternating which goes first (default {COMPARE_ROUNDS})",
+    )
+    args = p.parse_args(argv)
+    if args.compare and args.format:
+        p.error("--compare runs both formats: leave out --format")
+    if args.rounds and not args.compare:
+        p.error("--rounds goes with --compare")
+    args.formats = list(FORMATS) if args.compare else [args.format or FORMAT]
+    args.rounds = (args.rounds or COMPARE_ROUNDS) if args.compare else 1
+    return args
+
+
+def leg_topic(topic: str, fmt: str, round_no: int, compare: bool) -> str:
+    """The topic one format writes in one round: ``topic`` itself, or with --compare a topic of
+    its own per format and round (``<topic>-kafka_core-r1``), so every read sees only its write."""
+    return f"{topic}-{fmt.replace('_', '-')}-r{round_no}"[:249] if compare else topic
+
+
+@dataclass(frozen=True)
+class Connector:
+    """Spark's connector as the job runs it: its version, why that one, and its jars."""
+
+    version: str
+    why: str
+    jars: list[Path]
+
+    def describe(self) -> str:
+        return f"spark-sql-kafka-0-10 {self.version} ({self.why})"
+
+
+def connector(argv: Sequence[str]) -> Connector:
+    """Spark's connector for this run: its jars for the running pyspark when Maven Central has
+    them. When it has none, the job is run again (exec, this process ends) under the newest
+    release's pyspark, from a venv made once in the user cache. :class:`SetupError` with the
+    cause when Maven, Java or PyPI are not there."""
+    import pyspark
+
+    from kafka_core.devtools.brokers.common import BrokerStartError
+    from kafka_core.devtools.brokers.spark_connector import (
+        connector_jars,
+        connector_python,
+        connector_version_for,
+    )
+
+    running = pyspark.__version__
+    chosen = os.environ.get(_CONNECTOR_ENV, "")
+    try:
+        if chosen:  # the run of ourselves under the connector's pyspark
+            version, _, why = chosen.partition("|")
+            if version != running:
+                raise SetupError(f"re-run for Spark's connector {version} found pyspark {running}")
+        else:
+            version, why = connector_version_for(running)
+        if version != running:
+            python = connector_python(version)
+            print(
+                f"Spark's connector: spark-sql-kafka-0-10 {version} ({why}); the job runs under "
+                f"pyspark {version} ({python})",
+                flush=True,
+            )
+            env = {
+                **os.environ,
+                _CONNECTOR_ENV: f"{version}|{why}",
+                "PYSPARK_PYTHON": str(python),
+                "PYSPARK_DRIVER_PYTHON": str(python),
+            }
+            sys.stderr.flush()
+            os.execve(python, [str(python), "-m", "kafka_core.devtools.pipeline", *argv], env)
+        return Connector(version, why, connector_jars(version))
+    except BrokerStartError as exc:
+        raise SetupError(f"Spark's connector: {exc}") from None
 
 
 def _tcp_error(servers: list[tuple[str, int]], timeout: float = 3.0) -> str | None:
@@ -276,6 +381,8 @@ class Run:
     out: Console
     timings: dict[str, float] = field(default_factory=dict)
     checks: list[tuple[str, bool]] = field(default_factory=list)
+    fmt: str = FORMAT
+    connector: Connector | None = None
 
     def check(self, name: str, ok: bool, detail: str) -> None:
         self.checks.append((name, ok))
@@ -290,7 +397,7 @@ class Run:
 
     def kafka(self, reader: DataFrameReader | DataStreamReader) -> Any:
         return (
-            reader.format(FORMAT)
+            reader.format(self.fmt)
             .option("kafka.bootstrap.servers", self.bootstrap)
             .option("subscribe", self.topic)
             .option("startingOffsets", "earliest")
@@ -354,9 +461,9 @@ class JvmStderr:
             return jvm_cause(self.held)
 
 
-def start_spark(master: str, tmp: Path) -> SparkSession:
-    """A Spark session on ``master`` with kafka_core registered; :class:`SparkStartError` with
-    the JVM's reason when it does not come up."""
+def start_spark(master: str, tmp: Path, jars: Sequence[Path] = ()) -> SparkSession:
+    """A Spark session on ``master`` with kafka_core registered and ``jars`` (Spark's connector)
+    on its class path; :class:`SparkStartError` with the JVM's reason when it does not come up."""
     # PySpark warns on import when pandas is 3.x; the job uses no pandas (its workers use Arrow)
     warnings.filterwarnings(
         "ignore", message="PySpark does not yet fully support pandas", category=FutureWarning
@@ -391,6 +498,8 @@ def start_spark(master: str, tmp: Path) -> SparkSession:
         .set("spark.sql.shuffle.partitions", "8")
         .set("spark.python.worker.faulthandler.enabled", "true")
     )
+    if jars:
+        conf = conf.set("spark.jars", ",".join(str(j) for j in jars))
     stderr = JvmStderr()
     try:
         try:
@@ -445,13 +554,86 @@ def stream(run: Run, spark: SparkSession, tmp: Path, limit: int) -> tuple[DataFr
     return spark.read.parquet(str(silver)), per_batch
 
 
+@dataclass
+class Leg:
+    """One format's run of the job's phases in one round: its timings and what it read."""
+
+    fmt: str
+    round_no: int
+    timings: dict[str, float]
+    batch: Fingerprint
+    streamed: Fingerprint
+    agg: Aggregates
+    batches: int
+
+    @property
+    def whole(self) -> float:
+        return sum(self.timings[key] for key, _ in PHASES)
+
+
+def run_leg(
+    run: Run, spark: SparkSession, records: DataFrame, source: Fingerprint, tmp: Path, limit: int
+) -> Leg:
+    """The job's phases on ``run.fmt`` over ``run.topic``: write the records, read them back in
+    batch (fingerprint, aggregates), then as a stream into Parquet, each checked against the
+    generated data."""
+    from kafka_core.devtools.pipeline import data
+
+    out, tag = run.out, f"[{run.fmt}] " if run.args.compare else ""
+    with run.timed("write", f"{tag}writing them to Kafka topic {run.topic}"):
+        (
+            records.write.format(run.fmt)
+            .option("kafka.bootstrap.servers", run.bootstrap)
+            .option("topic", run.topic)
+            .mode("append")
+            .save()
+        )
+    if not run.args.compare:
+        records.unpersist()  # --compare writes them again
+
+    kafka, ours = run.kafka(spark.read).load(), data.is_run(run.run_id)
+    with run.timed("read", f"{tag}batch read of the topic: count, distinct order ids, checksum"):
+        batch = data.fingerprint(kafka, keep=ours)
+    skipped = f" ({batch.others:,} records of other runs skipped)" if batch.others else ""
+    out.line(f"    read back: {batch.describe()}{skipped}")
+    run.check(f"{tag}batch read == generated", batch.same_records(source), source.compare(batch))
+
+    with run.timed("aggregates", f"{tag}batch aggregates: revenue, customers, windows, lateness"):
+        orders = data.parse_orders(kafka.filter(ours)).persist()
+        agg = data.aggregates(orders)
+        orders.unpersist()
+    run.check(
+        f"{tag}headers and keys match payloads", agg.header_mismatches == 0, f"{agg.header_mismatches:,} bad"
+    )
+
+    with run.timed("stream", f"{tag}streaming read, availableNow, maxOffsetsPerTrigger {limit:,}"):
+        silver, per_batch = stream(run, spark, tmp, limit)
+    with run.timed("stream-check", f"{tag}streamed Parquet table against the batch read"):
+        streamed = data.parsed_fingerprint(silver)
+        stream_agg = (data.merge_revenue(per_batch.values()), *data.windows_and_types(silver))
+    run.check(f"{tag}stream == batch read", streamed.same_records(batch), batch.compare(streamed))
+    same = stream_agg == agg.merge_key()
+    run.check(
+        f"{tag}stream aggregates == batch aggregates",
+        same,
+        f"revenue per category, orders per window, event types {'equal' if same else 'DIFFER'}",
+    )
+    batches = sum(1 for revenue in per_batch.values() if revenue)
+    wanted = min(2, math.ceil(source.rows / limit))
+    run.check(
+        f"{tag}several micro-batches", batches >= wanted, f"{batches} with data, {len(per_batch)} in all"
+    )
+    return Leg(run.fmt, 0, dict(run.timings), batch, streamed, agg, batches)
+
+
 def execute(run: Run, tmp: Path) -> None:
     from kafka_core.devtools.pipeline import data
 
     args, out, events = run.args, run.out, run.args.events
     limit = args.max_offsets_per_trigger or math.ceil(events / 8)
+    jars = run.connector.jars if run.connector else []
     with run.timed("spark", f"starting Spark ({args.master})"):
-        spark = out.spark = start_spark(args.master, tmp)
+        spark = out.spark = start_spark(args.master, tmp, jars)
     try:
         slices = max(spark.sparkContext.defaultParallelism, math.ceil(events / 200_000))
         with run.timed("source", f"generating {events:,} order events in {slices} Spark partitions"):
@@ -459,65 +641,116 @@ def execute(run: Run, tmp: Path) -> None:
             records = data.kafka_columns(orders, run.run_id).persist()  # the write then times Kafka only
             source = data.fingerprint(records)
         out.line(f"    generated: {source.describe()}")
-
-        with run.timed("write", f"writing them to Kafka topic {run.topic} from {slices} Spark tasks"):
-            (
-                records.write.format(FORMAT)
-                .option("kafka.bootstrap.servers", run.bootstrap)
-                .option("topic", run.topic)
-                .mode("append")
-                .save()
-            )
+        if not args.compare:
+            leg = run_leg(run, spark, records, source, tmp, limit)
+            summary(run, source, leg, limit)
+            return
+        legs: list[Leg] = []
+        for round_no in range(1, args.rounds + 1):
+            # alternate which format goes first: a round's second run has a warmer JVM and page cache
+            order = args.formats if round_no % 2 else args.formats[::-1]
+            legs.extend(compare_leg(run, spark, records, source, tmp, limit, f, round_no) for f in order)
         records.unpersist()
+        first = legs[0]
 
-        kafka, ours = run.kafka(spark.read).load(), data.is_run(run.run_id)
-        with run.timed("read", "batch read of the topic: count, distinct order ids, checksum"):
-            batch = data.fingerprint(kafka, keep=ours)
-        skipped = f" ({batch.others:,} records of other runs skipped)" if batch.others else ""
-        out.line(f"    read back: {batch.describe()}{skipped}")
-        run.check("batch read == generated", batch.same_records(source), source.compare(batch))
+        def answers(leg: Leg) -> tuple[Any, ...]:  # lateness depends on the write's interleaving
+            return (*leg.agg.merge_key(), leg.agg.top_customers, leg.agg.customers)
 
-        with run.timed("aggregates", "batch aggregates: revenue, customers, windows, lateness"):
-            orders = data.parse_orders(kafka.filter(ours)).persist()
-            agg = data.aggregates(orders)
-            orders.unpersist()
+        same = all(leg.batch.same_records(first.batch) and answers(leg) == answers(first) for leg in legs)
         run.check(
-            "headers and keys match payloads", agg.header_mismatches == 0, f"{agg.header_mismatches:,} bad"
-        )
-
-        with run.timed("stream", f"streaming read, availableNow, maxOffsetsPerTrigger {limit:,}"):
-            silver, per_batch = stream(run, spark, tmp, limit)
-        with run.timed("stream-check", "streamed Parquet table against the batch read"):
-            streamed = data.parsed_fingerprint(silver)
-            stream_agg = (data.merge_revenue(per_batch.values()), *data.windows_and_types(silver))
-        run.check("stream == batch read", streamed.same_records(batch), batch.compare(streamed))
-        same = stream_agg == agg.merge_key()
-        run.check(
-            "stream aggregates == batch aggregates",
+            "both formats, every round: same records and same figures",
             same,
-            f"revenue per category, orders per window, event types {'equal' if same else 'DIFFER'}",
+            "fingerprints, revenue, windows, event types and top customers equal"
+            if same
+            else "; ".join(f"{leg.fmt} round {leg.round_no}: {leg.batch.describe()}" for leg in legs),
         )
-        batches = sum(1 for revenue in per_batch.values() if revenue)
-        wanted = min(2, math.ceil(events / limit))
-        run.check("several micro-batches", batches >= wanted, f"{batches} with data, {len(per_batch)} in all")
-        summary(run, source, agg, batches, limit)
+        summary(run, source, first, limit)
+        comparison(run, legs, source.rows)
     finally:
         out.spark = None
         spark.stop()
 
 
-def summary(run: Run, src: Fingerprint, agg: Aggregates, batches: int, limit: int) -> None:
+def compare_leg(
+    run: Run,
+    spark: SparkSession,
+    records: DataFrame,
+    source: Fingerprint,
+    tmp: Path,
+    limit: int,
+    fmt: str,
+    round_no: int,
+) -> Leg:
+    """One format's leg of a --compare round, on a topic of its own (made here, deleted after
+    unless --topic named the run's topics)."""
+    topic = leg_topic(run.topic, fmt, round_no, True)
+    partitions, _ = prepare_topic(run.bootstrap, topic, run.partitions)
+    leg_run = dataclasses.replace(run, fmt=fmt, topic=topic, timings={}, partitions=partitions)
+    run.out.line(f"{run.out.stamp()} round {round_no}: {fmt} on topic {topic}", "bold")
+    try:
+        leg = run_leg(leg_run, spark, records, source, tmp / f"{fmt}-r{round_no}", limit)
+    finally:
+        if not run.args.topic:  # a name of this run's own (orders-<run id>-...)
+            run.out.line(f"{run.out.stamp()} topic {topic} {delete_topic(run.bootstrap, topic)}", "dim")
+    return dataclasses.replace(leg, round_no=round_no)
+
+
+def _median(values: Sequence[float]) -> float:
+    ordered = sorted(values)
+    mid = len(ordered) // 2
+    return ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+
+
+def compare_rows(legs: Sequence[Leg], rows: int) -> list[tuple[str, list[float], list[float], float]]:
+    """Per phase (and the whole job): kafka_core's rates by round, the connector's, and the ratio
+    of their medians (above 1: kafka_core faster). Rates are rows/s; the whole job too."""
+    table = []
+    for key, title in (*PHASES, ("whole", "whole job")):
+        rates = {}
+        for fmt in FORMATS:
+            times = [leg.whole if key == "whole" else leg.timings[key] for leg in legs if leg.fmt == fmt]
+            rates[fmt] = [rows / t for t in times]
+        ratio = _median(rates[FORMAT]) / _median(rates[CONNECTOR])
+        table.append((title, rates[FORMAT], rates[CONNECTOR], ratio))
+    return table
+
+
+def comparison(run: Run, legs: Sequence[Leg], rows: int) -> None:
+    """The phases side by side: rows/s per round for each format, and the ratio of the medians."""
+    out = run.out
+    peer = run.connector.describe() if run.connector else CONNECTOR
+    out.line("")
+    out.line(
+        f"kafka_core vs Spark's connector ({peer}): {rows:,} events, {run.args.rounds} rounds alternating, "
+        f"rows/s per round (whole job: the phases after generation, summed), ratio of medians",
+        "bold",
+    )
+
+    def rates(values: list[float]) -> str:
+        return ", ".join(f"{v / 1000:,.1f}k" for v in values)
+
+    out.line(f"  {'phase':<26} {'kafka_core':<28} {'kafka (connector)':<28} ratio")
+    for title, ours, theirs, ratio in compare_rows(legs, rows):
+        out.line(
+            f"  {title:<26} {rates(ours):<28} {rates(theirs):<28} {ratio:.2f}x",
+            "bold" if title == "whole job" else "",
+        )
+    load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
+    out.line(f"  load average at the end: {load} ({os.cpu_count()} CPUs)")
+
+
+def summary(run: Run, src: Fingerprint, leg: Leg, limit: int) -> None:
     from kafka_core.codec import IMPLEMENTATION
 
-    out, t, rows = run.out, run.timings, src.rows
+    out, t, rows, agg, batches = run.out, leg.timings, src.rows, leg.agg, leg.batches
 
     def rate(key: str) -> str:
         return f"{rows / t[key]:>10,.0f} rows/s  ({t[key]:.1f} s)"
 
     out.line("")
     out.line(
-        f"kafka_core pipeline: topic {run.topic} ({run.partitions} partitions), broker {run.broker_label}, "
-        f"Spark {run.args.master}, codec {IMPLEMENTATION}",
+        f"kafka_core pipeline: format {leg.fmt}, topic {leg_topic(run.topic, leg.fmt, leg.round_no, run.args.compare)} "
+        f"({run.partitions} partitions), broker {run.broker_label}, Spark {run.args.master}, codec {IMPLEMENTATION}",
         "bold",
     )
     mb = (src.key_bytes + src.value_bytes) / 1e6
@@ -550,6 +783,7 @@ def summary(run: Run, src: Fingerprint, agg: Aggregates, batches: int, limit: in
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = parse_args(argv)
     run_id = uuid.uuid4().hex[:12]
     topic = args.topic or f"orders-{run_id}"
@@ -559,6 +793,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SetupError(f"bad --topic {topic!r}: use 1 to 249 of the characters A-Z a-z 0-9 . _ -")
         check_master(args.master)
         check_environment()
+        spark_connector = connector(argv) if CONNECTOR in args.formats else None
         bootstrap = label = args.bootstrap_servers
         if bootstrap:
             parse_bootstrap(bootstrap)
@@ -570,19 +805,26 @@ def main(argv: Sequence[str] | None = None) -> int:
             except BrokerStartError as exc:
                 raise SetupError(f"no broker: {exc}") from None
             bootstrap, label = tansu.bootstrap, f"{tansu.bootstrap} (embedded Tansu)"
-        partitions, created = prepare_topic(bootstrap, topic, args.partitions)
+        first = leg_topic(topic, args.formats[0], 1, args.compare)
+        partitions, created = prepare_topic(bootstrap, first, args.partitions)
     except SetupError as exc:
         if tansu is not None:
             tansu.close()
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     out = Console()
+    on = "both formats (--compare)" if args.compare else f"format {args.formats[0]}"
     out.line(
-        f"{out.stamp()} kafka_core pipeline: {args.events:,} order events, run {run_id}, topic {topic} "
-        f"({partitions} partitions{', new' if created else ''}), broker {label}",
+        f"{out.stamp()} kafka_core pipeline: {args.events:,} order events, run {run_id}, topic {first} "
+        f"({partitions} partitions{', new' if created else ''}), broker {label}, {on}",
         "bold",
     )
-    run = Run(args, bootstrap, label, topic, partitions, run_id, out)
+    if spark_connector is not None:
+        import pyspark
+
+        out.line(f"    Spark's connector: {spark_connector.describe()}, pyspark {pyspark.__version__}")
+    run = Run(args, bootstrap, label, topic, partitions, run_id, out, fmt=args.formats[0])
+    run.connector = spark_connector
     try:
         with tempfile.TemporaryDirectory(prefix="kafka_core-pipeline-") as tmp:
             execute(run, Path(tmp))
@@ -600,13 +842,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     finally:
         if tansu is not None:
             tansu.close()
-        elif created and not args.topic:
+        elif created and not args.topic and not args.compare:  # --compare's legs delete theirs
             out.line(f"{out.stamp()} topic {topic} {delete_topic(bootstrap, topic)}", "dim")
     failed = [name for name, ok in run.checks if not ok]
     if failed:
         out.line(f"FAIL: {', '.join(failed)}", "bold red")
         return 1
-    out.line("PASS: every event arrived exactly once, and the batch and streaming reads agree", "bold green")
+    both = ", on both formats alike" if args.compare else ""
+    out.line(
+        f"PASS: every event arrived exactly once, and the batch and streaming reads agree{both}", "bold green"
+    )
     return 0
 
 

@@ -1,0 +1,107 @@
+"""The main job's --format/--compare options (issue 41): what they accept and refuse, the topics a
+comparison writes, its table's ratios, and which Spark connector release it picks."""
+
+from __future__ import annotations
+
+import pytest
+
+from kafka_core.devtools.brokers.spark_connector import (
+    SPARK_CONNECTOR_VERSION,
+    connector_version_for,
+    maven_releases,
+)
+from kafka_core.devtools.pipeline.data import Aggregates, Fingerprint
+from kafka_core.devtools.pipeline.job import (
+    COMPARE_ROUNDS,
+    PHASES,
+    Leg,
+    compare_rows,
+    leg_topic,
+    parse_args,
+)
+
+
+def test_default_is_kafka_core_alone() -> None:
+    args = parse_args([])
+    assert (args.formats, args.rounds, args.compare) == (["kafka_core"], 1, False)
+
+
+def test_format_kafka_runs_the_connector_alone() -> None:
+    assert parse_args(["--format", "kafka"]).formats == ["kafka"]
+
+
+def test_compare_runs_both_formats_in_three_rounds_by_default() -> None:
+    args = parse_args(["--compare"])
+    assert (args.formats, args.rounds) == (["kafka_core", "kafka"], COMPARE_ROUNDS)
+    assert parse_args(["--compare", "--rounds", "5"]).rounds == 5
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--format", "parquet"], "invalid choice: 'parquet'"),
+        (["--compare", "--format", "kafka"], "--compare runs both formats: leave out --format"),
+        (["--rounds", "3"], "--rounds goes with --compare"),
+        (["--compare", "--rounds", "0"], "--rounds: must be positive"),
+    ],
+)
+def test_bad_combinations_are_one_line_and_exit_2(
+    argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        parse_args(argv)
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1, err
+
+
+def test_each_leg_of_a_comparison_has_its_own_topic() -> None:
+    assert leg_topic("orders-1", "kafka_core", 1, False) == "orders-1"
+    topics = {leg_topic("orders-1", f, r, True) for f in ("kafka_core", "kafka") for r in (1, 2, 3)}
+    assert len(topics) == 6 and "orders-1-kafka-core-r2" in topics
+    assert len(leg_topic("t" * 249, "kafka_core", 1, True)) == 249
+
+
+def _leg(fmt: str, round_no: int, seconds: float) -> Leg:
+    fp = Fingerprint(1000, 1000, 0, 0, 0, 0)  # type: ignore[arg-type]
+    agg = Aggregates({}, {}, [], 0, {}, 0, 0, 0)
+    timings = {key: seconds for key, _ in PHASES}
+    return Leg(fmt, round_no, timings, fp, fp, agg, 2)
+
+
+def test_the_table_gives_the_ratio_of_the_medians() -> None:
+    legs = [
+        _leg("kafka_core", 1, 1.0),
+        _leg("kafka", 1, 2.0),
+        _leg("kafka", 2, 4.0),
+        _leg("kafka_core", 2, 10.0),  # an outlier round: the median ignores it
+        _leg("kafka_core", 3, 2.0),
+        _leg("kafka", 3, 3.0),
+    ]
+    rows = {title: (ours, theirs, ratio) for title, ours, theirs, ratio in compare_rows(legs, 1000)}
+    ours, theirs, ratio = rows["write"]
+    assert ours == [1000.0, 100.0, 500.0] and theirs == [500.0, 250.0, 1000 / 3]
+    assert ratio == pytest.approx(500.0 / (1000 / 3))
+    # the whole job: the phases summed, five of them here
+    assert rows["whole job"][2] == pytest.approx(ratio)
+
+
+METADATA = """<metadata><versioning><release>4.2.0-preview5</release><versions>
+<version>3.5.6</version><version>4.1.3</version><version>4.2.0</version>
+<version>4.2.0-preview5</version><version>4.10.0-preview1</version></versions></versioning></metadata>"""
+
+
+def test_releases_leave_previews_out_and_sort_by_number() -> None:
+    assert maven_releases(METADATA) == ["3.5.6", "4.1.3", "4.2.0"]
+    assert maven_releases("<metadata><version>4.10.0</version><version>4.9.1</version></metadata>") == [
+        "4.9.1",
+        "4.10.0",
+    ]
+
+
+def test_the_connector_is_the_running_pysparks_when_maven_has_it_else_the_newest() -> None:
+    releases = maven_releases(METADATA)
+    assert connector_version_for("4.1.3", releases) == ("4.1.3", "the running pyspark's own")
+    version, why = connector_version_for("4.3.0", releases)
+    assert version == "4.2.0" and "none for the running pyspark 4.3.0" in why
+    assert connector_version_for("4.3.0", [])[0] == SPARK_CONNECTOR_VERSION
