@@ -107,6 +107,8 @@ class KafkaClient(ClientOperations):
       (``"kafka"``), ``sasl_kerberos_principal`` and ``sasl_kerberos_keytab`` (None: the ticket
       cache), ``sasl_kerberos_domain_name`` (the service principal's host; None: the broker's).
     - ``api_version_caps``: ``{api_key: highest version}`` to hold back what is negotiated.
+    - ``enable_metrics_push``: push the producer's/consumer's metrics to brokers that ask for
+      them (KIP-714, as Java's ``enable.metrics.push``; ``kafka_core.telemetry``).
     """
 
     def __new__(cls, *args: Any, **options: Any) -> Self:
@@ -157,6 +159,7 @@ class KafkaClient(ClientOperations):
         sasl_kerberos_domain_name: str | None = None,
         sasl_options: Mapping[str, Any] | None = None,
         api_version_caps: dict[int, int] | None = None,
+        enable_metrics_push: bool = True,
     ) -> None:
         self._bootstrap = parse_bootstrap(bootstrap_servers)
         protocol = security_protocol.upper()
@@ -237,6 +240,7 @@ class KafkaClient(ClientOperations):
         self._max_response_size = max_response_size
         self._max_idle = connections_max_idle_ms / 1000.0
         self._version_caps = dict(api_version_caps or {})
+        self.metrics_push = bool(enable_metrics_push)  # read by the clients built on this one
         self._nodes: dict[int, Node] = {}
         self._background: set[asyncio.Task[Any]] = set()
         self._full_refresh: asyncio.Task[ClusterMeta] | None = None

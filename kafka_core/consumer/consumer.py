@@ -45,6 +45,7 @@ from kafka_core.errors import (
     KafkaTimeoutError,
 )
 from kafka_core.metrics.registry import ConsumerMetrics
+from kafka_core.telemetry import TelemetryPusher
 
 log = logging.getLogger(__name__)
 
@@ -315,7 +316,14 @@ class KafkaConsumer:
             coordinator_ready_timeout_ms=coordinator_ready_timeout_ms,
             report=pending.append,
         )
-        self._lifecycle = Lifecycle(self._group, fetcher, offsets)
+        self._telemetry = (  # KIP-714, started with the consumer
+            TelemetryPusher(client, "consumer", self.metrics, lambda: {"group_id": group_id or ""})
+            if getattr(client, "metrics_push", False)
+            else None
+        )
+        self._lifecycle = Lifecycle(
+            self._group, fetcher, offsets, self._telemetry.start if self._telemetry is not None else None
+        )
         self._poller = Poller(
             client,
             self._subs,
@@ -386,6 +394,9 @@ class KafkaConsumer:
             error = KafkaTimeoutError(f"close did not finish within {timeout}s: {step} was cut short{why}")
         finally:
             await self._fetcher.close()
+            if self._telemetry is not None:  # the last push, flagged terminating
+                left = None if deadline is None else deadline - asyncio.get_running_loop().time()
+                await self._telemetry.close(left)
             if self._owns_client:
                 await self._client.close()
         if error is not None:

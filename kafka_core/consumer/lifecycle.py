@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 
 from kafka_core.consumer.fetch.fetcher import Fetcher
 from kafka_core.consumer.group.rebalance import Membership
@@ -14,7 +15,14 @@ class Lifecycle:
     """Starts the membership (the assignment and its positions), then the fetcher; the consumer
     face sets ``closed`` when its close begins. Runs on the event loop only."""
 
-    def __init__(self, membership: Membership, fetcher: Fetcher, offsets: ConsumerOffsets) -> None:
+    def __init__(
+        self,
+        membership: Membership,
+        fetcher: Fetcher,
+        offsets: ConsumerOffsets,
+        on_started: Callable[[], None] | None = None,
+    ) -> None:
+        self._on_started = on_started  # the KIP-714 metrics push, started with the consumer
         self._group = membership
         self._fetcher = fetcher
         self._offsets = offsets
@@ -33,6 +41,8 @@ class Lifecycle:
             await self._group.start()
             self._fetcher.start()
             self.started = True
+            if self._on_started is not None:
+                self._on_started()
 
     async def ensure_started(self) -> None:
         if not self.started:

@@ -39,6 +39,7 @@ from kafka_core.producer.topics import TopicWaits, with_cause
 from kafka_core.producer.transactions.face import TransactionalProducer
 from kafka_core.producer.transactions.manager import TransactionManager
 from kafka_core.protocol import ApiKey
+from kafka_core.telemetry import TelemetryPusher
 
 log = logging.getLogger("kafka_core.producer")
 
@@ -192,6 +193,13 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         where = f" (bootstrap {servers})" if client is None else ""
         self._sender.waiting_for = f"no broker has answered yet{where}"
         self._acc.on_refused = self._sender.refused  # the blocking face makes it hop to the loop
+        self._telemetry = (  # KIP-714, started once connected
+            TelemetryPusher(
+                self.client, "producer", self.metrics, lambda: {"transactional_id": transactional_id or ""}
+            )
+            if getattr(self.client, "metrics_push", False)
+            else None
+        )
         self._txn: TransactionManager | None = None
         if transactional_id is not None:
             self._txn = self._sender.txn = TransactionManager.for_sender(
@@ -337,6 +345,8 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
                 try:
                     await self.client.start()
                     self._connected.set()  # type: ignore[union-attr]
+                    if self._telemetry is not None:
+                        self._telemetry.start()
                     if self._txn is None:  # a transactional id is set up by init_transactions()
                         await self._setup_idempotence()
                     break
@@ -619,6 +629,8 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await self._task
+        if self._telemetry is not None:  # the last push, flagged terminating
+            await self._telemetry.close(timeout)
         if self._own_client:
             await self.client.close()
         if abandoned:
