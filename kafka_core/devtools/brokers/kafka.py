@@ -126,6 +126,7 @@ class KafkaCluster(EmbeddedBroker):
         advertised_ports: dict[int, int] | None = None,
         kerberos: KerberosRealm | None = None,
         oauth: OAuthServer | None = None,
+        extra_classpath: tuple[Path | str, ...] = (),
     ) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
@@ -133,6 +134,8 @@ class KafkaCluster(EmbeddedBroker):
         self.host = host
         self.heap_mb = heap_mb or (768 if nodes == 1 else 448)
         self.overrides = dict(overrides or {})
+        # Folders or jars after Kafka's own (a plugin the tests compile, e.g. a metrics reporter).
+        self.extra_classpath = tuple(str(p) for p in extra_classpath)
         # node id -> the PLAINTEXT port that node advertises instead of its own (a fault proxy's)
         self.advertised_ports = dict(advertised_ports or {})
         self.startup_timeout = startup_timeout
@@ -406,7 +409,7 @@ class KafkaCluster(EmbeddedBroker):
             f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
             *self._jvm_options(),
             "-cp",
-            f"{self._classpath}/*",
+            os.pathsep.join((f"{self._classpath}/*", *self.extra_classpath)),
             main,
             *args,
         ]
