@@ -46,7 +46,12 @@ WHOLE_MODULES = frozenset(
 # A session fixture that must be one for the whole run -> the modules whose tests use it.
 SHARED_FIXTURES: dict[str, frozenset[str]] = {
     "kafka_three": frozenset(
-        {"test_chaos_kafka.py", "test_consumer_truncation.py", "test_devbroker_failover_kafka.py"}
+        {
+            "test_admin_replicas_kafka.py",
+            "test_chaos_kafka.py",
+            "test_consumer_truncation.py",
+            "test_devbroker_failover_kafka.py",
+        }
     ),
 }
 _GROUP_OF_MODULE = {module: fixture for fixture, modules in SHARED_FIXTURES.items() for module in modules}
