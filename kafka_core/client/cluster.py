@@ -12,11 +12,12 @@ import logging
 import random
 import re
 import ssl
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Iterable, Mapping
 from typing import Any, Self, TypeVar
 
 from kafka_core.auth.options import mechanism_options, oauth_settings_provider
 from kafka_core.client import deadline as call_deadline
+from kafka_core.client.hints import LeaderHint
 from kafka_core.client.metadata import BrokerMeta, ClusterMeta, TopicMeta
 from kafka_core.client.metadata_cache import MetadataCache, metadata_request, parse_metadata
 from kafka_core.client.nodes import Node, parse_bootstrap
@@ -45,6 +46,7 @@ log = logging.getLogger("kafka_core.client")
 T = TypeVar("T")
 
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
+RECOVERY_STRATEGIES = ("rebootstrap", "none")
 
 
 def _refuse_sasl_options(protocol: str, **given: Any) -> None:
@@ -89,6 +91,12 @@ class KafkaClient(ClientOperations):
     - ``retry_backoff_ms`` / ``retry_backoff_max_ms``: the wait between retries, growing to the max.
     - ``reconnect_backoff_ms`` / ``reconnect_backoff_max_ms``: the same between reconnects.
     - ``allow_auto_create_topics``: whether asking about a missing topic may create it.
+    - ``metadata_recovery_strategy``: ``"rebootstrap"`` (the default, as Java 4.0's) goes back to
+      the bootstrap servers, their names resolved again, when no known broker can be reached, when
+      metadata could not be had for ``metadata_recovery_rebootstrap_trigger_ms`` although some
+      broker still takes connections (KIP-1102: a decommissioned broker left running), and when a
+      broker answers REBOOTSTRAP_REQUIRED; the brokers the bootstrap answer does not name are
+      forgotten. ``"none"`` never does (KIP-899).
     - ``max_response_size``: a larger answer frame is refused (a garbled or hostile length).
     - ``connections_max_idle_ms``: an idle connection is replaced before the broker reaps it.
     - ``security_protocol``: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.
@@ -133,6 +141,8 @@ class KafkaClient(ClientOperations):
         reconnect_backoff_ms: float = 50,
         reconnect_backoff_max_ms: float = 1_000,
         allow_auto_create_topics: bool = True,
+        metadata_recovery_strategy: str = "rebootstrap",
+        metadata_recovery_rebootstrap_trigger_ms: float = 300_000,
         max_response_size: int = DEFAULT_MAX_RESPONSE_SIZE,
         connections_max_idle_ms: float = 540_000,
         security_protocol: str = "PLAINTEXT",
@@ -168,6 +178,27 @@ class KafkaClient(ClientOperations):
                 f"security_protocol must be one of {SECURITY_PROTOCOLS}, not {security_protocol!r}"
             )
         self.security_protocol = protocol
+        recovery = str(metadata_recovery_strategy).strip().lower()
+        if recovery not in RECOVERY_STRATEGIES:
+            raise KafkaConfigError(
+                f"metadata_recovery_strategy must be one of {RECOVERY_STRATEGIES}, "
+                f"not {metadata_recovery_strategy!r}"
+            )
+        if not metadata_recovery_rebootstrap_trigger_ms > 0:
+            raise KafkaConfigError(
+                "metadata_recovery_rebootstrap_trigger_ms must be > 0, "
+                f"not {metadata_recovery_rebootstrap_trigger_ms!r}"
+            )
+        self.metadata_recovery_strategy = recovery
+        self._rebootstrap_after = metadata_recovery_rebootstrap_trigger_ms / 1000.0
+        # Since when (monotonic) calls have failed with no Metadata answer or success in between:
+        # KIP-1102's clock; None while things work.
+        self._failing_since: float | None = None
+        self._rebootstrap_task: asyncio.Task[None] | None = None
+        # Topics a leader hint moved (KIP-951): asked about in the background, one task at a time.
+        self._hinted: set[str] = set()
+        self._hint_refresh: asyncio.Task[None] | None = None
+        self.rebootstraps = 0  # how many times the client went back to its bootstrap servers
         self._ssl: ssl.SSLContext | None = None
         if protocol in ("SSL", "SASL_SSL"):
             self._ssl = ssl_context or build_ssl_context(
@@ -275,7 +306,10 @@ class KafkaClient(ClientOperations):
                 await self._retry("bootstrap", self._bootstrap_once)
                 self._started = True
 
-    async def _bootstrap_once(self) -> None:
+    async def _bootstrap_once(self, *, rebootstrap: bool = False) -> None:
+        """Connect to a bootstrap server (the names resolved again: each connect looks them up)
+        and take its Metadata answer. ``rebootstrap``: the answer replaces the brokers known so
+        far; connections to the others are closed (KIP-899)."""
         errors: list[str] = []
         servers = list(self._bootstrap)
         random.shuffle(servers)
@@ -291,6 +325,12 @@ class KafkaClient(ClientOperations):
                 await conn.close()
                 errors.append(f"{host}:{port}: {exc}")
                 continue
+            if getattr(resp, "error_code", 0) == ErrorCode.REBOOTSTRAP_REQUIRED:
+                await conn.close()
+                errors.append(f"{host}:{port}: answered REBOOTSTRAP_REQUIRED")
+                continue
+            if rebootstrap:
+                self._forget_brokers({b.node_id for b in resp.brokers})
             self._apply_metadata(resp, full=False)
             adopted = False
             for node in self._nodes.values():
@@ -305,6 +345,55 @@ class KafkaClient(ClientOperations):
             return
         raise KafkaConnectionError("no bootstrap server reachable: " + "; ".join(errors))
 
+    def _forget_brokers(self, keep: set[int]) -> None:
+        """Rebootstrap: every connection is closed (requests on them fail and are retried on
+        the new picture), brokers not in ``keep`` forgotten, coordinators looked up again."""
+        loop = asyncio.get_running_loop()
+        for node_id, node in list(self._nodes.items()):
+            for old in node.all_conns():
+                task = loop.create_task(old.close("rebootstrap: the cluster is asked afresh"))
+                self._background.add(task)
+                task.add_done_callback(self._background.discard)
+            node.conn = None
+            node.lanes.clear()
+            node.backoff.reset()
+            node.next_attempt = 0.0
+            if node_id not in keep:
+                del self._nodes[node_id]
+        self._coordinators.clear()
+        self._meta.invalidate()
+
+    async def rebootstrap(self, why: str) -> None:
+        """Go back to the bootstrap servers (KIP-899): one at a time, shared by every caller.
+        Does nothing under ``metadata_recovery_strategy="none"``."""
+        if self.metadata_recovery_strategy == "none" or not self._started:
+            return
+        task = self._rebootstrap_task
+        if task is None or task.done():
+            log.warning("rebootstrapping from %s: %s", self._bootstrap_text(), why)
+            task = self._rebootstrap_task = asyncio.get_running_loop().create_task(
+                self._bootstrap_once(rebootstrap=True)
+            )
+            task.add_done_callback(_consume_exception)
+            self.rebootstraps += 1
+        await asyncio.shield(task)
+        self._failing_since = None
+
+    def _bootstrap_text(self) -> str:
+        return ",".join(f"{h}:{p}" for h, p in self._bootstrap)
+
+    def _note_failure(self) -> str | None:
+        """A call failed: KIP-1102's clock runs; the reason to rebootstrap once it has run
+        ``metadata_recovery_rebootstrap_trigger_ms``, else None."""
+        now = asyncio.get_running_loop().time()
+        if self._failing_since is None:
+            self._failing_since = now
+            return None
+        failing = now - self._failing_since
+        if self.metadata_recovery_strategy == "none" or failing < self._rebootstrap_after:
+            return None
+        return f"no metadata could be had for {failing:.1f}s (metadata_recovery_rebootstrap_trigger_ms)"
+
     async def close(self) -> None:
         """Close every connection; pending requests fail with KafkaClosedError. Idempotent."""
         if self._closed:
@@ -313,6 +402,9 @@ class KafkaClient(ClientOperations):
         self._watcher.close()
         if self._full_refresh is not None and not self._full_refresh.done():
             self._full_refresh.cancel()
+        for task in (self._rebootstrap_task, self._hint_refresh):
+            if task is not None and not task.done():
+                task.cancel()
         conns = [c for n in self._nodes.values() for c in n.all_conns()]
         await asyncio.gather(*(c.close() for c in conns), return_exceptions=True)
 
@@ -500,26 +592,37 @@ class KafkaClient(ClientOperations):
         answer = parse_metadata(resp)
         for b in answer.brokers:
             self._register_broker(b)
-        self._meta.update(answer, full=full)
-        return answer
+        self._failing_since = None  # a broker served metadata
+        return self._meta.update(answer, full=full)
 
-    async def _metadata_once(self, topics: list[str] | None, auto_create: bool) -> ClusterMeta:
+    async def _metadata_once(
+        self, topics: list[str] | None, auto_create: bool, *, again: bool = True
+    ) -> ClusterMeta:
         node_id = await self._any_node()
         try:
             conn = await self.connection(node_id)
         except KafkaAuthenticationError:
             raise
-        except KafkaConnectionError:
+        except (KafkaConnectionError, KafkaTimeoutError):
             # No known broker answers: ask the bootstrap servers again (KIP-899), in case the
             # cluster's nodes changed under us; the retry loop then tries the fresh picture.
             if not any(n.conn is not None and n.conn.connected for n in self._nodes.values()):
-                await self._bootstrap_once()
+                await self.rebootstrap("no known broker can be reached")
             raise
         try:
             resp = await conn.send(self._metadata_request(conn, topics, auto_create))
         except (KafkaConnectionError, KafkaTimeoutError):
             self._meta.invalidate()
             raise
+        if getattr(resp, "error_code", 0) == ErrorCode.REBOOTSTRAP_REQUIRED:
+            if self.metadata_recovery_strategy == "none":
+                raise error_for(ErrorCode.REBOOTSTRAP_REQUIRED, f"Metadata from node {node_id}")
+            await self.rebootstrap(f"node {node_id} answered REBOOTSTRAP_REQUIRED")
+            if again:
+                return await self._metadata_once(topics, auto_create, again=False)
+            raise KafkaConnectionError(
+                f"node {node_id} still answers REBOOTSTRAP_REQUIRED after a rebootstrap"
+            )
         return self._apply_metadata(resp, full=topics is None)
 
     async def metadata(
@@ -591,6 +694,9 @@ class KafkaClient(ClientOperations):
         if error_code in STALE_METADATA_CODES:
             self.invalidate_metadata(topic)
             return True
+        if error_code == ErrorCode.REBOOTSTRAP_REQUIRED and self.metadata_recovery_strategy != "none":
+            self._spawn(self.rebootstrap(f"a broker answered REBOOTSTRAP_REQUIRED ({topic or 'no topic'})"))
+            return True
         if error_code in COORDINATOR_CODES:
             if (
                 coordinator_key is not None and error_code != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
@@ -599,6 +705,43 @@ class KafkaClient(ClientOperations):
                     self._coordinators.pop((kt, coordinator_key), None)
             return True
         return bool(error_code) and error_for(error_code).retriable
+
+    def take_leader_hint(self, topic: str, partition: int, hint: LeaderHint) -> bool:
+        """A Produce or Fetch answer named the partition's new leader (KIP-951): route to it now.
+
+        The leader's address from the answer makes a broker not known yet connectable; the hint
+        is taken only when its leader epoch is newer than the cache's (a stale or reordered
+        answer never moves a partition back). True when the cache now names that leader (so
+        ``leader_for`` answers it without a request); a Metadata request for the topic follows
+        in the background, as Java's client asks for one, but nothing waits for it."""
+        for broker in hint.endpoints:
+            if broker.node_id not in self._nodes:  # a known node's address is Metadata's to change
+                self._register_broker(broker)
+        if hint.leader not in self._nodes:
+            return False
+        if not self._meta.take_leader(topic, partition, hint.leader, hint.epoch):
+            return False
+        self._hinted.add(topic)
+        if self._hint_refresh is None or self._hint_refresh.done():
+            self._hint_refresh = self._spawn(self._refresh_hinted())
+        return True
+
+    async def _refresh_hinted(self) -> None:
+        await asyncio.sleep(0)  # the other partitions of the same answer join this request
+        while self._hinted and not self._closed:
+            topics, self._hinted = sorted(self._hinted), set()
+            try:
+                await self.metadata(topics)
+            except KafkaError as exc:
+                log.debug("metadata refresh after a leader hint failed: %s", exc)
+                return
+
+    def _spawn(self, work: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task: asyncio.Task[Any] = asyncio.get_running_loop().create_task(work)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        task.add_done_callback(_consume_exception)
+        return task
 
     async def leader_for(self, topic: str, partition: int, *, timeout_ms: float | None = None) -> int:
         """Node id of the partition's leader, waiting (with metadata refreshes) while it has none."""
@@ -670,7 +813,10 @@ class KafkaClient(ClientOperations):
                 bound = asyncio.timeout_at(deadline)
                 try:
                     async with bound:
-                        return await attempt()
+                        result = await attempt()
+                    if self._started:
+                        self._failing_since = None
+                    return result
                 except (KafkaAuthenticationError, KafkaClosedError):
                     raise
                 except (KafkaConnectionError, KafkaTimeoutError, KafkaProtocolError, TimeoutError) as exc:
@@ -688,6 +834,13 @@ class KafkaClient(ClientOperations):
                         raise
                     cause = call_deadline.root_cause(exc)
                     self.last_error = cause
+                    why = self._note_failure() if self._started else None
+                    if why is not None:
+                        try:
+                            async with asyncio.timeout_at(deadline):
+                                await self.rebootstrap(f"{why}; last error: {cause}")
+                        except (KafkaError, TimeoutError) as failed:
+                            log.warning("rebootstrap failed: %s", failed)
                     delay = backoff.next_s()
                     if isinstance(exc, call_deadline.DeadlinePassed) or loop.time() + delay >= deadline:
                         raise call_deadline.DeadlinePassed(

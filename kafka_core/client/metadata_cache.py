@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from dataclasses import replace
 from typing import Any
 
 from kafka_core.client.metadata import BrokerMeta, ClusterMeta, PartitionMeta, TopicMeta
@@ -89,9 +90,11 @@ class MetadataCache:
         # leader epochs a later answer must not go back from.
         self._last: dict[str, TopicMeta] = {}
 
-    def update(self, answer: ClusterMeta, *, full: bool) -> None:
+    def update(self, answer: ClusterMeta, *, full: bool) -> ClusterMeta:
         """Take in an answer: ``full`` (all topics) replaces the topic list, else merges it; a
-        topic answered with an error is forgotten."""
+        topic answered with an error is forgotten. Returns the answer as taken: a partition whose
+        leader epoch went back (a broker behind the others answered) keeps the newer leader, so
+        no caller routes to a leader already known to be gone."""
         now = time.monotonic()
         if full:
             self._topics = {t.name: self._newest(t) for t in answer.topics if t.error_code == ErrorCode.NONE}
@@ -113,6 +116,37 @@ class MetadataCache:
             controller_id=answer.controller_id,
             cluster_id=answer.cluster_id,
         )
+        taken = [self._topics.get(t.name, t) if t.error_code == ErrorCode.NONE else t for t in answer.topics]
+        return ClusterMeta(
+            brokers=answer.brokers,
+            topics=taken,
+            controller_id=answer.controller_id,
+            cluster_id=answer.cluster_id,
+        )
+
+    def take_leader(self, topic: str, partition: int, leader: int, epoch: int) -> bool:
+        """A leader named outside a Metadata answer (KIP-951: a Produce or Fetch error carrying
+        the new leader). Taken only when its epoch is newer than any seen for the partition, so
+        a late or reordered hint never moves a partition back; True when the cache now names
+        ``leader`` at ``epoch`` (taken now, or known already). The topic's freshness is kept:
+        the hint speaks for one partition, and the refresh that follows it for the rest."""
+        known = self._last.get(topic)
+        if known is None or leader < 0 or epoch < 0:
+            return False
+        prev = known.partition(partition)
+        if prev is None:
+            return False
+        if prev.leader_epoch >= epoch:
+            return prev.leader_epoch == epoch and prev.leader == leader
+        moved = replace(prev, leader=leader, leader_epoch=epoch, error_code=ErrorCode.NONE)
+        for entries in (self._last, self._topics):
+            t = entries.get(topic)
+            if t is not None:
+                parts = [moved if p.partition == partition else p for p in t.partitions]
+                entries[topic] = replace(t, partitions=parts)
+        c = self._cluster
+        self._cluster = replace(c, topics=list(self._topics.values()))
+        return True
 
     def _newest(self, answer: TopicMeta) -> TopicMeta:
         """``answer``, except partitions whose leader epoch is older than the one seen before:
