@@ -3,7 +3,8 @@ metadata, apart from the sending in ``sender.py``.
 
 A topic is asked about again when records wait for it (parked), when a Produce error or a
 dropped connection says its leaders may have moved (stale), and every ``metadata_max_age_ms``
-(partitions added, leaders moved without an error). A failed lookup is retried after the retry
+(partitions added, leaders moved without an error). A Produce error that names the new leader
+(KIP-951) moves the partition to it at once (``hinted``), ahead of any answer. A failed lookup is retried after the retry
 backoff. Only the producer's I/O loop touches it, so it needs no lock; the accumulator's
 ``available`` check reads it with the accumulator's lock held, on that same loop.
 """
@@ -16,6 +17,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from kafka_core.client.hints import LeaderHint
 from kafka_core.errors import KafkaClosedError, KafkaError
 from kafka_core.producer.accumulator import Accumulator
 from kafka_core.protocol.errors import ErrorCode, error_for
@@ -57,6 +59,19 @@ class Leaders:
 
     def mark_stale(self, topic: str) -> None:
         self.stale.add(topic)
+
+    def hinted(self, topic: str, partition: int, hint: LeaderHint) -> bool:
+        """A Produce answer named ``topic[partition]``'s new leader (KIP-951): True when the
+        client's cache takes it (its epoch is newer than any known), and the partition is then
+        routed to it now; False leaves the partition to the metadata refresh."""
+        take = getattr(self.client, "take_leader_hint", None)
+        leaders = self._leaders.get(topic)
+        if take is None or not leaders or partition >= len(leaders) or not take(topic, partition, hint):
+            return False
+        if leaders[partition] != hint.leader:
+            leaders[partition] = hint.leader
+            self._on_change()
+        return True
 
     def refresh_due(self, now: float, parked: Iterable[str]) -> None:
         """Start one lookup of the topics that need it, unless one runs or the backoff holds."""

@@ -33,6 +33,7 @@ from collections import defaultdict
 from collections.abc import Hashable
 from typing import Any
 
+from kafka_core.client.hints import leader_hint
 from kafka_core.client.waiting import wait_event
 from kafka_core.codec import encode_record_batch_columns
 from kafka_core.errors import (
@@ -445,6 +446,13 @@ class Sender:
             exc = error_for(code, pr.error_message or f"{b.topic}[{b.partition}]")
             if self._net is not None:
                 self._net.error_code(ApiKey.PRODUCE, node, code)
+            hint = leader_hint(pr, resp)
+            if hint is not None and hint.leader != node and self.leaders.hinted(b.topic, b.partition, hint):
+                # KIP-951: the answer named the new leader and it is news: the batch goes to it
+                # without a retry backoff or a metadata round trip first (the client refreshes
+                # the topic in the background, as Java's does).
+                self._retry_or_fail(q, b, exc, at_once=True)
+                continue
             if code in STALE_METADATA_CODES:
                 self.leaders.mark_stale(b.topic)
             if self.idem is not None and (
@@ -486,7 +494,13 @@ class Sender:
         self.acc.settle(q, b)
 
     def _retry_or_fail(
-        self, q: PartitionQueue, b: ProducerBatch, exc: BaseException, *, force_retry: bool = False
+        self,
+        q: PartitionQueue,
+        b: ProducerBatch,
+        exc: BaseException,
+        *,
+        force_retry: bool = False,
+        at_once: bool = False,
     ) -> None:
         retriable = (
             force_retry
@@ -496,7 +510,7 @@ class Sender:
         now = time.monotonic()
         q.last_error = exc
         if retriable and now < b.deadline and not b.expired and not self._closing_hard():
-            self.acc.park_retry(q, b, now + self.backoff)
+            self.acc.park_retry(q, b, now if at_once else now + self.backoff)
             self.metrics.retries += 1
             self._settle(q, b)
             log.debug("retrying %r after %s", b, exc)

@@ -36,7 +36,7 @@ from kafka_core.client.metadata import EARLIEST, LATEST, EpochEndOffset, TopicPa
 from kafka_core.client.waiting import wait_event
 from kafka_core.consumer.fetch.buffer import FetchBuffer
 from kafka_core.consumer.fetch.requests import FetchRequests, cached_topic_ids, session_topics_of, topics_of
-from kafka_core.consumer.fetch.results import PartitionFetch, scan_batches
+from kafka_core.consumer.fetch.results import PartitionFetch, leader_moved, scan_batches
 from kafka_core.consumer.fetch.session import SESSION_ERRORS, FetchSession, PartitionData
 from kafka_core.consumer.fetch.validation import PositionValidator
 from kafka_core.consumer.policies import IsolationLevel, OffsetReset
@@ -66,6 +66,7 @@ class FetchOutcome(enum.Enum):
     NOTHING = enum.auto()  # stale, empty, or only a partial batch: nothing for poll
     GOT = enum.auto()  # records (or an error) buffered for poll: wake it
     RETRY = enum.auto()  # leader moved, topic not ready...: metadata refreshed, retry after a pause
+    MOVED = enum.auto()  # the answer named the new leader (KIP-951): fetched from it at once
 
 
 class Fetcher:
@@ -519,7 +520,7 @@ class Fetcher:
                         self._net.error_code(ApiKey.FETCH, node, p.error_code)
                     asked = session.sent(tp)
                     outcome = self._handle_partition(
-                        tp, p, None if asked is None else (asked.fetch_offset, asked.version)
+                        tp, p, None if asked is None else (asked.fetch_offset, asked.version), resp
                     )
                     if outcome is FetchOutcome.NOTHING:
                         continue
@@ -561,7 +562,9 @@ class Fetcher:
             self._inflight.pop(slot, None)
             self.wake()
 
-    def _handle_partition(self, tp: TopicPartition, p: Any, sent: tuple[int, int] | None) -> FetchOutcome:
+    def _handle_partition(
+        self, tp: TopicPartition, p: Any, sent: tuple[int, int] | None, resp: Any = None
+    ) -> FetchOutcome:
         if sent is None or tp not in self._subs:
             return FetchOutcome.NOTHING
         fetch_offset, epoch = sent
@@ -595,6 +598,8 @@ class Fetcher:
             return FetchOutcome.GOT
         if code == ErrorCode.FENCED_LEADER_EPOCH:
             self.validator.fenced(tp)  # our leader epoch is old: validate under the new one
+        if code and resp is not None and leader_moved(self._client, tp, p, resp):
+            return FetchOutcome.MOVED
         if code:
             if code in RETRIABLE_FETCH_CODES or self._client.note_error(code, tp.topic):
                 self._client.invalidate_metadata(tp.topic)

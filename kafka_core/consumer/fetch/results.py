@@ -4,7 +4,8 @@ The raw record bytes are decoded on first use by the codec (one call per partiti
 then filtered: records below the fetch position (brokers return whole batches that start before
 it), control records, and with read_committed the batches of aborted transactions. A corrupt batch
 becomes a :class:`KafkaCodecError` naming topic, partition and offset; the good records before it
-are still delivered, and the error is raised when the application reaches it.
+are still delivered, and the error is raised when the application reaches it. A partition refused
+with the name of its new leader (KIP-951) is moved to it by ``leader_moved``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, NamedTuple
 
+from kafka_core.client.hints import leader_hint
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.codec import decode_record_batches, decode_record_batches_columns
 from kafka_core.codec.columns import CONSTANTS
@@ -338,3 +340,11 @@ def _filter_columns(cols: Any, position: int, drop: list[tuple[int, int]], tp: T
             return _EMPTY
     arrays = [CONSTANTS.column(tp.topic, pa.string(), n), CONSTANTS.column(tp.partition, pa.int32(), n)]
     return pa.RecordBatch.from_arrays(arrays + list(batch.columns), schema=consumer_schema())
+
+
+def leader_moved(client: Any, tp: TopicPartition, p: Any, response: Any) -> bool:
+    """A Fetch v12+ answer refused ``tp`` naming its new leader (KIP-951, the address too from
+    v16): True when the client took the hint (its leader epoch is newer than the cached one),
+    so the partition is fetched from that leader at once, without waiting for metadata."""
+    hint = leader_hint(p, response)
+    return hint is not None and bool(client.take_leader_hint(tp.topic, tp.partition, hint))
