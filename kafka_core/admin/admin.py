@@ -8,7 +8,7 @@ its lifecycle, documents each call and hands it to its part. Calls over many res
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
 from kafka_core.admin.acls import AclCalls
@@ -16,8 +16,10 @@ from kafka_core.admin.configs import ConfigCalls
 from kafka_core.admin.coordinator import Coordinators
 from kafka_core.admin.groups import GroupCalls
 from kafka_core.admin.offsets import OffsetCalls
+from kafka_core.admin.replicas import ReplicaCalls
 from kafka_core.admin.share_groups import ShareGroupCalls
 from kafka_core.admin.topics import TopicCalls
+from kafka_core.admin.transactions import DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, TransactionCalls
 from kafka_core.client import cluster
 from kafka_core.client.cluster import KafkaClient
 from kafka_core.config import keywords_from_config, role_keywords, takes_config
@@ -35,9 +37,15 @@ if TYPE_CHECKING:
         GroupDescription,
         GroupLag,
         GroupListing,
+        HangingTransaction,
+        LogDirDescription,
+        PartitionReassignment,
+        ProducerState,
         Result,
         SharePartitionOffset,
         TopicDescription,
+        TransactionDescription,
+        TransactionListing,
     )
     from kafka_core.client.metadata import ListedOffset, NewTopic, OffsetAndMetadata, TopicPartition
     from kafka_core.consumer.policies import IsolationLevel
@@ -72,6 +80,8 @@ class KafkaAdmin:
         self._groups = GroupCalls(client, coordinators, timeout)
         self._share_groups = ShareGroupCalls(client, coordinators, self._offsets, timeout)
         self._acls = AclCalls(client, timeout)
+        self._transactions = TransactionCalls(client, self._offsets, timeout)
+        self._replicas = ReplicaCalls(client, timeout)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> Self:
@@ -366,6 +376,144 @@ class KafkaAdmin:
     ) -> dict[AclBindingFilter, Result[list[AclBinding]]]:
         """Delete the ACLs matching each filter; each Result lists the ACLs that filter deleted."""
         return await self._acls.delete_acls(filters, timeout_ms=timeout_ms)
+
+    # -- transactions --------------------------------------------------------------------------------
+
+    async def list_transactions(
+        self,
+        *,
+        states: Iterable[str] | None = None,
+        producer_ids: Iterable[int] | None = None,
+        min_duration_ms: int | None = None,
+        transactional_id_pattern: str | None = None,
+        timeout_ms: float | None = None,
+    ) -> list[TransactionListing]:
+        """Every transactional id the coordinators know, sorted (each broker lists its own),
+        optionally only those in ``states`` (``["Ongoing"]``), of ``producer_ids``, open at
+        least ``min_duration_ms`` (Kafka 3.8+) or matching ``transactional_id_pattern`` (a
+        Java regex, Kafka 4.1+; KafkaConfigError on an older broker)."""
+        return await self._transactions.list_transactions(
+            states=states,
+            producer_ids=producer_ids,
+            min_duration_ms=min_duration_ms,
+            transactional_id_pattern=transactional_id_pattern,
+            timeout_ms=timeout_ms,
+        )
+
+    async def describe_transactions(
+        self, transactional_ids: Iterable[str], *, timeout_ms: float | None = None
+    ) -> dict[str, Result[TransactionDescription]]:
+        """State, producer id and epoch, timeout, start time and partitions per transactional id,
+        from its coordinator; an unknown id gets TRANSACTIONAL_ID_NOT_FOUND."""
+        return await self._transactions.describe_transactions(transactional_ids, timeout_ms=timeout_ms)
+
+    async def describe_producers(
+        self,
+        partitions: Iterable[TopicPartition | tuple[str, int]],
+        *,
+        broker_id: int | None = None,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, Result[list[ProducerState]]]:
+        """The producers each partition's leader keeps state for, with the start offset of any
+        transaction they have open there; ``broker_id`` asks that replica instead."""
+        return await self._transactions.describe_producers(
+            partitions, broker_id=broker_id, timeout_ms=timeout_ms
+        )
+
+    async def abort_transaction(
+        self,
+        partition: TopicPartition | tuple[str, int],
+        *,
+        start_offset: int | None = None,
+        producer_id: int | None = None,
+        producer_epoch: int | None = None,
+        coordinator_epoch: int | None = None,
+        timeout_ms: float | None = None,
+    ) -> ProducerState:
+        """Abort the open transaction on one partition (an abort marker written by its leader),
+        as ``kafka-transactions.sh abort``: name it by ``start_offset`` (looked up with
+        DescribeProducers) or by ``producer_id``, ``producer_epoch`` and ``coordinator_epoch``.
+        Returns the producer whose transaction was aborted.
+
+        For a hanging transaction (:meth:`find_hanging_transactions`): aborting a live one
+        from under its producer loses that producer's writes to this partition."""
+        return await self._transactions.abort_transaction(
+            partition,
+            start_offset=start_offset,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            coordinator_epoch=coordinator_epoch,
+            timeout_ms=timeout_ms,
+        )
+
+    async def find_hanging_transactions(
+        self,
+        partitions: Iterable[TopicPartition | tuple[str, int]] | None = None,
+        *,
+        topics: Iterable[str] | None = None,
+        broker_id: int | None = None,
+        max_transaction_timeout_ms: int = DEFAULT_MAX_TRANSACTION_TIMEOUT_MS,
+        timeout_ms: float | None = None,
+    ) -> list[HangingTransaction]:
+        """Open transactions that no coordinator will finish, as ``kafka-transactions.sh
+        find-hanging``: those open on the partitions (or topics, or a broker's replicas) for
+        longer than ``max_transaction_timeout_ms`` (15 min, the broker's
+        ``transaction.max.timeout.ms`` default) whose producer id no coordinator knows, or whose
+        coordinator has no open transaction including that partition."""
+        return await self._transactions.find_hanging_transactions(
+            partitions,
+            topics=topics,
+            broker_id=broker_id,
+            max_transaction_timeout_ms=max_transaction_timeout_ms,
+            timeout_ms=timeout_ms,
+        )
+
+    # -- replicas: reassignments, elections, log dirs ------------------------------------------------
+
+    async def alter_partition_reassignments(
+        self,
+        reassignments: Mapping[TopicPartition | tuple[str, int], Sequence[int] | None],
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, Result[None]]:
+        """Move partitions to new replica sets (``{tp: [2, 3]}``, the first preferred leader);
+        ``None`` cancels a reassignment under way. The call returns once the controller took
+        it; the move runs on (see :meth:`list_partition_reassignments`)."""
+        return await self._replicas.alter_partition_reassignments(reassignments, timeout_ms=timeout_ms)
+
+    async def list_partition_reassignments(
+        self,
+        partitions: Iterable[TopicPartition | tuple[str, int]] | None = None,
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, PartitionReassignment]:
+        """The reassignments under way (of the partitions named, or all): an empty dict once
+        every move is done."""
+        return await self._replicas.list_partition_reassignments(partitions, timeout_ms=timeout_ms)
+
+    async def elect_leaders(
+        self,
+        election_type: str = "preferred",
+        partitions: Iterable[TopicPartition | tuple[str, int]] | None = None,
+        *,
+        timeout_ms: float | None = None,
+    ) -> dict[TopicPartition, Result[None]]:
+        """Elect leaders: ``"preferred"`` (back to the first replica) or ``"unclean"`` (any
+        live replica, even one out of sync: records may be lost). ``None`` partitions: every
+        partition that needs one. A partition already led by its preferred replica gets
+        ELECTION_NOT_NEEDED; one with no eligible replica ELIGIBLE_LEADERS_NOT_AVAILABLE."""
+        return await self._replicas.elect_leaders(election_type, partitions, timeout_ms=timeout_ms)
+
+    async def describe_log_dirs(
+        self,
+        broker_ids: Iterable[int] | None = None,
+        *,
+        topics: Iterable[str] | None = None,
+        timeout_ms: float | None = None,
+    ) -> dict[int, Result[dict[str, LogDirDescription]]]:
+        """Per broker (default: all), its log dirs with the replicas in each (size, lag),
+        optionally only those of ``topics``; an offline dir has its error."""
+        return await self._replicas.describe_log_dirs(broker_ids, topics=topics, timeout_ms=timeout_ms)
 
 
 __all__ = ["KafkaAdmin"]

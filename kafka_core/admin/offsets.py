@@ -64,7 +64,7 @@ class OffsetCalls:
                     out[tp] = value(p)
         return out
 
-    async def _leaders(
+    async def leaders(
         self, pending: list[TopicPartition]
     ) -> tuple[dict[int, list[TopicPartition]], dict[TopicPartition, Any]]:
         """Group partitions by leader from fresh metadata; those without one get their error."""
@@ -133,7 +133,7 @@ class OffsetCalls:
             return out
 
         async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, Any]:
-            by_leader, failed = await self._leaders(pending)
+            by_leader, failed = await self.leaders(pending)
             failed.update(await gather_outcomes({n: ask(n, tps) for n, tps in by_leader.items()}, by_leader))
             return failed
 
@@ -165,7 +165,7 @@ class OffsetCalls:
             return self._by_partition(resp, node, "DeleteRecords", lambda p: p.low_watermark)
 
         async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, Any]:
-            by_leader, failed = await self._leaders(pending)
+            by_leader, failed = await self.leaders(pending)
             failed.update(await gather_outcomes({n: ask(n, tps) for n, tps in by_leader.items()}, by_leader))
             return failed
 

@@ -26,20 +26,37 @@ __all__ = [
     "AclResourceType",
     "AlterConfigOp",
     "BrokerMeta",
+    "ClientQuotaEntity",
     "ClusterDescription",
     "ConfigEntry",
     "ConfigResource",
     "ConfigResourceType",
+    "DelegationToken",
+    "FeatureMetadata",
+    "FeatureRange",
+    "FeatureUpdate",
     "GroupDescription",
     "GroupLag",
     "GroupListing",
+    "HangingTransaction",
+    "LogDirDescription",
     "MemberDescription",
     "PartitionDescription",
     "PartitionLag",
+    "PartitionReassignment",
     "PatternType",
+    "ProducerState",
+    "QuorumInfo",
+    "QuorumReplica",
+    "ReplicaInfo",
     "Result",
+    "ScramCredentialInfo",
+    "ScramDeletion",
+    "ScramUpsertion",
     "SharePartitionOffset",
     "TopicDescription",
+    "TransactionDescription",
+    "TransactionListing",
 ]
 
 
@@ -343,3 +360,231 @@ class AclBindingFilter:
     permission_type: AclPermissionType = AclPermissionType.ANY
     host: str | None = None
     pattern_type: PatternType = PatternType.ANY
+
+
+# -- transactions ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionListing:
+    """A transactional id its coordinator knows, with its producer id and state (``Ongoing``,
+    ``Empty``, ``PrepareCommit``, ``CompleteAbort``...)."""
+
+    transactional_id: str
+    producer_id: int
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class TransactionDescription:
+    """A transaction as its coordinator sees it; ``start_time_ms`` is None when none is open, and
+    ``partitions`` are those the coordinator added to the open one."""
+
+    transactional_id: str
+    coordinator_id: int
+    state: str
+    producer_id: int
+    producer_epoch: int
+    timeout_ms: int
+    start_time_ms: int | None
+    partitions: list[TopicPartition]
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerState:
+    """A producer a partition's leader keeps state for (DescribeProducers).
+    ``current_txn_start_offset`` is the first offset of its open transaction there (None: none
+    open); ``coordinator_epoch`` is what an abort's marker must carry."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp_ms: int
+    coordinator_epoch: int
+    current_txn_start_offset: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class HangingTransaction:
+    """An open transaction on a partition that its coordinator will never finish, so it holds
+    back the partition's last stable offset (read_committed readers stop there) until aborted
+    with :meth:`KafkaAdmin.abort_transaction`. ``reason`` says why it is taken as hanging;
+    ``transactional_id`` is None when no coordinator knows the producer id."""
+
+    topic: str
+    partition: int
+    producer_id: int
+    producer_epoch: int
+    coordinator_epoch: int
+    start_offset: int
+    last_timestamp_ms: int
+    transactional_id: str | None
+    reason: str
+
+
+# -- replicas: reassignments, elections, log dirs ------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionReassignment:
+    """A reassignment under way: ``replicas`` is the full set while it runs (old and new),
+    ``adding``/``removing`` the replicas on their way in and out."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    adding: tuple[int, ...]
+    removing: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    """One replica in a log dir: its size, how far it is behind (``offset_lag``) and whether it
+    is the future copy of a move between dirs."""
+
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    """A broker's log dir: its error (e.g. KAFKA_STORAGE_ERROR for an offline dir), the replicas
+    in it and, from Kafka 3.3, its total and usable bytes (None when the broker does not say)."""
+
+    path: str
+    error: KafkaError | None
+    replicas: dict[TopicPartition, ReplicaInfo]
+    total_bytes: int | None = None
+    usable_bytes: int | None = None
+
+
+# -- the KRaft quorum and features ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumReplica:
+    """A voter or observer of the metadata quorum; timestamps are None where the leader has none."""
+
+    replica_id: int
+    log_end_offset: int
+    last_fetch_timestamp_ms: int | None
+    last_caught_up_timestamp_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumInfo:
+    """The KRaft metadata quorum (``__cluster_metadata``): leader, epoch, high watermark, voters
+    and observers (brokers that are not controllers)."""
+
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: list[QuorumReplica]
+    observers: list[QuorumReplica]
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureRange:
+    """A feature's versions: what a broker supports (min..max), or the level the cluster finalized."""
+
+    min_version: int
+    max_version: int
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureMetadata:
+    """The cluster's finalized feature levels (``metadata.version``, ``transaction.version``...),
+    their epoch, and the versions the answering broker supports."""
+
+    finalized: dict[str, FeatureRange]
+    finalized_epoch: int | None
+    supported: dict[str, FeatureRange]
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureUpdate:
+    """Set a feature's level: ``upgrade_type`` is "upgrade", "safe_downgrade" or
+    "unsafe_downgrade" (level 0 with a downgrade removes the feature)."""
+
+    max_version_level: int
+    upgrade_type: str = "upgrade"
+
+    TYPES = {"upgrade": 1, "safe_downgrade": 2, "unsafe_downgrade": 3}
+
+    def code(self) -> int:
+        try:
+            return self.TYPES[self.upgrade_type]
+        except KeyError:
+            raise KafkaConfigError(
+                f"upgrade_type must be one of {list(self.TYPES)}, not {self.upgrade_type!r}"
+            ) from None
+
+
+# -- quotas, SCRAM users, delegation tokens ------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ClientQuotaEntity:
+    """Whom a quota applies to: ``{"user": "alice", "client-id": None}`` (None: the default
+    entity of that type). Keys: ``user``, ``client-id``, ``ip``."""
+
+    parts: tuple[tuple[str, str | None], ...]
+
+    @classmethod
+    def of(cls, parts: dict[str, str | None] | ClientQuotaEntity) -> ClientQuotaEntity:
+        if isinstance(parts, ClientQuotaEntity):
+            return parts
+        if not parts:
+            raise KafkaConfigError("a client quota entity names at least one of user, client-id, ip")
+        for kind in parts:
+            if kind not in ("user", "client-id", "ip"):
+                raise KafkaConfigError(
+                    f"client quota entity type must be user, client-id or ip, not {kind!r}"
+                )
+        return cls(tuple(sorted(parts.items())))
+
+    def as_dict(self) -> dict[str, str | None]:
+        return dict(self.parts)
+
+
+@dataclass(frozen=True, slots=True)
+class ScramCredentialInfo:
+    """A SCRAM credential's mechanism and iterations (the broker never gives out more)."""
+
+    mechanism: str
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class ScramUpsertion:
+    """Set a user's SCRAM password for one mechanism. The password is salted and hashed here
+    (only the salted hash is sent) and never shown: ``repr`` hides it."""
+
+    user: str
+    password: str = field(repr=False)
+    mechanism: str = "SCRAM-SHA-512"
+    iterations: int = 8192
+
+
+@dataclass(frozen=True, slots=True)
+class ScramDeletion:
+    """Remove a user's SCRAM credential for one mechanism."""
+
+    user: str
+    mechanism: str = "SCRAM-SHA-512"
+
+
+@dataclass(frozen=True, slots=True)
+class DelegationToken:
+    """A delegation token: its id and HMAC (the secret a client authenticates with: SCRAM with
+    the token id as user name and the base64 HMAC as password); ``repr`` hides the HMAC."""
+
+    token_id: str
+    hmac: bytes = field(repr=False)
+    owner: str
+    requester: str
+    renewers: list[str]
+    issue_timestamp_ms: int
+    expiry_timestamp_ms: int
+    max_timestamp_ms: int
