@@ -129,7 +129,8 @@ class KafkaConsumer:
     - ``fetch_max_bytes`` / ``max_partition_fetch_bytes``: the most a Fetch answer holds, in all
       and per partition (a larger first batch still comes whole).
     - ``fetch_concurrency``: Fetch requests in flight per broker, each on its own connection with
-      the partitions dealt among them (a broker serves one connection's requests in turn).
+      the partitions dealt among them (a broker serves one connection's requests in turn);
+      caught-up partitions wait on one of them, so an idle consumer long-polls once per broker.
     - ``max_poll_records``: the most records one poll hands over (None: whole fetch results).
     - ``check_crcs``: verify each batch's CRC (a corrupt batch raises KafkaCodecError naming
       topic, partition and offset when poll reaches it; ``seek`` past it to skip it).
@@ -393,7 +394,8 @@ class KafkaConsumer:
             why = f"; last error: {cause}" if cause is not None and cause is not seen else ""
             error = KafkaTimeoutError(f"close did not finish within {timeout}s: {step} was cut short{why}")
         finally:
-            await self._fetcher.close()
+            left = None if deadline is None else deadline - asyncio.get_running_loop().time()
+            await self._fetcher.close(left)  # its fetch sessions' closes within the user's time
             if self._telemetry is not None:  # the last push, flagged terminating
                 left = None if deadline is None else deadline - asyncio.get_running_loop().time()
                 await self._telemetry.close(left)

@@ -1,9 +1,11 @@
 """Incremental fetch sessions (KIP-227) on Apache Kafka, over a few hundred partitions (issue 40).
 
 Every Fetch the consumer sends and every answer it gets are recorded as they go to and come from
-the broker (the consumer's client, wrapped). An idle consumer must keep one session per fetch
-connection whose requests name no partition and whose answers carry none, and its fetch rounds
-must look at no partition (the fetcher's ``touched`` count, not time). Sessions the broker loses
+the broker (the consumer's client, wrapped). An idle consumer must long-poll on one connection
+(its caught-up partitions share one session, whatever ``fetch_concurrency``), keep that session,
+send requests that name no partition and get answers that carry none, and its fetch rounds must
+look at no partition (the fetcher's ``touched`` count, not time); its close must close the
+broker's sessions (FINAL_EPOCH: the broker then knows none of their ids). Sessions the broker loses
 or refuses (a Fetch sent with a session id it never gave, or a skipped epoch: the broker's own
 FETCH_SESSION_ID_NOT_FOUND and INVALID_FETCH_SESSION_EPOCH) fall back to a full Fetch, and
 across them, seeks and pauses every record arrives exactly once (twice only where the test
@@ -22,8 +24,10 @@ from typing import Any
 import pytest
 
 from kafka_core import KafkaAdmin, KafkaProducer, NewTopic
+from kafka_core.aio import KafkaClient
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.consumer.consumer import KafkaConsumer
+from kafka_core.consumer.fetch.fetcher import PARK_LANE
 from kafka_core.devtools.brokers.kafka import KafkaCluster
 from kafka_core.protocol import ErrorCode
 from kafka_core.protocol.messages import FetchRequest
@@ -59,6 +63,7 @@ class Wire:
 
     def __init__(self, consumer: KafkaConsumer) -> None:
         self.fetches: list[tuple[FetchRequest, Any]] = []
+        self.lanes: list[int] = []  # each Fetch's connection (lane) to its broker
         self.tamper: Callable[[FetchRequest], None] | None = None
         client = consumer._client
         send = client.send
@@ -69,6 +74,7 @@ class Wire:
             resp = await send(node, body, version, **kw)
             if isinstance(body, FetchRequest):
                 self.fetches.append((body, resp))
+                self.lanes.append(kw.get("lane", 0))
             return resp
 
         client.send = recording
@@ -92,7 +98,22 @@ def _consumer(kafka: KafkaCluster, topic: str) -> KafkaConsumer:
         group_id=None,
         auto_offset_reset="earliest",
         fetch_max_wait_ms=100,
+        fetch_concurrency=3,
     )
+
+
+async def _session_known(kafka: KafkaCluster, session_id: int) -> bool:
+    """Whether the broker holds fetch session ``session_id``: asked with an epoch no session has
+    reached, it answers INVALID_FETCH_SESSION_EPOCH for one it holds, FETCH_SESSION_ID_NOT_FOUND
+    for one it does not."""
+    async with KafkaClient(kafka.bootstrap) as client:
+        [broker] = (await client.metadata()).brokers
+        probe = FetchRequest(max_wait_ms=0, session_id=session_id, session_epoch=2**31 - 2, topics=[])
+        resp = await client.send(broker.node_id, probe)
+    assert resp.error_code in (ErrorCode.INVALID_FETCH_SESSION_EPOCH, ErrorCode.FETCH_SESSION_ID_NOT_FOUND), (
+        resp.error_code
+    )
+    return bool(resp.error_code == ErrorCode.INVALID_FETCH_SESSION_EPOCH)
 
 
 async def _read(c: KafkaConsumer, n: int, out: list[Any]) -> None:
@@ -130,7 +151,9 @@ def test_an_idle_consumer_keeps_its_sessions_and_its_fetches_name_no_partition(
             assert await _idle(c, 2.0) == 0
             idle = wire.since(mark)
             assert len(idle) >= 3, "the consumer stopped fetching"
-            # One session per connection, kept: never reopened, epochs one after another.
+            # One connection long-polls, whatever fetch_concurrency: its session kept, never
+            # reopened, epochs one after another.
+            assert set(wire.lanes[mark:]) == {PARK_LANE}, f"idle Fetches on lanes {set(wire.lanes[mark:])}"
             epochs: dict[int, list[int]] = defaultdict(list)
             for req, resp in idle:
                 assert req.session_id != 0 and req.session_epoch > 0, "an idle Fetch without a session"
@@ -140,11 +163,18 @@ def test_an_idle_consumer_keeps_its_sessions_and_its_fetches_name_no_partition(
                 epochs[req.session_id].append(req.session_epoch)
             for seq in epochs.values():
                 assert seq == list(range(seq[0], seq[0] + len(seq)))
-            assert len(epochs) == len(fetcher.sessions)
+            assert len(epochs) == 1, f"{len(epochs)} sessions long-polled"
             # An idle round's work is no partition, whatever the assignment holds.
             assert fetcher.touched == touched, f"idle rounds looked at {fetcher.touched - touched} partitions"
+            given = {resp.session_id for _, resp in wire.fetches if resp.session_id}
+            assert given and all([await _session_known(real_kafka, sid) for sid in given])
         finally:
             await c.close()
+        closes = [req for req, _ in wire.since(len(wire.fetches) - len(given))]
+        assert {req.session_id for req in closes} == given and all(req.session_epoch == -1 for req in closes)
+        assert not any([await _session_known(real_kafka, sid) for sid in given]), (
+            "a session outlived the close"
+        )
 
     asyncio.run(asyncio.wait_for(main(), 90))
 

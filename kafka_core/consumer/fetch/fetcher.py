@@ -12,7 +12,10 @@ Each fetch connection keeps an incremental fetch session (KIP-227, see session.p
 only the partitions whose fetch state changed, and the work of a round is the partitions that
 changed (data taken, a seek, a pause, an answer with records or an error, a leader move), never
 the whole assignment: the subscription notes every change to a partition's state, and a metadata
-change is compared against the sessions once.
+change is compared against the sessions once. Partitions with records to read are dealt over
+``fetch_concurrency`` connections (lanes) per broker; caught-up ones share one lane and session,
+so an idle consumer long-polls each broker once per fetch_max_wait (moving a partition between
+lanes is a leader move in small: the old session forgets it, the new one adds it).
 
 Fetches carry the partition leader's epoch (v9+) and the last fetched record's epoch (v12+): a
 leader change puts the position up for validation (KIP-320, see validation.py) and a diverging
@@ -37,7 +40,7 @@ from kafka_core.client.waiting import wait_event
 from kafka_core.consumer.fetch.buffer import FetchBuffer
 from kafka_core.consumer.fetch.requests import FetchRequests, cached_topic_ids, session_topics_of, topics_of
 from kafka_core.consumer.fetch.results import PartitionFetch, leader_moved, scan_batches
-from kafka_core.consumer.fetch.session import SESSION_ERRORS, FetchSession, PartitionData
+from kafka_core.consumer.fetch.session import SESSION_ERRORS, FetchSession, PartitionData, SessionRequest
 from kafka_core.consumer.fetch.validation import PositionValidator
 from kafka_core.consumer.policies import IsolationLevel, OffsetReset
 from kafka_core.consumer.subscription import SubscriptionState
@@ -58,6 +61,13 @@ log = logging.getLogger("kafka_core.consumer.fetcher")  # its name before the mo
 # follower is still in that partition's ISR; a Fetch behind them on the same connection waited
 # as long (issue 21, kafka_core/devtools/chaos/timing.py).
 FETCH_LANE_BASE = 1
+# Partitions caught up with their log's end are fetched on this one lane of their broker, in
+# one fetch session: an idle consumer sends one long poll per broker per fetch_max_wait, as the
+# Java client and librdkafka do, not one per lane (each costs the client some 1.2 ms of CPU and
+# the broker a walk over the session). A partition with records to read goes back to its lane.
+PARK_LANE = FETCH_LANE_BASE
+# The longest a close waits for the brokers to take the fetch sessions' closes.
+CLOSE_SESSIONS_S = 1.0
 
 
 class FetchOutcome(enum.Enum):
@@ -113,10 +123,13 @@ class Fetcher:
         # Up to ``fetch_concurrency`` Fetch requests in flight per broker, each on its own
         # connection (lane): a broker serves one connection's requests one at a time, so this is
         # what lets it work on several partitions at once, and a lane long-polling a caught-up
-        # partition never holds up the others. Partitions keep their lane. Lanes start at
-        # FETCH_LANE_BASE: lane 0 carries everything else, the group coordinator's requests too.
+        # partition never holds up the others. A partition keeps its lane while it has records to
+        # read; caught up (its next offset at its log's end, ``_ends``), it waits on PARK_LANE
+        # with the other caught-up partitions of its broker. Lanes start at FETCH_LANE_BASE:
+        # lane 0 carries everything else, the group coordinator's requests too.
         self._lanes = max(1, fetch_concurrency)
         self._lane_of: dict[TopicPartition, int] = {}
+        self._ends: dict[TopicPartition, int] = {}  # as last answered: high watermark (LSO: read_committed)
         self._next_lane: dict[int, int] = defaultdict(int)
         self._inflight: dict[tuple[int, int], asyncio.Task[None]] = {}
         # One fetch session per (broker, lane), and the slot each fetched partition is in.
@@ -158,7 +171,9 @@ class Fetcher:
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run(), name="kafka-core-fetcher")
 
-    async def close(self) -> None:
+    async def close(self, timeout_s: float | None = None) -> None:
+        """Stop fetching, then close the brokers' fetch sessions within ``timeout_s`` (and
+        CLOSE_SESSIONS_S)."""
         self._closed = True
         tasks = [t for t in (self._task, *self._inflight.values()) if t is not None]
         for t in tasks:
@@ -166,6 +181,39 @@ class Fetcher:
         await asyncio.gather(*tasks, return_exceptions=True)
         await self.validator.close()
         self._task = None
+        bound = CLOSE_SESSIONS_S if timeout_s is None else min(max(timeout_s, 0.0), CLOSE_SESSIONS_S)
+        await self._close_sessions(bound)
+
+    async def _close_sessions(self, timeout_s: float) -> None:
+        """Tell each broker to drop our fetch sessions (FINAL_EPOCH, KIP-227), as Java's consumer
+        does on close: a session left behind holds a slot of the broker's cache (1,000 by
+        default, for every client) until it is evicted. Sent on lane 0, not behind a lane's
+        cancelled long poll; best effort: a broker that does not take it in time evicts it."""
+        closes = [(slot[0], p) for slot, s in self.sessions.items() if (p := s.close_request()) is not None]
+        if not closes or timeout_s <= 0:
+            return
+
+        async def close_one(node: int, plan: SessionRequest) -> None:
+            request, version = await self._requests.build_close(node, plan)
+            resp = await self._client.send(node, request, version)
+            if resp.error_code:
+                log.debug(
+                    "fetch session %d on node %s: close answered %s", plan.session_id, node, resp.error_code
+                )
+
+        try:
+            async with asyncio.timeout(timeout_s):
+                results = await asyncio.gather(*(close_one(n, p) for n, p in closes), return_exceptions=True)
+        except TimeoutError:
+            log.debug("fetch sessions not closed within %.1fs: the brokers evict them", timeout_s)
+            return
+        for (node, plan), result in zip(closes, results, strict=True):
+            if isinstance(result, KafkaError):
+                log.debug("closing fetch session %d on node %s failed: %r", plan.session_id, node, result)
+            elif isinstance(result, BaseException):  # a bug: said, but the close goes on
+                log.warning(
+                    "closing fetch session %d on node %s failed", plan.session_id, node, exc_info=result
+                )
 
     def wake(self) -> None:
         self._wake.set()
@@ -394,6 +442,7 @@ class Fetcher:
             if tp not in self._subs:
                 self._unplace(tp)
                 self._held.pop(tp, None)
+                self._ends.pop(tp, None)
                 continue
             if self._subs.state(tp).position is not None:
                 if meta is None:
@@ -432,14 +481,17 @@ class Fetcher:
             if tp not in self._subs or not self._wanted(tp, now):
                 self._unplace(tp)  # revoked, reassigned or reset during the lookup
                 continue
-            slot = (node, self._lane(node, tp))
+            data = self._partition_data(tp)
+            slot = (node, self._lane(node, tp, data.fetch_offset))
             if self._slot_of.get(tp) != slot:
-                self._unplace(tp)  # its leader moved: the old connection's session forgets it
+                # Its leader moved, or it caught up or fell behind: the old session forgets it
+                # with its next request, the new one adds it with its own.
+                self._unplace(tp)
                 self._slot_of[tp] = slot
             session = self.sessions.get(slot)
             if session is None:
                 session = self.sessions[slot] = FetchSession(node)
-            session.want(tp, self._partition_data(tp))
+            session.want(tp, data)
         return bool(unrouted)
 
     def _partition_data(self, tp: TopicPartition) -> PartitionData:
@@ -466,8 +518,13 @@ class Fetcher:
         self._held[tp] = (until, backoff)
         heapq.heappush(self._hold_ends, (until, tp))
 
-    def _lane(self, node: int, tp: TopicPartition) -> int:
-        """The partition's lane: dealt round-robin per broker the first time it is fetched."""
+    def _lane(self, node: int, tp: TopicPartition, offset: int) -> int:
+        """The partition's lane: PARK_LANE while ``offset`` is at its log's end as last answered,
+        else its own, dealt round-robin per broker the first time it is fetched."""
+        if self._lanes > 1:
+            end = self._ends.get(tp)
+            if end is not None and offset >= end:
+                return PARK_LANE
         lane = self._lane_of.get(tp)
         if lane is None:
             if len(self._lane_of) > 2 * self._subs.size() + 64:
@@ -523,6 +580,12 @@ class Fetcher:
                         tp, p, None if asked is None else (asked.fetch_offset, asked.version), resp
                     )
                     if outcome is FetchOutcome.NOTHING:
+                        if (
+                            asked is not None
+                            and self._lanes > 1
+                            and lane != self._lane(node, tp, asked.fetch_offset)
+                        ):
+                            self._dirty.add(tp)  # caught up off PARK_LANE, or behind on it
                         continue
                     got |= outcome is FetchOutcome.GOT
                     self._dirty.add(tp)  # its next fetch offset, or whether it is held, changed
@@ -608,6 +671,11 @@ class Fetcher:
             return FetchOutcome.GOT
         if p.high_watermark >= 0:
             st.high_watermark = p.high_watermark
+            lso = p.last_stable_offset
+            if self._isolation is IsolationLevel.READ_COMMITTED and lso >= 0:
+                self._ends[tp] = lso  # the end of what read_committed may read
+            else:
+                self._ends[tp] = p.high_watermark
         records = p.records
         if not records:
             return FetchOutcome.NOTHING

@@ -154,6 +154,24 @@ class FetchRequests:
         )
         return request, version, plan
 
+    async def build_close(self, node: int, plan: SessionRequest) -> tuple[FetchRequest, int]:
+        """The Fetch that closes a session (``plan`` from :meth:`FetchSession.close_request`): no
+        partition, no wait; the broker removes the session and answers at once."""
+        conn = await self._client.connection(node)
+        version = conn.choose_version(ApiKey.FETCH, max_version=FETCH_MAX_VERSION)
+        request = FetchRequest(
+            replica_id=-1,
+            max_wait_ms=0,
+            min_bytes=0,
+            max_bytes=self._max_bytes,
+            isolation_level=self._isolation,
+            session_id=plan.session_id,
+            session_epoch=plan.epoch,
+            topics=[],
+            forgotten_topics_data=[],
+        )
+        return request, version
+
     @property
     def partition_max_bytes(self) -> int:
         return self._part_max

@@ -200,6 +200,16 @@ class FetchSession:
             self.epoch = 1 if self.epoch >= _MAX_EPOCH else self.epoch + 1
         return True
 
+    def close_request(self) -> SessionRequest | None:
+        """The Fetch that closes the broker's session (FINAL_EPOCH, naming no partition), so that
+        the broker frees its cache slot at once instead of evicting it later; None without a
+        session. The session is forgotten here: used again, it opens a new one in full."""
+        if self.session_id == INVALID_SESSION_ID:
+            return None
+        plan = SessionRequest(self.session_id, FINAL_EPOCH, {}, [], True, bool(self._by_id))
+        self.session_id, self.epoch = INVALID_SESSION_ID, INITIAL_EPOCH
+        return plan
+
     def failed(self) -> None:
         """The request got no answer (connection lost, timeout): its effect on the broker's
         session is unknown, so the next request is a full one."""
