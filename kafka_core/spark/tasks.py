@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 from pyspark.sql.datasource import InputPartition, WriterCommitMessage
 
 from kafka_core.spark.options import SourceOptions
+from kafka_core.spark.profiling import profiled_iter
 
 if TYPE_CHECKING:
     from kafka_core.producer import PreparedTransaction
@@ -88,8 +89,8 @@ def read_partition(partition: InputPartition) -> Iterator[Any]:
 
     batches = read_range(partition.options, partition.range)
     if partition.options.include_headers:
-        return (_null_empty_headers(b) for b in batches)
-    return batches
+        batches = (_null_empty_headers(b) for b in batches)
+    return profiled_iter("read", batches)
 
 
 def _null_empty_headers(batch: Any) -> Any:

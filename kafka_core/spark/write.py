@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from kafka_core.errors import KafkaConfigError, KafkaError, KafkaTimeoutError
 from kafka_core.spark.cache import WorkerCache
 from kafka_core.spark.options import SinkOptions
+from kafka_core.spark.profiling import profiled_call
 
 if TYPE_CHECKING:
     from kafka_core.producer import PreparedTransaction
@@ -393,8 +394,8 @@ def _task_partition() -> int:
 
 def _write(options: SinkOptions, feed: Any) -> TaskResult:
     if options.transactional_id_prefix is None:
-        return TaskResult(_run(options, feed))
-    return _run_transactional(options, feed, _task_partition())
+        return profiled_call("write", lambda: TaskResult(_run(options, feed)))
+    return profiled_call("write", lambda: _run_transactional(options, feed, _task_partition()))
 
 
 def write_arrow(options: SinkOptions, batches: Iterator[Any]) -> TaskResult:
