@@ -16,8 +16,9 @@ The connector is a JVM jar built for one Spark version: when Maven Central has n
 running pyspark, the job re-runs itself under the newest connector release's pyspark (a venv in
 the user cache, kafka_core.devtools.brokers.spark_connector), so both formats share one Spark.
 
-Without ``--bootstrap-servers`` or ``KAFKA_BOOTSTRAP_SERVERS`` an embedded Tansu broker
-(kafka_core.devtools.brokers) runs for the duration. Exit status: 0 PASS, 1 FAIL or a failed job,
+Without ``--bootstrap-servers`` or ``KAFKA_BOOTSTRAP_SERVERS`` an embedded broker
+(kafka_core.devtools.brokers) runs for the duration: Tansu, or with Spark's connector in the run
+Apache Kafka (the connector's writes to Tansu 0.5 lost records here), as ``--broker`` picks. Exit status: 0 PASS, 1 FAIL or a failed job,
 2 bad arguments or set-up (one line on stderr, before Spark starts), or a Spark that did not start
 (one line: its JVM's reason).
 """
@@ -49,7 +50,7 @@ if TYPE_CHECKING:
     from pyspark.sql import DataFrame, DataFrameReader, SparkSession
     from pyspark.sql.streaming.readwriter import DataStreamReader
 
-    from kafka_core.devtools.brokers import TansuBroker
+    from kafka_core.devtools.brokers import KafkaCluster, TansuBroker
     from kafka_core.devtools.pipeline.data import Aggregates, Fingerprint, Revenue
 
 PROG = "python -m kafka_core.devtools.pipeline"
@@ -117,6 +118,12 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--topic", metavar="NAME", help="topic (default: a fresh orders-<run id>, deleted afterwards)"
     )
+    p.add_argument(
+        "--broker",
+        choices=("tansu", "kafka"),
+        help="the embedded broker without --bootstrap-servers: tansu, or kafka (Apache Kafka from Maven "
+        "Central's jars); default tansu, kafka when Spark's connector runs",
+    )
     p.add_argument("--seed", type=int, metavar="N", default=42, help="generator seed (default 42)")
     p.add_argument(
         "--max-offsets-per-trigger",
@@ -145,8 +152,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         p.error("--compare runs both formats: leave out --format")
     if args.rounds and not args.compare:
         p.error("--rounds goes with --compare")
+    if args.broker and args.bootstrap_servers:
+        p.error(
+            "--broker picks the embedded broker: leave it out with --bootstrap-servers (or KAFKA_BOOTSTRAP_SERVERS)"
+        )
     args.formats = list(FORMATS) if args.compare else [args.format or FORMAT]
     args.rounds = (args.rounds or COMPARE_ROUNDS) if args.compare else 1
+    args.broker = args.broker or ("kafka" if CONNECTOR in args.formats else "tansu")
     return args
 
 
@@ -787,7 +799,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parse_args(argv)
     run_id = uuid.uuid4().hex[:12]
     topic = args.topic or f"orders-{run_id}"
-    tansu: TansuBroker | None = None
+    embedded: TansuBroker | KafkaCluster | None = None
     try:
         if not _TOPIC.fullmatch(topic) or topic in (".", ".."):
             raise SetupError(f"bad --topic {topic!r}: use 1 to 249 of the characters A-Z a-z 0-9 . _ -")
@@ -798,18 +810,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         if bootstrap:
             parse_bootstrap(bootstrap)
         else:
-            from kafka_core.devtools.brokers import BrokerStartError, TansuBroker
+            from kafka_core.devtools.brokers import BrokerStartError, KafkaCluster, TansuBroker
 
+            kind = "Apache Kafka" if args.broker == "kafka" else "Tansu"
             try:
-                tansu = TansuBroker().start()
-            except BrokerStartError as exc:
-                raise SetupError(f"no broker: {exc}") from None
-            bootstrap, label = tansu.bootstrap, f"{tansu.bootstrap} (embedded Tansu)"
+                embedded = KafkaCluster(1) if args.broker == "kafka" else TansuBroker()
+                embedded.start()
+            except BrokerStartError as exc:  # closed below, as after any set-up error
+                raise SetupError(f"no broker: embedded {kind}: {exc}") from None
+            bootstrap, label = embedded.bootstrap, f"{embedded.bootstrap} (embedded {kind})"
         first = leg_topic(topic, args.formats[0], 1, args.compare)
         partitions, created = prepare_topic(bootstrap, first, args.partitions)
     except SetupError as exc:
-        if tansu is not None:
-            tansu.close()
+        if embedded is not None:
+            embedded.close()
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     out = Console()
@@ -840,8 +854,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         out.line(f"FAIL: the job stopped with {type(exc).__name__}: {first}", "bold red")
         return 1
     finally:
-        if tansu is not None:
-            tansu.close()
+        if embedded is not None:
+            embedded.close()
         elif created and not args.topic and not args.compare:  # --compare's legs delete theirs
             out.line(f"{out.stamp()} topic {topic} {delete_topic(bootstrap, topic)}", "dim")
     failed = [name for name, ok in run.checks if not ok]

@@ -105,3 +105,17 @@ def test_the_connector_is_the_running_pysparks_when_maven_has_it_else_the_newest
     version, why = connector_version_for("4.3.0", releases)
     assert version == "4.2.0" and "none for the running pyspark 4.3.0" in why
     assert connector_version_for("4.3.0", [])[0] == SPARK_CONNECTOR_VERSION
+
+
+def test_the_embedded_broker_is_apache_kafka_when_the_connector_runs(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("KAFKA_BOOTSTRAP_SERVERS", raising=False)
+    assert parse_args([]).broker == "tansu"
+    assert parse_args(["--compare"]).broker == "kafka"
+    assert parse_args(["--format", "kafka"]).broker == "kafka"
+    assert parse_args(["--compare", "--broker", "tansu"]).broker == "tansu"
+
+
+def test_broker_goes_without_bootstrap_servers(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        parse_args(["--broker", "kafka", "--bootstrap-servers", "127.0.0.1:9092"])
+    assert "leave it out with --bootstrap-servers" in capsys.readouterr().err
