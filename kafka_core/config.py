@@ -178,6 +178,8 @@ _CLIENT: dict[str, tuple[str, Convert]] = {
     "default.api.timeout.ms": ("api_timeout_ms", _float),
     "socket.connection.setup.timeout.ms": ("connect_timeout_ms", _float),
     "metadata.max.age.ms": ("metadata_max_age_ms", _float),
+    "metadata.recovery.strategy": ("metadata_recovery_strategy", _lower),
+    "metadata.recovery.rebootstrap.trigger.ms": ("metadata_recovery_rebootstrap_trigger_ms", _float),
     "retry.backoff.ms": ("retry_backoff_ms", _float),
     "retry.backoff.max.ms": ("retry_backoff_max_ms", _float),
     "reconnect.backoff.ms": ("reconnect_backoff_ms", _float),
