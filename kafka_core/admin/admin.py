@@ -14,9 +14,11 @@ from typing import TYPE_CHECKING, Any, Self
 from kafka_core.admin.acls import AclCalls
 from kafka_core.admin.configs import ConfigCalls
 from kafka_core.admin.coordinator import Coordinators
+from kafka_core.admin.features import FeatureCalls
 from kafka_core.admin.groups import GroupCalls
 from kafka_core.admin.offsets import OffsetCalls
 from kafka_core.admin.replicas import ReplicaCalls
+from kafka_core.admin.security import SecurityCalls
 from kafka_core.admin.share_groups import ShareGroupCalls
 from kafka_core.admin.topics import TopicCalls
 from kafka_core.admin.transactions import DEFAULT_MAX_TRANSACTION_TIMEOUT_MS, TransactionCalls
@@ -31,9 +33,13 @@ if TYPE_CHECKING:
     from kafka_core.admin.results import (
         AclBinding,
         AclBindingFilter,
+        ClientQuotaEntity,
         ClusterDescription,
         ConfigEntry,
         ConfigResource,
+        DelegationToken,
+        FeatureMetadata,
+        FeatureUpdate,
         GroupDescription,
         GroupLag,
         GroupListing,
@@ -41,7 +47,11 @@ if TYPE_CHECKING:
         LogDirDescription,
         PartitionReassignment,
         ProducerState,
+        QuorumInfo,
         Result,
+        ScramCredentialInfo,
+        ScramDeletion,
+        ScramUpsertion,
         SharePartitionOffset,
         TopicDescription,
         TransactionDescription,
@@ -82,6 +92,8 @@ class KafkaAdmin:
         self._acls = AclCalls(client, timeout)
         self._transactions = TransactionCalls(client, self._offsets, timeout)
         self._replicas = ReplicaCalls(client, timeout)
+        self._features = FeatureCalls(client, timeout)
+        self._security = SecurityCalls(client, timeout)
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> Self:
@@ -514,6 +526,110 @@ class KafkaAdmin:
         """Per broker (default: all), its log dirs with the replicas in each (size, lag),
         optionally only those of ``topics``; an offline dir has its error."""
         return await self._replicas.describe_log_dirs(broker_ids, topics=topics, timeout_ms=timeout_ms)
+
+    # -- the quorum and features ---------------------------------------------------------------------
+
+    async def describe_quorum(self, *, timeout_ms: float | None = None) -> QuorumInfo:
+        """The KRaft metadata quorum: leader, epoch, high watermark, and each voter's and
+        observer's log end offset and last fetch (how far behind a controller or broker is)."""
+        return await self._features.describe_quorum(timeout_ms=timeout_ms)
+
+    async def describe_features(self, *, timeout_ms: float | None = None) -> FeatureMetadata:
+        """The cluster's finalized feature levels (``metadata.version``, ``transaction.version``,
+        ``group.version``...) and the ranges the answering broker supports."""
+        return await self._features.describe_features(timeout_ms=timeout_ms)
+
+    async def update_features(
+        self,
+        updates: Mapping[str, FeatureUpdate | int],
+        *,
+        validate_only: bool = False,
+        timeout_ms: float | None = None,
+    ) -> dict[str, Result[None]]:
+        """Set feature levels, ``{"transaction.version": 2}`` (an upgrade) or
+        :class:`FeatureUpdate` for a downgrade; ``validate_only`` asks the controller whether it
+        would. A level the brokers do not support gets INVALID_UPDATE_VERSION."""
+        return await self._features.update_features(
+            updates, validate_only=validate_only, timeout_ms=timeout_ms
+        )
+
+    # -- SCRAM users, client quotas, delegation tokens -------------------------------------------------
+
+    async def describe_user_scram_credentials(
+        self, users: Iterable[str] | None = None, *, timeout_ms: float | None = None
+    ) -> dict[str, Result[list[ScramCredentialInfo]]]:
+        """Each user's SCRAM mechanisms and iterations (``None``: every user that has one); a
+        user without credentials gets RESOURCE_NOT_FOUND. Passwords are never given out."""
+        return await self._security.describe_user_scram_credentials(users, timeout_ms=timeout_ms)
+
+    async def alter_user_scram_credentials(
+        self, alterations: Iterable[ScramUpsertion | ScramDeletion], *, timeout_ms: float | None = None
+    ) -> dict[str, Result[None]]:
+        """Set (:class:`ScramUpsertion`) or remove (:class:`ScramDeletion`) users' SCRAM
+        credentials; the password is salted and hashed here, only the hash is sent."""
+        return await self._security.alter_user_scram_credentials(alterations, timeout_ms=timeout_ms)
+
+    async def describe_client_quotas(
+        self,
+        entity: Mapping[str, str | None] | None = None,
+        *,
+        strict: bool = False,
+        timeout_ms: float | None = None,
+    ) -> dict[ClientQuotaEntity, dict[str, float]]:
+        """Quotas by entity: ``{"user": "alice"}`` matches that user's (and, unless ``strict``,
+        those of alice with any client id); a None name is the default entity; no filter: all."""
+        return await self._security.describe_client_quotas(entity, strict=strict, timeout_ms=timeout_ms)
+
+    async def alter_client_quotas(
+        self,
+        changes: Mapping[ClientQuotaEntity, Mapping[str, float | None]],
+        *,
+        validate_only: bool = False,
+        timeout_ms: float | None = None,
+    ) -> dict[ClientQuotaEntity, Result[None]]:
+        """Set quotas, ``{ClientQuotaEntity.of({"user": "alice"}): {"producer_byte_rate": 1e6}}``;
+        a None value removes that quota."""
+        return await self._security.alter_client_quotas(
+            changes, validate_only=validate_only, timeout_ms=timeout_ms
+        )
+
+    async def create_delegation_token(
+        self,
+        *,
+        renewers: Iterable[str] = (),
+        max_lifetime_ms: int = -1,
+        owner: str | None = None,
+        timeout_ms: float | None = None,
+    ) -> DelegationToken:
+        """A delegation token for the connection's principal (or ``owner``, "User:bob", Kafka
+        3.3+), renewable by ``renewers``. Needs a SASL or TLS-authenticated connection and a
+        cluster with ``delegation.token.secret.key`` (else DELEGATION_TOKEN_AUTH_DISABLED)."""
+        return await self._security.create_delegation_token(
+            renewers=renewers, max_lifetime_ms=max_lifetime_ms, owner=owner, timeout_ms=timeout_ms
+        )
+
+    async def renew_delegation_token(
+        self, hmac: bytes, *, renew_period_ms: int = -1, timeout_ms: float | None = None
+    ) -> int:
+        """Push the token's expiry out (by ``renew_period_ms``, or the broker's default); the new
+        expiry time in ms."""
+        return await self._security.renew_delegation_token(
+            hmac, renew_period_ms=renew_period_ms, timeout_ms=timeout_ms
+        )
+
+    async def expire_delegation_token(
+        self, hmac: bytes, *, expiry_time_period_ms: int = -1, timeout_ms: float | None = None
+    ) -> int:
+        """Expire the token now (-1) or after ``expiry_time_period_ms``; the expiry time in ms."""
+        return await self._security.expire_delegation_token(
+            hmac, expiry_time_period_ms=expiry_time_period_ms, timeout_ms=timeout_ms
+        )
+
+    async def describe_delegation_tokens(
+        self, owners: Iterable[str] | None = None, *, timeout_ms: float | None = None
+    ) -> list[DelegationToken]:
+        """The tokens the principal may see, of ``owners`` ("User:alice") or all."""
+        return await self._security.describe_delegation_tokens(owners, timeout_ms=timeout_ms)
 
 
 __all__ = ["KafkaAdmin"]
