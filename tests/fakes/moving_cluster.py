@@ -9,7 +9,8 @@ one shared state: per partition a leader, a leader epoch and a log of the record
 move must have learnt it from a Produce or Fetch answer's hint, which the nodes send
 (``current_leader``, ``node_endpoints``) unless ``hints=False``. ``black_hole()`` makes every
 node take connections and requests and answer nothing (a decommissioned broker left running, a
-dead proxy); ``rebootstrap_required`` makes Metadata v13+ answer REBOOTSTRAP_REQUIRED. ``nodes``
+dead proxy); ``decommission()`` makes them answer ApiVersions only (connections come up, nothing is served);
+``rebootstrap_required`` makes Metadata v13+ answer REBOOTSTRAP_REQUIRED. ``nodes``
 may bind another loopback address than 127.0.0.1 (``host``), for tests that move a DNS name.
 """
 
@@ -76,6 +77,7 @@ class MovingCluster:
         self.frozen: tuple[dict[int, int], dict[int, int]] | None = None
         self.listed_nodes: list[int] | None = None  # Metadata names only these (None: all)
         self.silent = False
+        self.metadata_only_lost = False
         self.rebootstrap_required = False
         self._servers: list[asyncio.base_events.Server] = []
         self._handlers: set[asyncio.Task[None]] = set()
@@ -116,6 +118,11 @@ class MovingCluster:
         """Every node takes connections and requests, and answers nothing more."""
         self.silent = True
 
+    def decommission(self) -> None:
+        """Every node goes on taking connections (ApiVersions answered) but answers nothing
+        else: a broker left running after its cluster moved on, as KIP-1102 has it."""
+        self.metadata_only_lost = True
+
     def records(self, partition: int) -> list[bytes | None]:
         """The record values written to ``partition``, in log order."""
         from kafka_core.codec import decode_record_batches
@@ -137,7 +144,7 @@ class MovingCluster:
                 req = decode_request(await reader.readexactly(size))
                 h = req.header
                 self.requests[(node, h.api_key)] += 1
-                if self.silent:
+                if self.silent or (self.metadata_only_lost and h.api_key != ApiKey.API_VERSIONS):
                     continue
                 body = self._answer(node, h.api_key, h.api_version, req.body)
                 if body is None:
