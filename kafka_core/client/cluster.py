@@ -199,6 +199,7 @@ class KafkaClient(ClientOperations):
         self._hinted: set[str] = set()
         self._hint_refresh: asyncio.Task[None] | None = None
         self.rebootstraps = 0  # how many times the client went back to its bootstrap servers
+        self.leader_hints = 0  # leader moves taken from Produce/Fetch answers (KIP-951)
         self._ssl: ssl.SSLContext | None = None
         if protocol in ("SSL", "SASL_SSL"):
             self._ssl = ssl_context or build_ssl_context(
@@ -721,6 +722,7 @@ class KafkaClient(ClientOperations):
             return False
         if not self._meta.take_leader(topic, partition, hint.leader, hint.epoch):
             return False
+        self.leader_hints += 1
         self._hinted.add(topic)
         if self._hint_refresh is None or self._hint_refresh.done():
             self._hint_refresh = self._spawn(self._refresh_hinted())

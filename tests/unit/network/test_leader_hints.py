@@ -162,6 +162,7 @@ async def test_the_client_takes_a_hint_and_leader_for_answers_it_without_a_reque
             assert not client.take_leader_hint(T, 0, LeaderHint(3, 1))  # not newer: the cache's epoch is 1
             assert not client.take_leader_hint(T, 0, LeaderHint(3, 2))  # node 3 unknown, no address given
             assert client.take_leader_hint(T, 0, LeaderHint(3, 2, (endpoint,)))
+            assert client.leader_hints == 1
             assert await client.leader_for(T, 0) == 3
             assert (
                 cluster.requests[(1, 3)] + cluster.requests[(2, 3)] == asked
