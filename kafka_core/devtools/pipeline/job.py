@@ -147,6 +147,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         metavar="N",
         help=f"with --compare: rounds of both formats, alternating which goes first (default {COMPARE_ROUNDS})",
     )
+    p.add_argument(
+        "--event-log",
+        metavar="DIR",
+        type=Path,
+        help="keep Spark's event log (every task's run, CPU, GC and serialisation times) in DIR, for "
+        "python -m kafka_core.devtools.pipeline.profile",
+    )
     args = p.parse_args(argv)
     if args.compare and args.format:
         p.error("--compare runs both formats: leave out --format")
@@ -403,6 +410,9 @@ class Run:
     @contextlib.contextmanager
     def timed(self, key: str, title: str) -> Iterator[None]:
         with self.out.phase(title):
+            spark = self.out.spark
+            if spark is not None:  # the event log then tells each phase's jobs apart
+                spark.sparkContext.setJobGroup(f"{self.fmt}:{key}", title)
             start = time.perf_counter()
             yield
             self.timings[key] = time.perf_counter() - start
@@ -473,7 +483,9 @@ class JvmStderr:
             return jvm_cause(self.held)
 
 
-def start_spark(master: str, tmp: Path, jars: Sequence[Path] = ()) -> SparkSession:
+def start_spark(
+    master: str, tmp: Path, jars: Sequence[Path] = (), event_log: Path | None = None
+) -> SparkSession:
     """A Spark session on ``master`` with kafka_core registered and ``jars`` (Spark's connector)
     on its class path; :class:`SparkStartError` with the JVM's reason when it does not come up."""
     # PySpark warns on import when pandas is 3.x; the job uses no pandas (its workers use Arrow)
@@ -512,6 +524,11 @@ def start_spark(master: str, tmp: Path, jars: Sequence[Path] = ()) -> SparkSessi
     )
     if jars:
         conf = conf.set("spark.jars", ",".join(str(j) for j in jars))
+    if event_log is not None:
+        event_log.mkdir(parents=True, exist_ok=True)
+        conf = conf.set("spark.eventLog.enabled", "true").set(
+            "spark.eventLog.dir", event_log.resolve().as_uri()
+        )
     stderr = JvmStderr()
     try:
         try:
@@ -645,7 +662,7 @@ def execute(run: Run, tmp: Path) -> None:
     limit = args.max_offsets_per_trigger or math.ceil(events / 8)
     jars = run.connector.jars if run.connector else []
     with run.timed("spark", f"starting Spark ({args.master})"):
-        spark = out.spark = start_spark(args.master, tmp, jars)
+        spark = out.spark = start_spark(args.master, tmp, jars, args.event_log)
     try:
         slices = max(spark.sparkContext.defaultParallelism, math.ceil(events / 200_000))
         with run.timed("source", f"generating {events:,} order events in {slices} Spark partitions"):
