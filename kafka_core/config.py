@@ -186,6 +186,7 @@ _CLIENT: dict[str, tuple[str, Convert]] = {
     "reconnect.backoff.max.ms": ("reconnect_backoff_max_ms", _float),
     "connections.max.idle.ms": ("connections_max_idle_ms", _float),
     "allow.auto.create.topics": ("allow_auto_create_topics", _bool),
+    "enable.metrics.push": ("enable_metrics_push", _bool),
     "security.protocol": ("security_protocol", _upper),
     "ssl.ca.location": ("ssl_cafile", _str),  # librdkafka's name
     "ssl.truststore.location": ("ssl_cafile", _str),  # a PEM file (JKS stores are Java-only)
