@@ -1,0 +1,249 @@
+"""What OpenTelemetry tracing costs: produce and consume throughput with tracing off and on,
+kafka_core (kafka_core.tracing) beside confluent-kafka (the contrib instrumentation), in one run.
+
+Each round measures every case once, in turn (off and on alternate, so load drifts hit both);
+the figures are medians over ``--rounds``. Tracing on: the OpenTelemetry SDK, every span sampled,
+a BatchSpanProcessor handing spans to an exporter that drops them (the SDK's own cost, not an
+exporter's). The consumed topic's records carry a ``traceparent`` header (written by a traced
+kafka_core producer), so the consume side pays for extracting it.
+
+Cases: ``send`` (one record per call, then flush), ``poll`` (kafka_core's poll: one span per
+poll, linked to the records' producer spans; confluent's ``consume(500)``, the same shape) and
+``per-record`` (kafka_core's iteration and confluent's ``poll()``: one span per record).
+
+    python -m bench.bench_tracing [--records 50000] [--size 100] [--rounds 3] [--json FILE]
+
+Uses KAFKA_BOOTSTRAP_SERVERS when set, else the bench broker (bench/brokers.py). Prints the
+medians, the on/off ratio per client and case, ours against confluent's with tracing on, and the
+load average before and after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from bench.brokers import bench_broker, broker_description
+
+
+def _provider() -> Any:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import BatchSpanProcessor, SpanExporter, SpanExportResult
+
+    class Drop(SpanExporter):
+        def export(self, spans: Sequence[Any]) -> SpanExportResult:
+            return SpanExportResult.SUCCESS
+
+    tp = TracerProvider()
+    tp.add_span_processor(BatchSpanProcessor(Drop(), max_queue_size=1 << 16))
+    return tp
+
+
+class Tracing:
+    """Turns ours and the contrib's instrumentation on and off between measurements."""
+
+    def __init__(self) -> None:
+        from opentelemetry.instrumentation.confluent_kafka import ConfluentKafkaInstrumentor
+
+        from kafka_core.tracing import KafkaCoreInstrumentor
+
+        self.provider = _provider()
+        self.ours = KafkaCoreInstrumentor()
+        self.theirs = ConfluentKafkaInstrumentor()
+
+    def set(self, on: bool) -> None:
+        if on and not self.ours.is_instrumented_by_opentelemetry:
+            self.ours.instrument(tracer_provider=self.provider)
+            self.theirs.instrument(tracer_provider=self.provider)
+        elif not on and self.ours.is_instrumented_by_opentelemetry:
+            self.provider.force_flush()
+            self.ours.uninstrument()
+            self.theirs.uninstrument()
+
+
+def ours_send(bootstrap: str, topic: str, n: int, value: bytes) -> float:
+    from kafka_core import KafkaProducer
+
+    with KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+        producer.send(topic, value).result(timeout=60)  # metadata and connections first
+        began = time.perf_counter()
+        send = producer.send
+        for _ in range(n):
+            send(topic, value)
+        producer.flush(120)
+        return n / (time.perf_counter() - began)
+
+
+def confluent_send(bootstrap: str, topic: str, n: int, value: bytes) -> float:
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    producer.produce(topic, value)
+    producer.flush(60)
+    began = time.perf_counter()
+    for _ in range(n):
+        while True:
+            try:
+                producer.produce(topic, value)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    if producer.flush(120):
+        raise RuntimeError("confluent-kafka did not deliver everything")
+    return n / (time.perf_counter() - began)
+
+
+def ours_consume(bootstrap: str, topic: str, n: int, per_record: bool) -> float:
+    from kafka_core import KafkaConsumer
+
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=bootstrap, group_id=None, auto_offset_reset="earliest", max_poll_records=500
+    )
+    try:
+        got = len(consumer.poll(timeout_ms=10_000))  # connected and fetching: the clock starts
+        began = time.perf_counter()
+        deadline = began + 120
+        if per_record:
+            for _ in consumer:
+                got += 1
+                if got >= n or time.perf_counter() > deadline:
+                    break
+        else:
+            while got < n and time.perf_counter() < deadline:
+                got += len(consumer.poll(timeout_ms=1_000))
+        elapsed = time.perf_counter() - began
+    finally:
+        consumer.close()
+    if got < n:
+        raise RuntimeError(f"kafka_core consumed {got} of {n}")
+    return n / elapsed
+
+
+def confluent_consume(bootstrap: str, topic: str, n: int, per_record: bool) -> float:
+    import confluent_kafka
+
+    consumer = confluent_kafka.Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": f"bench-{uuid.uuid4().hex[:8]}",
+            "auto.offset.reset": "earliest",
+        }
+    )
+    consumer.subscribe([topic])
+    try:
+        got = 0
+        began = None
+        deadline = time.perf_counter() + 180
+        while got < n and time.perf_counter() < deadline:
+            if per_record:
+                msg = consumer.poll(1.0)
+                batch = [msg] if msg is not None and msg.error() is None else []
+            else:
+                batch = [m for m in consumer.consume(min(500, n - got), 1.0) if m.error() is None]
+            if batch and began is None:
+                began = time.perf_counter()
+            got += len(batch)
+        elapsed = time.perf_counter() - (began or time.perf_counter())
+    finally:
+        consumer.close()
+    if got < n:
+        raise RuntimeError(f"confluent-kafka consumed {got} of {n}")
+    return n / elapsed
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", help="write the figures here too")
+    args = parser.parse_args(argv)
+    n, value = args.records, os.urandom(args.size)
+    load_before = os.getloadavg()
+    rates: dict[tuple[str, str, bool], list[float]] = {}
+    with bench_broker() as bootstrap:
+        from kafka_core import KafkaAdmin, NewTopic
+
+        tracing = Tracing()
+        produce_topics = [f"bench-tracing-p-{uuid.uuid4().hex[:8]}" for _ in range(4 * args.rounds)]
+        consume_topic = f"bench-tracing-c-{uuid.uuid4().hex[:8]}"
+        with KafkaAdmin(bootstrap) as admin:
+            for result in admin.create_topics(
+                [NewTopic(t, 1, 1) for t in [*produce_topics, consume_topic]]
+            ).values():
+                result.result()
+        tracing.set(True)  # the consumed records carry the producer's context, as traced ones do
+        ours_send(bootstrap, consume_topic, n, value)
+        tracing.set(False)
+        n_consume = n + 1
+        cases: list[tuple[str, str, Callable[[], float]]] = []
+        for round_no in range(args.rounds):
+            for on in (False, True):
+                topics = iter(produce_topics[round_no * 4 + (2 if on else 0) :])
+                t1, t2 = next(topics), next(topics)
+                cases = [
+                    ("kafka_core", "send", lambda t=t1: ours_send(bootstrap, t, n, value)),
+                    ("confluent-kafka", "send", lambda t=t2: confluent_send(bootstrap, t, n, value)),
+                    ("kafka_core", "poll", lambda: ours_consume(bootstrap, consume_topic, n_consume, False)),
+                    (
+                        "confluent-kafka",
+                        "poll",
+                        lambda: confluent_consume(bootstrap, consume_topic, n_consume, False),
+                    ),
+                    (
+                        "kafka_core",
+                        "per-record",
+                        lambda: ours_consume(bootstrap, consume_topic, n_consume, True),
+                    ),
+                    (
+                        "confluent-kafka",
+                        "per-record",
+                        lambda: confluent_consume(bootstrap, consume_topic, n_consume, True),
+                    ),
+                ]
+                tracing.set(on)
+                for client, case, measure in cases:
+                    rates.setdefault((client, case, on), []).append(measure())
+                    print(f"round {round_no + 1} tracing {'on ' if on else 'off'} {client:16} {case:10} "
+                          f"{rates[(client, case, on)][-1]:>10,.0f} records/s", file=sys.stderr)  # fmt: skip
+        tracing.set(False)
+    load_after = os.getloadavg()
+    median = {k: statistics.median(v) for k, v in rates.items()}
+    rows = []
+    print(f"\n{n:,} records of {args.size} B, {args.rounds} rounds, {broker_description()}")
+    print(f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f} ({os.cpu_count()} cores)\n")
+    print(f"{'client':16} {'case':10} {'off rec/s':>12} {'on rec/s':>12} {'on/off':>7}")
+    for client in ("kafka_core", "confluent-kafka"):
+        for case in ("send", "poll", "per-record"):
+            off, on = median[(client, case, False)], median[(client, case, True)]
+            rows.append({"client": client, "case": case, "off": off, "on": on, "on_over_off": on / off})
+            print(f"{client:16} {case:10} {off:>12,.0f} {on:>12,.0f} {on / off:>7.2f}")
+    print("\nkafka_core / confluent-kafka, tracing on:")
+    for case in ("send", "poll", "per-record"):
+        ratio = median[("kafka_core", case, True)] / median[("confluent-kafka", case, True)]
+        print(f"  {case:10} {ratio:.2f}x")
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(
+                {
+                    "records": n,
+                    "size": args.size,
+                    "rounds": args.rounds,
+                    "load": [load_before, load_after],
+                    "rows": rows,
+                },
+                f,
+                indent=2,
+            )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
