@@ -51,6 +51,7 @@ SHARED_FIXTURES: dict[str, frozenset[str]] = {
             "test_chaos_kafka.py",
             "test_consumer_truncation.py",
             "test_devbroker_failover_kafka.py",
+            "test_leader_moves_kafka.py",
         }
     ),
 }
