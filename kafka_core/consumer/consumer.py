@@ -95,8 +95,10 @@ class KafkaConsumer:
       gets the topic names matched here with Python's ``re.fullmatch`` instead.
     - ``group_remote_assignor``: with ``group_protocol="consumer"``, the broker's assignor to
       use (``"uniform"``, ``"range"``); None: the broker's default.
-    - ``client_rack``: this consumer's rack (Java's ``client.rack``), sent to the broker's
-      assignor with ``group_protocol="consumer"`` (rack-aware assignment).
+    - ``client_rack``: this consumer's rack (Java's ``client.rack``), sent in every Fetch: a
+      cluster whose brokers set ``replica.selector.class`` names a replica in that rack to read
+      from (follower fetching, KIP-392; docs/consumer.md), and to the broker's assignor with
+      ``group_protocol="consumer"`` (rack-aware assignment).
     - ``auto_offset_reset``: where a partition without a committed offset starts, or one whose
       offset is out of range or past a log truncation (KIP-320): ``"earliest"``, ``"latest"``
       (a truncation resumes at the first diverging offset) or ``"none"`` (poll raises
@@ -237,6 +239,8 @@ class KafkaConsumer:
             request_timeout_ms=request_timeout_ms,
             outage=outage,
             metrics=self._stats,
+            client_rack=client_rack,
+            metadata_max_age_ms=metadata_max_age_ms,
         )
         grouped = group_id is not None and static is None
         # The membership needs the rebalance listener, whose steps are the offsets', which need

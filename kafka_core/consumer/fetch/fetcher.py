@@ -38,6 +38,7 @@ from typing import Any
 from kafka_core.client.metadata import EARLIEST, LATEST, EpochEndOffset, TopicPartition
 from kafka_core.client.waiting import wait_event
 from kafka_core.consumer.fetch.buffer import FetchBuffer
+from kafka_core.consumer.fetch.replicas import ReadReplicas, online
 from kafka_core.consumer.fetch.requests import FetchRequests, cached_topic_ids, session_topics_of, topics_of
 from kafka_core.consumer.fetch.results import PartitionFetch, leader_moved, scan_batches
 from kafka_core.consumer.fetch.session import SESSION_ERRORS, FetchSession, PartitionData, SessionRequest
@@ -97,6 +98,8 @@ class Fetcher:
         request_timeout_ms: float = 30_000,
         outage: OutageTracker | None = None,
         metrics: ConsumerMetrics | None = None,
+        client_rack: str | None = None,
+        metadata_max_age_ms: float = 300_000,
     ) -> None:
         self._client = client
         self.metrics = metrics if metrics is not None else ConsumerMetrics()
@@ -106,7 +109,13 @@ class Fetcher:
         self._isolation = isolation_level
         self._max_wait = fetch_max_wait_ms
         self._min_bytes = fetch_min_bytes
-        self._requests = FetchRequests(client, fetch_max_bytes, max_partition_fetch_bytes, isolation_level)
+        self._requests = FetchRequests(
+            client, fetch_max_bytes, max_partition_fetch_bytes, isolation_level, rack_id=client_rack
+        )
+        # Follower fetching (KIP-392, see replicas.py): the replica a leader named for a
+        # partition, read from until its lease (metadata_max_age_ms, as Java) ends.
+        self.replicas = ReadReplicas(metadata_max_age_ms / 1000.0)
+        self._view: tuple[Any, dict[str, Any], set[int]] = (None, {}, set())  # see _replica_view
         self._check_crcs = check_crcs
         self._request_timeout = request_timeout_ms
         self.outage = outage if outage is not None else OutageTracker(request_timeout_ms / 1000.0)
@@ -266,6 +275,9 @@ class Fetcher:
                 continue
             # Held partitions and a failed validation round come due without anything waking us.
             due = [self._hold_ends[0][0]] if self._hold_ends else []
+            lease_end = self.replicas.next_due()
+            if lease_end is not None:
+                due.append(lease_end)
             if self.validator.retry_in is not None:
                 due.append(time.monotonic() + self.validator.retry_in)
             if not due:
@@ -378,6 +390,7 @@ class Fetcher:
         now = time.monotonic()
         while self._hold_ends and self._hold_ends[0][0] <= now:
             self._dirty.add(heapq.heappop(self._hold_ends)[1])
+        self._dirty.update(self.replicas.due(now))  # their leader next
         dirty = self._subs.take_changed()
         if self._dirty:
             dirty |= self._dirty
@@ -400,8 +413,10 @@ class Fetcher:
             return
         self._meta_seen = snapshot
         meta = {t.name: t for t in snapshot.topics}
+        brokers = {b.node_id for b in snapshot.brokers}
         # Leader changes of every partition with a position, paused ones too: a paused
         # partition's buffered records are not handed over past a leader change unvalidated.
+        # A partition read from a replica moves when that replica is no longer online for it.
         for tp, st in self._subs.items():
             if st.position is None:
                 continue
@@ -412,8 +427,22 @@ class Fetcher:
                 continue
             t = meta.get(tp.topic)
             p = t.partition(tp.partition) if t is not None else None
-            if p is None or p.leader != slot[0] or st.leader_epoch != before:
+            replica = self.replicas.node(tp)
+            if replica is not None and replica == slot[0]:
+                moved = not online(meta, brokers, tp, replica)
+            else:
+                moved = p is None or p.leader != slot[0]
+            if moved or st.leader_epoch != before:
                 self._dirty.add(tp)
+
+    def _replica_view(self) -> tuple[dict[str, Any], set[int]]:
+        """The cached metadata as read replicas are checked against it: topics by name, the
+        live brokers' ids (built once per metadata answer)."""
+        snapshot = self._client.cached_metadata()
+        if self._view[0] is not snapshot:
+            topics = {t.name: t for t in snapshot.topics}
+            self._view = (snapshot, topics, {b.node_id for b in snapshot.brokers})
+        return self._view[1], self._view[2]
 
     def _wanted(self, tp: TopicPartition, now: float) -> bool:
         """Whether ``tp`` is to be fetched now (it is assigned)."""
@@ -443,6 +472,7 @@ class Fetcher:
                 self._unplace(tp)
                 self._held.pop(tp, None)
                 self._ends.pop(tp, None)
+                self.replicas.clear(tp)
                 continue
             if self._subs.state(tp).position is not None:
                 if meta is None:
@@ -481,6 +511,8 @@ class Fetcher:
             if tp not in self._subs or not self._wanted(tp, now):
                 self._unplace(tp)  # revoked, reassigned or reset during the lookup
                 continue
+            if self.replicas.node(tp) is not None:
+                node = self.replicas.choose(tp, node, *self._replica_view(), now)
             data = self._partition_data(tp)
             slot = (node, self._lane(node, tp, data.fetch_offset))
             if self._slot_of.get(tp) != slot:
@@ -577,7 +609,7 @@ class Fetcher:
                         self._net.error_code(ApiKey.FETCH, node, p.error_code)
                     asked = session.sent(tp)
                     outcome = self._handle_partition(
-                        tp, p, None if asked is None else (asked.fetch_offset, asked.version), resp
+                        tp, p, None if asked is None else (asked.fetch_offset, asked.version), resp, node
                     )
                     if outcome is FetchOutcome.NOTHING:
                         if (
@@ -598,6 +630,7 @@ class Fetcher:
             if retry:
                 # The whole answer failed (a stale topic id...): metadata is refreshed, retry
                 # after a pause.
+                self._from_leaders(node, session)
                 self._dirty.update(session.wanted())  # their leaders looked up again
                 await asyncio.sleep(self._backoff[node].next_s())
         except asyncio.CancelledError:
@@ -611,6 +644,7 @@ class Fetcher:
             self.outage.failed_all(list(session.wanted()), exc, since=sent)
             for topic in {tp.topic for tp in session.wanted()}:
                 self._client.invalidate_metadata(topic)
+            self._from_leaders(node, session)
             self._dirty.update(session.wanted())  # their leaders looked up again
             await asyncio.sleep(self._backoff[node].next_s())
         except KafkaClosedError:
@@ -625,8 +659,37 @@ class Fetcher:
             self._inflight.pop(slot, None)
             self.wake()
 
+    def _from_leaders(self, node: int, session: FetchSession) -> None:
+        """A failed Fetch from ``node``: the partitions read from it as a replica go back to
+        their leaders (KIP-392), as Java's consumer does."""
+        if self.replicas:
+            for tp in session.wanted():
+                if self.replicas.clear(tp, node):
+                    log.debug("fetch of %s from replica %s failed: from its leader again", tp, node)
+
+    def _replica_failed(self, tp: TopicPartition, p: Any, code: int, node: int, resp: Any) -> FetchOutcome:
+        """An error from the replica ``tp`` was read from (KIP-392): it is read from its leader
+        again, whose answer decides. OFFSET_OUT_OF_RANGE resets nothing: the replica may be
+        behind the leader, or have deleted more; the leader is asked at once."""
+        log.debug("fetch of %s from replica %s: error %s; from its leader again", tp, node, code)
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            return FetchOutcome.MOVED
+        if code == ErrorCode.FENCED_LEADER_EPOCH:
+            self.validator.fenced(tp)  # our leader epoch is old: validate under the new one
+        if resp is not None and leader_moved(self._client, tp, p, resp):
+            return FetchOutcome.MOVED
+        if code in RETRIABLE_FETCH_CODES or self._client.note_error(code, tp.topic):
+            self._client.invalidate_metadata(tp.topic)
+            return FetchOutcome.RETRY  # after its backoff: the leader may name it again at once
+        return FetchOutcome.MOVED  # the leader's answer is the one raised, if it is the same
+
     def _handle_partition(
-        self, tp: TopicPartition, p: Any, sent: tuple[int, int] | None, resp: Any = None
+        self,
+        tp: TopicPartition,
+        p: Any,
+        sent: tuple[int, int] | None,
+        resp: Any = None,
+        node: int | None = None,
     ) -> FetchOutcome:
         if sent is None or tp not in self._subs:
             return FetchOutcome.NOTHING
@@ -637,6 +700,8 @@ class Fetcher:
         if st.epoch != epoch or st.reset is not None or expected != fetch_offset:
             return FetchOutcome.NOTHING  # a seek or reset happened meanwhile: this data is stale
         code = p.error_code
+        if code and node is not None and self.replicas.clear(tp, node):
+            return self._replica_failed(tp, p, code, node, resp)
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             if self.auto_offset_reset is not OffsetReset.NONE:
                 log.info(
@@ -677,6 +742,20 @@ class Fetcher:
             else:
                 self._ends[tp] = p.high_watermark
         records = p.records
+        replica = getattr(p, "preferred_read_replica", -1)
+        if replica >= 0 and node is not None and replica != node:
+            # KIP-392: the leader names the replica to read from (its answer has no records).
+            if online(*self._replica_view(), tp, replica):
+                log.debug("fetch of %s: read from replica %s (was %s)", tp, replica, node)
+                self.replicas.prefer(tp, replica)
+                if not records:
+                    return FetchOutcome.MOVED
+            elif not records:
+                # Not a live replica in our metadata (yet, or any more): the leader asked again
+                # at once would answer the same at once. Wait, with fresher metadata.
+                log.debug("fetch of %s: replica %s named, not online in the metadata", tp, replica)
+                self._client.invalidate_metadata(tp.topic)
+                return FetchOutcome.RETRY
         if not records:
             return FetchOutcome.NOTHING
         aborted = [(a.producer_id, a.first_offset) for a in (p.aborted_transactions or ())]

@@ -23,6 +23,8 @@ FETCH_BY_NAME_MAX_VERSION = 12
 LAST_FETCHED_EPOCH_MIN_VERSION = 12
 # Fetch 7+ carries a fetch session (KIP-227).
 SESSION_MIN_VERSION = 7
+# Fetch 11+ carries the client's rack; the leader may answer with a replica to read from (KIP-392).
+RACK_MIN_VERSION = 11
 _ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -30,12 +32,22 @@ class FetchRequests:
     """The consumer's fixed Fetch settings, and the request for given partitions and offsets."""
 
     def __init__(
-        self, client: Any, max_bytes: int, partition_max_bytes: int, isolation: IsolationLevel
+        self,
+        client: Any,
+        max_bytes: int,
+        partition_max_bytes: int,
+        isolation: IsolationLevel,
+        *,
+        rack_id: str | None = None,
     ) -> None:
         self._client = client
         self._max_bytes = max_bytes
         self._part_max = partition_max_bytes
         self._isolation = isolation
+        self._rack = rack_id or ""
+
+    def _rack_for(self, version: int) -> str:
+        return self._rack if version >= RACK_MIN_VERSION else ""
 
     async def build(
         self,
@@ -85,6 +97,7 @@ class FetchRequests:
             session_id=0,
             session_epoch=-1,  # no fetch session: every request is a full one
             topics=topics,
+            rack_id=self._rack_for(version),
         )
         return request, version
 
@@ -151,6 +164,7 @@ class FetchRequests:
             session_epoch=plan.epoch,
             topics=topics_out,
             forgotten_topics_data=forgotten,
+            rack_id=self._rack_for(version),
         )
         return request, version, plan
 

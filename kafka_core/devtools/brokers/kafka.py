@@ -18,6 +18,7 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -56,6 +57,8 @@ if TYPE_CHECKING:  # kerberos.py imports this package's common module: no import
 __all__ = ["KafkaCluster", "KafkaNode"]
 
 LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
+# The leaders' choice of a replica for a consumer to read from, given racks (follower fetching).
+RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 _READY = b"Kafka Server started"
 _LOG4J = """\
 status = warn
@@ -127,9 +130,15 @@ class KafkaCluster(EmbeddedBroker):
         kerberos: KerberosRealm | None = None,
         oauth: OAuthServer | None = None,
         extra_classpath: tuple[Path | str, ...] = (),
+        racks: Sequence[str] | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
+        if racks is not None and (len(racks) != nodes or not all(isinstance(r, str) and r for r in racks)):
+            raise ValueError(f"racks: one non-empty rack name per node ({nodes}), not {racks!r}")
+        # Each node's broker.rack, in node order (None: no racks). With racks the leaders pick a
+        # replica in the consumer's rack to read from (KIP-392's RackAwareReplicaSelector).
+        self.racks = list(racks) if racks is not None else None
         self.version = version
         self.host = host
         self.heap_mb = heap_mb or (768 if nodes == 1 else 448)
@@ -199,7 +208,9 @@ class KafkaCluster(EmbeddedBroker):
             "users": [user.as_json() for user in self.users],
             "ca_file": str(self.certificates.ca_file) if self.certificates else None,
             "nodes": [
-                {"id": n.node_id, "pid": n.pid, "port": n.port, "log": str(n.log_path)} for n in self.nodes
+                {"id": n.node_id, "pid": n.pid, "port": n.port, "log": str(n.log_path)}
+                | ({"rack": self.racks[n.node_id - 1]} if self.racks is not None else {})
+                for n in self.nodes
             ],
             "start_seconds": self.start_seconds,
             **self._describe_oauth(),
@@ -273,6 +284,9 @@ class KafkaCluster(EmbeddedBroker):
                 props[f"listener.name.{listener}.{mechanism.lower()}.sasl.jaas.config"] = jaas_config(
                     mechanism, self.users
                 )
+        if self.racks is not None:
+            props["broker.rack"] = self.racks[node.node_id - 1]
+            props["replica.selector.class"] = RACK_AWARE_SELECTOR
         props.update(self._oauth_properties())
         if self.kerberos is not None:
             props.update(self.kerberos.properties())
