@@ -119,21 +119,27 @@ class TelemetryPusher:
         if self._task is None:
             return
         task, self._task = self._task, None
-        assert self._stop is not None and self._busy is not None
-        self._stop.set()
-        task.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
-        sub = self.subscription
-        if not self.enabled or sub is None or not sub.wants_metrics:
-            return
+        assert self._stop is not None
         limit = (
             min(self._client.request_timeout_ms / 1000.0, TERMINATING_PUSH_S)
             if timeout_s is None
             else timeout_s
         )
+        deadline = time.monotonic() + max(limit, 0.0)
+        # The loop ends at its next wait; a push in flight is let finish (cancelled, its metrics,
+        # already counted as pushed, would be missing from a delta subscription's sums).
+        self._stop.set()
         try:
-            await within(self._push(sub, terminating=True), max(limit, 0.0))
+            await within(asyncio.shield(task), max(deadline - time.monotonic(), 0.0))
+        except TimeoutError:
+            task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+        sub = self.subscription
+        if not self.enabled or sub is None or not sub.wants_metrics:
+            return
+        try:
+            await within(self._push(sub, terminating=True), max(deadline - time.monotonic(), 0.0))
         except (KafkaError, TimeoutError) as exc:
             log.debug("terminating telemetry push failed: %s", exc)
 

@@ -297,3 +297,30 @@ async def test_a_payload_over_telemetry_max_bytes_is_not_sent() -> None:
     await asyncio.sleep(0.1)
     await pusher.close()
     assert not pushes(client) and pusher.enabled
+
+
+@sync
+async def test_a_push_in_flight_at_close_finishes_before_the_terminating_push() -> None:
+    """Cancelled, a push already counted would leave its increments out of a delta subscription."""
+    answer = answering(subscription(requested_metrics=["*"], delta_temporality=True), [])
+    in_flight = asyncio.Event()
+
+    class Slow(ScriptedClient):
+        async def send(self, node: int, body: Any) -> Any:
+            if body.API_KEY == ApiKey.PUSH_TELEMETRY and not body.terminating:
+                in_flight.set()
+                await asyncio.sleep(0.2)
+            return await super().send(node, body)
+
+    client = Slow(answer)
+    pusher = TelemetryPusher(client, "producer", lambda: SNAP)
+    pusher.start()
+    for _ in range(500):
+        if in_flight.is_set():
+            break
+        await asyncio.sleep(0.01)
+    await pusher.close(5)
+    got = pushes(client)
+    assert [p.terminating for p in got] == [False, True]
+    total = "org.apache.kafka.producer.record.send.total"
+    assert sum(names(p)[total].sum.data_points[0].as_int for p in got) == 10

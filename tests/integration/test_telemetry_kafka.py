@@ -1,0 +1,285 @@
+"""KIP-714 on Apache Kafka: what kafka_core pushes arrives at the broker, under the subscription's
+filter, with the names KIP-714 gives and the values the client's own ``metrics()`` shows; and
+librdkafka's pushes (confluent-kafka) to the same broker have the same shape.
+
+Kafka takes PushTelemetry only with a metrics reporter that receives client telemetry: the test
+compiles tests/java/TelemetryFileReporter.java against the broker's jars (javac) and starts its
+own one-node Kafka with it (``metric.reporters``), which writes each push to a file read here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import itertools
+import shutil
+import subprocess
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
+from prerequisites import need_module, unavailable
+
+from kafka_core import KafkaAdmin, KafkaConsumer, KafkaProducer
+from kafka_core.admin import ConfigResource, ConfigResourceType
+from kafka_core.aio import KafkaProducer as AsyncProducer
+from kafka_core.devbroker import KAFKA_VERSION, KafkaCluster, kafka_classpath
+from kafka_core.devtools.brokers.common import BrokerStartError
+
+DELTA = 1  # opentelemetry's AggregationTemporality
+REPORTER = Path(__file__).resolve().parents[1] / "java" / "TelemetryFileReporter.java"
+INTERVAL_MS = 300
+PRODUCER_ID = "kc-telemetry-producer"
+CONSUMER_ID = "kc-telemetry-consumer"
+RDKAFKA_ID = "rdkafka-telemetry-producer"
+UNMATCHED_ID = "kc-telemetry-unsubscribed"
+
+
+@dataclass
+class Push:
+    instance_id: str
+    terminating: bool
+    content_type: str
+    client_id: str
+    data: MetricsData
+
+    def metrics(self) -> dict[str, Any]:
+        return {m.name: m for rm in self.data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
+
+    def resource(self) -> dict[str, str]:
+        return {
+            kv.key: kv.value.string_value
+            for rm in self.data.resource_metrics
+            for kv in rm.resource.attributes
+        }
+
+
+@dataclass
+class Broker:
+    cluster: KafkaCluster
+    pushes_file: Path
+
+    def pushes(self, client_id: str) -> list[Push]:
+        if not self.pushes_file.exists():
+            return []
+        out = []
+        for line in self.pushes_file.read_text().splitlines():
+            instance, terminating, content_type, cid, _interval, data = line.split(" ")
+            if cid == client_id:
+                out.append(
+                    Push(
+                        instance,
+                        terminating == "true",
+                        content_type,
+                        cid,
+                        MetricsData.FromString(base64.b64decode(data)),
+                    )
+                )
+        return out
+
+    def wait_pushes(self, client_id: str, count: int, timeout: float = 60.0) -> list[Push]:
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            got = self.pushes(client_id)
+            if len(got) >= count:
+                return got
+            time.sleep(0.1)
+        raise AssertionError(
+            f"{count} pushes from {client_id} not received in {timeout}s: {len(self.pushes(client_id))}"
+        )
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
+    javac = shutil.which("javac")
+    if javac is None:
+        unavailable("javac (a JDK 17+)", "the KIP-714 tests compile the broker's telemetry receiver")
+    work = tmp_path_factory.mktemp("telemetry")
+    classes = work / "classes"
+    classes.mkdir()
+    try:
+        jars = kafka_classpath(KAFKA_VERSION)
+    except BrokerStartError as exc:
+        unavailable(f"Apache Kafka {KAFKA_VERSION}'s jars", exc)
+    subprocess.run([javac, "-cp", f"{jars}/*", "-d", str(classes), str(REPORTER)], check=True, timeout=300)
+    pushes_file = work / "pushes.txt"
+    cluster = KafkaCluster(
+        1,
+        version=KAFKA_VERSION,
+        overrides={
+            "metric.reporters": "TelemetryFileReporter",
+            "kafka_core.telemetry.file": str(pushes_file),
+        },
+        extra_classpath=(classes,),
+    )
+    try:
+        cluster.start()
+    except BrokerStartError as exc:
+        cluster.close()
+        unavailable(f"Apache Kafka {KAFKA_VERSION} with a telemetry reporter", exc)
+    try:
+        with KafkaAdmin(cluster.bootstrap) as admin:
+            subscriptions = {
+                # the producer is asked for two groups of metrics only: the filter is checked
+                "kc-producer": (
+                    "org.apache.kafka.producer.record.send,org.apache.kafka.producer.node.request.latency",
+                    f"client_id={PRODUCER_ID}",
+                ),
+                "kc-consumer": ("org.apache.kafka.consumer.", f"client_id={CONSUMER_ID}"),
+                "rdkafka": ("*", f"client_id={RDKAFKA_ID}"),
+            }
+            changes = {
+                ConfigResource(ConfigResourceType.CLIENT_METRICS, name): {
+                    "metrics": metrics,
+                    "interval.ms": str(INTERVAL_MS),
+                    "match": match,
+                }
+                for name, (metrics, match) in subscriptions.items()
+            }
+            for result in admin.incremental_alter_configs(changes).values():
+                result.result()  # raises what the broker refused
+        yield Broker(cluster, pushes_file)
+    finally:
+        cluster.close()
+
+
+def value(metric: Any) -> float:
+    (point,) = metric.sum.data_points if metric.WhichOneof("data") == "sum" else metric.gauge.data_points
+    return point.as_int if point.WhichOneof("value") == "as_int" else point.as_double
+
+
+def attribute_keys(metric: Any) -> set[str]:
+    points = metric.sum.data_points if metric.WhichOneof("data") == "sum" else metric.gauge.data_points
+    return {kv.key for p in points for kv in p.attributes}
+
+
+def test_producer_pushes_the_subscribed_metrics_with_its_own_values(broker: Broker) -> None:
+    topic = f"telemetry-{uuid.uuid4().hex[:8]}"
+
+    async def produce() -> tuple[dict[str, Any], dict[str, Any]]:
+        # the asyncio face: its metrics() still answers after close, with the last push counted
+        producer = AsyncProducer(broker.cluster.bootstrap, client_id=PRODUCER_ID, linger_ms=1)
+        try:
+            await producer.start()
+            for i in range(25):
+                await producer.send(topic, f"v{i}".encode())
+            await producer.flush(30)
+            await asyncio.to_thread(broker.wait_pushes, PRODUCER_ID, 2)
+            before_close = producer.metrics()
+        finally:
+            await producer.close(30)
+        return before_close, producer.metrics()
+
+    before_close, after_close = asyncio.run(produce())
+    pushes = broker.pushes(PRODUCER_ID)
+    assert pushes[-1].terminating and not any(p.terminating for p in pushes[:-1])
+    assert len({p.instance_id for p in pushes}) == 1  # one client instance id, from the broker
+    last = pushes[-1].metrics()
+    # the filter: record.send* and node.request.latency* only, the rest of what the producer has is not sent
+    assert set(last) == {
+        "org.apache.kafka.producer.record.send.total",
+        "org.apache.kafka.producer.node.request.latency.avg",
+        "org.apache.kafka.producer.node.request.latency.max",
+    }
+    assert before_close["producer"]["records_sent"] == after_close["producer"]["records_sent"] == 25
+    # Kafka asks for delta temporality: each push counts what was sent since the one before, the
+    # pushes' windows follow one another, and together they count every record metrics() counts
+    name = "org.apache.kafka.producer.record.send.total"
+    sums = [p.metrics()[name].sum for p in pushes]
+    assert all(s.is_monotonic and s.aggregation_temporality == DELTA for s in sums)
+    assert sum(s.data_points[0].as_int for s in sums) == 25
+    for earlier, later in itertools.pairwise(sums):
+        assert later.data_points[0].start_time_unix_nano == earlier.data_points[0].time_unix_nano
+    (node_point,) = last["org.apache.kafka.producer.node.request.latency.max"].gauge.data_points
+    assert {kv.key: kv.value.string_value for kv in node_point.attributes} == {"node_id": "1"}
+    produce_max = max(s["latency_max_s"] for s in before_close["network"]["requests"]["PRODUCE"].values())
+    all_max = max(
+        s["latency_max_s"]
+        for per_node in after_close["network"]["requests"].values()
+        for n, s in per_node.items()
+        if n == 1
+    )
+    assert produce_max * 1000 <= node_point.as_double <= all_max * 1000
+    # the pushes themselves are requests the client counts
+    assert after_close["network"]["requests"]["PUSH_TELEMETRY"][1]["count"] == len(pushes)
+
+
+def test_consumer_pushes_its_metrics(broker: Broker) -> None:
+    topic = f"telemetry-{uuid.uuid4().hex[:8]}"
+    with KafkaProducer(broker.cluster.bootstrap, client_id=UNMATCHED_ID, linger_ms=1) as producer:
+        for i in range(30):
+            producer.send(topic, f"v{i}".encode())
+        producer.flush(30)
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=broker.cluster.bootstrap,
+        client_id=CONSUMER_ID,
+        group_id=f"g-{topic}",
+        auto_offset_reset="earliest",
+    )
+    try:
+        got = 0
+        deadline = time.monotonic() + 60
+        while got < 30 and time.monotonic() < deadline:
+            got += len(consumer.poll(500))
+        assert got == 30
+        broker.wait_pushes(CONSUMER_ID, 1)
+        snap = consumer.metrics()
+    finally:
+        consumer.close(30)
+    pushes = broker.pushes(CONSUMER_ID)
+    assert pushes[-1].terminating
+    last = pushes[-1].metrics()
+    assert all(name.startswith("org.apache.kafka.consumer.") for name in last)
+    consumed = "org.apache.kafka.consumer.fetch.manager.records.consumed.total"
+    assert sum(value(p.metrics()[consumed]) for p in pushes) == 30  # deltas, as Kafka asks
+    assert snap["consumer"]["records_received"] == 30
+    assert (
+        value(last["org.apache.kafka.consumer.coordinator.assigned.partitions"])
+        == snap["consumer"]["assigned_partitions"]
+    )
+    rebalances = "org.apache.kafka.consumer.coordinator.rebalance.total"
+    assert sum(value(p.metrics()[rebalances]) for p in pushes) == snap["consumer"]["rebalances"] >= 1
+    assert pushes[-1].resource() == {"group_id": f"g-{topic}"}
+    # a client no subscription matches pushes nothing
+    assert broker.pushes(UNMATCHED_ID) == []
+
+
+def test_librdkafka_pushes_the_same_shape(broker: Broker) -> None:
+    confluent_kafka = need_module("confluent_kafka")
+    topic = f"telemetry-{uuid.uuid4().hex[:8]}"
+    producer = confluent_kafka.Producer(
+        {"bootstrap.servers": broker.cluster.bootstrap, "client.id": RDKAFKA_ID}
+    )
+    for i in range(10):
+        producer.produce(topic, f"v{i}".encode())
+    producer.flush(30)
+    broker.wait_pushes(RDKAFKA_ID, 1)
+    ours = KafkaProducer(broker.cluster.bootstrap, client_id=PRODUCER_ID, linger_ms=1)
+    try:
+        ours.send(topic, b"x")
+        ours.flush(30)
+        seen = len(broker.pushes(PRODUCER_ID))
+        broker.wait_pushes(PRODUCER_ID, seen + 1)
+    finally:
+        ours.close(10)
+    theirs = broker.pushes(RDKAFKA_ID)[0]
+    mine = broker.pushes(PRODUCER_ID)[-1]
+    print("librdkafka:", sorted(theirs.metrics()), theirs.resource(), theirs.content_type)
+    print("kafka_core:", sorted(mine.metrics()), mine.resource(), mine.content_type)
+    for push in (theirs, mine):
+        assert len(push.data.resource_metrics) == 1 and len(push.data.resource_metrics[0].scope_metrics) == 1
+    shared = set(theirs.metrics()) & set(mine.metrics())
+    assert "org.apache.kafka.producer.node.request.latency.avg" in shared
+    for name in shared:
+        a, b = theirs.metrics()[name], mine.metrics()[name]
+        assert a.WhichOneof("data") == b.WhichOneof("data"), name
+        # the same attributes; librdkafka spells the node's "node.id", the Java client (and kafka_core,
+        # following it) "node_id", the snake_case KIP-714 makes of the Java tag "node-id"
+        assert {k.replace(".", "_") for k in attribute_keys(a)} == attribute_keys(b), name
+    producer.flush(1)
