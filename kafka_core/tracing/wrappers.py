@@ -209,6 +209,13 @@ def _after_poll(
     state.current_of(self).make_current(span)
 
 
+def _end_batch_span(state: State, self: Any) -> None:
+    """A poll's process span ends where per-record spans begin (iteration, run)."""
+    cur = state.current.get(self)
+    if cur is not None:
+        cur.end()
+
+
 def _standing_aside(state: State, self: Any) -> bool:
     return self in state.faced or state.per_record.get(self, 0) > 0 or SUPPRESS_POLL_SPANS.get()
 
@@ -333,11 +340,13 @@ def traced_run(tr: Tracing, state: State, original: Callable[..., Any], is_async
     if is_async:
 
         async def run(self: Any, handler: Callable[[Any], Any]) -> Any:
+            _end_batch_span(state, self)
             return await original(self, traced_handler(tr, handler, state.servers_of(self)))
 
         return run
 
     def run_blocking(self: Any, handler: Callable[[Any], Any]) -> Any:
+        _end_batch_span(state, self)
         state.per_record[self] = state.per_record.get(self, 0) + 1
         try:
             return original(self, traced_handler(tr, handler, state.servers_of(self)))
@@ -351,6 +360,7 @@ def traced_iter(tr: Tracing, state: State, original: Callable[..., Any]) -> Call
     """Blocking iteration: each record current in its process span while the loop body runs."""
 
     def __iter__(self: Any) -> Any:
+        _end_batch_span(state, self)
         it = original(self)
         servers = state.servers_of(self)
         cur = CurrentSpan()
@@ -382,6 +392,7 @@ def traced_aiter(tr: Tracing, state: State, original: Callable[..., Any]) -> Cal
     """asyncio iteration (``async for``): as the blocking one."""
 
     def __aiter__(self: Any) -> Any:
+        _end_batch_span(state, self)
         return _aiterate(tr, original(self), state.servers_of(self))
 
     return __aiter__

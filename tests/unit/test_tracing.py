@@ -348,3 +348,22 @@ print(sorted(m for m in sys.modules if m.startswith(("opentelemetry", "kafka_cor
 """
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=90, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def test_the_entry_point_opentelemetry_instrument_loads_is_the_instrumentor() -> None:
+    import importlib
+    import tomllib
+    from pathlib import Path
+
+    pyproject = tomllib.loads((Path(__file__).resolve().parents[2] / "pyproject.toml").read_text())
+    target = pyproject["project"]["entry-points"]["opentelemetry_instrumentor"]["kafka_core"]
+    module, _, name = target.partition(":")
+    instrumentor = getattr(importlib.import_module(module), name)()
+    assert instrumentor is KafkaCoreInstrumentor()  # one instance, as BaseInstrumentor's
+    instrumentor.instrument(skip_dep_check=True)  # what opentelemetry-instrument passes
+    try:
+        assert instrumentor.is_instrumented_by_opentelemetry
+        assert list(instrumentor.instrumentation_dependencies()) == []
+    finally:
+        instrumentor.uninstrument()
+    assert not instrumentor.is_instrumented_by_opentelemetry
