@@ -265,6 +265,8 @@ class SourceOptions:
     # keyFormat/valueFormat: the columns decoded by Schema Registry (kafka_core.spark.registry)
     key_format: FormatOptions | None = None
     value_format: FormatOptions | None = None
+    # a user's schema naming some of the source's columns: only those are built (None: all)
+    columns: tuple[str, ...] | None = None
 
 
 def _kafka_params(

@@ -32,8 +32,9 @@ _STALL_CHECK_S = 2.0
 
 
 @cache
-def arrow_read_schema(include_headers: bool) -> Any:
-    """Spark's Kafka read schema as Arrow (what ``to_arrow_schema`` makes of it, UTC)."""
+def arrow_read_schema(include_headers: bool, columns: tuple[str, ...] | None = None) -> Any:
+    """Spark's Kafka read schema as Arrow (what ``to_arrow_schema`` makes of it, UTC); with
+    ``columns``, only those, in that order (a user's schema naming a subset)."""
     import pyarrow as pa
 
     fields = [
@@ -48,15 +49,19 @@ def arrow_read_schema(include_headers: bool) -> Any:
     if include_headers:
         element = pa.struct([pa.field("key", pa.string()), pa.field("value", pa.binary())])
         fields.append(pa.field("headers", pa.list_(pa.field("element", element))))
+    if columns is not None:
+        by_name = {f.name: f for f in fields}
+        fields = [by_name[c] for c in columns if c in by_name]
     return pa.schema(fields)
 
 
-def _to_spark(batch: Any, include_headers: bool) -> Any:
+def _to_spark(batch: Any, include_headers: bool, columns: tuple[str, ...] | None = None) -> Any:
     """A consumer batch (topic, partition, offset, timestamp, timestamp_type, key, value,
-    headers) cast column by column to the Spark schema (buffers shared where types agree)."""
+    headers) cast column by column to the Spark schema (buffers shared where types agree);
+    with ``columns``, only those are built."""
     import pyarrow as pa
 
-    schema = arrow_read_schema(include_headers)
+    schema = arrow_read_schema(include_headers, columns)
     arrays = []
     for f in schema:
         source = {"timestampType": "timestamp_type"}.get(f.name, f.name)
@@ -179,11 +184,19 @@ class _RangeReader:
         if offsets[len(offsets) - 1].as_py() >= self.r.end:
             keep = pc.sum(pc.less(offsets, self.r.end)).as_py() or 0
             batch = batch.slice(0, keep)
-        batch = _to_spark(batch, self.options.include_headers)
-        if self.options.key_format is not None or self.options.value_format is not None:
+        opts = self.options
+        batch = _to_spark(batch, opts.include_headers, opts.columns)
+        if opts.key_format is not None or opts.value_format is not None:
+            import pyarrow as pa
+
             from kafka_core.spark.registry import decode_batch
 
-            batch = decode_batch(batch, (self.options.key_format, self.options.value_format))
+            batch = decode_batch(batch, (opts.key_format, opts.value_format))
+            if opts.columns is not None and list(batch.schema.names) != list(opts.columns):
+                # error columns the user's schema left out, or placed elsewhere
+                batch = pa.RecordBatch.from_arrays(
+                    [batch.column(c) for c in opts.columns], names=list(opts.columns)
+                )
         return batch
 
     def _out_of_range(self, consumer: Any, position: int) -> int:

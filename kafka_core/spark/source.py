@@ -32,6 +32,7 @@ from pyspark.sql.types import (
 
 from kafka_core.errors import KafkaConfigError
 from kafka_core.spark.options import SinkOptions, SourceOptions, parse_sink, parse_source
+from kafka_core.spark.pushdown import Pushdown
 from kafka_core.spark.registry import (
     FormatOptions,
     pin_reader,
@@ -79,8 +80,13 @@ def read_schema(include_headers: bool = False) -> StructType:
 
 
 class KafkaBatchReader(DataSourceReader):
+    """A batch read. Without pushdown (``spark.sql.python.filterPushdown.enabled`` off, the
+    default, or Spark 4.0) it is this class: Spark 4.1+ refuses a reader that implements
+    ``pushFilters`` where pushdown is off, so only :class:`KafkaPushdownReader` does."""
+
     def __init__(self, options: SourceOptions) -> None:
         self.options = options
+        self.pushdown = Pushdown()
 
     def __setstate__(self, state: dict[str, Any]) -> None:
         # Unpickled in the Python worker that runs a read task, before the task's partition
@@ -103,14 +109,52 @@ class KafkaBatchReader(DataSourceReader):
             start = resolve(opts.starting, tps, lookups, starting=True, strategy=opts.starting_strategy)
             assert opts.ending is not None
             end = resolve(opts.ending, tps, lookups, starting=False, name="endingOffsets")
+            ranges = check_ranges(start, end, fail_on_data_loss=opts.fail_on_data_loss, on_loss=log.warning)
+            if not self.pushdown.empty:
+                ranges = _pushed_ranges(self.pushdown, ranges, reader)
         finally:
             reader.close()
-        ranges = check_ranges(start, end, fail_on_data_loss=opts.fail_on_data_loss, on_loss=log.warning)
-        tasks = split_ranges(ranges, opts.min_partitions, opts.max_records_per_partition, keep_empty=True)
+        tasks = split_ranges(
+            ranges, opts.min_partitions, opts.max_records_per_partition, keep_empty=self.pushdown.empty
+        )
         return [RangePartition(opts, r) for r in tasks]
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_partition(partition)
+
+
+class KafkaPushdownReader(KafkaBatchReader):
+    """A batch read planned by Spark's filter-pushdown worker: filters on ``topic``,
+    ``partition``, ``offset`` and ``timestamp`` narrow the offset ranges before anything is
+    fetched (:mod:`kafka_core.spark.pushdown`)."""
+
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:
+        from kafka_core.spark.pushdown import push
+
+        columns = self.options.columns or tuple(read_schema(self.options.include_headers).names)
+        self.pushdown, remaining = push(filters, columns)
+        return iter(remaining)
+
+
+def _pushed_ranges(pushdown: Pushdown, ranges: list[Any], reader: Any) -> list[Any]:
+    """The ranges narrowed by the pushed filters; the timestamp lookups come after the ends were
+    resolved, so a record appended in between is after the end or found by the lookup."""
+    from kafka_core.spark.pushdown import narrow
+
+    kept = [r for r in ranges if pushdown.keeps(r.tp)]
+    since = None
+    if pushdown.since_ms is not None:
+        since = reader.for_times({r.tp: pushdown.since_ms for r in kept if r.size > 0})
+    out = narrow(kept, pushdown, since)
+    log.info(
+        "Kafka batch read: filters pushed (%s): %d of %d records in %d of %d partitions to read",
+        ", ".join(pushdown.pushed),
+        sum(r.size for r in out),
+        sum(r.size for r in ranges),
+        len({r.tp for r in out}),
+        len(ranges),
+    )
+    return out
 
 
 def _warn_unmatched(opts: SourceOptions, tps: Sequence[Any]) -> None:
@@ -230,8 +274,13 @@ class KafkaDataSource(DataSource):
         return read_schema_with_formats(read_schema(include), pinned_formats)
 
     def reader(self, schema: StructType) -> DataSourceReader:
+        from kafka_core.spark.pushdown import in_pushdown_planner
+
         options = parse_source(self.options, streaming=False)
-        return KafkaBatchReader(_with_formats(options, schema, getattr(self, "_pinned_formats", None)))
+        options = _with_formats(options, schema, getattr(self, "_pinned_formats", None))
+        if in_pushdown_planner():
+            return KafkaPushdownReader(options)
+        return KafkaBatchReader(options)
 
     def streamReader(self, schema: StructType) -> DataSourceStreamReader:
         from kafka_core.spark.stream import KafkaStreamReader
@@ -253,21 +302,71 @@ def _with_formats(
     schema() only when the user gave none), so they are taken as they are; else pinned now, and
     they must still give the types Spark planned with (a new latest version registered in between,
     or a user's schema that is not the reader schema's, would not)."""
+    names = set(schema.names)
+    # a format whose column the schema leaves out is not decoded at all
+    options = dataclasses.replace(
+        options,
+        key_format=options.key_format if "key" in names else None,
+        value_format=options.value_format if "value" in names else None,
+    )
     if options.key_format is None and options.value_format is None:
-        return options
+        return _select_columns(options, schema)
     if pins is not None and [p is None for p in pins] == [
         options.key_format is None,
         options.value_format is None,
     ]:
-        return dataclasses.replace(options, key_format=pins[0], value_format=pins[1])
-    options = pinned(options)
+        return _select_columns(dataclasses.replace(options, key_format=pins[0], value_format=pins[1]), schema)
+    return _select_columns(pinned(options), schema)
+
+
+def _select_columns(options: SourceOptions, schema: StructType) -> SourceOptions:
+    """The columns a user's schema asks for: any of the source's, in any order, each of its
+    type; only those are built. The source's own schema (no user schema) reads as before."""
+    full = read_schema(True).fields
+    types = {f.name: f.dataType.simpleString() for f in full}
+    own = [f.name for f in read_schema(options.include_headers).fields]
     for fmt in (options.key_format, options.value_format):
-        if fmt is not None and schema[fmt.column].dataType != spark_type(fmt):
+        if fmt is not None:
+            types[fmt.column] = spark_type(fmt).simpleString()
+            if fmt.mode == "PERMISSIVE":
+                types[fmt.error_column] = "string"
+                own.append(fmt.error_column)
+    seen: set[str] = set()
+    for f in schema.fields:
+        if f.name in seen:
+            raise KafkaConfigError(f"the read schema names column {f.name!r} twice")
+        seen.add(f.name)
+        if f.name not in types:
             raise KafkaConfigError(
-                f"the reader schema of the {fmt.column} column (subject {fmt.subject!r}) changed while the "
-                "query was planned: run it again"
+                f"the read schema names column {f.name!r}, which the kafka_core source does not have: "
+                f"its columns are {', '.join(own)} (the schema may name any of them, in any order)"
             )
-    return options
+        if f.name == "headers" and not options.include_headers:
+            raise KafkaConfigError(
+                "the read schema names column 'headers': set option 'includeHeaders' to true"
+            )
+        given = f.dataType.simpleString()
+        if given != types[f.name]:
+            if f.name in ("key", "value") and getattr(options, f"{f.name}_format") is not None:
+                raise KafkaConfigError(
+                    f"the read schema gives column {f.name!r} the type {given}, but its reader schema "
+                    f"decodes it as {types[f.name]} (it may also have changed while the query was "
+                    "planned: run it again)"
+                )
+            raise KafkaConfigError(
+                f"the read schema gives column {f.name!r} the type {given}; the kafka_core source "
+                f"reads it as {types[f.name]}"
+            )
+    for fmt in (options.key_format, options.value_format):
+        if fmt is not None and fmt.error_column in seen and fmt.column not in seen:
+            raise KafkaConfigError(
+                f"the read schema names column {fmt.error_column!r} without {fmt.column!r}: "
+                f"the errors come from decoding {fmt.column!r}"
+            )
+    names = tuple(schema.names)
+    if list(names) == own:
+        return options
+    return dataclasses.replace(options, columns=names, include_headers="headers" in names)
 
 
 def _sink(options: Any, schema: StructType) -> SinkOptions:
