@@ -14,8 +14,8 @@ poll, linked to the records' producer spans; confluent's ``consume(500)``, the s
     python -m bench.bench_tracing [--records 50000] [--size 100] [--rounds 3] [--json FILE]
 
 Uses KAFKA_BOOTSTRAP_SERVERS when set, else the bench broker (bench/brokers.py). Prints the
-medians, the on/off ratio per client and case, ours against confluent's with tracing on, and the
-load average before and after.
+median rates, the on/off ratio per client and case and ours against confluent's (medians of the
+rounds' ratios, pairs measured in the same round), and the load average before and after.
 """
 
 from __future__ import annotations
@@ -219,16 +219,25 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     print(f"\n{n:,} records of {args.size} B, {args.rounds} rounds, {broker_description()}")
     print(f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f} ({os.cpu_count()} cores)\n")
+
+    def paired(a: tuple[str, str, bool], b: tuple[str, str, bool]) -> float:
+        """The median of the rounds' ratios: each round's pair was measured minutes apart at
+        most, so the load's drift between rounds cancels out."""
+        return statistics.median(x / y for x, y in zip(rates[a], rates[b], strict=True))
+
     print(f"{'client':16} {'case':10} {'off rec/s':>12} {'on rec/s':>12} {'on/off':>7}")
     for client in ("kafka_core", "confluent-kafka"):
         for case in ("send", "poll", "per-record"):
             off, on = median[(client, case, False)], median[(client, case, True)]
-            rows.append({"client": client, "case": case, "off": off, "on": on, "on_over_off": on / off})
-            print(f"{client:16} {case:10} {off:>12,.0f} {on:>12,.0f} {on / off:>7.2f}")
-    print("\nkafka_core / confluent-kafka, tracing on:")
+            ratio = paired((client, case, True), (client, case, False))
+            rows.append({"client": client, "case": case, "off": off, "on": on, "on_over_off": ratio})
+            print(f"{client:16} {case:10} {off:>12,.0f} {on:>12,.0f} {ratio:>7.2f}")
+    print("\nkafka_core / confluent-kafka (median of the rounds' ratios):")
     for case in ("send", "poll", "per-record"):
-        ratio = median[("kafka_core", case, True)] / median[("confluent-kafka", case, True)]
-        print(f"  {case:10} {ratio:.2f}x")
+        on = paired(("kafka_core", case, True), ("confluent-kafka", case, True))
+        off = paired(("kafka_core", case, False), ("confluent-kafka", case, False))
+        rows.append({"client": "kafka_core/confluent-kafka", "case": case, "off": off, "on": on})
+        print(f"  {case:10} tracing on {on:.2f}x, off {off:.2f}x")
     if args.json:
         with open(args.json, "w") as f:
             json.dump(

@@ -143,16 +143,23 @@ def traced_send_batch(
     """One span per ``send_batch`` call; every record's headers carry that span's context."""
     from kafka_core.tracing.propagation import header_pairs
 
-    def begin(self: Any, topic: str, values: Any, headers: Any) -> tuple[Span, Any]:
-        count = len(values)
+    def begin(self: Any, topic: str, values: Any) -> tuple[Span | None, int]:
+        """The batch's span; None for values send_batch itself will refuse (its error, not ours)."""
+        try:
+            count = len(values)
+        except TypeError:
+            return None, 0
         span = tr.tracer.start_span(
             f"{topic} send",
             kind=SpanKind.PRODUCER,
             attributes=_batch_attributes(tr, topic, state.servers_of(self), count),
         )
-        if span.get_span_context().is_valid:
-            headers = batch_headers(headers, count, header_pairs(trace.set_span_in_context(span)))
-        return span, headers
+        return span, count
+
+    def with_context(span: Span, headers: Any, count: int) -> Any:
+        if not span.get_span_context().is_valid:
+            return headers
+        return batch_headers(headers, count, header_pairs(trace.set_span_in_context(span)))
 
     if is_async:
 
@@ -160,8 +167,11 @@ def traced_send_batch(
             self: Any, topic: str, values: Any, keys: Any = None, partition: int | None = None,
             headers: Any = None, timestamps: Any = None, **encoders: Any,
         ) -> Any:  # fmt: skip
-            span, headers = begin(self, topic, values, headers)
+            span, count = begin(self, topic, values)
+            if span is None:
+                return await original(self, topic, values, keys, partition, headers, timestamps, **encoders)
             with trace.use_span(span, end_on_exit=True):
+                headers = with_context(span, headers, count)
                 tr.produce_hooked(
                     span, (topic, values), {"keys": keys, "partition": partition, "headers": headers}
                 )
@@ -173,8 +183,11 @@ def traced_send_batch(
         self: Any, topic: str, values: Any, keys: Any = None, partition: int | None = None,
         headers: Any = None, timestamps: Any = None, **encoders: Any,
     ) -> Any:  # fmt: skip
-        span, headers = begin(self, topic, values, headers)
+        span, count = begin(self, topic, values)
+        if span is None:
+            return original(self, topic, values, keys, partition, headers, timestamps, **encoders)
         with trace.use_span(span, end_on_exit=True):
+            headers = with_context(span, headers, count)
             tr.produce_hooked(
                 span, (topic, values), {"keys": keys, "partition": partition, "headers": headers}
             )

@@ -233,12 +233,24 @@ def test_share_consumer_spans(
         deadline = time.monotonic() + DEADLINE_S
         while len(got) < 4 and time.monotonic() < deadline:
             got += consumer.poll(timeout_ms=500)
+        assert len(got) == 4
+        processes = named(exporter, f"{topic} process")
+        assert processes and all(p.kind is SpanKind.CONSUMER for p in processes)
+        assert {link.context.span_id for p in processes for link in p.links} == {
+            s.context.span_id for s in sends
+        }
+        with KafkaProducer(bootstrap_servers=real_kafka.bootstrap) as producer:
+            producer.send(topic, b"late").result(timeout=30)
+        [late] = named(exporter, f"{topic} send")[4:]
+        for record in consumer:  # one record at a time: its own span, a child of its send span
+            assert record.value == b"late"
+            break
     finally:
         consumer.close()
-    assert len(got) == 4
-    processes = named(exporter, f"{topic} process")
-    assert processes and all(p.kind is SpanKind.CONSUMER for p in processes)
-    assert {link.context.span_id for p in processes for link in p.links} == {s.context.span_id for s in sends}
+    [single] = [
+        p for p in named(exporter, f"{topic} process") if "messaging.message.id" in (p.attributes or {})
+    ]
+    assert single.parent is not None and single.parent.span_id == late.context.span_id
 
 
 def test_transport_handler_spans_chain_through_a_republish(
