@@ -113,7 +113,9 @@ class Wire:
         return {node for node, _, parts in self.fetches[since:] if parts}
 
 
-def _consumer(cluster: KafkaCluster, topic: str, partitions: list[int], rack: str | None) -> KafkaConsumer:
+def _consumer(
+    cluster: KafkaCluster, topic: str, partitions: list[int], rack: str | None, **kw: Any
+) -> KafkaConsumer:
     return KafkaConsumer(
         bootstrap_servers=cluster.bootstrap,
         partitions={topic: partitions},
@@ -121,6 +123,7 @@ def _consumer(cluster: KafkaCluster, topic: str, partitions: list[int], rack: st
         auto_offset_reset="earliest",
         fetch_max_wait_ms=200,
         client_rack=rack,
+        **kw,
     )
 
 
@@ -144,6 +147,42 @@ def _fetch_counts(c: KafkaConsumer) -> dict[int, int]:
     """Fetch requests per node from the client's own metrics."""
     fetch = c.metrics()["network"]["requests"].get("FETCH", {})
     return {int(node): s["count"] for node, s in fetch.items()}
+
+
+def test_read_committed_on_the_replica_skips_aborted_records(racked: KafkaCluster) -> None:
+    """A replica keeps the transaction markers and aborted ranges as its leader does: a
+    read_committed consumer reading from it gets the committed records only."""
+    topic, partitions = _topic(racked)
+    with KafkaProducer(
+        bootstrap_servers=racked.bootstrap, transactional_id=f"ff-{uuid.uuid4().hex[:8]}"
+    ) as tx:
+        tx.init_transactions()
+        for i, commit in enumerate((True, False, True)):
+            tx.begin_transaction()
+            for p in partitions:
+                tx.send(topic, b"%s-%d" % (b"kept" if commit else b"aborted", i), partition=p)
+            if commit:
+                tx.commit_transaction()
+            else:
+                tx.abort_transaction()
+
+    async def main() -> list[Any]:
+        c = _consumer(racked, topic, partitions, RACKS[FOLLOWER - 1], isolation_level="read_committed")
+        wire = Wire(c)
+        got: list[Any] = []
+        try:
+            await _read(c, 2 * len(partitions), got)
+            for _ in range(5):  # the aborted ones never come
+                got.extend(await c.poll(200))
+        finally:
+            await c.close()
+        assert wire.served_by() == {FOLLOWER}, f"records came from nodes {wire.served_by()}"
+        return got
+
+    got = asyncio.run(asyncio.wait_for(main(), 120))
+    assert sorted((m.partition, m.value) for m in got) == sorted(
+        (p, v) for p in partitions for v in (b"kept-0", b"kept-2")
+    )
 
 
 def test_a_consumer_reads_from_the_replica_in_its_rack_and_from_the_leader_once_it_is_killed(
