@@ -15,6 +15,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Collection, Iterable
+from collections.abc import Set as AbstractSet
 from itertools import pairwise, repeat
 from operator import attrgetter
 from typing import Any, TypeVar, cast
@@ -332,7 +333,7 @@ class AckBook:
         return set(self.pending)
 
     @_locked
-    def take_pending(self, tps: set[TopicPartition] | None) -> dict[TopicPartition, Acks]:
+    def take_pending(self, tps: AbstractSet[TopicPartition] | None) -> dict[TopicPartition, Acks]:
         """Remove and return the pending acknowledgements (of ``tps``, or all)."""
         if tps is None:
             out, self.pending = self.pending, {}

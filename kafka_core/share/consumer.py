@@ -150,6 +150,15 @@ class KafkaShareConsumer:
         self._book = AckBook(self.mode)
         self._sessions: dict[int, NodeSession] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
+        # The assignment by leader, worked out again only when the assignment or the client's
+        # metadata snapshot is replaced (neither changes in place): a poll routes no partition.
+        self._routes: dict[int, frozenset[TopicPartition]] = {}
+        self._routed_from: tuple[Any, Any] | None = None  # (assignment, snapshot) routed
+        self._leaderless: set[str] = set()  # topics with partitions of unknown leader in the routes
+        self._refreshing: set[str] = set()  # topics whose metadata is being asked for
+        # Partitions whose outage streak is open: a ShareFetch answered ends only theirs, so a
+        # healthy poll does no per-partition bookkeeping.
+        self._streaking: set[TopicPartition] = set()
         self._acker = AckSender(
             self._client,
             self._requests,
@@ -435,24 +444,42 @@ class KafkaShareConsumer:
                     if not isinstance(exc, KafkaError):
                         self._errors.append(exc)
 
+    def _route(self) -> dict[int, frozenset[TopicPartition]]:
+        """The assigned partitions by leader, kept while the assignment and the metadata
+        snapshot are the same objects (a refresh or a leader move replaces the snapshot). A
+        topic with partitions of unknown leader is looked up again, one lookup at a time: its
+        answer is a new snapshot, routed afresh."""
+        assignment, meta = self._member.assignment, self._client.cached_metadata()
+        seen = self._routed_from
+        if seen is None or seen[0] is not assignment or seen[1] is not meta:
+            by_node: dict[int, set[TopicPartition]] = {}
+            self._leaderless = set()
+            for tp in assignment:
+                node = leader_of(meta, tp)
+                if node is None:
+                    self._leaderless.add(tp.topic)
+                else:
+                    by_node.setdefault(node, set()).add(tp)
+            self._routes = {node: frozenset(tps) for node, tps in by_node.items()}
+            self._routed_from = (assignment, meta)
+        for topic in self._leaderless - self._refreshing:
+            self._refreshing.add(topic)
+            self._client.invalidate_metadata(topic)
+            self._spawn(self._refresh(topic))
+        return self._routes
+
     def _launch(self, prefetch: bool = False, max_wait_ms: int = 0) -> None:
         """A ShareFetch to each leader of assigned partitions that has none in flight."""
-        by_node: dict[int, list[TopicPartition]] = {}
-        meta = self._client.cached_metadata()
-        for tp in self._member.assignment:
-            node = leader_of(meta, tp)
-            if node is None:
-                self._client.invalidate_metadata(tp.topic)
-                self._spawn(self._refresh(tp.topic))
-                continue
-            by_node.setdefault(node, []).append(tp)
-        for node, tps in by_node.items():
+        routes = self._route()
+        for node, tps in routes.items():
             if node not in self._tasks:
                 self._tasks[node] = asyncio.get_running_loop().create_task(
                     self._fetch_node(node, tps, prefetch, min(max_wait_ms, self._requests.max_wait_ms))
                 )
-        fetched = {tp for tps in by_node.values() for tp in tps}
-        orphans = self._book.pending_partitions() - fetched
+        pending = self._book.pending_partitions()  # what awaits acknowledging: the records moved
+        if not pending:
+            return
+        orphans = {tp for tp in pending if not any(tp in tps for tps in routes.values())}
         if orphans and (self._orphan_task is None or self._orphan_task.done()):
             # acknowledgements for partitions no longer fetched here (reassigned, leader moved)
             self._orphan_task = asyncio.get_running_loop().create_task(self._send_orphans(orphans))
@@ -461,8 +488,11 @@ class KafkaShareConsumer:
         self._report(await self._send_acks(only=tps))
 
     async def _refresh(self, topic: str) -> None:
-        with contextlib.suppress(KafkaError):
-            await self._client.metadata([topic])
+        try:
+            with contextlib.suppress(KafkaError):
+                await self._client.metadata([topic])
+        finally:
+            self._refreshing.discard(topic)
         self._changed.set()
 
     def _session(self, node: int) -> NodeSession:
@@ -472,19 +502,24 @@ class KafkaShareConsumer:
         return sess
 
     async def _fetch_node(
-        self, node: int, tps: list[TopicPartition], prefetch: bool = False, max_wait_ms: int = 0
+        self, node: int, tps: frozenset[TopicPartition], prefetch: bool = False, max_wait_ms: int = 0
     ) -> None:
         sess = self._session(node)
         async with sess.lock:
-            acks = self._book.take_pending(set(tps)) if sess.epoch != 0 else {}
+            acks = self._book.take_pending(tps) if sess.epoch != 0 else {}
             in_flight = self._book.outstanding
             started = asyncio.get_running_loop().time()
             sent = time.monotonic()
             chunks, results, error = await self._requests.fetch(sess, tps, acks, max_wait_ms)
             if isinstance(error, KafkaConnectionError | KafkaTimeoutError):  # no answer
                 self._outage.failed_all(tps, error, since=sent)
+                self._streaking.update(tps)
+            elif self._streaking and not self._streaking.isdisjoint(tps):
+                ended = self._streaking & tps
+                self._streaking -= ended
+                self._outage.ok_all(ended)
             else:
-                self._outage.ok_all(tps)
+                self._outage.answered()
             if acks:
                 self._book.ack_latency(asyncio.get_running_loop().time() - started)
         if prefetch and not chunks and error is None and in_flight >= self._lock_budget // 2:

@@ -21,6 +21,7 @@ import inspect
 import logging
 import uuid
 from collections.abc import Collection
+from collections.abc import Set as AbstractSet
 from typing import Any
 
 from kafka_core.client.metadata import TopicPartition
@@ -49,7 +50,9 @@ AckResults = dict[TopicPartition, tuple[Collection[int], BaseException | None]]
 
 
 class NodeSession:
-    """The share session with one broker: its epoch and the partitions it holds."""
+    """The share session with one broker: its epoch and the partitions it holds. As a fetch
+    session (KIP-227), a ShareFetch on an open session names only the partitions it adds (and
+    those it acknowledges for) and the ones it forgets: the broker keeps the rest."""
 
     def __init__(self, node_id: int) -> None:
         self.node_id = node_id
@@ -57,14 +60,14 @@ class NodeSession:
         # ``epoch`` and ``parts``, which each request's answer moves on.
         self.lock = asyncio.Lock()
         self.epoch = 0
-        self.parts: set[TopicPartition] = set()
+        self.parts: frozenset[TopicPartition] = frozenset()
 
     def advance(self) -> None:
         self.epoch = 1 if self.epoch >= INT32_MAX else self.epoch + 1
 
     def reset(self) -> None:
         self.epoch = 0
-        self.parts = set()
+        self.parts = frozenset()
 
 
 class Chunk:
@@ -310,8 +313,9 @@ class ShareRequests:
 
     def _by_topic_id(self, tps: Any) -> dict[uuid.UUID, list[TopicPartition]]:
         out: dict[uuid.UUID, list[TopicPartition]] = {}
+        ids: dict[str, uuid.UUID | None] = {}  # each topic's id looked up once, not per partition
         for tp in tps:
-            tid = self._topic_id(tp.topic)
+            tid = ids[tp.topic] if tp.topic in ids else ids.setdefault(tp.topic, self._topic_id(tp.topic))
             if tid is not None:
                 out.setdefault(tid, []).append(tp)
         return out
@@ -319,24 +323,32 @@ class ShareRequests:
     async def fetch(
         self,
         sess: NodeSession,
-        parts: list[TopicPartition],
+        wanted: frozenset[TopicPartition],
         acks: dict[TopicPartition, Acks],
         max_wait_ms: int | None = None,
     ) -> tuple[list[Chunk], AckResults, BaseException | None]:
-        """One ShareFetch on ``sess`` (the caller holds its lock): (chunks, ack outcomes, error).
-        ``max_wait_ms`` (default ``self.max_wait_ms``): how long the broker may hold it."""
+        """One ShareFetch on ``sess`` (the caller holds its lock) for the partitions ``wanted``
+        there: (chunks, ack outcomes, error). ``max_wait_ms`` (default ``self.max_wait_ms``):
+        how long the broker may hold it. An open session is sent only what changed: the same
+        ``wanted`` as last time (the same object) costs no pass over it."""
         wait_ms = self.max_wait_ms if max_wait_ms is None else max_wait_ms
         if sess.epoch == 0 and acks:  # no acknowledgements on a session being opened
             raise AssertionError("acknowledgements on a new share session")
-        wanted = set(parts)
-        forgotten = sess.parts - wanted
+        added: AbstractSet[TopicPartition]
+        forgotten: AbstractSet[TopicPartition]
+        if sess.epoch == 0:
+            added, forgotten = wanted, frozenset()
+        elif wanted is sess.parts:
+            added = forgotten = frozenset()
+        else:
+            added, forgotten = wanted - sess.parts, sess.parts - wanted
         topics: list[Any] = []
         fp_cls, ft_cls, ab_cls = (
             ShareFetchRequest.FetchPartition,
             ShareFetchRequest.FetchTopic,
             ShareFetchRequest.AcknowledgementBatch,
         )
-        for tid, tps in self._by_topic_id(wanted | set(acks)).items():
+        for tid, tps in self._by_topic_id(added | acks.keys() if acks else added).items():
             topics.append(
                 ft_cls(
                     topic_id=tid,

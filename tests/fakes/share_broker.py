@@ -47,6 +47,7 @@ class FakeShareBroker:
         # (tp, offset) -> [state, delivery count, member]
         self.state: dict[tuple[TopicPartition, int], list[Any]] = {}
         self.sessions: dict[str, int] = {}  # member -> next expected epoch
+        self.session_parts: dict[str, set[tuple[uuid.UUID, int]]] = {}  # member -> (topic id, partition)
         self.members: dict[str, int] = {}  # member -> epoch
         self.requests: list[Any] = []
         self.ack_error: int = 0  # answer every acknowledgement with this code
@@ -54,6 +55,7 @@ class FakeShareBroker:
         self.closed = False
         self.down = False  # every request fails as against a broker that refuses connections
         self._watcher: Any = None
+        self._snapshot: tuple[Any, ClusterMeta] | None = None
 
     # -- the script's side ------------------------------------------------------------------------
 
@@ -100,7 +102,12 @@ class FakeShareBroker:
         return self._meta()
 
     def cached_metadata(self) -> ClusterMeta:
-        return self._meta()
+        """One snapshot until the topics change, as the real client's cache: replaced, never
+        changed in place."""
+        key = tuple(self.partitions.items())
+        if self._snapshot is None or self._snapshot[0] != key:
+            self._snapshot = (key, self._meta())
+        return self._snapshot[1]
 
     def watch_topics(self, on_change: Any, **kw: Any) -> Any:
         """The real watcher, over this fake's metadata."""
@@ -209,12 +216,25 @@ class FakeShareBroker:
         code = self._session(member, req.share_session_epoch)
         if code:
             return ShareFetchResponse(error_code=code)
+        # The session keeps its partitions (as Kafka's share session): a request names only the
+        # partitions it adds or acknowledges for, and those it forgets; every one held is fetched.
+        if req.share_session_epoch == 0:
+            self.session_parts[member] = set()
+        held = self.session_parts.setdefault(member, set())
+        named = {(t.topic_id, p.partition_index): p for t in req.topics for p in t.partitions}
+        held.update(named)
+        held.difference_update((t.topic_id, i) for t in req.forgotten_topics_data for i in t.partitions)
+        by_topic: dict[uuid.UUID, list[Any]] = {}
+        for tid, index in sorted(held | named.keys()):
+            by_topic.setdefault(tid, []).append(
+                named.get((tid, index)) or ShareFetchRequest.FetchPartition(partition_index=index)
+            )
         responses = []
         budget = req.max_records
-        for t in req.topics:
-            name = self._name(t.topic_id)
+        for topic_id, fetched in by_topic.items():
+            name = self._name(topic_id)
             parts = []
-            for p in t.partitions:
+            for p in fetched:
                 tp = TopicPartition(name, p.partition_index)
                 ack_code = self._apply_acks(member, tp, p.acknowledgement_batches)
                 acquired: list[Any] = []
@@ -236,6 +256,8 @@ class FakeShareBroker:
                             base_offset=offset,
                         )
                     )
+                if not acquired and (topic_id, p.partition_index) not in named:
+                    continue  # as Kafka: a partition without news is left out of the answer
                 parts.append(
                     ShareFetchResponse.PartitionData(
                         partition_index=p.partition_index,
@@ -245,9 +267,10 @@ class FakeShareBroker:
                         acquired_records=acquired,
                     )
                 )
-            responses.append(
-                ShareFetchResponse.ShareFetchableTopicResponse(topic_id=t.topic_id, partitions=parts)
-            )
+            if parts:
+                responses.append(
+                    ShareFetchResponse.ShareFetchableTopicResponse(topic_id=topic_id, partitions=parts)
+                )
         return ShareFetchResponse(acquisition_lock_timeout_ms=30_000, responses=responses)
 
     def _acknowledge(self, req: ShareAcknowledgeRequest) -> ShareAcknowledgeResponse:
