@@ -175,3 +175,50 @@ def test_the_asyncio_face_describes_log_dirs_and_lists_reassignments(kafka_three
             assert isinstance(await admin.list_partition_reassignments(), dict)
 
     asyncio.run(main())
+
+
+def test_an_unclean_election_lets_a_replica_out_of_sync_lead_and_loses_what_it_lacks(
+    kafka_three: KafkaCluster,
+) -> None:
+    """The leader crashes while its only follower is out of the ISR (it was stopped while
+    records were written): nobody may lead until an unclean election lets the follower, which
+    lacks those records."""
+    cluster = kafka_three
+    topic = new_topic(cluster, 2, "unclean")
+    tp = TopicPartition(topic, 0)
+    with KafkaAdmin(cluster.bootstrap, api_timeout_ms=30_000) as admin:
+        leader, replicas, _ = placement(admin, tp)
+    follower = next(r for r in replicas if r != leader)
+    third = next(n.node_id for n in cluster.nodes if n.node_id not in replicas)
+    with KafkaProducer(cluster.bootstrap, acks="all") as producer:
+        for i in range(5):
+            producer.send(topic, b"both %d" % i, partition=0).result(30)
+    stopped: list[int] = []
+    try:
+        cluster.stop_node(follower)  # a clean shutdown: out of the ISR at once
+        stopped.append(follower)
+        with KafkaProducer(cluster.bootstrap, acks="all", request_timeout_ms=15_000) as producer:
+            for i in range(5):
+                producer.send(topic, b"leader only %d" % i, partition=0).result(60)
+        cluster.kill_node(leader)  # the quorum is lost until the follower is back
+        stopped.append(leader)
+        cluster.start_node(follower)
+        stopped.remove(follower)
+        alive = cluster.addresses().split(",")
+        survivors = ",".join(a for a in alive if not a.endswith(f":{cluster.node(leader).port}"))
+        with KafkaAdmin(survivors, api_timeout_ms=60_000) as admin:
+            assert wait_until(lambda: placement(admin, tp)[0] < 0, 90), placement(admin, tp)
+            refused = admin.elect_leaders("preferred", [tp])
+            assert refused[tp].error.name in (
+                "PREFERRED_LEADER_NOT_AVAILABLE",
+                "ELIGIBLE_LEADERS_NOT_AVAILABLE",
+            )
+            elected = admin.elect_leaders("unclean", [tp])
+            assert elected[tp].ok, elected[tp]
+            assert wait_until(lambda: placement(admin, tp)[0] == follower, 60)
+            end = admin.list_offsets({tp: "latest"})[tp].result().offset
+            assert end == 5  # the five written while it was away are gone with the old leader
+        assert third in cluster.running_nodes()
+    finally:
+        for node_id in stopped:
+            cluster.start_node(node_id)
