@@ -25,12 +25,19 @@ __all__ = ["python_split", "task_split"]
 
 
 def _events(folder: Path) -> Iterable[dict[str, Any]]:
-    for path in sorted(folder.iterdir()):
-        if path.is_file():
-            with path.open(encoding="utf-8", errors="replace") as lines:
-                for line in lines:
-                    if line.strip():
-                        yield json.loads(line)
+    for path in sorted(folder.rglob("*")):  # event log v2: a folder per application
+        if not path.is_file() or path.name.startswith((".", "appstatus")):
+            continue
+        raw = path.read_bytes()
+        if path.suffix == ".zstd":  # Spark 4's default: frames flushed as the log grows
+            import cramjam
+
+            raw = bytes(cramjam.zstd.decompress(raw))
+        for line in raw.decode("utf-8", errors="replace").splitlines():
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:  # blank, or the last line of a log still written
+                continue
 
 
 def task_split(folder: Path) -> dict[str, dict[str, float]]:

@@ -37,6 +37,20 @@ def _event_log(folder: Path) -> None:
     (folder / "local-1").write_text("\n".join(json.dumps(e) for e in events) + "\n")
 
 
+def test_a_compressed_log_in_its_application_folder_is_read(tmp_path: Path) -> None:
+    """Spark 4 writes event log v2: a folder per application, zstd frames, a last line that may
+    still be partial while the job runs."""
+    import cramjam
+
+    _event_log(tmp_path / "plain")
+    text = (tmp_path / "plain" / "local-1").read_bytes() + b'{"Event": "SparkListenerTa'
+    app = tmp_path / "ev" / "eventlog_v2_local-1"
+    app.mkdir(parents=True)
+    (app / "events_1_local-1.zstd").write_bytes(bytes(cramjam.zstd.compress(text)))
+    (app / "appstatus_local-1.inprogress").write_bytes(b"")
+    assert task_split(tmp_path / "ev")["kafka:write"]["tasks"] == 2
+
+
 def test_task_metrics_are_summed_per_job_group(tmp_path: Path) -> None:
     _event_log(tmp_path / "ev")
     split = task_split(tmp_path / "ev")
