@@ -40,6 +40,7 @@ WHOLE_MODULES = frozenset(
         "test_spark_source.py",
         "test_spark_transactional.py",
         "test_stall_bounds.py",
+        "test_telemetry_kafka.py",
         "test_tls.py",
     }
 )
