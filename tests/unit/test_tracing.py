@@ -367,3 +367,33 @@ def test_the_entry_point_opentelemetry_instrument_loads_is_the_instrumentor() ->
     finally:
         instrumentor.uninstrument()
     assert not instrumentor.is_instrumented_by_opentelemetry
+
+
+def test_run_handlers_get_a_span_each_and_a_failure_is_recorded_on_it(
+    instrumented: KafkaCoreInstrumentor, exporter: InMemorySpanExporter, mock_cluster: MockCluster, topic: str
+) -> None:
+    from opentelemetry.trace import StatusCode
+
+    with KafkaProducer(bootstrap_servers=mock_cluster.bootstrap) as producer:
+        for i in range(2):
+            producer.send(topic, b"r%d" % i, partition=0).result(timeout=30)
+    sends = spans(exporter, f"{topic} send")
+    consumer = KafkaConsumer(topic, bootstrap_servers=mock_cluster.bootstrap, auto_offset_reset="earliest")
+    handled: list[bytes] = []
+
+    def handler(record: Any) -> None:
+        handled.append(record.value)
+        if len(handled) == 2:
+            raise ValueError("cannot handle r1")
+
+    try:
+        with pytest.raises(ValueError, match="cannot handle r1"):
+            consumer.run(handler)
+    finally:
+        consumer.close()
+    ok, failed = spans(exporter, f"{topic} process")
+    assert not spans(exporter, "recv")  # run's polls make no batch span
+    assert [ok.parent.span_id, failed.parent.span_id] == [s.context.span_id for s in sends]  # type: ignore[union-attr]
+    assert ok.status.status_code is StatusCode.UNSET
+    assert failed.status.status_code is StatusCode.ERROR
+    assert [e.name for e in failed.events] == ["exception"]
