@@ -181,18 +181,21 @@ class TelemetryPusher:
 
     async def _supported(self) -> bool:
         """Whether a broker offers GetTelemetrySubscriptions (ApiVersions says: no request)."""
-        try:
-            node = await self._client.any_node()
-            await self._client.api_version(node, ApiKey.GET_TELEMETRY_SUBSCRIPTIONS)
-            await self._client.api_version(node, ApiKey.PUSH_TELEMETRY)
-        except KafkaUnsupportedVersionError:
-            self._disable("the broker does not support KIP-714 client metrics")
-            return False
-        except KafkaError as exc:
-            log.debug("telemetry: no broker to ask yet (%s); trying later", exc)
-            return await self._sleep(RETRY_S) and await self._supported()
-        self._node = node
-        return True
+        while True:
+            try:
+                node = await self._client.any_node()
+                await self._client.api_version(node, ApiKey.GET_TELEMETRY_SUBSCRIPTIONS)
+                await self._client.api_version(node, ApiKey.PUSH_TELEMETRY)
+            except KafkaUnsupportedVersionError:
+                self._disable("the broker does not support KIP-714 client metrics")
+                return False
+            except KafkaError as exc:
+                log.debug("telemetry: no broker to ask yet (%s); trying later", exc)
+                if not await self._sleep(RETRY_S):
+                    return False
+                continue
+            self._node = node
+            return True
 
     async def _send(self, body: Any) -> Any:
         assert self._busy is not None
@@ -251,9 +254,7 @@ class TelemetryPusher:
     def _on_error(self, code: int, api: str, interval_s: float, throttle_ms: int) -> float:
         """Seconds to wait after ``code`` (disabling the push for the codes that say so)."""
         name = _name(code)
-        if code in _DISABLE or (
-            code not in _RESUBSCRIBE and code not in _NEXT_INTERVAL and api == "PushTelemetry"
-        ):
+        if code in _DISABLE or (code not in _RESUBSCRIBE and code not in _NEXT_INTERVAL):
             log.warning("%s answered %s: client metrics push turned off for this client", api, name)
             self._disable(f"{api} answered {name}")
         elif code == ErrorCode.TELEMETRY_TOO_LARGE:

@@ -14,11 +14,12 @@ import pytest
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from kafka_core.codec.compression import decompress
-from kafka_core.errors import KafkaUnsupportedVersionError
+from kafka_core.errors import KafkaConnectionError, KafkaUnsupportedVersionError
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import ErrorCode
 from kafka_core.protocol.messages import GetTelemetrySubscriptionsResponse, PushTelemetryResponse
 from kafka_core.telemetry import Point, TelemetryPusher, encode_metrics_data
+from kafka_core.telemetry import push as push_module
 from kafka_core.telemetry.otlp import CUMULATIVE, DELTA
 
 
@@ -240,7 +241,9 @@ async def run_ref(client: ScriptedClient, until: Callable[[TelemetryPusher], boo
     return await run(client, lambda: until(pusher), pusher)
 
 
-@pytest.mark.parametrize("code", [ErrorCode.INVALID_REQUEST, ErrorCode.UNSUPPORTED_VERSION])
+@pytest.mark.parametrize(
+    "code", [ErrorCode.INVALID_REQUEST, ErrorCode.UNSUPPORTED_VERSION, ErrorCode.UNKNOWN_SERVER_ERROR]
+)
 @sync
 async def test_subscription_errors_that_turn_the_push_off(code: ErrorCode) -> None:
     client = ScriptedClient(answering(GetTelemetrySubscriptionsResponse(error_code=code), []))
@@ -324,3 +327,21 @@ async def test_a_push_in_flight_at_close_finishes_before_the_terminating_push() 
     assert [p.terminating for p in got] == [False, True]
     total = "org.apache.kafka.producer.record.send.total"
     assert sum(names(p)[total].sum.data_points[0].as_int for p in got) == 10
+
+
+@sync
+async def test_a_lost_connection_asks_again_later(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(push_module, "RETRY_S", 0.05)
+    answer = answering(subscription(), [])
+    failures = [KafkaConnectionError("broker gone")]
+
+    def flaky(body: Any) -> Any:
+        if failures:
+            raise failures.pop()
+        return answer(body)
+
+    client = ScriptedClient(flaky)
+    pusher = await run_ref(client, lambda p: p.pushes >= 1)
+    await pusher.close()
+    assert pusher.enabled and pusher.pushes >= 1
+    assert [b.API_KEY for b in client.sent[:2]] == [ApiKey.GET_TELEMETRY_SUBSCRIPTIONS] * 2
