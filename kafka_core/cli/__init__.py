@@ -1,5 +1,5 @@
 """``kafka-core``: the command line (produce, consume, topics, groups, share, transactions,
-partitions, cluster; broker, bench and pipeline run the dev tools, :mod:`kafka_core.cli.dev`).
+partitions, cluster, users, quotas; broker, bench and pipeline run the dev tools, :mod:`kafka_core.cli.dev`).
 
 Every failure a user can cause (a bad address, a missing topic, a bad argument, a Kafka error) ends
 as one line on stderr and an exit code from :mod:`kafka_core.cli.output`, never a traceback
@@ -91,7 +91,7 @@ def _common(defaults: bool) -> argparse.ArgumentParser:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from kafka_core.cli import cluster, consume, dev, groups, produce, share, topics, transactions
+    from kafka_core.cli import cluster, consume, dev, groups, produce, share, topics, transactions, users
 
     parser = _Parser(
         prog=PROG,
@@ -108,6 +108,7 @@ def build_parser() -> argparse.ArgumentParser:
     share.add_parser(sub, common)
     transactions.add_parser(sub, common)
     cluster.add_parsers(sub, common)
+    users.add_parsers(sub, common)
     dev.add_parsers(sub, common)
     return parser
 

@@ -5,15 +5,18 @@ producer's state and aborted by its start offset, after which read_committed rea
 
 from __future__ import annotations
 
+import asyncio
 import json
 import uuid
 from collections.abc import Iterator
 
 import pytest
 from fakes.cli import ok, one_error_line, run
+from fakes.timing import wait_until
 from fakes.topics import wait_writable
 
 from kafka_core import KafkaAdmin, KafkaProducer, TopicPartition
+from kafka_core.client import KafkaClient
 from kafka_core.devbroker import KafkaCluster
 
 pytestmark = [pytest.mark.broker, pytest.mark.timeout(240)]
@@ -105,3 +108,58 @@ def test_partitions_and_cluster_commands(kafka: KafkaCluster) -> None:
     assert cancel.returncode == 1 and "NO_REASSIGNMENT_IN_PROGRESS" in one_error_line(cancel)
     bad = run("partitions", "reassign", f"{topic}=1", servers=servers)
     assert bad.returncode == 2
+
+
+def test_scram_users_and_quotas_from_the_command_line(kafka: KafkaCluster) -> None:
+    servers = kafka.bootstrap
+    user = f"cli-{uuid.uuid4().hex[:8]}"
+    password = f"pw-{uuid.uuid4().hex}"
+    made = run(
+        "users", "set-password", user, "--mechanism", "SCRAM-SHA-256", "--password-stdin",
+        servers=servers, stdin=password.encode() + b"\n",
+    )  # fmt: skip
+    assert ok(made).strip() == f"SCRAM-SHA-256 password of {user} set"
+    assert password.encode() not in made.stdout + made.stderr
+    no_tty = run("users", "set-password", user, servers=servers, stdin=b"")
+    assert no_tty.returncode == 2 and "--password-stdin" in one_error_line(no_tty)
+
+    def listed() -> list[dict[str, object]]:
+        proc = run("users", "list", user, "--json", servers=servers)
+        return json.loads(proc.stdout) if proc.returncode == 0 else []
+
+    assert wait_until(
+        lambda: (
+            listed() == [{"user": user, "credentials": [{"mechanism": "SCRAM-SHA-256", "iterations": 8192}]}]
+        ),
+        30,
+    )
+
+    async def sign_in() -> None:
+        async with KafkaClient(
+            kafka.listeners["SASL_PLAINTEXT"],
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="SCRAM-SHA-256",
+            sasl_username=user,
+            sasl_password=password,
+            api_timeout_ms=15_000,
+        ) as client:
+            await client.metadata([])
+
+    asyncio.run(sign_in())
+    assert ok(run("users", "delete", user, servers=servers)).strip() == f"{user}: SCRAM-SHA-256 deleted"
+    assert wait_until(lambda: run("users", "list", user, servers=servers).returncode == 4, 30)
+
+    alter = run("quotas", "alter", "--user", user, "--set", "producer_byte_rate=1048576", servers=servers)
+    assert ok(alter).strip() == f"quotas of user={user} altered"
+
+    def quotas() -> list[dict[str, object]]:
+        return json.loads(ok(run("quotas", "describe", "--user", user, "--json", servers=servers)))
+
+    assert wait_until(
+        lambda: quotas() == [{"entity": {"user": user}, "quotas": {"producer_byte_rate": 1048576.0}}], 30
+    )
+    bad = run("quotas", "alter", "--user", user, "--set", "no_such_quota=1", servers=servers)
+    assert bad.returncode == 1 and "INVALID_REQUEST" in one_error_line(bad)
+    ok(run("quotas", "alter", "--user", user, "--remove", "producer_byte_rate", servers=servers))
+    assert wait_until(lambda: quotas() == [], 30)
+    assert run("quotas", "alter", "--user", user, servers=servers).returncode == 2
