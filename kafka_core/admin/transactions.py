@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from kafka_core.admin.coordinator import detail_suffix
-from kafka_core.admin.engine import call_timeout, gather_outcomes, per_coordinator, per_resource
+from kafka_core.admin.engine import FINAL_CODES, call_timeout, gather_outcomes, per_coordinator, per_resource
 from kafka_core.admin.results import (
     HangingTransaction,
     ProducerState,
@@ -205,7 +205,10 @@ class TransactionCalls:
             return failed
 
         timeout = call_timeout(timeout_ms, self.default_timeout_ms)
-        return await per_resource("describe_producers", wanted, attempt, timeout)
+        # a broker named by the caller that holds no replica of a partition will not come to
+        # hold one by asking again
+        final = FINAL_CODES | {ErrorCode.NOT_LEADER_OR_FOLLOWER} if broker_id is not None else FINAL_CODES
+        return await per_resource("describe_producers", wanted, attempt, timeout, final_codes=final)
 
     async def abort_transaction(
         self,

@@ -176,3 +176,25 @@ def test_a_scram_password_is_sent_only_salted_and_hashed() -> None:
 def test_a_delegation_tokens_hmac_is_not_in_its_repr() -> None:
     token = DelegationToken("id-1", b"\x01secret-hmac", "User:a", "User:a", [], 1, 2, 3)
     assert "secret-hmac" not in repr(token) and "id-1" in repr(token)
+
+
+def test_a_named_replica_that_holds_no_copy_is_answered_at_once() -> None:
+    def broker(node: int, body: Any) -> Any:
+        part = DescribeProducersResponse.PartitionResponse
+        return DescribeProducersResponse(
+            topics=[
+                DescribeProducersResponse.TopicResponse(
+                    name="t",
+                    partitions=[
+                        part(partition_index=0, error_code=6, error_message=None, active_producers=[])
+                    ],
+                )
+            ]
+        )
+
+    client = FakeClient(broker)
+    admin = make_admin(client)
+    res = run(admin.describe_producers([("t", 0)], broker_id=2, timeout_ms=20_000))[TopicPartition("t", 0)]
+    # asked once, of the broker named, not again until the deadline
+    assert res.error.name == "NOT_LEADER_OR_FOLLOWER"
+    assert [node for node, _ in client.sent] == [2]
