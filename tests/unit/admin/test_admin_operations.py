@@ -4,6 +4,7 @@ secrets kept out of reprs and of what is sent."""
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import time
 from typing import Any
@@ -13,7 +14,7 @@ from test_admin_results import FakeClient, make_admin, run
 
 from kafka_core.admin import ClientQuotaEntity, DelegationToken, FeatureUpdate, ScramUpsertion, TopicPartition
 from kafka_core.client.metadata import BrokerMeta, ClusterMeta, PartitionMeta, TopicMeta
-from kafka_core.errors import KafkaConfigError
+from kafka_core.errors import KafkaConfigError, KafkaTimeoutError
 from kafka_core.protocol.messages import (
     AlterUserScramCredentialsRequest,
     AlterUserScramCredentialsResponse,
@@ -198,3 +199,16 @@ def test_a_named_replica_that_holds_no_copy_is_answered_at_once() -> None:
     # asked once, of the broker named, not again until the deadline
     assert res.error.name == "NOT_LEADER_OR_FOLLOWER"
     assert [node for node, _ in client.sent] == [2]
+
+
+def test_a_call_returns_its_timeout_error_when_nothing_answers() -> None:
+    class Silent(FakeClient):
+        async def send(self, node_id: int, body: Any, version: int | None = None, **_: Any) -> Any:
+            self.sent.append((node_id, body))
+            await asyncio.Event().wait()  # a broker that never answers
+
+    admin = make_admin(Silent(lambda node, body: None))
+    res = run(admin.describe_transactions(["t1"], timeout_ms=300))["t1"]
+    assert isinstance(res.error, KafkaTimeoutError) and "describe_transactions" in str(res.error)
+    moved = run(admin.alter_partition_reassignments({("t", 0): [1]}, timeout_ms=300))[TopicPartition("t", 0)]
+    assert isinstance(moved.error, KafkaTimeoutError)
