@@ -315,7 +315,8 @@ def _with_formats(
         options.key_format is None,
         options.value_format is None,
     ]:
-        return _select_columns(dataclasses.replace(options, key_format=pins[0], value_format=pins[1]), schema)
+        # schema() made ``schema`` (there was no user schema): every column, of these types
+        return dataclasses.replace(options, key_format=pins[0], value_format=pins[1])
     return _select_columns(pinned(options), schema)
 
 
