@@ -607,7 +607,9 @@ class KafkaClient(ClientOperations):
         except (KafkaConnectionError, KafkaTimeoutError):
             # No known broker answers: ask the bootstrap servers again (KIP-899), in case the
             # cluster's nodes changed under us; the retry loop then tries the fresh picture.
-            if not any(n.conn is not None and n.conn.connected for n in self._nodes.values()):
+            # Any connection counts (a producer's or fetcher's lane too): a broker that serves
+            # those is reachable, and a rebootstrap would drop them.
+            if not any(c.connected for n in self._nodes.values() for c in n.all_conns()):
                 await self.rebootstrap("no known broker can be reached")
             raise
         try:
