@@ -10,6 +10,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from prerequisites import unavailable
@@ -55,6 +56,41 @@ def test_pipeline_passes_end_to_end(bootstrap_servers: str) -> None:
     # phase lines and figures only: no JVM start-up chatter, no pandas FutureWarning (issue 39)
     for noise in ("Setting default log level", "incubator modules", "FutureWarning"):
         assert noise not in out + proc.stderr, proc.stderr
+
+
+@pytest.mark.timeout(1500)
+def test_compare_runs_both_formats_side_by_side_on_apache_kafka(real_kafka: Any) -> None:
+    """--compare (issue 41): kafka_core and Spark's own connector (its jar from Maven Central, under
+    the pyspark of its version) on the same broker and generated data, each leg checked against the
+    generated records and against the other, then the phases side by side with ratios."""
+    _need_spark()
+    proc = subprocess.run(
+        [
+            *PIPELINE,
+            "--compare",
+            "--rounds",
+            "1",
+            "--events",
+            "20000",
+            "--bootstrap-servers",
+            real_kafka.bootstrap,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1440,  # the first run makes the connector's venv and fetches its jars
+        cwd=ROOT,
+        check=False,
+    )
+    out = proc.stdout
+    assert proc.returncode == 0, out + proc.stderr[-5000:]
+    assert "PASS" in out and "FAIL" not in out, out
+    assert re.search(r"Spark's connector: spark-sql-kafka-0-10 \d+\.\d+\.\d+ \(", out), out
+    for fmt in ("kafka_core", "kafka"):
+        assert f"[{fmt}] batch read == generated: 20,000 events, each exactly once" in out, out
+        assert f"[{fmt}] stream == batch read: 20,000 events, each exactly once" in out, out
+    assert "both formats, every round: same records and same figures" in out, out
+    for phase in ("write", "batch read + fingerprint", "streaming micro-batches", "whole job"):
+        assert re.search(rf"^  {re.escape(phase)} +[\d.,]+k +[\d.,]+k +\d+\.\d\dx$", out, re.M), out
 
 
 @pytest.mark.parametrize(
