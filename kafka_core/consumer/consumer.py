@@ -322,7 +322,16 @@ class KafkaConsumer:
             report=pending.append,
         )
         self._telemetry = (  # KIP-714, started with the consumer
-            TelemetryPusher(client, "consumer", self.metrics, lambda: {"group_id": group_id or ""})
+            TelemetryPusher(
+                client,
+                "consumer",
+                self.metrics,
+                lambda: {
+                    "group_id": group_id or "",
+                    "group_instance_id": group_instance_id or "",
+                    "client_rack": client_rack or "",
+                },
+            )
             if getattr(client, "metrics_push", False)
             else None
         )
