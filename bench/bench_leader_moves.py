@@ -242,7 +242,12 @@ def run(rate: float, rounds: int, faults: tuple[str, ...] = FAULTS) -> dict[str,
         threads = producers + consumers
         for t in threads:
             t.start()
-        time.sleep(5)  # both flowing
+        # Both flowing before the first fault: a producer still starting (its InitProducerId
+        # can take seconds on a fresh cluster) would have its start counted as a stall.
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not all(f.acks and f.received for f in flows.values()):
+            time.sleep(0.2)
+        time.sleep(5)
 
         def fault(name: str, action: Any) -> None:
             if name not in faults:
