@@ -28,6 +28,7 @@ WHOLE_MODULES = frozenset(
     {
         "test_chaos.py",
         "test_consumer_fail_fast.py",
+        "test_follower_fetch_kafka.py",
         "test_kafka_security.py",
         "test_oauth_kafka.py",
         "test_protocol_capture.py",
