@@ -721,10 +721,19 @@ class KafkaClient(ClientOperations):
             if broker.node_id not in self._nodes:  # a known node's address is Metadata's to change
                 self._register_broker(broker)
         if hint.leader not in self._nodes:
+            log.debug("%s[%d]: leader hint %s names a broker of unknown address", topic, partition, hint)
             return False
         if not self._meta.take_leader(topic, partition, hint.leader, hint.epoch):
+            log.debug("%s[%d]: leader hint %s not newer than the cache's", topic, partition, hint)
             return False
         self.leader_hints += 1
+        log.debug(
+            "%s[%d]: leader is node %d (epoch %d), as an answer said",
+            topic,
+            partition,
+            hint.leader,
+            hint.epoch,
+        )
         self._hinted.add(topic)
         if self._hint_refresh is None or self._hint_refresh.done():
             self._hint_refresh = self._spawn(self._refresh_hinted())
