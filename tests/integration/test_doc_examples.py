@@ -35,6 +35,7 @@ GUIDES = [
     "docs/admin.md",
     "docs/transport.md",
     "docs/metrics.md",
+    "docs/observability.md",
     "docs/cli.md",
     "docs/transactions.md",
     "docs/groups.md",
