@@ -199,7 +199,9 @@ class KafkaClient(ClientOperations):
         self._hinted: set[str] = set()
         self._hint_refresh: asyncio.Task[None] | None = None
         self.rebootstraps = 0  # how many times the client went back to its bootstrap servers
-        self.leader_hints = 0  # leader moves taken from Produce/Fetch answers (KIP-951)
+        # Produce/Fetch answers whose leader hint was followed (KIP-951); one move answered to
+        # several requests counts each.
+        self.leader_hints = 0
         self._ssl: ssl.SSLContext | None = None
         if protocol in ("SSL", "SASL_SSL"):
             self._ssl = ssl_context or build_ssl_context(
