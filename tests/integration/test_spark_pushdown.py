@@ -12,6 +12,7 @@ from prerequisites import need_module
 
 pyspark = need_module("pyspark")
 
+from fakes.stamps import RECENT_MS  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from spark_cluster import local_session  # noqa: E402
 
@@ -19,7 +20,7 @@ from kafka_core import KafkaProducer  # noqa: E402
 
 FMT = "kafka_core"
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
-BASE_MS = 1_750_000_000_000
+BASE_MS = RECENT_MS  # within the broker's retention
 N = 240  # records per partition
 
 
