@@ -110,11 +110,10 @@ def test_pipeline_summary_says_1_order_and_2_orders(capsys: pytest.CaptureFixtur
     }
     run = SimpleNamespace(
         out=out,
-        timings={"write": 1.0, "read": 1.0, "stream": 1.0},
         topic="orders",
         partitions=1,
         broker_label="test",
-        args=SimpleNamespace(master="local[1]"),
+        args=SimpleNamespace(master="local[1]", compare=False),
     )
     src = SimpleNamespace(rows=3, key_bytes=3, value_bytes=30)
     agg = SimpleNamespace(
@@ -126,7 +125,10 @@ def test_pipeline_summary_says_1_order_and_2_orders(capsys: pytest.CaptureFixtur
         customers=0,
         windows={},
     )
-    pipeline.summary(run, src, agg, 1, 10)  # type: ignore[arg-type]
+    leg = SimpleNamespace(
+        fmt="kafka_core", round_no=1, timings={"write": 1.0, "read": 1.0, "stream": 1.0}, agg=agg, batches=1
+    )
+    pipeline.summary(run, src, leg, 10)  # type: ignore[arg-type]
     text = "\n".join(out.lines)
     assert "(1 order placed)" in text
     assert "(2 orders placed)" in text
