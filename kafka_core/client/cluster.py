@@ -433,6 +433,11 @@ class KafkaClient(ClientOperations):
         in_flight = {nid: sum(c.in_flight_count for c in n.all_conns()) for nid, n in self._nodes.items()}
         return {"client_id": self.client_id, "network": self.network_metrics.snapshot(in_flight)}
 
+    @property
+    def started(self) -> bool:
+        """Whether a bootstrap has succeeded (for helpers that must not start the client themselves)."""
+        return self._started
+
     def _check_open(self) -> None:
         if self._closed:
             raise KafkaClosedError("KafkaClient is closed")

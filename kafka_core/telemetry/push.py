@@ -28,7 +28,7 @@ from typing import Any
 from kafka_core._version import __version__
 from kafka_core.client.waiting import wait_event, within
 from kafka_core.codec.compression import compress
-from kafka_core.errors import KafkaError, KafkaUnsupportedVersionError
+from kafka_core.errors import KafkaAuthenticationError, KafkaError, KafkaUnsupportedVersionError
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import ErrorCode
 from kafka_core.protocol.messages import (
@@ -43,6 +43,7 @@ log = logging.getLogger("kafka_core.telemetry")
 __all__ = ["RETRY_S", "SCOPE_NAME", "TelemetryPusher"]
 
 RETRY_S = 30.0  # before any subscription is known: how long to wait after a failed ask
+STARTED_POLL_S = 1.0  # how often to look whether the owner has bootstrapped the client
 TERMINATING_PUSH_S = 5.0  # the most a close without a timeout waits for the last push
 DEFAULT_INTERVAL_MS = 300_000  # Java's, for a subscription whose interval is not positive
 SCOPE_NAME = "kafka_core"
@@ -181,6 +182,12 @@ class TelemetryPusher:
 
     async def _supported(self) -> bool:
         """Whether a broker offers GetTelemetrySubscriptions (ApiVersions says: no request)."""
+        # Not before the producer or consumer has bootstrapped the client: started here, a
+        # refused login would be tried twice at once, and a client that never starts (a refused
+        # login is final) is never started by its telemetry.
+        while not getattr(self._client, "started", True):
+            if not await self._sleep(STARTED_POLL_S):
+                return False
         while True:
             try:
                 node = await self._client.any_node()
@@ -188,6 +195,12 @@ class TelemetryPusher:
                 await self._client.api_version(node, ApiKey.PUSH_TELEMETRY)
             except KafkaUnsupportedVersionError:
                 self._disable("the broker does not support KIP-714 client metrics")
+                return False
+            except KafkaAuthenticationError as exc:
+                # Final, as for the client's own requests: asking again would log in again, a
+                # refused login per RETRY_S that the application never asked for.
+                log.debug("telemetry: off, the login was refused (%s)", exc)
+                self._disable("the broker refused the client's login")
                 return False
             except KafkaError as exc:
                 log.debug("telemetry: no broker to ask yet (%s); trying later", exc)

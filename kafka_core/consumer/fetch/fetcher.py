@@ -412,6 +412,10 @@ class Fetcher:
         if snapshot is self._meta_seen:
             return
         self._meta_seen = snapshot
+        # A recreated topic first: its new id goes into the next Fetch, which must not ask for
+        # the old log's positions in the new log (a rebootstrap can bring the new id without any
+        # partition being placed again).
+        self._check_recreated({tp.topic for tp in self._subs.assigned()})
         meta = {t.name: t for t in snapshot.topics}
         brokers = {b.node_id for b in snapshot.brokers}
         # Leader changes of every partition with a position, paused ones too: a paused
@@ -486,6 +490,7 @@ class Fetcher:
             return False
         self._check_recreated({tp.topic for tp in todo})
         unrouted: dict[str, BaseException] = {}  # topic -> why its leader lookup failed this round
+        looked_up: set[str] = set()  # topics checked for recreation after their leader lookup
         for tp in todo:
             if tp not in self._subs or not self._wanted(tp, now):
                 self._unplace(tp)  # revoked during a lookup, or reset (its topic recreated)
@@ -508,6 +513,11 @@ class Fetcher:
                 self._unplace(tp)
                 self._dirty.add(tp)  # looked up again after the lookup backoff
                 continue
+            if tp.topic not in looked_up:
+                # The lookup may have brought the topic's first metadata since it was deleted
+                # and created again: its new id must not be fetched at the old log's positions.
+                looked_up.add(tp.topic)
+                self._check_recreated({tp.topic})
             if tp not in self._subs or not self._wanted(tp, now):
                 self._unplace(tp)  # revoked, reassigned or reset during the lookup
                 continue
