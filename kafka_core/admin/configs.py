@@ -10,7 +10,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kafka_core.admin.engine import call_timeout, gather_outcomes, per_resource
+from kafka_core.admin.engine import call_timeout, fan_out, outcome, per_resource
 from kafka_core.admin.results import (
     AlterConfigOp,
     ConfigEntry,
@@ -109,8 +109,7 @@ class ConfigCalls:
             return out
 
         async def attempt(pending: list[ConfigResource]) -> dict[ConfigResource, Any]:
-            groups = await self._by_destination(pending)
-            return await gather_outcomes({n: ask(n, g) for n, g in groups.items()}, groups)
+            return await fan_out(await self._by_destination(pending), ask)
 
         timeout = call_timeout(timeout_ms, self.default_timeout_ms)
         return await per_resource("describe_configs", wanted, attempt, timeout)
@@ -146,20 +145,15 @@ class ConfigCalls:
             out: dict[ConfigResource, Any] = {}
             for res in resp.responses:
                 key = ConfigResource(ConfigResourceType(res.resource_type), res.resource_name)
-                out[key] = (
-                    error_for(
-                        res.error_code,
-                        f"altering configs of {key.type.name.lower()} {key.name!r}"
-                        + (f": {res.error_message}" if res.error_message else ""),
-                    )
-                    if res.error_code
-                    else None
+                out[key] = outcome(
+                    res.error_code,
+                    f"altering configs of {key.type.name.lower()} {key.name!r}",
+                    res.error_message,
                 )
             return out
 
         async def attempt(pending: list[ConfigResource]) -> dict[ConfigResource, Any]:
-            groups = await self._by_destination(pending)
-            return await gather_outcomes({n: ask(n, g) for n, g in groups.items()}, groups)
+            return await fan_out(await self._by_destination(pending), ask)
 
         timeout = call_timeout(timeout_ms, self.default_timeout_ms)
         return await per_resource("incremental_alter_configs", ops, attempt, timeout)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from kafka_core.admin.engine import per_coordinator
+from kafka_core.admin.engine import detail_suffix, per_coordinator
 from kafka_core.admin.results import GroupListing, Result
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.errors import KafkaProtocolError
@@ -45,11 +45,6 @@ class Coordinators:
         return await per_coordinator(
             lambda g: self.client.find_coordinator(g, 0), group_ids, keys_of_group, ask
         )
-
-
-def detail_suffix(message: str | None) -> str:
-    """A broker's error message as the tail of ours (nothing when it gave none)."""
-    return f": {message}" if message else ""
 
 
 def assigned_partitions(assignment: Any) -> list[TopicPartition]:

@@ -1,4 +1,4 @@
-"""The retry loop every multi-resource admin call shares.
+"""The retry loop and the fan-out every admin call shares.
 
 An attempt sends requests for the resources still pending and reports an outcome per resource:
 a value, or an error. Non-retriable errors are final for that resource only; retriable ones
@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Hashable, Iterable, Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from kafka_core.admin.results import Result
 from kafka_core.client import deadline as call_deadline
@@ -28,9 +28,13 @@ from kafka_core.errors import (
 from kafka_core.network.backoff import Backoff
 from kafka_core.protocol.errors import ErrorCode, error_for
 
+if TYPE_CHECKING:
+    from kafka_core.client.cluster import KafkaClient
+
 log = logging.getLogger("kafka_core.admin")
 
 K = TypeVar("K", bound=Hashable)
+T = TypeVar("T")
 
 # Retriable in Kafka's table, but final for an admin call: the resource is not there, and waiting
 # will not make it so (Java's admin client fails these at once too); a response that does not
@@ -181,6 +185,70 @@ async def per_coordinator(
     keys_of = {n: [k for g in gs for k in keys_of_group(g)] for n, gs in by_node.items()}
     out.update(await gather_outcomes({n: ask(n, gs) for n, gs in by_node.items()}, keys_of))
     return out
+
+
+async def fan_out(
+    by_node: Mapping[int, list[K]], ask: Callable[[int, list[K]], Awaitable[Mapping[K, Any]]]
+) -> dict[K, Any]:
+    """``ask(node, keys)`` once per node, side by side, for the keys that node answers for."""
+    return await gather_outcomes({n: ask(n, keys) for n, keys in by_node.items()}, by_node)
+
+
+async def all_brokers(client: KafkaClient, what: str, timeout_ms: float) -> list[int]:
+    """The ids of the cluster's brokers, for a call that asks each of them."""
+    meta = await client.retry(f"{what}: finding brokers", lambda: client.metadata([]), timeout_ms)
+    return sorted(b.node_id for b in meta.brokers)
+
+
+async def per_broker(
+    what: str, nodes: Iterable[int], ask: Callable[[int], Awaitable[Any]], timeout_ms: float
+) -> dict[int, Result[Any]]:
+    """Each broker asked for what only it knows (its listing, its log dirs), a broker whose answer
+    is retriable asked again: ``ask(node)`` returns the broker's value or an exception."""
+
+    async def one(node: int) -> dict[int, Any]:
+        return {node: await ask(node)}
+
+    async def attempt(pending: list[int]) -> dict[int, Any]:
+        return await gather_outcomes({n: one(n) for n in pending}, {n: [n] for n in pending})
+
+    return await per_resource(what, nodes, attempt, timeout_ms)
+
+
+async def any_broker(
+    client: KafkaClient,
+    what: str,
+    body: Any,
+    read: Callable[[Any], T],
+    timeout_ms: float | None,
+    *,
+    request: str | None = None,
+) -> T:
+    """One request any broker answers (a KRaft broker forwards what is the controller's), sent
+    again while its error is retriable; an error in the answer is raised, named by ``request``
+    (else ``what``) with the broker's message, and ``read(response)`` is the call's value."""
+
+    async def attempt() -> T:
+        node = await client.any_node()
+        resp = await client.send(node, body)
+        if resp.error_code:
+            raise error_for(
+                resp.error_code, (request or what) + detail_suffix(getattr(resp, "error_message", None))
+            )
+        return read(resp)
+
+    return await client.retry(what, attempt, timeout_ms)
+
+
+def detail_suffix(message: str | None) -> str:
+    """A broker's error message as the tail of ours (nothing when it gave none)."""
+    return f": {message}" if message else ""
+
+
+def outcome(code: int, what: str, detail: str | None = None) -> KafkaError | None:
+    """A resource's outcome from its error code: None for success, else the error named by
+    ``what`` with the broker's message."""
+    return error_for(code, what + detail_suffix(detail)) if code else None
 
 
 def _wrap(exc: BaseException) -> KafkaError:

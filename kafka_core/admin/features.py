@@ -10,8 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from kafka_core.admin.coordinator import detail_suffix
-from kafka_core.admin.engine import call_timeout, per_resource
+from kafka_core.admin.engine import any_broker, call_timeout, detail_suffix, outcome, per_resource
 from kafka_core.admin.results import (
     FeatureMetadata,
     FeatureRange,
@@ -52,15 +51,11 @@ class FeatureCalls:
         await self.client.start()
         data_cls = DescribeQuorumRequest.TopicData
         part_cls = DescribeQuorumRequest.PartitionData
+        body = DescribeQuorumRequest(
+            topics=[data_cls(topic_name=METADATA_TOPIC, partitions=[part_cls(partition_index=0)])]
+        )
 
-        async def attempt() -> QuorumInfo:
-            node = await self.client.any_node()
-            body = DescribeQuorumRequest(
-                topics=[data_cls(topic_name=METADATA_TOPIC, partitions=[part_cls(partition_index=0)])]
-            )
-            resp = await self.client.send(node, body)
-            if resp.error_code:
-                raise error_for(resp.error_code, "DescribeQuorum" + detail_suffix(resp.error_message))
+        def read(resp: Any) -> QuorumInfo:
             for t in resp.topics:
                 for p in t.partitions:
                     if p.error_code:
@@ -76,17 +71,16 @@ class FeatureCalls:
                     )
             raise error_for(-1, f"DescribeQuorum: the answer did not describe {METADATA_TOPIC}")
 
-        return await self.client.retry("describe_quorum", attempt, timeout_ms)
+        return await any_broker(
+            self.client, "describe_quorum", body, read, timeout_ms, request="DescribeQuorum"
+        )
 
     async def describe_features(self, *, timeout_ms: float | None = None) -> FeatureMetadata:
         await self.client.start()
 
-        async def attempt() -> FeatureMetadata:
-            node = await self.client.any_node()
-            body = ApiVersionsRequest(client_software_name="kafka-core", client_software_version="admin")
-            resp = await self.client.send(node, body)
-            if resp.error_code:
-                raise error_for(resp.error_code, "ApiVersions (features)")
+        body = ApiVersionsRequest(client_software_name="kafka-core", client_software_version="admin")
+
+        def read(resp: Any) -> FeatureMetadata:
             return FeatureMetadata(
                 finalized={
                     f.name: FeatureRange(f.min_version_level, f.max_version_level)
@@ -98,7 +92,9 @@ class FeatureCalls:
                 },
             )
 
-        return await self.client.retry("describe_features", attempt, timeout_ms)
+        return await any_broker(
+            self.client, "describe_features", body, read, timeout_ms, request="ApiVersions (features)"
+        )
 
     async def update_features(
         self,
@@ -136,18 +132,12 @@ class FeatureCalls:
                 timeout_ms=int(timeout), feature_updates=keys, validate_only=validate_only
             )
             resp = await self.client.send(node, body, version)
-            if resp.error_code:
-                error = error_for(resp.error_code, "UpdateFeatures" + detail_suffix(resp.error_message))
+            error = outcome(resp.error_code, "UpdateFeatures", resp.error_message)
+            if error is not None:
                 return dict.fromkeys(pending, error)
             out: dict[str, Any] = dict.fromkeys(pending)  # v2 leaves out the results of a success
             for r in resp.results:
-                out[r.feature] = (
-                    error_for(
-                        r.error_code, f"updating feature {r.feature!r}" + detail_suffix(r.error_message)
-                    )
-                    if r.error_code
-                    else None
-                )
+                out[r.feature] = outcome(r.error_code, f"updating feature {r.feature!r}", r.error_message)
             return out
 
         return await per_resource("update_features", list(wanted), attempt, timeout)

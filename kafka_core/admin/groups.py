@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from kafka_core.admin.coordinator import Coordinators, assigned_partitions, merge_listings
-from kafka_core.admin.engine import call_timeout, gather_outcomes, per_resource
+from kafka_core.admin.engine import all_brokers, call_timeout, per_broker, per_resource
 from kafka_core.admin.results import GroupDescription, GroupListing, MemberDescription, Result
 from kafka_core.client.metadata import OffsetAndMetadata, TopicPartition, as_topic_partition
 from kafka_core.client.operations import OFFSETS_MAX_VERSION
@@ -107,36 +107,24 @@ class GroupCalls:
 
     async def list_groups(self, *, timeout_ms: float | None = None) -> list[GroupListing]:
         await self.client.start()
-        meta = await self.client.retry(
-            "list_groups: finding brokers",
-            lambda: self.client.metadata([]),
-            call_timeout(timeout_ms, self.default_timeout_ms),
-        )
-        nodes = sorted(b.node_id for b in meta.brokers)
+        timeout = call_timeout(timeout_ms, self.default_timeout_ms)
+        nodes = await all_brokers(self.client, "list_groups", timeout)
 
-        async def ask(node: int) -> dict[int, Any]:
+        async def ask(node: int) -> Any:
             resp = await self.client.send(node, ListGroupsRequest(states_filter=[], types_filter=[]))
             if resp.error_code:
-                return {node: error_for(resp.error_code, f"ListGroups on broker {node}")}
-            return {
-                node: [
-                    GroupListing(
-                        g.group_id,
-                        g.protocol_type,
-                        getattr(g, "group_state", None) or None,
-                        getattr(g, "group_type", None) or None,  # ListGroups v5+
-                    )
-                    for g in resp.groups
-                ]
-            }
+                return error_for(resp.error_code, f"ListGroups on broker {node}")
+            return [
+                GroupListing(
+                    g.group_id,
+                    g.protocol_type,
+                    getattr(g, "group_state", None) or None,
+                    getattr(g, "group_type", None) or None,  # ListGroups v5+
+                )
+                for g in resp.groups
+            ]
 
-        async def attempt(pending: list[int]) -> dict[int, Any]:
-            return await gather_outcomes({n: ask(n) for n in pending}, {n: [n] for n in pending})
-
-        results = await per_resource(
-            "list_groups", nodes, attempt, call_timeout(timeout_ms, self.default_timeout_ms)
-        )
-        return merge_listings(results)
+        return merge_listings(await per_broker("list_groups", nodes, ask, timeout))
 
     async def describe_groups(
         self, group_ids: Iterable[str], *, timeout_ms: float | None = None

@@ -8,10 +8,10 @@ metadata, while a partition that does not exist is final at once.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kafka_core.admin.engine import call_timeout, gather_outcomes, per_resource
+from kafka_core.admin.engine import call_timeout, fan_out, per_resource
 from kafka_core.admin.results import GroupLag, PartitionLag, Result
 from kafka_core.client.metadata import ListedOffset, TopicPartition, as_topic_partition
 from kafka_core.consumer.policies import IsolationLevel, parse_choice
@@ -88,6 +88,16 @@ class OffsetCalls:
                 by_leader[p.leader].append(tp)
         return by_leader, failed
 
+    async def per_leader(
+        self,
+        pending: list[TopicPartition],
+        ask: Callable[[int, list[TopicPartition]], Awaitable[Mapping[TopicPartition, Any]]],
+    ) -> dict[TopicPartition, Any]:
+        """``ask(leader, partitions)`` once per leader; a partition without one gets its error."""
+        by_leader, failed = await self.leaders(pending)
+        failed.update(await fan_out(by_leader, ask))
+        return failed
+
     async def list_offsets(
         self,
         specs: Mapping[TopicPartition | tuple[str, int], OffsetSpec],
@@ -133,9 +143,7 @@ class OffsetCalls:
             return out
 
         async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, Any]:
-            by_leader, failed = await self.leaders(pending)
-            failed.update(await gather_outcomes({n: ask(n, tps) for n, tps in by_leader.items()}, by_leader))
-            return failed
+            return await self.per_leader(pending, ask)
 
         return await per_resource(
             "list_offsets", wanted, attempt, call_timeout(timeout_ms, self.default_timeout_ms)
@@ -165,9 +173,7 @@ class OffsetCalls:
             return self._by_partition(resp, node, "DeleteRecords", lambda p: p.low_watermark)
 
         async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, Any]:
-            by_leader, failed = await self.leaders(pending)
-            failed.update(await gather_outcomes({n: ask(n, tps) for n, tps in by_leader.items()}, by_leader))
-            return failed
+            return await self.per_leader(pending, ask)
 
         return await per_resource("delete_records", wanted, attempt, timeout_ms)
 

@@ -11,8 +11,13 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from kafka_core.admin.coordinator import detail_suffix
-from kafka_core.admin.engine import FINAL_CODES, call_timeout, gather_outcomes, per_resource
+from kafka_core.admin.controller import Controller
+from kafka_core.admin.engine import (
+    FINAL_CODES,
+    call_timeout,
+    per_broker,
+    per_resource,
+)
 from kafka_core.admin.results import LogDirDescription, PartitionReassignment, ReplicaInfo, Result
 from kafka_core.client.metadata import TopicPartition, as_topic_partition
 from kafka_core.errors import KafkaConfigError, KafkaError, KafkaUnsupportedVersionError
@@ -39,23 +44,6 @@ ELECTION_FINAL_CODES = FINAL_CODES | {
 }
 ELECT_LEADERS_TYPE_VERSION = 1  # KIP-460: v0 knows preferred elections only
 LOG_DIR_BYTES_VERSION = 4  # KIP-827: total and usable bytes
-
-
-class _Controller:
-    """Where the next round goes; NOT_CONTROLLER asks for a fresh look."""
-
-    def __init__(self, client: KafkaClient) -> None:
-        self.client = client
-        self.stale = False
-
-    async def node(self) -> int:
-        node = await self.client.controller_node(refresh=self.stale)
-        self.stale = False
-        return node
-
-    def saw(self, code: int) -> None:
-        if code == ErrorCode.NOT_CONTROLLER:
-            self.stale = True
 
 
 def _by_topic(tps: Iterable[TopicPartition]) -> dict[str, list[int]]:
@@ -93,7 +81,7 @@ class ReplicaCalls:
             else:
                 wanted[tp] = None
         timeout = call_timeout(timeout_ms, self.default_timeout_ms)
-        controller = _Controller(self.client)
+        controller = Controller(self.client)
         topic_cls = AlterPartitionReassignmentsRequest.ReassignableTopic
         part_cls = AlterPartitionReassignmentsRequest.ReassignablePartition
 
@@ -112,24 +100,15 @@ class ReplicaCalls:
                 ],
             )
             resp = await self.client.send(node, body)
-            if resp.error_code:
-                controller.saw(resp.error_code)
-                error = error_for(
-                    resp.error_code, "AlterPartitionReassignments" + detail_suffix(resp.error_message)
-                )
+            error = controller.outcome(resp.error_code, "AlterPartitionReassignments", resp.error_message)
+            if error is not None:
                 return dict.fromkeys(pending, error)
             out: dict[TopicPartition, Any] = {}
             for t in resp.responses:
                 for p in t.partitions:
                     tp = TopicPartition(t.name, p.partition_index)
-                    controller.saw(p.error_code)
-                    out[tp] = (
-                        error_for(
-                            p.error_code,
-                            f"reassigning {tp.topic}-{tp.partition}" + detail_suffix(p.error_message),
-                        )
-                        if p.error_code
-                        else None
+                    out[tp] = controller.outcome(
+                        p.error_code, f"reassigning {tp.topic}-{tp.partition}", p.error_message
                     )
             return out
 
@@ -143,7 +122,7 @@ class ReplicaCalls:
     ) -> dict[TopicPartition, PartitionReassignment]:
         await self.client.start()
         wanted = None if partitions is None else [as_topic_partition(tp) for tp in partitions]
-        controller = _Controller(self.client)
+        controller = Controller(self.client)
         topic_cls = ListPartitionReassignmentsRequest.ListPartitionReassignmentsTopics
         timeout = call_timeout(timeout_ms, self.default_timeout_ms)
 
@@ -157,11 +136,9 @@ class ReplicaCalls:
             resp = await self.client.send(
                 node, ListPartitionReassignmentsRequest(timeout_ms=int(timeout), topics=topics)
             )
-            if resp.error_code:
-                controller.saw(resp.error_code)
-                raise error_for(
-                    resp.error_code, "ListPartitionReassignments" + detail_suffix(resp.error_message)
-                )
+            error = controller.outcome(resp.error_code, "ListPartitionReassignments", resp.error_message)
+            if error is not None:
+                raise error
             out: dict[TopicPartition, PartitionReassignment] = {}
             for t in resp.topics:
                 for p in t.partitions:
@@ -192,7 +169,7 @@ class ReplicaCalls:
         wanted = (
             None if partitions is None else list(dict.fromkeys(as_topic_partition(tp) for tp in partitions))
         )
-        controller = _Controller(self.client)
+        controller = Controller(self.client)
         timeout = call_timeout(timeout_ms, self.default_timeout_ms)
         topic_cls = ElectLeadersRequest.TopicPartitions
 
@@ -211,9 +188,8 @@ class ReplicaCalls:
                 timeout_ms=int(timeout),
             )
             resp = await self.client.send(node, body, version)
-            if resp.error_code:
-                controller.saw(resp.error_code)
-                error = error_for(resp.error_code, f"ElectLeaders ({election_type})")
+            error = controller.outcome(resp.error_code, f"ElectLeaders ({election_type})")
+            if error is not None:
                 if pending is None:
                     raise error
                 return dict.fromkeys(pending, error)
@@ -221,15 +197,12 @@ class ReplicaCalls:
             for r in resp.replica_election_results:
                 for p in r.partition_result:
                     tp = TopicPartition(r.topic, p.partition_id)
-                    if p.error_code:
-                        controller.saw(p.error_code)
-                        out[tp] = error_for(
-                            p.error_code,
-                            f"{election_type} election of {tp.topic}-{tp.partition}"
-                            + detail_suffix(p.error_message),
-                        )
-                    else:
-                        out[tp] = None
+                    out[tp] = controller.outcome(
+                        p.error_code,
+                        f"{election_type} election of {tp.topic}-{tp.partition}",
+                        p.error_message,
+                    )
+                    if out[tp] is None:
                         self.client.invalidate_metadata(tp.topic)
             return out
 
@@ -270,11 +243,11 @@ class ReplicaCalls:
                 if not t.error_code
             ]
 
-        async def ask(node: int) -> dict[int, Any]:
+        async def ask(node: int) -> Any:
             version = await self.client.api_version(node, ApiKey.DESCRIBE_LOG_DIRS)
             resp = await self.client.send(node, DescribeLogDirsRequest(topics=request_topics), version)
             if getattr(resp, "error_code", 0):
-                return {node: error_for(resp.error_code, f"DescribeLogDirs on broker {node}")}
+                return error_for(resp.error_code, f"DescribeLogDirs on broker {node}")
             dirs: dict[str, LogDirDescription] = {}
             for d in resp.results:
                 with_bytes = version >= LOG_DIR_BYTES_VERSION
@@ -293,9 +266,6 @@ class ReplicaCalls:
                     total_bytes=d.total_bytes if with_bytes and d.total_bytes >= 0 else None,
                     usable_bytes=d.usable_bytes if with_bytes and d.usable_bytes >= 0 else None,
                 )
-            return {node: dirs}
+            return dirs
 
-        async def attempt(pending: list[int]) -> dict[int, Any]:
-            return await gather_outcomes({n: ask(n) for n in pending}, {n: [n] for n in pending})
-
-        return await per_resource("describe_log_dirs", nodes, attempt, timeout)
+        return await per_broker("describe_log_dirs", nodes, ask, timeout)

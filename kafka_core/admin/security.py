@@ -12,8 +12,7 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kafka_core.admin.coordinator import detail_suffix
-from kafka_core.admin.engine import call_timeout, per_resource
+from kafka_core.admin.engine import any_broker, call_timeout, outcome, per_resource
 from kafka_core.admin.results import (
     ClientQuotaEntity,
     DelegationToken,
@@ -24,7 +23,6 @@ from kafka_core.admin.results import (
 )
 from kafka_core.errors import KafkaConfigError
 from kafka_core.network.sasl.scram import saslprep
-from kafka_core.protocol.errors import error_for
 from kafka_core.protocol.messages import (
     AlterClientQuotasRequest,
     AlterUserScramCredentialsRequest,
@@ -84,6 +82,11 @@ def _requester(t: Any) -> str:
     return f"{kind}:{name}"
 
 
+def _expiry(resp: Any) -> int:
+    """A renewed or expired token's expiry time (the answers name no HMAC, so neither do errors)."""
+    return int(resp.expiry_timestamp_ms)
+
+
 class SecurityCalls:
     """The SCRAM, quota and token calls of :class:`kafka_core.aio.KafkaAdmin` (which documents them)."""
 
@@ -100,24 +103,16 @@ class SecurityCalls:
         names = None if users is None else ([users] if isinstance(users, str) else list(users))
         name_cls = DescribeUserScramCredentialsRequest.UserName
 
-        async def attempt() -> dict[str, Result[list[ScramCredentialInfo]]]:
-            node = await self.client.any_node()
-            body = DescribeUserScramCredentialsRequest(
-                users=None if names is None else [name_cls(name=n) for n in names]
-            )
-            resp = await self.client.send(node, body)
-            if resp.error_code:
-                raise error_for(
-                    resp.error_code, "DescribeUserScramCredentials" + detail_suffix(resp.error_message)
-                )
+        body = DescribeUserScramCredentialsRequest(
+            users=None if names is None else [name_cls(name=n) for n in names]
+        )
+
+        def read(resp: Any) -> dict[str, Result[list[ScramCredentialInfo]]]:
             out: dict[str, Result[list[ScramCredentialInfo]]] = {}
             for r in resp.results:
-                if r.error_code:
-                    out[r.user] = Result(
-                        error=error_for(
-                            r.error_code, f"SCRAM credentials of {r.user!r}" + detail_suffix(r.error_message)
-                        )
-                    )
+                error = outcome(r.error_code, f"SCRAM credentials of {r.user!r}", r.error_message)
+                if error is not None:
+                    out[r.user] = Result(error=error)
                 else:
                     out[r.user] = Result(
                         [
@@ -129,7 +124,14 @@ class SecurityCalls:
                     )
             return out if names is None else {n: out[n] for n in names if n in out}
 
-        return await self.client.retry("describe_user_scram_credentials", attempt, timeout_ms)
+        return await any_broker(
+            self.client,
+            "describe_user_scram_credentials",
+            body,
+            read,
+            timeout_ms,
+            request="DescribeUserScramCredentials",
+        )
 
     async def alter_user_scram_credentials(
         self,
@@ -185,11 +187,7 @@ class SecurityCalls:
             )
             resp = await self.client.send(node, body)
             return {
-                r.user: error_for(
-                    r.error_code, f"altering SCRAM credentials of {r.user!r}" + detail_suffix(r.error_message)
-                )
-                if r.error_code
-                else None
+                r.user: outcome(r.error_code, f"altering SCRAM credentials of {r.user!r}", r.error_message)
                 for r in resp.results
             }
 
@@ -216,20 +214,17 @@ class SecurityCalls:
                 )
             )
 
-        async def attempt() -> dict[ClientQuotaEntity, dict[str, float]]:
-            node = await self.client.any_node()
-            resp = await self.client.send(
-                node, DescribeClientQuotasRequest(components=components, strict=strict)
-            )
-            if resp.error_code:
-                raise error_for(resp.error_code, "DescribeClientQuotas" + detail_suffix(resp.error_message))
+        def read(resp: Any) -> dict[ClientQuotaEntity, dict[str, float]]:
             out: dict[ClientQuotaEntity, dict[str, float]] = {}
             for e in resp.entries or ():
                 key = ClientQuotaEntity(tuple(sorted((d.entity_type, d.entity_name) for d in e.entity)))
                 out[key] = {v.key: v.value for v in e.values}
             return out
 
-        return await self.client.retry("describe_client_quotas", attempt, timeout_ms)
+        body = DescribeClientQuotasRequest(components=components, strict=strict)
+        return await any_broker(
+            self.client, "describe_client_quotas", body, read, timeout_ms, request="DescribeClientQuotas"
+        )
 
     async def alter_client_quotas(
         self,
@@ -262,13 +257,7 @@ class SecurityCalls:
             out: dict[ClientQuotaEntity, Any] = {}
             for r in resp.entries:
                 key = ClientQuotaEntity(tuple(sorted((d.entity_type, d.entity_name) for d in r.entity)))
-                out[key] = (
-                    error_for(
-                        r.error_code, f"altering quotas of {key.as_dict()}" + detail_suffix(r.error_message)
-                    )
-                    if r.error_code
-                    else None
-                )
+                out[key] = outcome(r.error_code, f"altering quotas of {key.as_dict()}", r.error_message)
             return out
 
         timeout = call_timeout(timeout_ms, self.default_timeout_ms)
@@ -289,17 +278,14 @@ class SecurityCalls:
         renew = [renewer_cls(principal_type=k, principal_name=n) for k, n in map(_principal, renewers)]
         owner_kind, owner_name = _principal(owner) if owner is not None else (None, None)
 
-        async def attempt() -> DelegationToken:
-            node = await self.client.any_node()
-            body = CreateDelegationTokenRequest(
-                owner_principal_type=owner_kind,
-                owner_principal_name=owner_name,
-                renewers=renew,
-                max_lifetime_ms=int(max_lifetime_ms),
-            )
-            resp = await self.client.send(node, body)
-            if resp.error_code:
-                raise error_for(resp.error_code, "CreateDelegationToken")
+        body = CreateDelegationTokenRequest(
+            owner_principal_type=owner_kind,
+            owner_principal_name=owner_name,
+            renewers=renew,
+            max_lifetime_ms=int(max_lifetime_ms),
+        )
+
+        def read(resp: Any) -> DelegationToken:
             token = _token(resp, _requester(resp))
             return DelegationToken(
                 token_id=token.token_id,
@@ -312,24 +298,16 @@ class SecurityCalls:
                 max_timestamp_ms=token.max_timestamp_ms,
             )
 
-        return await self.client.retry("create_delegation_token", attempt, timeout_ms)
-
-    async def _token_time(self, what: str, body: Any, timeout_ms: float | None) -> int:
-        async def attempt() -> int:
-            node = await self.client.any_node()
-            resp = await self.client.send(node, body)
-            if resp.error_code:
-                raise error_for(resp.error_code, what)  # never the HMAC
-            return int(resp.expiry_timestamp_ms)
-
-        return await self.client.retry(what, attempt, timeout_ms)
+        return await any_broker(
+            self.client, "create_delegation_token", body, read, timeout_ms, request="CreateDelegationToken"
+        )
 
     async def renew_delegation_token(
         self, hmac: bytes, *, renew_period_ms: int = -1, timeout_ms: float | None = None
     ) -> int:
         await self.client.start()
         body = RenewDelegationTokenRequest(hmac=bytes(hmac), renew_period_ms=int(renew_period_ms))
-        return await self._token_time("RenewDelegationToken", body, timeout_ms)
+        return await any_broker(self.client, "RenewDelegationToken", body, _expiry, timeout_ms)
 
     async def expire_delegation_token(
         self, hmac: bytes, *, expiry_time_period_ms: int = -1, timeout_ms: float | None = None
@@ -338,7 +316,7 @@ class SecurityCalls:
         body = ExpireDelegationTokenRequest(
             hmac=bytes(hmac), expiry_time_period_ms=int(expiry_time_period_ms)
         )
-        return await self._token_time("ExpireDelegationToken", body, timeout_ms)
+        return await any_broker(self.client, "ExpireDelegationToken", body, _expiry, timeout_ms)
 
     async def describe_delegation_tokens(
         self, owners: Iterable[str] | None = None, *, timeout_ms: float | None = None
@@ -351,14 +329,17 @@ class SecurityCalls:
             else [owner_cls(principal_type=k, principal_name=n) for k, n in map(_principal, owners)]
         )
 
-        async def attempt() -> list[DelegationToken]:
-            node = await self.client.any_node()
-            resp = await self.client.send(node, DescribeDelegationTokenRequest(owners=wanted))
-            if resp.error_code:
-                raise error_for(resp.error_code, "DescribeDelegationToken")
+        def read(resp: Any) -> list[DelegationToken]:
             return sorted((_token(t, _requester(t)) for t in resp.tokens), key=lambda t: t.token_id)
 
-        return await self.client.retry("describe_delegation_tokens", attempt, timeout_ms)
+        return await any_broker(
+            self.client,
+            "describe_delegation_tokens",
+            DescribeDelegationTokenRequest(owners=wanted),
+            read,
+            timeout_ms,
+            request="DescribeDelegationToken",
+        )
 
 
 __all__ = ["SCRAM_MECHANISMS", "SecurityCalls"]

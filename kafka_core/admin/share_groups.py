@@ -14,8 +14,8 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kafka_core.admin.coordinator import Coordinators, assigned_partitions, detail_suffix, merge_listings
-from kafka_core.admin.engine import call_timeout, gather_outcomes, per_resource
+from kafka_core.admin.coordinator import Coordinators, assigned_partitions, merge_listings
+from kafka_core.admin.engine import all_brokers, call_timeout, detail_suffix, per_broker, per_resource
 from kafka_core.admin.results import (
     GroupDescription,
     GroupLag,
@@ -122,33 +122,24 @@ class ShareGroupCalls:
     ) -> list[GroupListing]:
         await self.client.start()
         timeout = call_timeout(timeout_ms, self.default_timeout_ms)
-        meta = await self.client.retry(
-            "list_share_groups: finding brokers", lambda: self.client.metadata([]), timeout
-        )
-        nodes = sorted(b.node_id for b in meta.brokers)
+        nodes = await all_brokers(self.client, "list_share_groups", timeout)
         wanted_states = list(states or [])
 
-        async def ask(node: int) -> dict[int, Any]:
+        async def ask(node: int) -> Any:
             version = await self._version(node, ApiKey.LIST_GROUPS)
             if version < LIST_GROUPS_TYPES_VERSION:
                 raise no_share_groups(node, KafkaUnsupportedVersionError(f"ListGroups v{version}"))
             body = ListGroupsRequest(states_filter=wanted_states, types_filter=["share"])
             resp = await self.client.send(node, body, version)
             if resp.error_code:
-                return {node: error_for(resp.error_code, f"ListGroups on broker {node}")}
-            return {
-                node: [
-                    GroupListing(g.group_id, g.protocol_type, g.group_state or None, g.group_type or "share")
-                    for g in resp.groups
-                    if (g.group_type or "share") == "share"
-                ]
-            }
+                return error_for(resp.error_code, f"ListGroups on broker {node}")
+            return [
+                GroupListing(g.group_id, g.protocol_type, g.group_state or None, g.group_type or "share")
+                for g in resp.groups
+                if (g.group_type or "share") == "share"
+            ]
 
-        async def attempt(pending: list[int]) -> dict[int, Any]:
-            return await gather_outcomes({n: ask(n) for n in pending}, {n: [n] for n in pending})
-
-        results = await per_resource("list_share_groups", nodes, attempt, timeout)
-        return merge_listings(results)
+        return merge_listings(await per_broker("list_share_groups", nodes, ask, timeout))
 
     async def describe_share_groups(
         self, group_ids: Iterable[str], *, timeout_ms: float | None = None

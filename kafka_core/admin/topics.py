@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kafka_core.admin.engine import call_timeout, per_resource
+from kafka_core.admin.controller import Controller
+from kafka_core.admin.engine import call_timeout, outcome, per_resource
 from kafka_core.admin.results import ClusterDescription, PartitionDescription, Result, TopicDescription
 from kafka_core.client.metadata import BrokerMeta, NewTopic, TopicMeta
 from kafka_core.client.requests import create_topics_request
@@ -25,8 +26,6 @@ from kafka_core.protocol.messages import (
 if TYPE_CHECKING:
     from kafka_core.client.cluster import KafkaClient
 
-NOT_CONTROLLER = 41
-
 
 def _describe(t: TopicMeta) -> TopicDescription:
     return TopicDescription(
@@ -38,27 +37,6 @@ def _describe(t: TopicMeta) -> TopicDescription:
             for p in t.partitions
         ],
     )
-
-
-def _topic_error(code: int, name: str, message: str | None, action: str) -> Exception:
-    return error_for(code, f"{action} topic {name!r}" + (f": {message}" if message else ""))
-
-
-class _Controller:
-    """Where the next round sends controller requests; NOT_CONTROLLER asks for a fresh look."""
-
-    def __init__(self, client: KafkaClient) -> None:
-        self.client = client
-        self.stale = False
-
-    async def node(self) -> int:
-        node = await self.client.controller_node(refresh=self.stale)
-        self.stale = False
-        return node
-
-    def saw(self, code: int) -> None:
-        if code == NOT_CONTROLLER:
-            self.stale = True
 
 
 class TopicCalls:
@@ -77,7 +55,7 @@ class TopicCalls:
     ) -> dict[str, Result[None]]:
         await self.client.start()
         topics = {t.name: t for t in (t if isinstance(t, NewTopic) else NewTopic(t) for t in new_topics)}
-        controller = _Controller(self.client)
+        controller = Controller(self.client)
 
         async def attempt(pending: list[str]) -> dict[str, Any]:
             node = await controller.node()
@@ -87,10 +65,7 @@ class TopicCalls:
             resp = await self.client.send(node, body)
             out: dict[str, Any] = {}
             for r in resp.topics:
-                controller.saw(r.error_code)
-                out[r.name] = (
-                    _topic_error(r.error_code, r.name, r.error_message, "creating") if r.error_code else None
-                )
+                out[r.name] = controller.outcome(r.error_code, f"creating topic {r.name!r}", r.error_message)
                 if not r.error_code and not validate_only:
                     self.client.invalidate_metadata(r.name)
             return out
@@ -102,7 +77,7 @@ class TopicCalls:
     ) -> dict[str, Result[None]]:
         await self.client.start()
         names = [names] if isinstance(names, str) else list(names)
-        controller = _Controller(self.client)
+        controller = Controller(self.client)
 
         async def attempt(pending: list[str]) -> dict[str, Any]:
             node = await controller.node()
@@ -117,12 +92,9 @@ class TopicCalls:
             resp = await self.client.send(node, body, version)
             out: dict[str, Any] = {}
             for r in resp.responses:
-                controller.saw(r.error_code)
                 self.client.invalidate_metadata(r.name)
-                out[r.name] = (
-                    _topic_error(r.error_code, r.name, getattr(r, "error_message", None), "deleting")
-                    if r.error_code
-                    else None
+                out[r.name] = controller.outcome(
+                    r.error_code, f"deleting topic {r.name!r}", getattr(r, "error_message", None)
                 )
             return out
 
@@ -152,10 +124,7 @@ class TopicCalls:
             meta = await self.client.metadata(pending, allow_auto_topic_creation=False)
             out: dict[str, Any] = {}
             for t in meta.topics:
-                if t.error_code:
-                    out[t.name] = _topic_error(t.error_code, t.name, None, "describing")
-                else:
-                    out[t.name] = _describe(t)
+                out[t.name] = outcome(t.error_code, f"describing topic {t.name!r}") or _describe(t)
             return out
 
         return await per_resource("describe_topics", wanted, attempt, timeout)
@@ -190,7 +159,7 @@ class TopicCalls:
             if not isinstance(count, int) or count < 1:
                 raise KafkaConfigError(f"create_partitions: total for {topic!r} must be a positive int")
         topic_cls = CreatePartitionsRequest.CreatePartitionsTopic
-        controller = _Controller(self.client)
+        controller = Controller(self.client)
 
         async def attempt(pending: list[str]) -> dict[str, Any]:
             node = await controller.node()
@@ -203,12 +172,9 @@ class TopicCalls:
             resp = await self.client.send(node, body, version)
             out: dict[str, Any] = {}
             for r in resp.results:
-                controller.saw(r.error_code)
                 self.client.invalidate_metadata(r.name)
-                out[r.name] = (
-                    _topic_error(r.error_code, r.name, r.error_message, "adding partitions to")
-                    if r.error_code
-                    else None
+                out[r.name] = controller.outcome(
+                    r.error_code, f"adding partitions to topic {r.name!r}", r.error_message
                 )
             return out
 

@@ -14,8 +14,16 @@ from collections import defaultdict
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from kafka_core.admin.coordinator import detail_suffix
-from kafka_core.admin.engine import FINAL_CODES, call_timeout, gather_outcomes, per_coordinator, per_resource
+from kafka_core.admin.engine import (
+    FINAL_CODES,
+    all_brokers,
+    call_timeout,
+    detail_suffix,
+    fan_out,
+    per_broker,
+    per_coordinator,
+    per_resource,
+)
 from kafka_core.admin.results import (
     HangingTransaction,
     ProducerState,
@@ -61,12 +69,6 @@ class TransactionCalls:
         self.offsets = offsets
         self.default_timeout_ms = default_timeout_ms
 
-    async def _brokers(self, what: str, timeout_ms: float) -> list[int]:
-        meta = await self.client.retry(
-            f"{what}: finding brokers", lambda: self.client.metadata([]), timeout_ms
-        )
-        return sorted(b.node_id for b in meta.brokers)
-
     async def list_transactions(
         self,
         *,
@@ -80,9 +82,9 @@ class TransactionCalls:
         timeout = call_timeout(timeout_ms, self.default_timeout_ms)
         state_filters = sorted(set(states or ()))
         pid_filters = sorted({int(p) for p in producer_ids or ()})
-        nodes = await self._brokers("list_transactions", timeout)
+        nodes = await all_brokers(self.client, "list_transactions", timeout)
 
-        async def ask(node: int) -> dict[int, Any]:
+        async def ask(node: int) -> Any:
             version = await self.client.api_version(node, ApiKey.LIST_TRANSACTIONS)
             fields: dict[str, Any] = {"state_filters": state_filters, "producer_id_filters": pid_filters}
             if min_duration_ms is not None:
@@ -97,18 +99,13 @@ class TransactionCalls:
                 fields["transactional_id_pattern"] = transactional_id_pattern
             resp = await self.client.send(node, ListTransactionsRequest(**fields), version)
             if resp.error_code:
-                return {node: error_for(resp.error_code, f"ListTransactions on broker {node}")}
-            return {
-                node: [
-                    TransactionListing(t.transactional_id, t.producer_id, t.transaction_state)
-                    for t in resp.transaction_states
-                ]
-            }
+                return error_for(resp.error_code, f"ListTransactions on broker {node}")
+            return [
+                TransactionListing(t.transactional_id, t.producer_id, t.transaction_state)
+                for t in resp.transaction_states
+            ]
 
-        async def attempt(pending: list[int]) -> dict[int, Any]:
-            return await gather_outcomes({n: ask(n) for n in pending}, {n: [n] for n in pending})
-
-        results = await per_resource("list_transactions", nodes, attempt, timeout)
+        results = await per_broker("list_transactions", nodes, ask, timeout)
         merged: dict[str, TransactionListing] = {}
         for res in results.values():
             for listing in res.result():  # a broker that never answered fails the listing
@@ -197,12 +194,8 @@ class TransactionCalls:
 
         async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, Any]:
             if broker_id is not None:  # a replica's own view (a follower may hold the hanging state)
-                by_node: dict[int, list[TopicPartition]] = {broker_id: pending}
-                failed: dict[TopicPartition, Any] = {}
-            else:
-                by_node, failed = await self.offsets.leaders(pending)
-            failed.update(await gather_outcomes({n: ask(n, tps) for n, tps in by_node.items()}, by_node))
-            return failed
+                return await fan_out({broker_id: pending}, ask)
+            return await self.offsets.per_leader(pending, ask)
 
         timeout = call_timeout(timeout_ms, self.default_timeout_ms)
         # a broker named by the caller that holds no replica of a partition will not come to
