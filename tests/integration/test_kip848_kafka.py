@@ -12,26 +12,32 @@ holds exactly, by committed offsets, across joins, leaves and restarts.
 
 from __future__ import annotations
 
-import contextlib
 import re
-import threading
 import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
 from fakes.delivery import assert_exact
+from fakes.group_members import (
+    Member,
+    Stream,
+    closing_members,
+    committed,
+    consumed,
+    dealt,
+    ends,
+    exactly_once,
+    produce,
+)
 from fakes.timing import wait_until
 from fakes.topics import wait_writable
 
 from kafka_core import KafkaAdmin
 from kafka_core.client.metadata import TopicPartition
-from kafka_core.consumer.sync import KafkaConsumer
 from kafka_core.devbroker import KafkaCluster
 
 pytestmark = pytest.mark.timeout(150)
-
-Acked = dict[tuple[int, int], bytes]
 
 
 def new_topic(kafka: KafkaCluster, partitions: int, prefix: str = "kip848k") -> str:
@@ -45,170 +51,18 @@ def tps(topic: str, partitions: Any) -> set[TopicPartition]:
     return {TopicPartition(topic, p) for p in partitions}
 
 
-def produce(bootstrap: str, topic: str, n: int, partitions: int, start: int = 0) -> Acked:
-    """``n`` records round the partitions, through confluent-kafka (independent of our producer);
-    returns what the broker acknowledged, ``(partition, offset) -> value``."""
-    from confluent_kafka import Producer
-
-    acked: Acked = {}
-    errors: list[Any] = []
-
-    def done(err: Any, msg: Any) -> None:
-        if err is not None:
-            errors.append(err)
-        else:
-            acked[(msg.partition(), msg.offset())] = msg.value()
-
-    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True})
-    for i in range(start, start + n):
-        p.produce(topic, value=b"v%08d" % i, partition=i % partitions, on_delivery=done)
-        p.poll(0)
-    assert p.flush(30) == 0 and not errors, errors
-    return acked
-
-
-class Stream:
-    """A steady stream of records into ``topic`` from a thread (one producer), until stop();
-    stop() returns what the broker acknowledged."""
-
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
-        from confluent_kafka import Producer
-
-        self.topic, self.partitions = topic, partitions
-        self.acked: Acked = {}
-        self._errors: list[Any] = []
-        self._producer = Producer(
-            {"bootstrap.servers": bootstrap, "linger.ms": 5, "enable.idempotence": True}
-        )
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _done(self, err: Any, msg: Any) -> None:
-        if err is not None:
-            self._errors.append(err)
-        else:
-            self.acked[(msg.partition(), msg.offset())] = msg.value()
-
-    def _run(self) -> None:
-        i = 0
-        while not self._stop.is_set():
-            for _ in range(self.partitions):
-                self._producer.produce(
-                    self.topic, value=b"v%08d" % i, partition=i % self.partitions, on_delivery=self._done
-                )
-                i += 1
-            self._producer.poll(0.05)
-
-    def stop(self) -> Acked:
-        self._stop.set()
-        self._thread.join(30)
-        assert self._producer.flush(30) == 0 and not self._errors, self._errors
-        return self.acked
-
-
-class Member:
-    """A consumer-protocol member consuming in its own thread, as an application would: poll,
-    keep the records (the processing), commit them synchronously, poll again. Its rebalance
-    callbacks are recorded in ``events`` as (name, kind, partitions)."""
-
-    def __init__(self, bootstrap: str, group: str, name: str, events: list, **kw: Any) -> None:
-        self.name = name
-        self.messages: list[Any] = []
-        self.error: BaseException | None = None
-        kw.setdefault("group_protocol", "consumer")
-        self.consumer = KafkaConsumer(
-            bootstrap_servers=bootstrap,
-            group_id=group,
-            auto_offset_reset="earliest",
-            enable_auto_commit=False,
-            on_assign=lambda tps: events.append((name, "assign", frozenset(tps))),
-            on_revoke=lambda tps: events.append((name, "revoke", frozenset(tps))),
-            on_lost=lambda tps: events.append((name, "lost", frozenset(tps))),
-            **kw,
-        )
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                got = self.consumer.poll(200)
-                if got:
-                    self.messages.extend(got)
-                    self.consumer.commit(got)
-        except BaseException as exc:  # reported by stop()
-            self.error = exc
-
-    def assignment(self) -> set[TopicPartition]:
-        return set(self.consumer.assignment())
-
-    def stop(self) -> None:
-        """Stop polling (the thread ends after its commit); raise what the loop raised."""
-        self._stop.set()
-        self._thread.join(30)
-        assert not self._thread.is_alive(), f"{self.name} did not stop polling"
-        if self.error is not None:
-            raise self.error
-
-    def close(self) -> None:
-        self.stop()
-        self.consumer.close(10)
-
-
 @pytest.fixture
 def members() -> Iterator[list[Member]]:
-    made: list[Member] = []
-    yield made
-    for m in made:  # every one closed, whatever an assertion or another close raised
-        with contextlib.suppress(Exception):
-            m.close()
+    with closing_members() as made:
+        yield made
 
 
 def join(made: list[Member], *args: Any, **kw: Any) -> Member:
+    """A consumer-protocol member (unless ``group_protocol`` says otherwise), closed by the test."""
+    kw.setdefault("group_protocol", "consumer")
     m = Member(*args, **kw)
     made.append(m)
     return m
-
-
-def dealt(live: list[Member], everything: set[TopicPartition]) -> bool:
-    """Each live member holds a share, the shares disjoint, together every partition."""
-    shares = [m.assignment() for m in live]
-    return all(shares) and sum(map(len, shares)) == len(everything) and set().union(*shares) == everything
-
-
-def consumed(ms: list[Member]) -> list[Any]:
-    return [msg for m in ms for msg in m.messages]
-
-
-def exactly_once(acked: Acked, ms: list[Member], partitions: int) -> None:
-    """Every acknowledged record consumed by one of ``ms``, none twice; each member got each
-    partition's records in offset order (across members the order is the handover's)."""
-    for m in ms:
-        for p in range(partitions):
-            order = [msg.offset for msg in m.messages if msg.partition == p]
-            assert order == sorted(order), f"{m.name}: partition {p} delivered out of order"
-    assert_exact(acked, sorted(consumed(ms), key=lambda msg: (msg.partition, msg.offset)), partitions)
-
-
-def committed(bootstrap: str, group: str, topic: str, partitions: int) -> dict[int, int | None]:
-    """The group's committed offsets, read by a consumer outside the group (no join)."""
-    c = KafkaConsumer(
-        bootstrap_servers=bootstrap,
-        group_id=group,
-        partitions={topic: range(partitions)},
-        enable_auto_commit=False,
-    )
-    try:
-        got = c.committed([(topic, p) for p in range(partitions)])
-    finally:
-        c.close(10, commit=False)
-    return {tp.partition: off for tp, off in got.items()}
-
-
-def ends(acked: Acked, partitions: int) -> dict[int, int]:
-    return {p: sum(1 for q, _ in acked if q == p) for p in range(partitions)}
 
 
 def of(events: list, name: str, kind: str) -> list[frozenset]:
