@@ -1,7 +1,7 @@
 """``kafka-core groups list|describe|lag`` through the admin client (``kafka_core.KafkaAdmin``).
 
-``lag`` sets each partition's committed offset against its end offset; a group the cluster does
-not know is exit 4, as is a topic. ``list``, ``describe`` and ``lag`` show each group's state and
+``lag`` sets each partition's committed offset against its end offset (``--watch``: refreshed,
+with rates, :mod:`kafka_core.cli.watch`); a group the cluster does not know is exit 4, as is a topic. ``list``, ``describe`` and ``lag`` show each group's state and
 members as DescribeGroups gives them: ListGroups may not say (Tansu answers ``Unknown`` for every
 group), and a group that never committed has no offsets to show but is still a group, perhaps one
 stuck rebalancing.
@@ -12,21 +12,15 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
+from kafka_core.cli.argtypes import positive_int, positive_seconds
 from kafka_core.cli.connect import open_admin
-from kafka_core.cli.output import (
-    EXIT_FAILED,
-    EXIT_NOT_FOUND,
-    EXIT_OK,
-    CliError,
-    Output,
-    one_line,
-    plural,
-)
+from kafka_core.cli.grouplag import group_error, read_group
+from kafka_core.cli.output import EXIT_OK, EXIT_USAGE, CliError, Output, one_line, plural
 from kafka_core.cli.share import describe_any, describe_listed, group_lag_total
+from kafka_core.cli.watch import DEFAULT_INTERVAL, DEFAULT_TOP, watch_lag
 
 __all__ = ["add_parser"]
 
-MISSING = ("GROUP_ID_NOT_FOUND",)
 UNSAID = ("", "Unknown")  # a ListGroups state that says nothing: ask DescribeGroups
 
 
@@ -46,6 +40,24 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
         "lag", parents=[common], help="committed against end offsets, per partition and total"
     )
     lg.add_argument("group_id", metavar="GROUP")
+    lg.add_argument(
+        "--watch",
+        action="store_true",
+        help="refresh until Ctrl-C: lag and its trend, records/s consumed and produced, rebalances "
+        "(a live table on a terminal; a plain block per refresh when piped; a JSON line with --json)",
+    )
+    lg.add_argument(
+        "--interval",
+        type=positive_seconds,
+        metavar="SECONDS",
+        help=f"--watch: seconds between refreshes (default {DEFAULT_INTERVAL:g})",
+    )
+    lg.add_argument(
+        "--top",
+        type=positive_int,
+        metavar="N",
+        help=f"--watch: show the N partitions with the most lag, beside the totals (default {DEFAULT_TOP})",
+    )
     lg.set_defaults(run=group_lag)
 
 
@@ -92,12 +104,6 @@ def list_groups(args: argparse.Namespace, out: Output) -> int:
     return EXIT_OK
 
 
-def _error(group_id: str, error: BaseException | None) -> tuple[str, int]:
-    if getattr(error, "name", "") in MISSING:
-        return f"group {group_id!r} does not exist", EXIT_NOT_FOUND
-    return f"group {group_id!r}: {one_line(error)}", EXIT_FAILED
-
-
 def describe_groups(args: argparse.Namespace, out: Output) -> int:
     ids = list(dict.fromkeys(args.group_ids))
     with open_admin(args) as admin:
@@ -107,7 +113,7 @@ def describe_groups(args: argparse.Namespace, out: Output) -> int:
     for gid in ids:
         res = results[gid]
         if not res.ok:
-            message, failed = _error(gid, res.error)
+            message, failed = group_error(gid, res.error)
             code = code or failed
             report.append({"group_id": gid, "error": message})
             continue
@@ -160,17 +166,13 @@ def describe_groups(args: argparse.Namespace, out: Output) -> int:
 
 
 def group_lag(args: argparse.Namespace, out: Output) -> int:
+    if args.watch:
+        return watch_lag(args, out)
+    if args.interval is not None or args.top is not None:
+        raise CliError("--interval and --top go with --watch", EXIT_USAGE)
     with open_admin(args) as admin:
-        res = describe_any(admin, [args.group_id])[args.group_id]
-        share = res.ok and res.value.group_type == "share"  # start offsets, not committed ones
-        lag = admin.share_group_lag(args.group_id) if share else admin.consumer_group_lag(args.group_id)
-    if not res.ok:
-        message, code = _error(args.group_id, res.error)
-        if len(lag) == 0:  # nothing committed and nothing to describe: the group does not exist
-            raise CliError(message, code)
-    desc = res.value if res.ok else None
-    state = desc.state if desc is not None else None
-    members = len(desc.members) if desc is not None else None
+        reading = read_group(admin, args.group_id)
+    lag, state, members, share = reading.lag, reading.state, reading.members, reading.share
     rows = [
         {
             "topic": p.topic,

@@ -205,15 +205,15 @@ def group_lag_total(admin: Any, listing: Any) -> int | None:
     return None
 
 
-def describe_any(admin: Any, group_ids: list[str]) -> dict[str, Any]:
+def describe_any(admin: Any, group_ids: list[str], *, timeout_ms: float | None = None) -> dict[str, Any]:
     """``describe_groups``, with the groups it does not know looked up as share groups (Kafka
     describes those by ShareGroupDescribe only); a broker without share groups: as before."""
-    results = dict(admin.describe_groups(group_ids))
+    results = dict(admin.describe_groups(group_ids, timeout_ms=timeout_ms))
     missing = [g for g in group_ids if getattr(results[g].error, "name", "") == "GROUP_ID_NOT_FOUND"]
     if not missing:
         return results
     try:
-        shared = admin.describe_share_groups(missing)
+        shared = admin.describe_share_groups(missing, timeout_ms=timeout_ms)
     except KafkaUnsupportedVersionError:
         return results
     results.update({g: res for g, res in shared.items() if res.ok})
