@@ -1,9 +1,11 @@
 """Helpers the consumer's unit tests share: the topic they use, filling the fake client's logs,
-running a coroutine with a bound, polling until enough arrived, and a consumer on the fake."""
+running a coroutine with a bound, polling until enough arrived, a consumer on the fake, and the
+check that each partition's records came once and in order."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import Any
 
 from fakes.consumer_client import FakeClient
@@ -48,3 +50,28 @@ async def consume(c: KafkaConsumer, n: int, *, columns: bool = False, max_record
 def new(client: FakeClient, **kw: Any) -> KafkaConsumer:
     kw.setdefault("auto_offset_reset", "earliest")
     return KafkaConsumer(topics=[T], client=client, fetch_max_wait_ms=20, **kw)
+
+
+def fill_each(client: FakeClient, partitions: int, n: int, start: int = 0) -> None:
+    """``n`` more records on each of ``T``'s partitions, valued ``b"<partition>-<offset>"``
+    (offsets from ``start``), for check_once_in_order."""
+    for p in range(partitions):
+        client.log(T, p).append([(None, b"%d-%d" % (p, i), []) for i in range(start, start + n)])
+
+
+async def read(c: KafkaConsumer, n: int, out: list[Any], seconds: float = 20) -> None:
+    """Poll until ``n`` more records are in ``out``; fail after ``seconds`` (a hang guard)."""
+    want = len(out) + n
+    deadline = time.monotonic() + seconds
+    while len(out) < want and time.monotonic() < deadline:
+        out.extend(await c.poll(50))
+    assert len(out) == want, f"{len(out)} of {want}"
+
+
+def check_once_in_order(got: list[Any], partitions: int, per_partition: int) -> None:
+    """Each partition's records of fill_each, offsets 0..per_partition-1, each once, in order."""
+    by: dict[int, list[int]] = {}
+    for m in got:
+        by.setdefault(m.partition, []).append(m.offset)
+        assert m.value == b"%d-%d" % (m.partition, m.offset)
+    assert by == {p: list(range(per_partition)) for p in range(partitions)}

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from fakes.consumer_client import FakeClient
+from fakes.consumer_helpers import check_once_in_order, fill_each, read
 
 from kafka_core.client.metadata import BrokerMeta, ClusterMeta, PartitionMeta, TopicMeta, TopicPartition
 from kafka_core.consumer.consumer import KafkaConsumer
@@ -92,27 +93,6 @@ class RackCluster(FakeClient):
         return resp
 
 
-def fill(client: FakeClient, n: int, start: int) -> None:
-    for p in range(PARTITIONS):
-        client.log(T, p).append([(None, b"%d-%d" % (p, i), []) for i in range(start, start + n)])
-
-
-async def read(c: KafkaConsumer, n: int, out: list[Any], seconds: float = 20) -> None:
-    want = len(out) + n
-    deadline = time.monotonic() + seconds
-    while len(out) < want and time.monotonic() < deadline:
-        out.extend(await c.poll(50))
-    assert len(out) == want, f"{len(out)} of {want}"
-
-
-def check_once_in_order(got: list[Any], per_partition: int) -> None:
-    by: dict[int, list[int]] = {}
-    for m in got:
-        by.setdefault(m.partition, []).append(m.offset)
-        assert m.value == b"%d-%d" % (m.partition, m.offset)
-    assert by == {p: list(range(per_partition)) for p in range(PARTITIONS)}
-
-
 def served_by(client: RackCluster, since: int = 0) -> set[int]:
     """The nodes whose answers carried records."""
     return {node for node, _, parts in client.wire[since:] if parts}
@@ -125,14 +105,14 @@ def consumer(client: RackCluster, **kw: Any) -> KafkaConsumer:
 def test_a_consumer_reads_from_the_replica_in_its_rack_and_from_the_leader_without_a_rack() -> None:
     async def main(rack: str | None) -> RackCluster:
         client = RackCluster()
-        fill(client, 5, 0)
+        fill_each(client, PARTITIONS, 5, 0)
         c = consumer(client, client_rack=rack)
         got: list[Any] = []
         try:
             await read(c, 5 * PARTITIONS, got)
         finally:
             await c.close()
-        check_once_in_order(got, 5)
+        check_once_in_order(got, PARTITIONS, 5)
         assert {b.rack_id for _, b, _ in client.wire} == {rack or ""}
         return client
 
@@ -145,14 +125,14 @@ def test_a_consumer_reads_from_the_replica_in_its_rack_and_from_the_leader_witho
 def test_the_replica_killed_the_consumer_goes_on_from_the_leader_with_nothing_lost_or_read_twice() -> None:
     async def main() -> None:
         client = RackCluster()
-        fill(client, 5, 0)
+        fill_each(client, PARTITIONS, 5, 0)
         c = consumer(client, client_rack="b")
         got: list[Any] = []
         try:
             await read(c, 5 * PARTITIONS, got)
             assert served_by(client) == {2}
             client.dead.add(2)  # killed: its leader names it still, the metadata shows it online
-            fill(client, 5, 5)
+            fill_each(client, PARTITIONS, 5, 5)
             mark = len(client.wire)
             deadline = time.monotonic() + 10
             while not client.refused and time.monotonic() < deadline:
@@ -171,7 +151,7 @@ def test_the_replica_killed_the_consumer_goes_on_from_the_leader_with_nothing_lo
             assert client.resets == 1  # the first positions only
         finally:
             await c.close()
-        check_once_in_order(got, 10)
+        check_once_in_order(got, PARTITIONS, 10)
 
     asyncio.run(asyncio.wait_for(main(), 40))
 
@@ -184,13 +164,13 @@ def test_an_error_from_the_replica_sends_the_partition_back_to_its_leader_and_re
 
     async def main() -> None:
         client = RackCluster()
-        fill(client, 5, 0)
+        fill_each(client, PARTITIONS, 5, 0)
         c = consumer(client, client_rack="b")
         got: list[Any] = []
         try:
             await read(c, 5 * PARTITIONS, got)
             client.errors[2] = [code]
-            fill(client, 5, 5)
+            fill_each(client, PARTITIONS, 5, 5)
             mark = len(client.wire)
             await read(c, 5 * PARTITIONS, got)
             after = client.wire[mark:]
@@ -200,7 +180,7 @@ def test_an_error_from_the_replica_sends_the_partition_back_to_its_leader_and_re
             assert client.resets == 1, "a replica's out-of-range offset reset the position"
         finally:
             await c.close()
-        check_once_in_order(got, 10)
+        check_once_in_order(got, PARTITIONS, 10)
 
     asyncio.run(asyncio.wait_for(main(), 40))
 
@@ -208,7 +188,7 @@ def test_an_error_from_the_replica_sends_the_partition_back_to_its_leader_and_re
 def test_the_replica_is_leased_for_metadata_max_age_ms_then_the_leader_is_asked_again() -> None:
     async def main() -> None:
         client = RackCluster()
-        fill(client, 2, 0)
+        fill_each(client, PARTITIONS, 2, 0)
         c = consumer(client, client_rack="b", metadata_max_age_ms=300)
         got: list[Any] = []
         try:
@@ -218,13 +198,13 @@ def test_the_replica_is_leased_for_metadata_max_age_ms_then_the_leader_is_asked_
             while time.monotonic() < deadline and not any(n == 1 for n, _, _ in client.wire[mark:]):
                 assert await c.poll(50) == []
             assert any(n == 1 for n, _, _ in client.wire[mark:]), "the lease never ended"
-            fill(client, 2, 2)
+            fill_each(client, PARTITIONS, 2, 2)
             mark = len(client.wire)
             await read(c, 2 * PARTITIONS, got)
             assert served_by(client, mark) == {2}
         finally:
             await c.close()
-        check_once_in_order(got, 4)
+        check_once_in_order(got, PARTITIONS, 4)
 
     asyncio.run(asyncio.wait_for(main(), 40))
 
@@ -232,7 +212,7 @@ def test_the_replica_is_leased_for_metadata_max_age_ms_then_the_leader_is_asked_
 def test_a_partition_read_from_a_replica_goes_to_its_leader_when_the_metadata_shows_it_offline() -> None:
     async def main() -> None:
         client = RackCluster()
-        fill(client, 2, 0)
+        fill_each(client, PARTITIONS, 2, 0)
         c = consumer(client, client_rack="b")
         got: list[Any] = []
         try:

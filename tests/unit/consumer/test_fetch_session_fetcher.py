@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import time
 from typing import Any
 
 import pytest
 from fakes.consumer_client import FakeClient
+from fakes.consumer_helpers import check_once_in_order, fill_each, read
 
 from kafka_core.client.metadata import ClusterMeta, PartitionMeta, TopicMeta, TopicPartition
 from kafka_core.consumer.consumer import KafkaConsumer
@@ -123,27 +123,6 @@ class SessionBroker(FakeClient):
         )
 
 
-def fill(client: FakeClient, n: int, start: int = 0) -> None:
-    for p in range(PARTITIONS):
-        client.log(T, p).append([(None, b"%d-%d" % (p, i), []) for i in range(start, start + n)])
-
-
-async def read(c: KafkaConsumer, n: int, out: list[Any], seconds: float = 20) -> None:
-    want = len(out) + n
-    deadline = time.monotonic() + seconds
-    while len(out) < want and time.monotonic() < deadline:
-        out.extend(await c.poll(50))
-    assert len(out) == want, f"{len(out)} of {want}"
-
-
-def check_once_in_order(got: list[Any], per_partition: int) -> None:
-    by: dict[int, list[int]] = {}
-    for m in got:
-        by.setdefault(m.partition, []).append(m.offset)
-        assert m.value == b"%d-%d" % (m.partition, m.offset)
-    assert by == {p: list(range(per_partition)) for p in range(PARTITIONS)}
-
-
 def named(body: FetchRequest) -> set[int]:
     return {p.partition for t in body.topics for p in t.partitions}
 
@@ -155,14 +134,14 @@ def forgotten(body: FetchRequest) -> set[int]:
 def test_a_leader_move_takes_partitions_from_one_session_to_the_other_and_loses_nothing() -> None:
     async def main() -> None:
         client = SessionBroker({T: PARTITIONS})
-        fill(client, 5)
+        fill_each(client, PARTITIONS, 5)
         c = KafkaConsumer(T, client=client, auto_offset_reset="earliest", fetch_max_wait_ms=20)
         got: list[Any] = []
         try:
             await read(c, 5 * PARTITIONS, got)
             mark = len(client.wire)
             client.move(range(10), 2)  # their leader is now node 2; node 1 answers NOT_LEADER
-            fill(client, 5, start=5)
+            fill_each(client, PARTITIONS, 5, start=5)
             await read(c, 5 * PARTITIONS, got)
             for _ in range(10):
                 assert await c.poll(30) == []
@@ -179,7 +158,7 @@ def test_a_leader_move_takes_partitions_from_one_session_to_the_other_and_loses_
                 assert b.session_id and b.session_epoch > 0 and not named(b), (n, b)
         finally:
             await c.close()
-        check_once_in_order(got, 10)
+        check_once_in_order(got, PARTITIONS, 10)
 
     asyncio.run(asyncio.wait_for(main(), 50))
 
@@ -187,16 +166,16 @@ def test_a_leader_move_takes_partitions_from_one_session_to_the_other_and_loses_
 def test_lost_sessions_fall_back_to_full_fetches_and_lose_nothing() -> None:
     async def main() -> None:
         client = SessionBroker({T: PARTITIONS})
-        fill(client, 3)
+        fill_each(client, PARTITIONS, 3)
         c = KafkaConsumer(T, client=client, auto_offset_reset="earliest", fetch_max_wait_ms=20)
         got: list[Any] = []
         try:
             await read(c, 3 * PARTITIONS, got)
             client.lose_sessions = True
-            fill(client, 3, start=3)
+            fill_each(client, PARTITIONS, 3, start=3)
             await read(c, 3 * PARTITIONS, got)  # from full Fetches only
             client.lose_sessions = False
-            fill(client, 3, start=6)
+            fill_each(client, PARTITIONS, 3, start=6)
             await read(c, 3 * PARTITIONS, got)
             for _ in range(5):
                 assert await c.poll(30) == []
@@ -206,7 +185,7 @@ def test_lost_sessions_fall_back_to_full_fetches_and_lose_nothing() -> None:
         assert ErrorCode.FETCH_SESSION_ID_NOT_FOUND in codes
         last = [b for _, b, _ in client.wire if b.session_epoch != -1][-1]  # before the close
         assert last.session_epoch > 0, "no session after the broker kept them again"
-        check_once_in_order(got, 9)
+        check_once_in_order(got, PARTITIONS, 9)
 
     asyncio.run(asyncio.wait_for(main(), 50))
 
@@ -289,7 +268,7 @@ def test_caught_up_partitions_wait_on_one_lane_and_spread_again_with_data() -> N
             assert set(client.lanes[mark:]) == {PARK_LANE}
         finally:
             await c.close()
-        check_once_in_order(got, 12)
+        check_once_in_order(got, PARTITIONS, 12)
         given = {r.session_id for _, _, r in client.wire if r.session_id}
         assert len(given) == 3 and set(client.closed_sessions) == given, (given, client.closed_sessions)
         assert not client.sessions
