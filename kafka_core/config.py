@@ -320,12 +320,17 @@ _JAAS_MODULE = re.compile(r"\s*([\w.$]+)\s+(required|requisite|sufficient|option
 _JAAS_ANY = re.compile(r'(\w+)\s*=\s*(?:"((?:[^"\\]|\\.)*)"|([^\s;"]+))')
 
 
+def _jaas_options(value: str) -> dict[str, str]:
+    """A login module's options, quoted or not (``useKeyTab=true``, ``tokenauth="true"``)."""
+    return {
+        m.group(1): m.group(2) if m.group(2) is not None else m.group(3) for m in _JAAS_ANY.finditer(value)
+    }
+
+
 def _krb5_jaas(value: str) -> dict[str, Any]:
     """``Krb5LoginModule``'s options, as Java reads them: ``keyTab`` counts only with
     ``useKeyTab=true``; without a keytab, the ticket cache (``KRB5CCNAME``) is used."""
-    fields = {
-        m.group(1): m.group(2) if m.group(2) is not None else m.group(3) for m in _JAAS_ANY.finditer(value)
-    }
+    fields = _jaas_options(value)
     out: dict[str, Any] = {}
     if "principal" in fields:
         out["sasl_kerberos_principal"] = fields["principal"]
@@ -376,7 +381,14 @@ def _jaas(value: str) -> dict[str, Any]:
         raise ValueError(f"login module {module} is not one kafka_core takes")
     if "username" not in fields or "password" not in fields:
         raise ValueError('needs username="..." and password="..." (PlainLoginModule or ScramLoginModule)')
-    return {"sasl_username": fields["username"], "sasl_password": _as_secret(fields["password"])}
+    login: dict[str, Any] = {
+        "sasl_username": fields["username"],
+        "sasl_password": _as_secret(fields["password"]),
+    }
+    tokenauth = _jaas_options(value).get("tokenauth") if module == "ScramLoginModule" else None
+    if tokenauth is not None:  # a delegation token's id and HMAC (KIP-48)
+        login["sasl_options"] = {"tokenauth": _bool(tokenauth)}
+    return login
 
 
 def translate(config: Mapping[str, Any], role: str, *, prefix: str = "") -> dict[str, Any]:
@@ -590,7 +602,7 @@ _NOTES: dict[str, str] = {
     "ssl.keystore.location": "a PEM file",
     "ssl.endpoint.identification.algorithm": "`https` checks the host name, empty does not",
     "sasl.mechanisms": "librdkafka's name",
-    "sasl.jaas.config": "PLAIN/SCRAM username and password, OAuthBearerLoginModule's client,"
+    "sasl.jaas.config": "PLAIN/SCRAM username and password (SCRAM's tokenauth too), OAuthBearerLoginModule's client,"
     " Krb5LoginModule's principal and keytab, IAMLoginModule's options",
     "message.timeout.ms": "librdkafka's name for delivery.timeout.ms",
     "max.request.size": "the most bytes of batches in one Produce request; a record larger than it is"

@@ -22,7 +22,7 @@ from kafka_core.network.sasl.mechanism import (
 )
 from kafka_core.network.sasl.oauthbearer import OAuthBearerToken, TokenProvider, TokenSource
 from kafka_core.network.sasl.plain import PlainMechanism
-from kafka_core.network.sasl.scram import SCRAM_HASHES, ScramMechanism, saslprep
+from kafka_core.network.sasl.scram import SCRAM_HASHES, ScramMechanism, delegation_token_options, saslprep
 from kafka_core.network.sasl.secret import Secret, secret
 from kafka_core.network.sasl.settings import KerberosOptions, SaslSettings
 
@@ -39,6 +39,7 @@ __all__ = [
     "TokenProvider",
     "TokenSource",
     "create_mechanism",
+    "delegation_token_options",
     "make_mechanism",
     "mechanism_names",
     "register_mechanism",

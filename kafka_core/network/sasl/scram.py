@@ -1,4 +1,11 @@
-"""SASL/SCRAM-SHA-256 and -512 (RFC 5802, 7677), sans-IO, so the RFC test vectors exercise it directly."""
+"""SASL/SCRAM-SHA-256 and -512 (RFC 5802, 7677), sans-IO, so the RFC test vectors exercise it directly.
+
+Also Kafka's delegation-token sign-in (KIP-48): the same exchange with the token id as user name,
+the token's HMAC (base64) as password and the ``tokenauth=true`` extension in the client's first
+message, which tells the broker to look the name up among its tokens rather than its users;
+``sasl_options={"tokenauth": True}`` turns it on, as Java's ``ScramLoginModule`` option
+``tokenauth="true"`` does.
+"""
 
 from __future__ import annotations
 
@@ -8,17 +15,28 @@ import hmac
 import secrets
 import stringprep
 import unicodedata
+from collections.abc import Mapping
+from typing import Any
 
 from kafka_core.errors import KafkaAuthenticationError, KafkaConfigError
 from kafka_core.network.sasl.mechanism import MechanismContext, SaslMechanism, register_mechanism
 from kafka_core.network.sasl.secret import Secret
 from kafka_core.network.sasl.settings import SaslSettings
 
-__all__ = ["MAX_SCRAM_ITERATIONS", "SCRAM_HASHES", "ScramMechanism", "saslprep"]
+__all__ = [
+    "MAX_SCRAM_ITERATIONS",
+    "SCRAM_HASHES",
+    "SCRAM_OPTIONS",
+    "ScramMechanism",
+    "delegation_token_options",
+    "saslprep",
+]
 
 SCRAM_HASHES = {"SCRAM-SHA-1": "sha1", "SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 # A hostile server could ask for an absurd PBKDF2 cost and pin a CPU; Kafka itself caps it at 16384.
 MAX_SCRAM_ITERATIONS = 1_000_000
+# The ``sasl_options`` SCRAM takes: Kafka's brokers read one extension, ``tokenauth`` (KIP-48).
+SCRAM_OPTIONS = frozenset({"tokenauth"})
 
 
 def saslprep(text: str) -> str:
@@ -69,14 +87,27 @@ def _parse_attrs(message: str) -> dict[str, str]:
 class ScramMechanism(SaslMechanism):
     """RFC 5802 SCRAM client (no channel binding), verifying the server's signature at the end."""
 
-    def __init__(self, mechanism: str, username: str, password: str, *, nonce: str | None = None) -> None:
+    def __init__(
+        self,
+        mechanism: str,
+        username: str,
+        password: str,
+        *,
+        nonce: str | None = None,
+        token_auth: bool = False,
+    ) -> None:
         if mechanism not in SCRAM_HASHES:
             raise KafkaConfigError(f"unknown SCRAM mechanism {mechanism!r}")
         self.name = mechanism
         self._hash = SCRAM_HASHES[mechanism]
         self._password = Secret(saslprep(password))  # kept out of vars() dumps
         self._nonce = nonce or base64.b64encode(secrets.token_bytes(24)).decode()
-        self._client_first_bare = f"n={_escape_username(saslprep(username))},r={self._nonce}"
+        self._username = saslprep(username)
+        self._token_auth = token_auth
+        # RFC 5802's extensions follow the nonce in client-first-message-bare, which the proof
+        # signs too (Kafka's server signs the message as the client sent it).
+        extensions = ",tokenauth=true" if token_auth else ""
+        self._client_first_bare = f"n={_escape_username(self._username)},r={self._nonce}{extensions}"
         self._state = 0
         self._server_signature = b""
 
@@ -103,6 +134,16 @@ class ScramMechanism(SaslMechanism):
     @property
     def complete(self) -> bool:
         return self._state == 3
+
+    def failure_detail(self) -> str | None:
+        """A refused token sign-in says which token and the likely causes: Kafka's own message
+        is the same for an unknown user, an expired token and a wrong HMAC."""
+        if not self._token_auth:
+            return None
+        return (
+            f"delegation token {self._username!r} (tokenauth): the cluster refuses a token that has "
+            "expired or was never issued, and an HMAC that is not the token's"
+        )
 
     def _client_final(self, server_first: str) -> bytes:
         if server_first.startswith("m="):
@@ -147,14 +188,66 @@ class ScramMechanism(SaslMechanism):
             )
 
 
+def delegation_token_options(token_id: str, hmac: bytes | str) -> dict[str, Any]:
+    """The client options that sign in with a delegation token (pass them beside
+    ``sasl_mechanism="SCRAM-SHA-256"`` or ``-512``): ``token_id`` as the user name, the HMAC as
+    the password (raw bytes as ``KafkaAdmin.create_delegation_token`` gives them are base64-encoded,
+    as Java's ``hmacAsBase64String``; a string is taken as that base64 already, as
+    ``kafka-delegation-tokens.sh`` prints it) and ``sasl_options={"tokenauth": True}``."""
+    if not isinstance(token_id, str) or not token_id:
+        raise KafkaConfigError("a delegation token id is a non-empty string")
+    if isinstance(hmac, bytes | bytearray | memoryview):
+        password = base64.b64encode(bytes(hmac)).decode()
+    elif isinstance(hmac, str):
+        password = hmac
+    else:
+        raise KafkaConfigError(
+            f"a delegation token's HMAC is bytes or its base64 text, not {type(hmac).__name__}"
+        )
+    if not password:
+        raise KafkaConfigError("the delegation token's HMAC is empty")
+    return {"sasl_username": token_id, "sasl_password": Secret(password), "sasl_options": {"tokenauth": True}}
+
+
+def _token_auth(options: Mapping[str, Any]) -> bool:
+    """``tokenauth`` from ``sasl_options``: True/False, or Java's ``"true"``/``"false"`` text."""
+    value = options.get("tokenauth", False)
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("true", "false"):
+        return value.strip().lower() == "true"
+    raise KafkaConfigError(f"sasl_options tokenauth is True or False, not {value!r}")
+
+
+def _options(settings: SaslSettings) -> dict[str, Any]:
+    options = dict(settings.extra)
+    unknown = sorted(set(options) - SCRAM_OPTIONS)
+    if unknown:
+        raise KafkaConfigError(
+            f"unknown {settings.mechanism} sasl_options {unknown}; known: {sorted(SCRAM_OPTIONS)}"
+        )
+    return options
+
+
 def _validate(settings: SaslSettings) -> None:
+    token = _token_auth(_options(settings))
     if settings.username is None or settings.password is None:
+        if token:
+            raise KafkaConfigError(
+                f"SASL {settings.mechanism} with tokenauth needs the token id as sasl_username and its "
+                "HMAC (base64) as sasl_password"
+            )
         raise KafkaConfigError(f"SASL {settings.mechanism} needs sasl_username and sasl_password")
 
 
 def _create(settings: SaslSettings, context: MechanismContext) -> SaslMechanism:
     assert settings.username is not None and settings.password is not None
-    return ScramMechanism(settings.mechanism, settings.username, settings.password)
+    return ScramMechanism(
+        settings.mechanism,
+        settings.username,
+        settings.password,
+        token_auth=_token_auth(_options(settings)),
+    )
 
 
 for _name in ("SCRAM-SHA-256", "SCRAM-SHA-512"):

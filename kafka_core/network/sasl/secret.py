@@ -23,5 +23,5 @@ class Secret(str):
 
 
 def secret(value: str | None) -> str | None:
-    """``value`` as a :class:`Secret` (None stays None)."""
-    return None if value is None or isinstance(value, Secret) else Secret(value)
+    """``value`` as a :class:`Secret` (None stays None, a Secret stays itself)."""
+    return value if value is None or isinstance(value, Secret) else Secret(value)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kafka_core.aio import KafkaClient
-from kafka_core.network.sasl import PlainMechanism, ScramMechanism, Secret
+from kafka_core.network.sasl import PlainMechanism, SaslSettings, ScramMechanism, Secret
 
 PASSWORD = "pa55-w0rd-xyz"
 
@@ -39,3 +39,20 @@ def test_a_client_keeps_no_readable_password() -> None:
         sasl_password=PASSWORD,
     )
     assert PASSWORD not in repr(vars(client)) and PASSWORD not in repr(client)
+
+
+def test_a_password_given_as_a_secret_is_kept() -> None:
+    """Before: a Secret handed in (what from_config makes of ``sasl.password``) became None, and
+    the client refused to start for want of a password."""
+    settings = SaslSettings("PLAIN", username="alice", password=Secret(PASSWORD))
+    assert settings.password == PASSWORD and isinstance(settings.password, Secret)
+    client = KafkaClient(
+        {
+            "bootstrap.servers": "127.0.0.1:1",
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": "alice",
+            "sasl.password": PASSWORD,
+        }
+    )
+    assert PASSWORD not in repr(client)
