@@ -28,6 +28,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any
 
 from bench.brokers import bench_broker, broker_description
@@ -158,39 +159,45 @@ def confluent_consume(bootstrap: str, topic: str, n: int, per_record: bool) -> f
     return n / elapsed
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=50_000)
-    parser.add_argument("--size", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=3)
-    parser.add_argument("--json", help="write the figures here too")
-    args = parser.parse_args(argv)
-    n, value = args.records, os.urandom(args.size)
-    load_before = os.getloadavg()
-    rates: dict[tuple[str, str, bool], list[float]] = {}
-    with bench_broker() as bootstrap:
-        from kafka_core import KafkaAdmin, NewTopic
+CASES = ("send", "poll", "per-record")
+CLIENTS = ("kafka_core", "confluent-kafka")
 
-        tracing = Tracing()
-        produce_topics = [f"bench-tracing-p-{uuid.uuid4().hex[:8]}" for _ in range(4 * args.rounds)]
-        consume_topic = f"bench-tracing-c-{uuid.uuid4().hex[:8]}"
-        with KafkaAdmin(bootstrap) as admin:
-            for result in admin.create_topics(
-                [NewTopic(t, 1, 1) for t in [*produce_topics, consume_topic]]
-            ).values():
-                result.result()
+
+def run_tracing(
+    bootstrap: str,
+    *,
+    records: int = 50_000,
+    size: int = 100,
+    rounds: int = 3,
+    log: Callable[[str], None] = lambda line: print(line, file=sys.stderr),
+) -> dict[str, Any]:
+    """Every case, off and on, ``rounds`` times on the broker at ``bootstrap``; returns the
+    figures as bench/results.json keeps them: each client, case and setting's rate per round
+    (``rates``), and the table's ``rows`` (:func:`summarize`)."""
+    from kafka_core import KafkaAdmin, NewTopic
+
+    n, value = records, os.urandom(size)
+    rates: dict[tuple[str, str, bool], list[float]] = {}
+    tracing = Tracing()
+    produce_topics = [f"bench-tracing-p-{uuid.uuid4().hex[:8]}" for _ in range(4 * rounds)]
+    consume_topic = f"bench-tracing-c-{uuid.uuid4().hex[:8]}"
+    with KafkaAdmin(bootstrap) as admin:
+        for result in admin.create_topics(
+            [NewTopic(t, 1, 1) for t in [*produce_topics, consume_topic]]
+        ).values():
+            result.result()
+    try:
         tracing.set(True)  # the consumed records carry the producer's context, as traced ones do
         ours_send(bootstrap, consume_topic, n, value)
         tracing.set(False)
         n_consume = n + 1
-        cases: list[tuple[str, str, Callable[[], float]]] = []
-        for round_no in range(args.rounds):
+        for round_no in range(rounds):
             for on in (False, True):
                 topics = iter(produce_topics[round_no * 4 + (2 if on else 0) :])
                 t1, t2 = next(topics), next(topics)
-                cases = [
-                    ("kafka_core", "send", lambda t=t1: ours_send(bootstrap, t, n, value)),
-                    ("confluent-kafka", "send", lambda t=t2: confluent_send(bootstrap, t, n, value)),
+                cases: list[tuple[str, str, Callable[[], float]]] = [
+                    ("kafka_core", "send", partial(ours_send, bootstrap, t1, n, value)),
+                    ("confluent-kafka", "send", partial(confluent_send, bootstrap, t2, n, value)),
                     ("kafka_core", "poll", lambda: ours_consume(bootstrap, consume_topic, n_consume, False)),
                     (
                         "confluent-kafka",
@@ -211,46 +218,69 @@ def main(argv: list[str] | None = None) -> int:
                 tracing.set(on)
                 for client, case, measure in cases:
                     rates.setdefault((client, case, on), []).append(measure())
-                    print(f"round {round_no + 1} tracing {'on ' if on else 'off'} {client:16} {case:10} "
-                          f"{rates[(client, case, on)][-1]:>10,.0f} records/s", file=sys.stderr)  # fmt: skip
+                    log(f"round {round_no + 1} tracing {'on ' if on else 'off'} {client:16} {case:10} "
+                        f"{rates[(client, case, on)][-1]:>10,.0f} records/s")  # fmt: skip
+    finally:
         tracing.set(False)
-    load_after = os.getloadavg()
-    median = {k: statistics.median(v) for k, v in rates.items()}
-    rows = []
-    print(f"\n{n:,} records of {args.size} B, {args.rounds} rounds, {broker_description()}")
-    print(f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f} ({os.cpu_count()} cores)\n")
+    per_round = [
+        {"client": c, "case": k, "tracing": on, "rates": v} for (c, k, on), v in sorted(rates.items())
+    ]
+    return {"records": n, "size": size, "rounds": rounds, "rates": per_round, "rows": summarize(per_round)}
+
+
+def summarize(per_round: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The table: each client and case's median rate off and on, and on/off; then kafka_core over
+    confluent-kafka with tracing on and off. Ratios are the medians of the rounds' ratios: each
+    round's pair was measured minutes apart at most, so the load's drift between rounds cancels."""
+    rates = {(r["client"], r["case"], r["tracing"]): r["rates"] for r in per_round}
 
     def paired(a: tuple[str, str, bool], b: tuple[str, str, bool]) -> float:
-        """The median of the rounds' ratios: each round's pair was measured minutes apart at
-        most, so the load's drift between rounds cancels out."""
         return statistics.median(x / y for x, y in zip(rates[a], rates[b], strict=True))
 
+    rows: list[dict[str, Any]] = []
+    for client in CLIENTS:
+        for case in CASES:
+            off, on = rates[(client, case, False)], rates[(client, case, True)]
+            rows.append(
+                {
+                    "client": client,
+                    "case": case,
+                    "off": statistics.median(off),
+                    "on": statistics.median(on),
+                    "on_over_off": paired((client, case, True), (client, case, False)),
+                }
+            )
+    for case in CASES:
+        on_ratio = paired(("kafka_core", case, True), ("confluent-kafka", case, True))
+        off_ratio = paired(("kafka_core", case, False), ("confluent-kafka", case, False))
+        rows.append({"client": "kafka_core/confluent-kafka", "case": case, "off": off_ratio, "on": on_ratio})
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--records", type=int, default=50_000)
+    parser.add_argument("--size", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--json", help="write the figures here too")
+    args = parser.parse_args(argv)
+    load_before = os.getloadavg()
+    with bench_broker() as bootstrap:
+        figures = run_tracing(bootstrap, records=args.records, size=args.size, rounds=args.rounds)
+    load_after = os.getloadavg()
+    print(f"\n{args.records:,} records of {args.size} B, {args.rounds} rounds, {broker_description()}")
+    print(f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f} ({os.cpu_count()} cores)\n")
     print(f"{'client':16} {'case':10} {'off rec/s':>12} {'on rec/s':>12} {'on/off':>7}")
-    for client in ("kafka_core", "confluent-kafka"):
-        for case in ("send", "poll", "per-record"):
-            off, on = median[(client, case, False)], median[(client, case, True)]
-            ratio = paired((client, case, True), (client, case, False))
-            rows.append({"client": client, "case": case, "off": off, "on": on, "on_over_off": ratio})
-            print(f"{client:16} {case:10} {off:>12,.0f} {on:>12,.0f} {ratio:>7.2f}")
+    for row in figures["rows"]:
+        if "on_over_off" in row:
+            print(f"{row['client']:16} {row['case']:10} {row['off']:>12,.0f} {row['on']:>12,.0f} {row['on_over_off']:>7.2f}")  # fmt: skip
     print("\nkafka_core / confluent-kafka (median of the rounds' ratios):")
-    for case in ("send", "poll", "per-record"):
-        on = paired(("kafka_core", case, True), ("confluent-kafka", case, True))
-        off = paired(("kafka_core", case, False), ("confluent-kafka", case, False))
-        rows.append({"client": "kafka_core/confluent-kafka", "case": case, "off": off, "on": on})
-        print(f"  {case:10} tracing on {on:.2f}x, off {off:.2f}x")
+    for row in figures["rows"]:
+        if "on_over_off" not in row:
+            print(f"  {row['case']:10} tracing on {row['on']:.2f}x, off {row['off']:.2f}x")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump(
-                {
-                    "records": n,
-                    "size": args.size,
-                    "rounds": args.rounds,
-                    "load": [load_before, load_after],
-                    "rows": rows,
-                },
-                f,
-                indent=2,
-            )
+            json.dump({**figures, "load": [load_before, load_after]}, f, indent=2)
     return 0
 
 

@@ -32,6 +32,7 @@ from bench.common import (
 )
 from bench.spark_report import SECTION_TEXT as SPARK_SECTION_TEXT
 from bench.spark_report import spark_headline, spark_table
+from bench.tracing_report import TRACING_TITLE, tracing_lines
 
 # op, peer op used as the baseline (the peers have no columnar path), target ratio vs aiokafka
 ROW_OPS: tuple[tuple[str, str, float | None], ...] = (
@@ -560,6 +561,9 @@ def render(data: dict[str, Any], notes: str = "") -> str:
         out += ["", f"## {WIDE_TITLE}"]
         out += [line for block in wide_tables(sections["wide"]) for line in ("", block)]
         out += _note(by_title, WIDE_TITLE)
+    if "tracing" in sections:
+        out += ["", f"## {TRACING_TITLE}", *tracing_lines(sections["tracing"])]
+        out += _note(by_title, TRACING_TITLE)
     out += [
         "",
         "## Notes",

@@ -4,6 +4,7 @@
     python -m bench.run_all --quick          # smoke version, under 2 minutes (and about 2 for wide)
     python -m bench.run_all --no-spark       # skip the (slow) Spark section
     python -m bench.run_all --only wide      # wide topics: 10 to 3,000 partitions, groups, metadata
+    python -m bench.run_all --only tracing   # send and poll with OpenTelemetry tracing off and on
     python -m bench.run_all --only codec     # re-run some sections, keep the others' last figures
     python -m bench.run_all --render-only    # rewrite RESULTS.md from results.json
     KAFKA_CORE_BENCH_BROKER=kafka python -m bench.run_all --only producer,consumer,transactions
@@ -42,7 +43,7 @@ from bench.common import (
     version_of,
 )
 
-SECTIONS = ("codec", "producer", "consumer", "transactions", "spark", "wide")
+SECTIONS = ("codec", "producer", "consumer", "transactions", "spark", "wide", "tracing")
 # Sections whose figures depend on the broker: kept per broker, shown side by side.
 BROKER_SECTIONS = ("producer", "consumer", "transactions", "spark")
 RESULTS_MD = report.RESULTS_MD
@@ -65,6 +66,7 @@ class Mode:
     wide_partitions: tuple[int, ...] = (10, 100, 1_000, 3_000)  # the wide bench's topics (issue 40)
     wide_records: int = 600_000
     wide_idle_s: float = 15.0  # polling with nothing to read
+    tracing_records: int = 50_000  # per case and round, tracing off and on (bench.bench_tracing)
 
 
 FULL = Mode("full", 0.5, 5, True, 300_000, 3, 2_000_000, codec_processes=3)
@@ -80,6 +82,7 @@ QUICK = Mode(
     wide_partitions=(10, 100),
     wide_records=20_000,
     wide_idle_s=2.0,
+    tracing_records=5_000,
 )
 
 
@@ -268,6 +271,27 @@ def run_wide_section(mode: Mode) -> dict[str, Any]:
     )
 
 
+def run_tracing_section(mode: Mode) -> dict[str, Any]:
+    """bench.bench_tracing on the bench broker: send and poll with tracing off and on, kafka_core
+    beside confluent-kafka under its contrib instrumentation, ``e2e_repeat`` rounds."""
+    from bench.bench_tracing import run_tracing
+
+    stamp = {**section_stamp(mode), "broker": broker_description()}
+    log(f"tracing: {mode.tracing_records} records x {mode.e2e_repeat} rounds (load average {stamp['load']})")
+    try:
+        with bench_broker() as bootstrap:
+            section = {
+                **run_tracing(bootstrap, records=mode.tracing_records, rounds=mode.e2e_repeat, log=log),
+                **stamp,
+            }
+    except Exception as exc:
+        log(f"  tracing failed: {type(exc).__name__}: {exc}")
+        section = {"rows": [], "failed": f"{type(exc).__name__}: {exc}", **stamp}
+    section["load_after"] = _load()
+    log(f"  tracing done (load average {section['load_after']})")
+    return section
+
+
 def merge_sections(previous: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
     """``fresh`` over ``previous``; a broker section replaces only the brokers it ran on, so a
     run on Apache Kafka keeps the last Tansu figures beside it (and the other way round)."""
@@ -328,6 +352,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--spark-passes", type=int, help="Spark timed jobs per session (default 1)")
     parser.add_argument("--wide-partitions", help="wide bench partition counts (default 10,100,1000,3000)")
     parser.add_argument("--wide-records", type=int, help="wide bench records (default 600000)")
+    parser.add_argument("--tracing-records", type=int, help="tracing bench records per case (default 50000)")
     parser.add_argument(
         "--render-only", action="store_true", help="rewrite the table from --raw, run nothing"
     )
@@ -348,6 +373,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "spark_passes": args.spark_passes,
         "txn_records": args.txn_records,
         "wide_records": args.wide_records,
+        "tracing_records": args.tracing_records,
         "wide_partitions": tuple(int(p) for p in args.wide_partitions.split(","))
         if args.wide_partitions
         else None,
@@ -366,11 +392,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "codec" in sections:
         stamp = section_stamp(mode)
         fresh["codec"] = {**run_codec(mode), **stamp}
-    e2e = [s for s in sections if s not in ("codec", "wide")]
+    e2e = [s for s in sections if s not in ("codec", "wide", "tracing")]
     if e2e:
         fresh.update(run_e2e(mode, e2e))
     if "wide" in sections:
         fresh["wide"] = run_wide_section(mode)
+    if "tracing" in sections:
+        fresh["tracing"] = run_tracing_section(mode)
 
     # Read at the end, not the start: another section may have been re-run meanwhile.
     # A run covers one broker: the broker sections keep the other brokers' last figures.

@@ -501,6 +501,7 @@ def test_a_run_keeps_the_sections_it_did_not_measure(tmp_path: Any, monkeypatch:
     monkeypatch.setattr(run_all, "run_codec", lambda mode: {"entries": [], "failures": []})
     monkeypatch.setattr(run_all, "run_e2e", lambda mode, sections: {})
     monkeypatch.setattr(run_all, "run_wide_section", lambda mode: {"date": "now", "by_partitions": {}})
+    monkeypatch.setattr(run_all, "run_tracing_section", lambda mode: {"date": "now", "rows": []})
     for argv in (["--only", "codec"], ["--no-spark"]):
         assert run_all.main([*argv, "--raw", str(raw), "--output", str(out)]) == 0
         sections = json.loads(raw.read_text())["sections"]
