@@ -223,7 +223,8 @@ def _after_poll(
 
 
 def _end_batch_span(state: State, self: Any) -> None:
-    """A poll's process span ends where per-record spans begin (iteration, run)."""
+    """A poll's process span ends at the next poll, at close, and where per-record spans begin
+    (iteration, run)."""
     cur = state.current.get(self)
     if cur is not None:
         cur.end()
@@ -241,9 +242,7 @@ def traced_poll(
         async def poll(self: Any, *args: Any, **kwargs: Any) -> Any:
             if _standing_aside(state, self):
                 return await original(self, *args, **kwargs)
-            cur = state.current.get(self)
-            if cur is not None:
-                cur.end()
+            _end_batch_span(state, self)
             records = await original(self, *args, **kwargs)
             _after_poll(tr, state, self, records, args, columns)
             return records
@@ -256,9 +255,7 @@ def traced_poll(
             state.faced.add(inner)
         if _standing_aside(state, self):
             return original(self, *args, **kwargs)
-        cur = state.current.get(self)
-        if cur is not None:
-            cur.end()
+        _end_batch_span(state, self)
         records = original(self, *args, **kwargs)
         _after_poll(tr, state, self, records, args, columns)
         return records
@@ -271,17 +268,13 @@ def traced_close(state: State, original: Callable[..., Any], is_async: bool) -> 
     if is_async:
 
         async def close(self: Any, *args: Any, **kwargs: Any) -> Any:
-            cur = state.current.get(self)
-            if cur is not None:
-                cur.end()
+            _end_batch_span(state, self)
             return await original(self, *args, **kwargs)
 
         return close
 
     def close_blocking(self: Any, *args: Any, **kwargs: Any) -> Any:
-        cur = state.current.get(self)
-        if cur is not None:
-            cur.end()
+        _end_batch_span(state, self)
         return original(self, *args, **kwargs)
 
     return close_blocking
@@ -369,6 +362,13 @@ def traced_run(tr: Tracing, state: State, original: Callable[..., Any], is_async
     return run_blocking
 
 
+def _process_span(tr: Tracing, cur: CurrentSpan, record: Any, servers: dict[str, Any]) -> None:
+    """The record's process span, current in ``cur`` while the loop body runs (until cur.end())."""
+    span, ctx = tr.message_span(record, servers)
+    tr.consume_hooked(span, [record], (), {})
+    cur.make_current(span, ctx)
+
+
 def traced_iter(tr: Tracing, state: State, original: Callable[..., Any]) -> Callable[..., Any]:
     """Blocking iteration: each record current in its process span while the loop body runs."""
 
@@ -386,9 +386,7 @@ def traced_iter(tr: Tracing, state: State, original: Callable[..., Any]) -> Call
                     return
                 finally:
                     state.per_record[self] -= 1
-                span, ctx = tr.message_span(record, servers)
-                tr.consume_hooked(span, [record], (), {})
-                cur.make_current(span, ctx)
+                _process_span(tr, cur, record, servers)
                 try:
                     yield record
                 finally:
@@ -415,9 +413,7 @@ async def _aiterate(tr: Tracing, agen: Any, servers: dict[str, Any]) -> Any:
     cur = CurrentSpan()
     try:
         async for record in agen:
-            span, ctx = tr.message_span(record, servers)
-            tr.consume_hooked(span, [record], (), {})
-            cur.make_current(span, ctx)
+            _process_span(tr, cur, record, servers)
             try:
                 yield record
             finally:

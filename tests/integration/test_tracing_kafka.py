@@ -10,12 +10,13 @@ import asyncio
 import threading
 import time
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+# the fixtures exporter, provider and instrumented
+from fakes.otel import exporter_fixture, instrumented_fixture, provider_fixture, spans_named  # noqa: F401
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
@@ -29,36 +30,10 @@ pytestmark = [pytest.mark.timeout(180), pytest.mark.interop]
 DEADLINE_S = 60.0
 
 
-@pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def provider(exporter: InMemorySpanExporter) -> TracerProvider:
-    tp = TracerProvider()
-    tp.add_span_processor(SimpleSpanProcessor(exporter))
-    return tp
-
-
-@pytest.fixture
-def traced(provider: TracerProvider) -> Iterator[None]:
-    inst = KafkaCoreInstrumentor()
-    inst.instrument(tracer_provider=provider)
-    try:
-        yield
-    finally:
-        inst.uninstrument()
-
-
 def topic_on(kafka: KafkaCluster, partitions: int = 1) -> str:
     name = f"trace-{uuid.uuid4().hex[:10]}"
     kafka.create_topic(name, partitions)
     return name
-
-
-def named(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
-    return [s for s in exporter.get_finished_spans() if s.name == name]
 
 
 def joined(consume: ReadableSpan, produce: ReadableSpan) -> bool:
@@ -71,7 +46,10 @@ def joined(consume: ReadableSpan, produce: ReadableSpan) -> bool:
 
 
 def test_confluent_producer_to_kafka_core_consumer(
-    real_kafka: KafkaCluster, provider: TracerProvider, exporter: InMemorySpanExporter, traced: None
+    real_kafka: KafkaCluster,
+    provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+    instrumented: KafkaCoreInstrumentor,
 ) -> None:
     import confluent_kafka
     from opentelemetry.instrumentation.confluent_kafka import ConfluentKafkaInstrumentor
@@ -86,7 +64,7 @@ def test_confluent_producer_to_kafka_core_consumer(
         assert producer.flush(30) == 0
     finally:
         contrib.uninstrument()
-    sends = named(exporter, f"{topic} send")
+    sends = spans_named(exporter, f"{topic} send")
     assert len(sends) == 3 and all(s.kind is SpanKind.PRODUCER for s in sends)
 
     consumer = KafkaConsumer(topic, bootstrap_servers=real_kafka.bootstrap, auto_offset_reset="earliest")
@@ -102,7 +80,7 @@ def test_confluent_producer_to_kafka_core_consumer(
                 break
     finally:
         consumer.close()
-    processes = named(exporter, f"{topic} process")
+    processes = spans_named(exporter, f"{topic} process")
     batch = [p for p in processes if "messaging.message.id" not in (p.attributes or {})]
     single = [p for p in processes if "messaging.message.id" in (p.attributes or {})]
     assert {link.context.span_id for p in batch for link in p.links} == {s.context.span_id for s in sends}
@@ -114,7 +92,10 @@ def test_confluent_producer_to_kafka_core_consumer(
 
 
 def test_kafka_core_producer_to_confluent_consumer(
-    real_kafka: KafkaCluster, provider: TracerProvider, exporter: InMemorySpanExporter, traced: None
+    real_kafka: KafkaCluster,
+    provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+    instrumented: KafkaCoreInstrumentor,
 ) -> None:
     import confluent_kafka
     from opentelemetry.instrumentation.confluent_kafka import ConfluentKafkaInstrumentor
@@ -123,7 +104,7 @@ def test_kafka_core_producer_to_confluent_consumer(
     with KafkaProducer(bootstrap_servers=real_kafka.bootstrap) as producer:
         for i in range(3):
             producer.send(topic, b"k%d" % i).result(timeout=30)
-    sends = named(exporter, f"{topic} send")
+    sends = spans_named(exporter, f"{topic} send")
     assert len(sends) == 3
 
     contrib = ConfluentKafkaInstrumentor()
@@ -148,7 +129,9 @@ def test_kafka_core_producer_to_confluent_consumer(
         contrib.uninstrument()
     assert got == 3
     processes = [
-        p for p in named(exporter, f"{topic} process") if p.instrumentation_scope.name != "kafka_core.tracing"
+        p
+        for p in spans_named(exporter, f"{topic} process")
+        if p.instrumentation_scope.name != "kafka_core.tracing"
     ]
     assert len(processes) == 3
     for send, process in zip(sends, processes, strict=True):
@@ -156,7 +139,10 @@ def test_kafka_core_producer_to_confluent_consumer(
 
 
 def test_kafka_core_producer_to_aiokafka_and_kafka_python_consumers(
-    real_kafka: KafkaCluster, provider: TracerProvider, exporter: InMemorySpanExporter, traced: None
+    real_kafka: KafkaCluster,
+    provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+    instrumented: KafkaCoreInstrumentor,
 ) -> None:
     from opentelemetry.instrumentation.aiokafka import AIOKafkaInstrumentor
     from opentelemetry.instrumentation.kafka import KafkaInstrumentor
@@ -165,7 +151,7 @@ def test_kafka_core_producer_to_aiokafka_and_kafka_python_consumers(
     with KafkaProducer(bootstrap_servers=real_kafka.bootstrap) as producer:
         producer.send_batch(topic, [b"b0", b"b1"], partition=0).result(timeout=30)  # one span, two records
         producer.send(topic, b"s2").result(timeout=30)
-    batch_send, single_send = named(exporter, f"{topic} send")
+    batch_send, single_send = spans_named(exporter, f"{topic} send")
     expected = [batch_send, batch_send, single_send]
 
     aio_contrib = AIOKafkaInstrumentor()
@@ -187,7 +173,7 @@ def test_kafka_core_producer_to_aiokafka_and_kafka_python_consumers(
         asyncio.run(read())
     finally:
         aio_contrib.uninstrument()
-    received = named(exporter, f"{topic} receive")
+    received = spans_named(exporter, f"{topic} receive")
     assert len(received) == 3
     for send, span in zip(expected, received, strict=True):
         assert span.parent is not None and span.parent.span_id == send.context.span_id
@@ -211,14 +197,17 @@ def test_kafka_core_producer_to_aiokafka_and_kafka_python_consumers(
             consumer.close()
     finally:
         kp_contrib.uninstrument()
-    received = named(exporter, f"{topic} receive")[3:]
+    received = spans_named(exporter, f"{topic} receive")[3:]
     assert len(received) == 3
     for send, span in zip(expected, received, strict=True):
         assert span.context.trace_id == send.context.trace_id and joined(span, send)
 
 
 def test_share_consumer_spans(
-    real_kafka: KafkaCluster, provider: TracerProvider, exporter: InMemorySpanExporter, traced: None
+    real_kafka: KafkaCluster,
+    provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+    instrumented: KafkaCoreInstrumentor,
 ) -> None:
     from fakes.share_kafka import share_setup
 
@@ -226,7 +215,7 @@ def test_share_consumer_spans(
     with KafkaProducer(bootstrap_servers=real_kafka.bootstrap) as producer:
         for i in range(4):
             producer.send(topic, b"%d" % i).result(timeout=30)
-    sends = named(exporter, f"{topic} send")
+    sends = spans_named(exporter, f"{topic} send")
     consumer = KafkaShareConsumer(topic, bootstrap_servers=real_kafka.bootstrap, group_id=group)
     try:
         got: list[Any] = []
@@ -236,13 +225,13 @@ def test_share_consumer_spans(
         assert len(got) == 4
         with KafkaProducer(bootstrap_servers=real_kafka.bootstrap) as producer:
             producer.send(topic, b"late").result(timeout=30)
-        [late] = named(exporter, f"{topic} send")[4:]
+        [late] = spans_named(exporter, f"{topic} send")[4:]
         for record in consumer:  # one record at a time: its own span, a child of its send span
             assert record.value == b"late"
             break
     finally:
         consumer.close()
-    processes = named(exporter, f"{topic} process")  # the polls' ended when iteration began
+    processes = spans_named(exporter, f"{topic} process")  # the polls' ended when iteration began
     batch = [p for p in processes if "messaging.message.id" not in (p.attributes or {})]
     [single] = [p for p in processes if "messaging.message.id" in (p.attributes or {})]
     assert batch and all(p.kind is SpanKind.CONSUMER for p in processes)
@@ -251,7 +240,10 @@ def test_share_consumer_spans(
 
 
 def test_transport_handler_spans_chain_through_a_republish(
-    real_kafka: KafkaCluster, provider: TracerProvider, exporter: InMemorySpanExporter, traced: None
+    real_kafka: KafkaCluster,
+    provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+    instrumented: KafkaCoreInstrumentor,
 ) -> None:
     source, sink = topic_on(real_kafka), topic_on(real_kafka)
     done = threading.Event()
@@ -272,10 +264,10 @@ def test_transport_handler_spans_chain_through_a_republish(
 
     asyncio.run(run())
     assert done.is_set()
-    [first] = named(exporter, f"{source} send")
-    [handler] = named(exporter, f"{source} process")  # one per record, none per poll
-    [second] = named(exporter, f"{sink} send")
-    assert not named(exporter, "recv")
+    [first] = spans_named(exporter, f"{source} send")
+    [handler] = spans_named(exporter, f"{source} process")  # one per record, none per poll
+    [second] = spans_named(exporter, f"{sink} send")
+    assert not spans_named(exporter, "recv")
     assert handler.parent is not None and handler.parent.span_id == first.context.span_id
     assert second.parent is not None and second.parent.span_id == handler.context.span_id
     assert first.context.trace_id == handler.context.trace_id == second.context.trace_id

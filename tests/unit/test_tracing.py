@@ -8,13 +8,14 @@ import asyncio
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
+
+# the fixtures exporter, provider and instrumented
+from fakes.otel import exporter_fixture, instrumented_fixture, provider_fixture, spans_named  # noqa: F401
 from opentelemetry import trace
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
-from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind
 
@@ -27,34 +28,8 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @pytest.fixture
-def exporter() -> InMemorySpanExporter:
-    return InMemorySpanExporter()
-
-
-@pytest.fixture
-def provider(exporter: InMemorySpanExporter) -> TracerProvider:
-    tp = TracerProvider()
-    tp.add_span_processor(SimpleSpanProcessor(exporter))
-    return tp
-
-
-@pytest.fixture
-def instrumented(provider: TracerProvider) -> Iterator[KafkaCoreInstrumentor]:
-    inst = KafkaCoreInstrumentor()
-    inst.instrument(tracer_provider=provider)
-    try:
-        yield inst
-    finally:
-        inst.uninstrument()
-
-
-@pytest.fixture
 def topic(mock_cluster: MockCluster) -> str:
     return mock_cluster.create_topic(f"traced-{uuid.uuid4().hex[:8]}", partitions=1, replication=1)
-
-
-def spans(exporter: InMemorySpanExporter, name: str) -> list[ReadableSpan]:
-    return [s for s in exporter.get_finished_spans() if s.name == name]
 
 
 def header(headers: list[tuple[str, Any]], key: str) -> bytes:
@@ -86,7 +61,7 @@ def test_send_and_poll_make_confluents_spans_and_carry_the_context(
     with KafkaProducer(bootstrap_servers=mock_cluster.bootstrap) as producer:
         for i in range(3):
             producer.send(topic, b"v%d" % i, headers=[("app", b"x")]).result(timeout=30)
-    sends = spans(exporter, f"{topic} send")
+    sends = spans_named(exporter, f"{topic} send")
     assert len(sends) == 3
     host, _, port = mock_cluster.bootstrap.split(",")[0].rpartition(":")
     assert sends[0].kind is SpanKind.PRODUCER
@@ -110,8 +85,8 @@ def test_send_and_poll_make_confluents_spans_and_carry_the_context(
             pass
     finally:
         consumer.close()
-    processes = spans(exporter, f"{topic} process")
-    recvs = {s.context.span_id: s for s in spans(exporter, "recv")}
+    processes = spans_named(exporter, f"{topic} process")
+    recvs = {s.context.span_id: s for s in spans_named(exporter, "recv")}
     assert processes and len(recvs) == len(processes)  # one pair per poll that handed records over
     for process in processes:
         assert process.kind is SpanKind.CONSUMER
@@ -122,7 +97,7 @@ def test_send_and_poll_make_confluents_spans_and_carry_the_context(
     assert sum((p.attributes or {})["messaging.batch.message_count"] for p in processes) == 3
     assert {link.context.span_id for p in processes for link in p.links} == {s.context.span_id for s in sends}
     process = processes[-1]
-    [work] = spans(exporter, "work")
+    [work] = spans_named(exporter, "work")
     assert work.parent is not None and work.parent.span_id == process.context.span_id
 
 
@@ -132,7 +107,7 @@ def test_iteration_gives_each_record_a_process_span_under_its_producer_span(
     with KafkaProducer(bootstrap_servers=mock_cluster.bootstrap) as producer:
         for i in range(2):
             producer.send(topic, b"v%d" % i, partition=0).result(timeout=30)
-    sends = spans(exporter, f"{topic} send")
+    sends = spans_named(exporter, f"{topic} send")
     consumer = KafkaConsumer(topic, bootstrap_servers=mock_cluster.bootstrap, auto_offset_reset="earliest")
     seen = []
     try:
@@ -143,8 +118,8 @@ def test_iteration_gives_each_record_a_process_span_under_its_producer_span(
                 break
     finally:
         consumer.close()
-    processes = spans(exporter, f"{topic} process")
-    assert len(processes) == 2 and not spans(exporter, "recv")  # no batch span under iteration
+    processes = spans_named(exporter, f"{topic} process")
+    assert len(processes) == 2 and not spans_named(exporter, "recv")  # no batch span under iteration
     for send, process, (offset, current) in zip(sends, processes, seen, strict=True):
         assert process.context.trace_id == send.context.trace_id  # one trace across the services
         assert process.parent is not None and process.parent.span_id == send.context.span_id
@@ -192,11 +167,11 @@ def test_asyncio_send_poll_iteration_and_run(
             await consumer.close()
 
     asyncio.run(main())
-    sends = spans(exporter, f"{topic} send")
-    processes = spans(exporter, f"{topic} process")
+    sends = spans_named(exporter, f"{topic} send")
+    processes = spans_named(exporter, f"{topic} process")
     assert len(sends) == 3
     batches = sum(1 for n in polls if n)
-    assert len(spans(exporter, "recv")) == batches  # the polls that handed records over
+    assert len(spans_named(exporter, "recv")) == batches  # the polls that handed records over
     assert len(processes) == batches + 3 + 3  # the polls', then one per record iterated and run
     per_record = [p for p in processes if "messaging.message.id" in (p.attributes or {})]
     assert len(per_record) == 6
@@ -218,7 +193,7 @@ def test_send_batch_is_one_span_whose_context_every_record_carries(
             ),
         )
         producer.send_batch(topic, pa.array([b"x"] * n), partition=0, headers=headers).result(timeout=30)
-    batches = spans(exporter, f"{topic} send")
+    batches = spans_named(exporter, f"{topic} send")
     assert len(batches) == 2
     assert all((s.attributes or {})["messaging.batch.message_count"] == n for s in batches)
     consumer = KafkaConsumer(topic, bootstrap_servers=mock_cluster.bootstrap, auto_offset_reset="earliest")
@@ -235,7 +210,7 @@ def test_send_batch_is_one_span_whose_context_every_record_carries(
     assert ids == [batches[0].context.span_id] * n + [batches[1].context.span_id] * n
     second = [h for b in rows for h in b.column("headers").to_pylist()][n:]
     assert all(h[0] == {"key": "k", "value": b"v"} for h in second)  # the application's kept
-    processes = spans(exporter, f"{topic} process")
+    processes = spans_named(exporter, f"{topic} process")
     assert len(processes) == len(rows)
     linked = {link.context.span_id for p in processes for link in p.links}
     assert linked == {s.context.span_id for s in batches}
@@ -269,7 +244,7 @@ def test_hooks_run_on_recording_spans_and_their_failures_stay_inside(
     finally:
         inst.uninstrument()
     assert calls == [f"produce {topic}", "consume 1"]
-    [send] = spans(exporter, f"{topic} send")
+    [send] = spans_named(exporter, f"{topic} send")
     assert (send.attributes or {})["app.key"] == "k"
 
 
@@ -285,7 +260,7 @@ def test_one_object_traced_explicitly_and_untraced_again(
         KafkaCoreInstrumentor.uninstrument_producer(producer)
         assert producer.send is fast
         producer.send(topic, b"not traced").result(timeout=30)
-    assert len(spans(exporter, f"{topic} send")) == 1
+    assert len(spans_named(exporter, f"{topic} send")) == 1
     consumer = KafkaConsumer(topic, bootstrap_servers=mock_cluster.bootstrap, auto_offset_reset="earliest")
     try:
         KafkaCoreInstrumentor.instrument_consumer(consumer, provider)
@@ -293,7 +268,7 @@ def test_one_object_traced_explicitly_and_untraced_again(
     finally:
         consumer.close()
     assert [extract_context(r) is not None for r in records] == [True, False]
-    processes = spans(exporter, f"{topic} process")
+    processes = spans_named(exporter, f"{topic} process")
     assert sum(len(p.links) for p in processes) == 1
 
 
@@ -377,7 +352,7 @@ def test_run_handlers_get_a_span_each_and_a_failure_is_recorded_on_it(
     with KafkaProducer(bootstrap_servers=mock_cluster.bootstrap) as producer:
         for i in range(2):
             producer.send(topic, b"r%d" % i, partition=0).result(timeout=30)
-    sends = spans(exporter, f"{topic} send")
+    sends = spans_named(exporter, f"{topic} send")
     consumer = KafkaConsumer(topic, bootstrap_servers=mock_cluster.bootstrap, auto_offset_reset="earliest")
     handled: list[bytes] = []
 
@@ -391,8 +366,8 @@ def test_run_handlers_get_a_span_each_and_a_failure_is_recorded_on_it(
             consumer.run(handler)
     finally:
         consumer.close()
-    ok, failed = spans(exporter, f"{topic} process")
-    assert not spans(exporter, "recv")  # run's polls make no batch span
+    ok, failed = spans_named(exporter, f"{topic} process")
+    assert not spans_named(exporter, "recv")  # run's polls make no batch span
     assert [ok.parent.span_id, failed.parent.span_id] == [s.context.span_id for s in sends]  # type: ignore[union-attr]
     assert ok.status.status_code is StatusCode.UNSET
     assert failed.status.status_code is StatusCode.ERROR
