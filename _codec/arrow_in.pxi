@@ -140,3 +140,100 @@ cdef _TsCol _ts_col(object arr):
         if bufs[0] is not None and arr.null_count:
             col.validity = <const uint8_t*>_address(bufs[0], (end + 7) // 8, "timestamps")
     return col
+
+
+@cython.final
+cdef class _HdrCol:
+    """A pyarrow ``list<struct<key: string, value: binary>>`` headers column read in place: each
+    record's headers are pointers into its buffers (no Python object per header)."""
+
+    cdef object arr
+    cdef const uint8_t* validity  # the lists'
+    cdef const int32_t* off32
+    cdef const int64_t* off64
+    cdef Py_ssize_t offset
+    cdef Py_ssize_t length
+    cdef Py_ssize_t nvalues  # headers in the struct child
+    cdef const uint8_t* svalidity  # the structs'
+    cdef Py_ssize_t soffset
+    cdef _BinCol keys
+    cdef _BinCol values
+
+    cdef Py_ssize_t add(self, _Writer w, Slot* slot, Py_ssize_t i) except -1:
+        """Push record ``i``'s headers to ``w`` for ``slot``; return their encoded size."""
+        cdef Py_ssize_t j = self.offset + i
+        cdef int64_t start, stop, e, s
+        cdef Py_ssize_t size = 0
+        cdef const char* k
+        cdef const char* v
+        cdef Py_ssize_t klen, vlen
+        slot.hstart = w.nh
+        slot.hcount = 0
+        if self.validity != NULL and not (self.validity[j >> 3] >> (j & 7)) & 1:
+            return 0  # a null list: no headers
+        if self.off32 != NULL:
+            start = self.off32[j]
+            stop = self.off32[j + 1]
+        else:
+            start = self.off64[j]
+            stop = self.off64[j + 1]
+        if start < 0 or stop < start or stop > self.nvalues:
+            raise KafkaCodecError(f"headers: corrupt arrow offsets at row {i}")
+        for e in range(start, stop):
+            s = self.soffset + e
+            if self.svalidity != NULL and not (self.svalidity[s >> 3] >> (s & 7)) & 1:
+                raise KafkaCodecError(f"record {i}: a header must be a (str, bytes) pair, not None")
+            self.keys.get(e, &k, &klen)
+            if klen < 0:
+                raise KafkaCodecError(f"record {i}: header key may not be None")
+            self.values.get(e, &v, &vlen)
+            size += w.push_header(k, klen, v, vlen, i, "")
+            slot.hcount += 1
+        return size
+
+
+cdef _HdrCol _hdr_col(object arr):
+    """``arr`` read in place, or None when its type is not one read so (the caller then takes
+    its to_pylist() form, with that form's checks and errors): a list or large list of structs
+    with a ``key`` string field and a ``value`` binary field."""
+    pa = _pyarrow()
+    types = pa.types
+    t = arr.type
+    if not (types.is_list(t) or types.is_large_list(t)) or not types.is_struct(t.value_type):
+        return None
+    st = t.value_type
+    ki = st.get_field_index("key")
+    vi = st.get_field_index("value")
+    if ki < 0 or vi < 0:
+        return None
+    kt = st.field(ki).type
+    vt = st.field(vi).type
+    if not (types.is_string(kt) or types.is_large_string(kt)):
+        return None
+    if not (types.is_binary(vt) or types.is_large_binary(vt) or types.is_fixed_size_binary(vt)):
+        return None
+    cdef _HdrCol col = _HdrCol.__new__(_HdrCol)
+    cdef Py_ssize_t n = len(arr)
+    cdef Py_ssize_t end
+    col.arr = arr
+    col.offset = arr.offset
+    col.length = n
+    structs = arr.values  # every list's elements, indexed by the (absolute) list offsets
+    col.nvalues = len(structs)
+    col.soffset = structs.offset
+    col.keys = _bin_col(structs.field(ki), "header keys")
+    col.values = _bin_col(structs.field(vi), "header values")
+    if n == 0:
+        return col
+    end = col.offset + n
+    bufs = arr.buffers()
+    if types.is_list(t):
+        col.off32 = <const int32_t*>_address(bufs[1], (end + 1) * 4, "headers")
+    else:
+        col.off64 = <const int64_t*>_address(bufs[1], (end + 1) * 8, "headers")
+    if bufs[0] is not None and arr.null_count:
+        col.validity = <const uint8_t*>_address(bufs[0], (end + 7) // 8, "headers")
+    sbuf = structs.buffers()[0]
+    if sbuf is not None and structs.null_count:
+        col.svalidity = <const uint8_t*>_address(sbuf, (col.soffset + col.nvalues + 7) // 8, "headers")
+    return col

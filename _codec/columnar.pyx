@@ -133,6 +133,7 @@ def encode_record_batch_columns(keys, values, *, headers=None, timestamps=None, 
                                control, partition_leader_epoch, log_append_time)
     cdef _BinCol kcol = None, vcol = None
     cdef _TsCol tcol = None
+    cdef _HdrCol hcol = None
     cdef list klist = None, vlist = None, hlist = None, tlist = None
     cdef Py_ssize_t n, i, j
     cdef _Writer w
@@ -160,14 +161,17 @@ def encode_record_batch_columns(keys, values, *, headers=None, timestamps=None, 
         if _is_arrow(headers):
             if isinstance(headers, _pyarrow().ChunkedArray):
                 headers = headers.combine_chunks()
-            hlist = headers.to_pylist()
+            hcol = _hdr_col(headers)
+            if hcol is None:
+                hlist = headers.to_pylist()
         else:
             try:
                 hlist = list(headers)
             except TypeError:
                 raise KafkaCodecError(f"headers: expected a sequence, not {type(headers).__name__}") from None
-        if len(hlist) != n:
-            raise KafkaCodecError(f"headers has {len(hlist)} entries, values has {n}")
+        i = hcol.length if hcol is not None else len(hlist)
+        if i != n:
+            raise KafkaCodecError(f"headers has {i} entries, values has {n}")
     if timestamps is not None:
         if _is_arrow(timestamps):
             tcol = _ts_col(timestamps)
@@ -206,7 +210,10 @@ def encode_record_batch_columns(keys, values, *, headers=None, timestamps=None, 
         elif tlist is not None and tlist[i] is not None:
             has_ts = True
             ts = _i64(tlist[i], f"record {i}: timestamp")
-        w.add(slot, has_ts, ts, hlist[i] if hlist is not None else None, i)
+        if hcol is not None:
+            w.add_sized(slot, has_ts, ts, hcol.add(w, slot, i), i)
+        else:
+            w.add(slot, has_ts, ts, hlist[i] if hlist is not None else None, i)
     return _finish(w, o)
 
 

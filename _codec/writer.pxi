@@ -53,8 +53,15 @@ cdef struct Slot:
     Py_ssize_t vlen
     int64_t ts_delta
     Py_ssize_t body  # bytes after the record's length varint
-    Py_ssize_t hstart  # first header in _Writer.hdr (flat key, value pairs)
+    Py_ssize_t hstart  # first header in _Writer.hrefs
     Py_ssize_t hcount
+
+
+cdef struct HdrRef:  # one header's bytes: kept alive by _Writer.keep, or by the caller's arrays
+    const char* k
+    const char* v
+    Py_ssize_t klen
+    Py_ssize_t vlen  # -1: null
 
 
 @cython.final
@@ -67,7 +74,9 @@ cdef class _Writer:
     cdef Py_buffer* views
     cdef Py_ssize_t nviews
     cdef Py_ssize_t vcap
-    cdef list hdr
+    cdef HdrRef* hrefs
+    cdef Py_ssize_t nh
+    cdef Py_ssize_t hcap
     cdef list keep
     cdef int64_t base_ts
     cdef int64_t max_ts
@@ -78,7 +87,6 @@ cdef class _Writer:
         self.slots = <Slot*>PyMem_Malloc(self.cap * sizeof(Slot))
         if self.slots == NULL:
             raise MemoryError()
-        self.hdr = []
         self.keep = []
         self.base_ts = base_ts
         self.max_ts = INT64_MIN
@@ -89,6 +97,7 @@ cdef class _Writer:
             PyBuffer_Release(&self.views[i])
         PyMem_Free(self.views)
         PyMem_Free(self.slots)
+        PyMem_Free(self.hrefs)
 
     cdef Slot* next_slot(self) except NULL:
         cdef Slot* grown
@@ -133,11 +142,31 @@ cdef class _Writer:
             raise KafkaCodecError(f"record {idx}: {what} of {size[0]} bytes is too large")
         return 0
 
+    cdef Py_ssize_t push_header(self, const char* k, Py_ssize_t klen, const char* v, Py_ssize_t vlen,
+                                Py_ssize_t idx, object hkey) except -1:
+        """Append one header of the record being added (its bytes must outlive the batch's
+        write); return its encoded size. ``hkey`` names it in an error."""
+        cdef HdrRef* grown
+        if klen > INT32_MAX or vlen > INT32_MAX:
+            raise KafkaCodecError(f"record {idx}: header {hkey!r} is too large")
+        if self.nh == self.hcap:
+            self.hcap = 2 * self.hcap if self.hcap else 64
+            grown = <HdrRef*>PyMem_Realloc(self.hrefs, self.hcap * sizeof(HdrRef))
+            if grown == NULL:
+                raise MemoryError()
+            self.hrefs = grown
+        self.hrefs[self.nh].k = k
+        self.hrefs[self.nh].klen = klen
+        self.hrefs[self.nh].v = v
+        self.hrefs[self.nh].vlen = vlen
+        self.nh += 1
+        return size_varint(<int32_t>klen) + klen + size_varint(<int32_t>vlen) + (vlen if vlen > 0 else 0)
+
     cdef Py_ssize_t add_headers(self, object headers, Py_ssize_t idx, Slot* slot) except -1:
         """Validate and flatten one record's headers; return their encoded size."""
         cdef Py_ssize_t size = 0
         cdef Py_ssize_t klen, vlen
-        slot.hstart = len(self.hdr)
+        slot.hstart = self.nh
         slot.hcount = 0
         if headers is None:
             return 0
@@ -191,16 +220,27 @@ cdef class _Writer:
                 raise KafkaCodecError(
                     f"record {idx}: header {hkey!r} value must be bytes-like or None, not {type(hval).__name__}"
                 )
-            if klen > INT32_MAX or vlen > INT32_MAX:
-                raise KafkaCodecError(f"record {idx}: header {hkey!r} is too large")
-            size += size_varint(<int32_t>klen) + klen + size_varint(<int32_t>vlen) + (vlen if vlen > 0 else 0)
-            self.hdr.append(kb)
-            self.hdr.append(vb)
+            self.keep.append(kb)
+            if vb is not None:
+                self.keep.append(vb)
+            size += self.push_header(PyBytes_AS_STRING(kb), klen,
+                                     NULL if vb is None else PyBytes_AS_STRING(vb), vlen, idx, hkey)
             slot.hcount += 1
         return size
 
     cdef int add(self, Slot* slot, bint has_ts, int64_t ts, object headers, Py_ssize_t idx) except -1:
         """Finish a slot whose key and value are set: timestamp delta, headers, sizes."""
+        cdef Py_ssize_t hsize = 0
+        if headers is None:
+            slot.hcount = 0
+            slot.hstart = 0
+        else:
+            hsize = self.add_headers(headers, idx, slot)
+        return self.add_sized(slot, has_ts, ts, hsize, idx)
+
+    cdef int add_sized(self, Slot* slot, bint has_ts, int64_t ts, Py_ssize_t hsize, Py_ssize_t idx) except -1:
+        """Finish a slot whose key, value and headers (``hsize`` encoded bytes, pushed with
+        push_header) are set: timestamp delta, sizes."""
         cdef int64_t base = self.base_ts
         cdef Py_ssize_t body
         if not has_ts:
@@ -217,11 +257,7 @@ cdef class _Writer:
         body = (1 + size_varlong(slot.ts_delta) + size_varint(<int32_t>idx)
                 + size_varint(<int32_t>slot.klen) + (slot.klen if slot.klen > 0 else 0)
                 + size_varint(<int32_t>slot.vlen) + (slot.vlen if slot.vlen > 0 else 0))
-        if headers is None:
-            slot.hcount = 0
-            slot.hstart = 0
-        else:
-            body += self.add_headers(headers, idx, slot)
+        body += hsize
         if slot.hcount > INT32_MAX:
             raise KafkaCodecError(f"record {idx}: too many headers")
         body += size_varint(<int32_t>slot.hcount)
@@ -237,8 +273,7 @@ cdef class _Writer:
     cdef char* write(self, char* p) except NULL:
         cdef Py_ssize_t i, j
         cdef Slot* s
-        cdef object kb, vb
-        cdef Py_ssize_t hl
+        cdef HdrRef* h
         for i in range(self.n):
             s = &self.slots[i]
             p = write_varint(p, <int32_t>s.body)
@@ -260,21 +295,18 @@ cdef class _Writer:
                 memcpy(p, s.vptr, s.vlen)
                 p += s.vlen
             p = write_varint(p, <int32_t>s.hcount)
-            for j in range(s.hstart, s.hstart + 2 * s.hcount, 2):
-                kb = self.hdr[j]
-                vb = self.hdr[j + 1]
-                hl = PyBytes_GET_SIZE(kb)
-                p = write_varint(p, <int32_t>hl)
-                memcpy(p, PyBytes_AS_STRING(kb), hl)
-                p += hl
-                if vb is None:
+            for j in range(s.hstart, s.hstart + s.hcount):
+                h = &self.hrefs[j]
+                p = write_varint(p, <int32_t>h.klen)
+                memcpy(p, h.k, h.klen)
+                p += h.klen
+                if h.vlen < 0:
                     p[0] = 1
                     p += 1
                 else:
-                    hl = PyBytes_GET_SIZE(vb)
-                    p = write_varint(p, <int32_t>hl)
-                    memcpy(p, PyBytes_AS_STRING(vb), hl)
-                    p += hl
+                    p = write_varint(p, <int32_t>h.vlen)
+                    memcpy(p, h.v, h.vlen)
+                    p += h.vlen
         return p
 
 
