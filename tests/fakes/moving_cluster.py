@@ -227,6 +227,18 @@ class MovingCluster:
             return None
         return ErrorCode.NOT_LEADER_OR_FOLLOWER, leader, self.epochs[partition]
 
+    def _refused(self, node: int, partition: int, leader_cls: Any, named: set[int]) -> tuple[int, Any] | None:
+        """(error, current_leader) when ``node`` does not lead ``partition``, else None; with hints
+        on, current_leader names the leader (added to ``named``, for the answer's endpoints)."""
+        refused = self._refusal(node, partition)
+        if refused is None:
+            return None
+        code, leader, epoch = refused
+        if not self.hints:
+            return code, leader_cls()
+        named.add(leader)
+        return code, leader_cls(leader_id=leader, leader_epoch=epoch)
+
     def _endpoints(self, cls: Any, leaders: set[int]) -> list[Any]:
         if not self.hints:
             return []
@@ -239,13 +251,9 @@ class MovingCluster:
             parts = []
             for pd in t.partition_data:
                 p = pd.index
-                refused = self._refusal(node, p)
+                refused = self._refused(node, p, ProduceResponse.LeaderIdAndEpoch, named)
                 if refused is not None:
-                    code, leader, epoch = refused
-                    current = ProduceResponse.LeaderIdAndEpoch()
-                    if self.hints:
-                        current = ProduceResponse.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
-                        named.add(leader)
+                    code, current = refused
                     parts.append(
                         ProduceResponse.PartitionProduceResponse(
                             index=p, error_code=code, current_leader=current
@@ -289,16 +297,14 @@ class MovingCluster:
 
     def _fetch(self, node: int, body: Any) -> FetchResponse:
         topics = []
+        named: set[int] = set()  # this fake's Fetch answers carry no endpoints
         for t in body.topics:
             parts = []
             for fp in t.partitions:
                 p = fp.partition
-                refused = self._refusal(node, p)
+                refused = self._refused(node, p, FetchResponse.LeaderIdAndEpoch, named)
                 if refused is not None:
-                    code, leader, epoch = refused
-                    current = FetchResponse.LeaderIdAndEpoch()
-                    if self.hints:
-                        current = FetchResponse.LeaderIdAndEpoch(leader_id=leader, leader_epoch=epoch)
+                    code, current = refused
                     parts.append(
                         FetchResponse.PartitionData(
                             partition_index=p, error_code=code, current_leader=current
