@@ -11,7 +11,7 @@ from collections import defaultdict
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kafka_core.admin.engine import call_timeout, fan_out, per_resource
+from kafka_core.admin.engine import call_timeout, detail_suffix, fan_out, per_resource
 from kafka_core.admin.results import GroupLag, PartitionLag, Result
 from kafka_core.client.metadata import ListedOffset, TopicPartition, as_topic_partition
 from kafka_core.consumer.policies import IsolationLevel, parse_choice
@@ -49,17 +49,22 @@ class OffsetCalls:
         self.client = client
         self.default_timeout_ms = default_timeout_ms
 
-    def _by_partition(
+    def partition_outcomes(
         self, resp: Any, node: int, api: str, value: Callable[[Any], Any]
     ) -> dict[TopicPartition, Any]:
-        """A leader's per-partition answer: the error (stale metadata noted) or ``value(p)``."""
+        """A leader's per-partition answer: the error (stale metadata noted, the broker's message
+        kept) or ``value(p)``."""
         out: dict[TopicPartition, Any] = {}
         for t in resp.topics:
             for p in t.partitions:
                 tp = TopicPartition(t.name, p.partition_index)
                 if p.error_code:
                     self.client.note_error(p.error_code, tp.topic)
-                    out[tp] = error_for(p.error_code, f"{api} {tp.topic}-{tp.partition} on broker {node}")
+                    out[tp] = error_for(
+                        p.error_code,
+                        f"{api} {tp.topic}-{tp.partition} on broker {node}"
+                        + detail_suffix(getattr(p, "error_message", None)),
+                    )
                 else:
                     out[tp] = value(p)
         return out
@@ -133,7 +138,7 @@ class OffsetCalls:
             )
             resp = await self.client.send(node, body, version)
             out.update(
-                self._by_partition(
+                self.partition_outcomes(
                     resp,
                     node,
                     "ListOffsets",
@@ -170,7 +175,7 @@ class OffsetCalls:
                 timeout_ms=int(timeout_ms),
             )
             resp = await self.client.send(node, body, version)
-            return self._by_partition(resp, node, "DeleteRecords", lambda p: p.low_watermark)
+            return self.partition_outcomes(resp, node, "DeleteRecords", lambda p: p.low_watermark)
 
         async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, Any]:
             return await self.per_leader(pending, ask)

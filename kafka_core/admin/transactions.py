@@ -18,7 +18,6 @@ from kafka_core.admin.engine import (
     FINAL_CODES,
     all_brokers,
     call_timeout,
-    detail_suffix,
     fan_out,
     per_broker,
     per_coordinator,
@@ -59,6 +58,21 @@ LIST_TRANSACTIONS_PATTERN_VERSION = 2  # KIP-1152
 
 def _optional(value: int) -> int | None:
     return None if value < 0 else value
+
+
+def _producers(p: Any) -> list[ProducerState]:
+    """A partition's producers in a DescribeProducers answer."""
+    return [
+        ProducerState(
+            producer_id=s.producer_id,
+            producer_epoch=s.producer_epoch,
+            last_sequence=s.last_sequence,
+            last_timestamp_ms=s.last_timestamp,
+            coordinator_epoch=s.coordinator_epoch,
+            current_txn_start_offset=_optional(s.current_txn_start_offset),
+        )
+        for s in p.active_producers
+    ]
 
 
 class TransactionCalls:
@@ -167,30 +181,7 @@ class TransactionCalls:
                 topics=[topic_cls(name=t, partition_indexes=ps) for t, ps in by_topic.items()]
             )
             resp = await self.client.send(node, body)
-            out: dict[TopicPartition, Any] = {}
-            for t in resp.topics:
-                for p in t.partitions:
-                    tp = TopicPartition(t.name, p.partition_index)
-                    if p.error_code:
-                        self.client.note_error(p.error_code, tp.topic)
-                        out[tp] = error_for(
-                            p.error_code,
-                            f"DescribeProducers {tp.topic}-{tp.partition} on broker {node}"
-                            + detail_suffix(p.error_message),
-                        )
-                        continue
-                    out[tp] = [
-                        ProducerState(
-                            producer_id=s.producer_id,
-                            producer_epoch=s.producer_epoch,
-                            last_sequence=s.last_sequence,
-                            last_timestamp_ms=s.last_timestamp,
-                            coordinator_epoch=s.coordinator_epoch,
-                            current_txn_start_offset=_optional(s.current_txn_start_offset),
-                        )
-                        for s in p.active_producers
-                    ]
-            return out
+            return self.offsets.partition_outcomes(resp, node, "DescribeProducers", _producers)
 
         async def attempt(pending: list[TopicPartition]) -> dict[TopicPartition, Any]:
             if broker_id is not None:  # a replica's own view (a follower may hold the hanging state)
