@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import uuid
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from typing import Any, Self, cast
 
@@ -45,7 +46,7 @@ from kafka_core.errors import (
     KafkaTimeoutError,
 )
 from kafka_core.metrics.registry import ConsumerMetrics
-from kafka_core.telemetry import TelemetryPusher
+from kafka_core.telemetry import pusher_for, wait_instance_id
 
 log = logging.getLogger(__name__)
 
@@ -321,19 +322,15 @@ class KafkaConsumer:
             coordinator_ready_timeout_ms=coordinator_ready_timeout_ms,
             report=pending.append,
         )
-        self._telemetry = (  # KIP-714, started with the consumer
-            TelemetryPusher(
-                client,
-                "consumer",
-                self.metrics,
-                lambda: {
-                    "group_id": group_id or "",
-                    "group_instance_id": group_instance_id or "",
-                    "client_rack": client_rack or "",
-                },
-            )
-            if getattr(client, "metrics_push", False)
-            else None
+        self._telemetry = pusher_for(  # KIP-714, started with the consumer
+            client,
+            "consumer",
+            self.metrics,
+            lambda: {
+                "group_id": group_id or "",
+                "group_instance_id": group_instance_id or "",
+                "client_rack": client_rack or "",
+            },
         )
         self._lifecycle = Lifecycle(
             self._group, fetcher, offsets, self._telemetry.start if self._telemetry is not None else None
@@ -349,6 +346,7 @@ class KafkaConsumer:
             pending,
             max_poll_records=max_poll_records,
             deserializers=deserializers(key_deserializer, value_deserializer),
+            stats=self._stats,
         )
 
     @classmethod
@@ -546,6 +544,14 @@ class KafkaConsumer:
 
     def subscription(self) -> list[str]:
         return list(self._topics)
+
+    async def client_instance_id(self, timeout: float) -> uuid.UUID:
+        """The KIP-714 client instance id the broker assigned this consumer, as Java's
+        ``clientInstanceId(Duration)``, waiting at most ``timeout`` seconds for it.
+
+        KafkaConfigError when ``enable_metrics_push`` is off, KafkaUnsupportedVersionError when
+        the brokers do not support KIP-714, KafkaTimeoutError saying what is awaited."""
+        return await wait_instance_id(self._telemetry, timeout)
 
     def metrics(self) -> dict[str, Any]:
         """Plain-dict snapshot: the client's network counters plus ``"consumer"`` (records, bytes,

@@ -23,6 +23,7 @@ from kafka_core.consumer.offsets import ConsumerOffsets
 from kafka_core.consumer.subscription import SubscriptionState
 from kafka_core.consumer_base.outage import OutageTracker
 from kafka_core.errors import KafkaClosedError, KafkaConnectionError, KafkaTimeoutError
+from kafka_core.metrics.registry import ConsumerMetrics
 
 
 class Poller:
@@ -41,8 +42,10 @@ class Poller:
         *,
         max_poll_records: int | None,
         deserializers: tuple[Deserializer | None, Deserializer | None] | None,
+        stats: ConsumerMetrics | None = None,
     ) -> None:
         self._client = client
+        self._stats = stats  # counts each poll's share of the time (poll.idle.ratio)
         self._subs = subs
         self._lifecycle = lifecycle
         self._group = membership
@@ -141,6 +144,16 @@ class Poller:
             raise err
 
     async def _poll(self, timeout_ms: float, max_records: int | None, columns: bool) -> Any:
+        stats = self._stats
+        if stats is None:
+            return await self._take(timeout_ms, max_records, columns)
+        stats.poll_begin()
+        try:
+            return await self._take(timeout_ms, max_records, columns)
+        finally:
+            stats.poll_end()
+
+    async def _take(self, timeout_ms: float, max_records: int | None, columns: bool) -> Any:
         max_records = max_records if max_records is not None else self._max_poll_records
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(timeout_ms, 0) / 1000.0

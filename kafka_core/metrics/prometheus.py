@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 from kafka_core.metrics.registry import LATENCY_BOUNDS_S
+from kafka_core.metrics.snapshots import client_snapshots, distinct_ids, snapshot_of
 
 log = logging.getLogger("kafka_core.metrics")
 
@@ -69,28 +70,6 @@ def unregister(obj: Any, registry: Any = None, prefix: str = "kafka_core") -> No
             del _collectors[(id(registry), prefix)]
 
 
-def _snapshot_of(source: Any) -> dict[str, Any]:
-    fn: Callable[[], dict[str, Any]] = source.metrics if hasattr(source, "metrics") else source
-    return fn()
-
-
-def _client_snapshots(snap: Any) -> Iterator[tuple[str, dict[str, Any]]]:
-    """(kind, snapshot) for every client snapshot in ``snap``, however it is nested (a
-    transport's or an admin's dict holds its producer's and consumers' snapshots)."""
-    if isinstance(snap, list | tuple):
-        for item in snap:
-            yield from _client_snapshots(item)
-        return
-    if not isinstance(snap, dict):
-        return
-    if "network" in snap and "client_id" in snap:
-        kind = "producer" if "producer" in snap else "consumer" if "consumer" in snap else "client"
-        yield kind, snap
-        return
-    for value in snap.values():
-        yield from _client_snapshots(value)
-
-
 class KafkaCoreCollector:
     """Turns snapshots into metric families at scrape time (see the module docstring)."""
 
@@ -112,7 +91,7 @@ class KafkaCoreCollector:
         snaps: list[tuple[str, dict[str, Any]]] = []
         for source in list(self.sources):
             try:
-                snaps.extend(_client_snapshots(_snapshot_of(source)))
+                snaps.extend(client_snapshots(snapshot_of(source)))
             except Exception as exc:  # a closed object: its series are gone, the scrape goes on
                 log.debug("metrics of %r unavailable: %r", source, exc)
         yield from _Families(self.prefix, snaps).build()
@@ -154,12 +133,7 @@ class _Families:
         self._family("summary", name, doc, []).add_metric(base, count_value=count, sum_value=total)
 
     def build(self) -> Iterator[Any]:
-        seen: dict[tuple[str, str], int] = {}
-        for kind, snap in self.snaps:
-            client_id = str(snap.get("client_id"))
-            n = seen[(kind, client_id)] = seen.get((kind, client_id), 0) + 1
-            if n > 1:  # two clients of one kind and client_id: keep their series apart
-                client_id = f"{client_id}#{n}"
+        for kind, client_id, snap in distinct_ids(self.snaps):
             base = [client_id, kind]
             self._network(base, snap["network"])
             if "producer" in snap:

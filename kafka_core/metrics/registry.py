@@ -60,7 +60,7 @@ def api_name(api_key: int) -> str:
 class RequestStats:
     """Latency of one API to one broker: count, sum, max and a fixed-bucket histogram."""
 
-    __slots__ = ("buckets", "count", "errors", "max", "sum")
+    __slots__ = ("buckets", "count", "errors", "max", "sum", "throttle_max_ms", "throttle_sum_ms")
 
     def __init__(self) -> None:
         self.count = 0
@@ -68,6 +68,10 @@ class RequestStats:
         self.sum = 0.0
         self.max = 0.0
         self.buckets = [0] * (len(LATENCY_BOUNDS_S) + 1)
+        # KIP-219 throttle_time_ms of the responses; only non-zero ones are recorded (a zero
+        # changes neither), so the average over ``count`` responses costs nothing unthrottled.
+        self.throttle_sum_ms = 0
+        self.throttle_max_ms = 0
 
     def observe(self, seconds: float) -> None:
         self.count += 1
@@ -75,6 +79,11 @@ class RequestStats:
         if seconds > self.max:
             self.max = seconds
         self.buckets[bisect_left(LATENCY_BOUNDS_S, seconds)] += 1
+
+    def throttled(self, ms: int) -> None:
+        self.throttle_sum_ms += ms
+        if ms > self.throttle_max_ms:
+            self.throttle_max_ms = ms
 
     def quantile(self, q: float) -> float | None:
         """Upper bound of the bucket holding the ``q`` quantile (None without samples; the max
@@ -104,6 +113,8 @@ class RequestStats:
             "latency_p50_s": self.quantile(0.5),
             "latency_p99_s": self.quantile(0.99),
             "latency_buckets_s": cumulative,
+            "throttle_time_sum_ms": self.throttle_sum_ms,
+            "throttle_time_max_ms": self.throttle_max_ms,
         }
 
 
@@ -170,6 +181,10 @@ class NetworkMetrics:
         self.stats(api_key, node_id).observe(seconds)
         if error_code:
             self.error(api_key, node_id, _code_name(error_code))
+
+    def throttled(self, api_key: int, node_id: int | None, ms: int) -> None:
+        """A response of that API said the broker throttled the client for ``ms`` > 0 (KIP-219)."""
+        self.stats(api_key, node_id).throttled(ms)
 
     def error(self, api_key: int, node_id: int | None, name: str, count: int = 1) -> None:
         """``count`` errors named ``name`` (a Kafka error name, or TIMEOUT / CONNECTION) for one API."""
@@ -274,6 +289,10 @@ class ConsumerMetrics:
         "assignment_changes",
         "fetch_bytes",
         "heartbeat_errors",
+        "last_poll_start",
+        "poll_idle_ratio_sum",
+        "poll_started_at",
+        "polls",
         "rebalance_failures",
         "rebalance_last_s",
         "rebalance_max_s",
@@ -295,6 +314,12 @@ class ConsumerMetrics:
         self.rebalance_last_s = 0.0
         self.assignment_changes = 0  # KIP-848: reconciliations that changed what is owned
         self.heartbeat_errors = 0  # KIP-848: heartbeats failed or answered with an error
+        # Java's poll-idle-ratio: per poll, its time over itself plus the time since the
+        # previous poll began (monotonic seconds; 0.0 = no poll yet).
+        self.polls = 0
+        self.poll_idle_ratio_sum = 0.0
+        self.poll_started_at = 0.0
+        self.last_poll_start = 0.0
 
     def _topic(self, topic: str) -> list[int]:
         t = self.topics.get(topic)
@@ -313,6 +338,20 @@ class ConsumerMetrics:
         """``records`` of one partition were handed to the application by one poll."""
         t = self.topics.get(topic) or self._topic(topic)
         t[0] += records
+
+    def poll_begin(self) -> None:
+        """A poll (or one step of iteration) begins."""
+        now = time.monotonic()
+        self.last_poll_start, self.poll_started_at = self.poll_started_at, now
+
+    def poll_end(self) -> None:
+        """It returned or raised: its share of the time since the previous poll began."""
+        now = time.monotonic()
+        polling = now - self.poll_started_at
+        between = self.poll_started_at - self.last_poll_start if self.last_poll_start else 0.0
+        self.polls += 1
+        if polling + between > 0:
+            self.poll_idle_ratio_sum += polling / (polling + between)
 
     def rebalance_begin(self) -> None:
         if not self.rebalance_started:
@@ -360,5 +399,8 @@ class ConsumerMetrics:
             "rebalance_last_s": self.rebalance_last_s,
             "assignment_changes": self.assignment_changes,
             "heartbeat_errors": self.heartbeat_errors,
+            "polls": self.polls,
+            "poll_idle_ratio_sum": self.poll_idle_ratio_sum,
+            "poll_idle_ratio_avg": self.poll_idle_ratio_sum / self.polls if self.polls else None,
             "topics": topics,
         }

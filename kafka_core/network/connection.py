@@ -610,6 +610,8 @@ class BrokerConnection:
         throttle_ms = getattr(body, "throttle_time_ms", 0)
         if throttle_ms and throttle_ms > 0:
             self.throttle_time_ms_total += throttle_ms
+            if self.metrics is not None:
+                self.metrics.throttled(pending.api_key, self.node_id, throttle_ms)
             until = asyncio.get_running_loop().time() + throttle_ms / 1000.0
             if until > self.throttled_until:
                 self.throttled_until = until

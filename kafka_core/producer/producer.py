@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, Self
 
@@ -39,7 +40,7 @@ from kafka_core.producer.topics import TopicWaits, with_cause
 from kafka_core.producer.transactions.face import TransactionalProducer
 from kafka_core.producer.transactions.manager import TransactionManager
 from kafka_core.protocol import ApiKey
-from kafka_core.telemetry import TelemetryPusher
+from kafka_core.telemetry import pusher_for, wait_instance_id
 
 log = logging.getLogger("kafka_core.producer")
 
@@ -193,12 +194,8 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
         where = f" (bootstrap {servers})" if client is None else ""
         self._sender.waiting_for = f"no broker has answered yet{where}"
         self._acc.on_refused = self._sender.refused  # the blocking face makes it hop to the loop
-        self._telemetry = (  # KIP-714, started once connected
-            TelemetryPusher(
-                self.client, "producer", self.metrics, lambda: {"transactional_id": transactional_id or ""}
-            )
-            if getattr(self.client, "metrics_push", False)
-            else None
+        self._telemetry = pusher_for(  # KIP-714, started once connected
+            self.client, "producer", self.metrics, lambda: {"transactional_id": transactional_id or ""}
         )
         self._txn: TransactionManager | None = None
         if transactional_id is not None:
@@ -415,6 +412,14 @@ class KafkaProducer(TopicWaits, TransactionalProducer):
             if not versions:
                 raise down from None
             return versions
+
+    async def client_instance_id(self, timeout: float) -> uuid.UUID:
+        """The KIP-714 client instance id the broker assigned this producer, as Java's
+        ``clientInstanceId(Duration)``, waiting at most ``timeout`` seconds for it.
+
+        KafkaConfigError when ``enable_metrics_push`` is off, KafkaUnsupportedVersionError when
+        the brokers do not support KIP-714, KafkaTimeoutError saying what is awaited."""
+        return await wait_instance_id(self._telemetry, timeout)
 
     def metrics(self) -> dict[str, Any]:
         """Plain-dict snapshot: the client's network counters plus ``"producer"`` (records, bytes,

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Self, cast
 
@@ -56,6 +57,7 @@ from kafka_core.share.records import (
     ShareRecord,
     deserialize,
 )
+from kafka_core.telemetry import pusher_for, wait_instance_id
 
 log = logging.getLogger(__name__)
 
@@ -176,6 +178,12 @@ class KafkaShareConsumer:
         self._closed = False
         self._background: set[asyncio.Task[Any]] = set()
         self._orphan_task: asyncio.Task[None] | None = None
+        self._telemetry = pusher_for(  # KIP-714, started with the membership
+            self._client,
+            "consumer",
+            self.metrics,
+            lambda: {"group_id": group_id, "client_rack": client_rack or ""},
+        )
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> Self:
@@ -208,6 +216,8 @@ class KafkaShareConsumer:
         if not self._member.running:
             await self._member.start(self._topics)
             self._started = True
+            if self._telemetry is not None:
+                self._telemetry.start()
 
     async def close(self, timeout: float | None = None) -> None:
         """Send what is pending (implicit mode: accept what the last poll returned; records
@@ -218,6 +228,7 @@ class KafkaShareConsumer:
             return
         self._closed = True
         error: BaseException | None = None
+        deadline = None if timeout is None else time.monotonic() + timeout
         try:
             async with asyncio.timeout(timeout):
                 await self._drain_tasks()  # a fetch waits no longer than its poll did
@@ -238,6 +249,8 @@ class KafkaShareConsumer:
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
+            if self._telemetry is not None:  # the last push, flagged terminating
+                await self._telemetry.close(None if deadline is None else deadline - time.monotonic())
             if self._owns_client:
                 await self._client.close()
         if error is not None:
@@ -630,6 +643,14 @@ class KafkaShareConsumer:
         task = asyncio.get_running_loop().create_task(coro)
         self._background.add(task)
         task.add_done_callback(self._background.discard)
+
+    async def client_instance_id(self, timeout: float) -> uuid.UUID:
+        """The KIP-714 client instance id the broker assigned this share consumer, as Java's
+        ``clientInstanceId(Duration)``, waiting at most ``timeout`` seconds for it.
+
+        KafkaConfigError when ``enable_metrics_push`` is off, KafkaUnsupportedVersionError when
+        the brokers do not support KIP-714, KafkaTimeoutError saying what is awaited."""
+        return await wait_instance_id(self._telemetry, timeout)
 
     def metrics(self) -> dict[str, Any]:
         """The client's network counters plus ``"share"``: records acquired, accepted, released,

@@ -6,8 +6,15 @@ broker with no subscription for the client (docs/metrics.md, "Client metrics pus
 broker").
 """
 
-from kafka_core.telemetry.names import MetricsCollector
+from kafka_core.metrics.kip714 import MetricsCollector
 from kafka_core.telemetry.otlp import Point, encode_metrics_data
-from kafka_core.telemetry.push import TelemetryPusher
+from kafka_core.telemetry.push import TelemetryPusher, pusher_for, wait_instance_id
 
-__all__ = ["MetricsCollector", "Point", "TelemetryPusher", "encode_metrics_data"]
+__all__ = [
+    "MetricsCollector",
+    "Point",
+    "TelemetryPusher",
+    "encode_metrics_data",
+    "pusher_for",
+    "wait_instance_id",
+]

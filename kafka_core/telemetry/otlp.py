@@ -2,7 +2,7 @@
 
 A dependency on opentelemetry-proto (and protobuf) for one message of a few fields would cost
 every install; the subset here is numbers only: gauges and sums of NumberDataPoints with string
-attributes, under one resource and one scope. tests/unit/telemetry decode the bytes with
+attributes, under one resource and one scope. tests/unit/metrics/test_telemetry_push.py decodes the bytes with
 opentelemetry-proto to prove them exact.
 """
 
@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+
+from kafka_core.metrics.kip714 import Point
 
 __all__ = ["CUMULATIVE", "DELTA", "Point", "encode_metrics_data"]
 
@@ -22,21 +23,6 @@ _VARINT, _FIXED64, _LEN = 0, 1, 2
 _DOUBLE = struct.Struct("<d")
 _INT64 = struct.Struct("<q")
 _UINT64 = struct.Struct("<Q")
-
-
-@dataclass(frozen=True, slots=True)
-class Point:
-    """One metric's one data point: a gauge, or a monotonic sum (a counter) when ``is_sum``.
-
-    ``start_ns`` is where a sum's count starts (the client's start when cumulative, the previous
-    push when delta); an int value is sent as ``as_int``, a float as ``as_double``."""
-
-    name: str
-    value: int | float
-    is_sum: bool = False
-    attributes: Mapping[str, str] = field(default_factory=dict)
-    unit: str = ""
-    description: str = ""
 
 
 def _varint(out: bytearray, n: int) -> None:

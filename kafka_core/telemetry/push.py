@@ -28,19 +28,26 @@ from typing import Any
 from kafka_core._version import __version__
 from kafka_core.client.waiting import wait_event, within
 from kafka_core.codec.compression import compress
-from kafka_core.errors import KafkaAuthenticationError, KafkaError, KafkaUnsupportedVersionError
+from kafka_core.errors import (
+    KafkaAuthenticationError,
+    KafkaClosedError,
+    KafkaConfigError,
+    KafkaError,
+    KafkaTimeoutError,
+    KafkaUnsupportedVersionError,
+)
+from kafka_core.metrics.kip714 import MetricsCollector, selector
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import ErrorCode
 from kafka_core.protocol.messages import (
     GetTelemetrySubscriptionsRequest,
     PushTelemetryRequest,
 )
-from kafka_core.telemetry.names import MetricsCollector, selector
 from kafka_core.telemetry.otlp import CUMULATIVE, DELTA, encode_metrics_data
 
 log = logging.getLogger("kafka_core.telemetry")
 
-__all__ = ["RETRY_S", "SCOPE_NAME", "TelemetryPusher"]
+__all__ = ["RETRY_S", "SCOPE_NAME", "TelemetryPusher", "pusher_for", "wait_instance_id"]
 
 RETRY_S = 30.0  # before any subscription is known: how long to wait after a failed ask
 STARTED_POLL_S = 1.0  # how often to look whether the owner has bootstrapped the client
@@ -95,6 +102,10 @@ class TelemetryPusher:
         self.instance_id: uuid.UUID | None = None  # the broker-assigned client instance id
         self.enabled = True
         self.disabled_reason: str | None = None
+        self._disabled_error: type[KafkaError] = KafkaError  # what client_instance_id raises then
+        self.last_error: KafkaError | None = None  # the last failed GetTelemetrySubscriptions
+        self._answered = asyncio.Event()  # an instance id is known, or none will be
+        self._closed = False
         self.pushes = 0  # pushes the broker accepted
         self._bad_codecs: set[int] = set()
         self._node: int | None = None
@@ -117,6 +128,8 @@ class TelemetryPusher:
         """Stop; first a last push flagged terminating when a subscription asks for metrics,
         waiting at most ``timeout_s`` (default the client's request timeout, at most
         ``TERMINATING_PUSH_S``) for it."""
+        self._closed = True
+        self._answered.set()
         if self._task is None:
             return
         task, self._task = self._task, None
@@ -194,13 +207,15 @@ class TelemetryPusher:
                 await self._client.api_version(node, ApiKey.GET_TELEMETRY_SUBSCRIPTIONS)
                 await self._client.api_version(node, ApiKey.PUSH_TELEMETRY)
             except KafkaUnsupportedVersionError:
-                self._disable("the broker does not support KIP-714 client metrics")
+                self._disable(
+                    "the broker does not support KIP-714 client metrics", KafkaUnsupportedVersionError
+                )
                 return False
             except KafkaAuthenticationError as exc:
                 # Final, as for the client's own requests: asking again would log in again, a
                 # refused login per RETRY_S that the application never asked for.
                 log.debug("telemetry: off, the login was refused (%s)", exc)
-                self._disable("the broker refused the client's login")
+                self._disable(f"the broker refused the client's login ({exc})", KafkaAuthenticationError)
                 return False
             except KafkaError as exc:
                 log.debug("telemetry: no broker to ask yet (%s); trying later", exc)
@@ -228,10 +243,11 @@ class TelemetryPusher:
         try:
             resp = await self._send(body)
         except KafkaUnsupportedVersionError:
-            self._disable("the broker does not support KIP-714 client metrics")
+            self._disable("the broker does not support KIP-714 client metrics", KafkaUnsupportedVersionError)
             return retry
         except KafkaError as exc:
             log.debug("GetTelemetrySubscriptions failed: %s", exc)
+            self.last_error = exc
             return retry
         code = resp.error_code
         if code:
@@ -239,6 +255,7 @@ class TelemetryPusher:
         sub = Subscription(resp)
         self.subscription = sub
         self.instance_id = sub.instance_id
+        self._answered.set()
         if not sub.wants_metrics:
             return sub.interval_s  # nothing asked of this client: ask again after an interval
         return None
@@ -276,9 +293,42 @@ class TelemetryPusher:
             log.debug("%s answered %s", api, name)
         return max(0.0 if code in _RESUBSCRIBE else interval_s, throttle_ms / 1000.0)
 
-    def _disable(self, why: str) -> None:
+    def _disable(self, why: str, error: type[KafkaError] = KafkaError) -> None:
         self.enabled = False
         self.disabled_reason = why
+        self._disabled_error = error
+        self._answered.set()
+
+    # -- the client instance id ----------------------------------------------------------------
+
+    async def client_instance_id(self, timeout_s: float) -> uuid.UUID:
+        """The id the broker assigned this client, waiting at most ``timeout_s`` for it."""
+        if self.instance_id is None and self.enabled and not self._closed:
+            self.start()  # a no-op once started; else it waits for the owner to connect
+            try:
+                await within(self._answered.wait(), timeout_s)
+            except TimeoutError:
+                raise KafkaTimeoutError(
+                    f"no client instance id within {timeout_s}s: {self._waiting_for()}"
+                ) from None
+        if self.instance_id is not None:
+            return self.instance_id
+        if not self.enabled:
+            raise self._disabled_error(
+                f"no client instance id: client metrics push is off: {self.disabled_reason}"
+            )
+        raise KafkaClosedError(
+            f"no client instance id: the {self._kind} was closed before the broker assigned one"
+        )
+
+    def _waiting_for(self) -> str:
+        if not getattr(self._client, "started", True):
+            return f"the {self._kind} has not connected to the cluster yet"
+        if self.last_error is not None:
+            return (
+                f"GetTelemetrySubscriptions failed ({self.last_error}); it is asked again every {RETRY_S:g}s"
+            )
+        return "no broker has answered GetTelemetrySubscriptions yet"
 
     # -- one push ----------------------------------------------------------------------------
 
@@ -333,3 +383,33 @@ def _name(code: int) -> str:
         return ErrorCode(code).name
     except ValueError:
         return f"error {code}"
+
+
+def pusher_for(
+    client: Any,
+    kind: str,
+    snapshot: Callable[[], Mapping[str, Any]],
+    resource: Callable[[], Mapping[str, str]] | None = None,
+) -> TelemetryPusher | None:
+    """The pusher of a producer, consumer or admin over ``client``; None when its
+    ``enable_metrics_push`` is off."""
+    if not getattr(client, "metrics_push", False):
+        return None
+    return TelemetryPusher(client, kind, snapshot, resource)
+
+
+async def wait_instance_id(pusher: TelemetryPusher | None, timeout: float) -> uuid.UUID:
+    """Java's ``clientInstanceId(Duration)``: the KIP-714 client instance id the broker assigned
+    (GetTelemetrySubscriptions), within ``timeout`` seconds.
+
+    Raises KafkaConfigError when metrics push is off (``enable_metrics_push=False``) or the
+    timeout is not a number >= 0, KafkaUnsupportedVersionError when the broker does not support
+    KIP-714, KafkaTimeoutError naming what is awaited, KafkaClosedError after a close."""
+    if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout >= 0:
+        raise KafkaConfigError(f"timeout must be a number of seconds >= 0, not {timeout!r}")
+    if pusher is None:
+        raise KafkaConfigError(
+            "no client instance id: client metrics push is off (enable_metrics_push=False); the broker "
+            "assigns one only to clients that ask for their telemetry subscription"
+        )
+    return await pusher.client_instance_id(float(timeout))

@@ -119,3 +119,30 @@ def test_consumer_metrics_lag_and_rebalances(monkeypatch: pytest.MonkeyPatch) ->
     assert snap["rebalance_max_s"] == pytest.approx(2.5)
     assert snap["rebalance_last_s"] == pytest.approx(1.0)
     assert snap["rebalance_in_progress"] is False
+
+
+def test_throttle_times_sum_and_max_per_api_and_broker() -> None:
+    m = NetworkMetrics()
+    for ms in (0, 30, 0, 10):
+        m.request_done(ApiKey.PRODUCE, 1, 0.01)
+        if ms:
+            m.throttled(ApiKey.PRODUCE, 1, ms)
+    s = m.snapshot()["requests"]["PRODUCE"][1]
+    assert (s["count"], s["throttle_time_sum_ms"], s["throttle_time_max_ms"]) == (4, 40, 30)
+
+
+def test_poll_idle_ratio_is_each_polls_time_over_the_time_since_the_previous_poll_began(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    m = ConsumerMetrics()
+    # poll 1: 10.0-10.5 (nothing before it); poll 2: 12.0-13.0, 2 s after poll 1 began: 1/(1+2);
+    # poll 3: 13.0-13.0, at once: 0/(0+1)
+    clock = iter([10.0, 10.5, 12.0, 13.0, 13.0, 13.0])
+    monkeypatch.setattr("kafka_core.metrics.registry.time.monotonic", lambda: next(clock))
+    for _ in range(3):
+        m.poll_begin()
+        m.poll_end()
+    snap = m.snapshot()
+    assert snap["polls"] == 3
+    assert snap["poll_idle_ratio_sum"] == pytest.approx(1.0 + 1 / 3)
+    assert snap["poll_idle_ratio_avg"] == pytest.approx((1.0 + 1 / 3) / 3)

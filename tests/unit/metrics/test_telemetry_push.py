@@ -14,11 +14,18 @@ import pytest
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 
 from kafka_core.codec.compression import decompress
-from kafka_core.errors import KafkaConnectionError, KafkaUnsupportedVersionError
+from kafka_core.errors import (
+    KafkaClosedError,
+    KafkaConfigError,
+    KafkaConnectionError,
+    KafkaError,
+    KafkaTimeoutError,
+    KafkaUnsupportedVersionError,
+)
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import ErrorCode
 from kafka_core.protocol.messages import GetTelemetrySubscriptionsResponse, PushTelemetryResponse
-from kafka_core.telemetry import Point, TelemetryPusher, encode_metrics_data
+from kafka_core.telemetry import Point, TelemetryPusher, encode_metrics_data, wait_instance_id
 from kafka_core.telemetry import push as push_module
 from kafka_core.telemetry.otlp import CUMULATIVE, DELTA
 
@@ -345,3 +352,87 @@ async def test_a_lost_connection_asks_again_later(monkeypatch: pytest.MonkeyPatc
     await pusher.close()
     assert pusher.enabled and pusher.pushes >= 1
     assert [b.API_KEY for b in client.sent[:2]] == [ApiKey.GET_TELEMETRY_SUBSCRIPTIONS] * 2
+
+
+# -- client_instance_id (Java's clientInstanceId(Duration)) -----------------------------------------
+
+
+@sync
+async def test_client_instance_id_is_the_one_the_broker_assigned() -> None:
+    client = ScriptedClient(answering(subscription(requested_metrics=[]), []))
+    pusher = TelemetryPusher(client, "producer", lambda: SNAP)
+    try:
+        # not started by its owner yet: the call starts asking
+        assert await wait_instance_id(pusher, 5) == INSTANCE
+        assert await wait_instance_id(pusher, 0) == INSTANCE  # known: no wait
+    finally:
+        await pusher.close()
+
+
+@sync
+async def test_client_instance_id_against_a_broker_without_kip_714() -> None:
+    pusher = TelemetryPusher(
+        ScriptedClient(answering(subscription(), []), supported=False), "consumer", lambda: SNAP
+    )
+    try:
+        with pytest.raises(KafkaUnsupportedVersionError, match="does not support KIP-714"):
+            await wait_instance_id(pusher, 30)
+    finally:
+        await pusher.close()
+
+
+@sync
+async def test_client_instance_id_when_the_broker_refuses_the_subscription() -> None:
+    client = ScriptedClient(
+        answering(GetTelemetrySubscriptionsResponse(error_code=ErrorCode.INVALID_REQUEST), [])
+    )
+    pusher = TelemetryPusher(client, "producer", lambda: SNAP)
+    try:
+        with pytest.raises(KafkaError, match="INVALID_REQUEST"):
+            await wait_instance_id(pusher, 30)
+    finally:
+        await pusher.close()
+
+
+@sync
+async def test_client_instance_id_times_out_naming_the_last_error() -> None:
+    def down(body: Any) -> Any:
+        raise KafkaConnectionError("broker 1 refused the connection")
+
+    pusher = TelemetryPusher(ScriptedClient(down), "producer", lambda: SNAP)
+    try:
+        with pytest.raises(
+            KafkaTimeoutError, match=r"within 0\.2s: GetTelemetrySubscriptions failed.*refused"
+        ):
+            await wait_instance_id(pusher, 0.2)
+    finally:
+        await pusher.close()
+
+
+@sync
+async def test_client_instance_id_before_the_owner_connects_and_after_close() -> None:
+    client = ScriptedClient(answering(subscription(), []))
+    client.started = False  # type: ignore[attr-defined]
+    pusher = TelemetryPusher(client, "consumer", lambda: SNAP)
+    with pytest.raises(KafkaTimeoutError, match="the consumer has not connected to the cluster yet"):
+        await wait_instance_id(pusher, 0.1)
+    waiting = asyncio.ensure_future(wait_instance_id(pusher, 30))
+    await asyncio.sleep(0)
+    await pusher.close()
+    with pytest.raises(KafkaClosedError, match="closed before the broker assigned one"):
+        await waiting
+    assert client.sent == []
+
+
+@pytest.mark.parametrize("timeout", [-1, float("nan"), "5", None, True])
+@sync
+async def test_client_instance_id_takes_seconds_from_zero_up(timeout: Any) -> None:
+    pusher = TelemetryPusher(ScriptedClient(answering(subscription(), [])), "producer", lambda: SNAP)
+    with pytest.raises(KafkaConfigError, match="timeout must be a number of seconds >= 0"):
+        await wait_instance_id(pusher, timeout)
+
+
+@sync
+async def test_client_instance_id_with_metrics_push_off() -> None:
+    with pytest.raises(KafkaConfigError, match="enable_metrics_push=False"):
+        await wait_instance_id(None, 1)

@@ -27,6 +27,7 @@ from kafka_core.errors import (
     KafkaTimeoutError,
     KafkaUnsupportedVersionError,
 )
+from kafka_core.metrics.registry import NetworkMetrics
 from kafka_core.network.connection import BrokerConnection
 from kafka_core.protocol import (
     REQUEST_CLASSES,
@@ -781,3 +782,20 @@ async def test_a_throttled_connection_holds_back_its_next_request() -> None:
             assert conn.throttle_time_ms_total == 300
         finally:
             await conn.close()
+
+
+@aio
+async def test_throttle_times_are_counted_per_api_and_broker_in_the_metrics() -> None:
+    """produce.throttle.time (KIP-714) comes from here: every response's throttle_time_ms."""
+    metrics = NetworkMetrics()
+    async with FakeBroker() as broker:
+        conn = broker.connection(metrics=metrics)
+        await conn.connect()
+        try:
+            broker.throttle_ms = [40, 0, 25]
+            for _ in range(3):
+                await conn.send(MetadataRequest(topics=[]))
+        finally:
+            await conn.close()
+    stats = metrics.snapshot()["requests"]["METADATA"][NODE_ID]
+    assert (stats["count"], stats["throttle_time_sum_ms"], stats["throttle_time_max_ms"]) == (3, 65, 40)
