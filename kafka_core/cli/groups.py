@@ -1,7 +1,7 @@
 """``kafka-core groups list|describe|lag`` through the admin client (``kafka_core.KafkaAdmin``).
 
 ``lag`` sets each partition's committed offset against its end offset (``--watch``: refreshed,
-with rates, :mod:`kafka_core.cli.watch`); a group the cluster does not know is exit 4, as is a topic. ``list``, ``describe`` and ``lag`` show each group's state and
+with rates, :mod:`kafka_core.cli.groupwatch`); a group the cluster does not know is exit 4, as is a topic. ``list``, ``describe`` and ``lag`` show each group's state and
 members as DescribeGroups gives them: ListGroups may not say (Tansu answers ``Unknown`` for every
 group), and a group that never committed has no offsets to show but is still a group, perhaps one
 stuck rebalancing.
@@ -15,9 +15,10 @@ from typing import Any
 from kafka_core.cli.argtypes import positive_int, positive_seconds
 from kafka_core.cli.connect import open_admin
 from kafka_core.cli.grouplag import group_error, read_group
+from kafka_core.cli.groupwatch import watch_lag
 from kafka_core.cli.output import EXIT_OK, EXIT_USAGE, CliError, Output, one_line, plural
 from kafka_core.cli.share import describe_any, describe_listed, group_lag_total
-from kafka_core.cli.watch import DEFAULT_INTERVAL, DEFAULT_TOP, watch_lag
+from kafka_core.cli.watch import DEFAULT_INTERVAL, DEFAULT_TOP
 
 __all__ = ["add_parser"]
 

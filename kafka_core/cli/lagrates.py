@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import heapq
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from kafka_core.client.metadata import TopicPartition
 
@@ -27,12 +28,14 @@ __all__ = [
     "RebalanceCounter",
     "Totals",
     "format_rate",
-    "top_by_lag",
+    "top_by",
     "totals",
     "trend_text",
 ]
 
 # States of a group between two assignments: classic (DescribeGroups) and KIP-848 (ConsumerGroupDescribe).
+R = TypeVar("R")
+
 REBALANCING = frozenset({"PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"})
 
 
@@ -139,17 +142,17 @@ def totals(rows: list[PartitionRates]) -> Totals:
     )
 
 
-def top_by_lag(rows: list[PartitionRates], n: int | None) -> list[PartitionRates]:
-    """The ``n`` partitions with the most lag (all with None), largest first, ties by topic and
-    partition; partitions without a known lag last. A partial sort: thousands of partitions,
-    twenty shown."""
+def top_by(rows: Sequence[R], n: int | None, value: Callable[[R], float | None]) -> list[R]:
+    """The ``n`` rows with the largest ``value`` (all with None), largest first, ties in the
+    rows' order, rows without a value last. A partial sort: thousands of partitions, twenty shown."""
 
-    def key(r: PartitionRates) -> tuple[int, str, int]:
-        return (-(r.lag if r.lag is not None else -1), r.topic, r.partition)
+    def key(item: tuple[int, R]) -> tuple[bool, float, int]:
+        v = value(item[1])
+        return (v is None, -(v or 0), item[0])
 
-    if n is None or n >= len(rows):
-        return sorted(rows, key=key)
-    return heapq.nsmallest(n, rows, key=key)
+    ranked = list(enumerate(rows))
+    best = sorted(ranked, key=key) if n is None or n >= len(rows) else heapq.nsmallest(n, ranked, key=key)
+    return [row for _, row in best]
 
 
 def format_rate(value: float | None) -> str:

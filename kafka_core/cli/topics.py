@@ -1,4 +1,5 @@
-"""``kafka-core topics list|create|delete|describe`` through the admin client (``kafka_core.KafkaAdmin``).
+"""``kafka-core topics list|create|delete|describe|watch`` through the admin client (``kafka_core.KafkaAdmin``;
+``watch``: :mod:`kafka_core.cli.topicwatch`).
 
 Several topics in one command are reported one by one (one failing does not hide the others);
 the exit code is that of the first failure: 4 for a topic that does not exist, 1 for other
@@ -10,13 +11,13 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from kafka_core.cli.argtypes import positive_int
+from kafka_core.cli.argtypes import positive_int, positive_seconds
 from kafka_core.cli.connect import open_admin, parse_pairs
 from kafka_core.cli.output import EXIT_FAILED, EXIT_NOT_FOUND, EXIT_OK, CliError, Output, one_line
+from kafka_core.cli.topicwatch import MISSING, watch_topic
+from kafka_core.cli.watch import DEFAULT_INTERVAL, DEFAULT_TOP
 
 __all__ = ["add_parser"]
-
-MISSING = ("UNKNOWN_TOPIC_OR_PARTITION", "UNKNOWN_TOPIC_ID")
 
 
 def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -47,6 +48,29 @@ def add_parser(sub: Any, common: argparse.ArgumentParser) -> None:
     ds.add_argument("names", nargs="+", metavar="NAME")
     ds.add_argument("--configs", action="store_true", help="also the topic configs that are not defaults")
     ds.set_defaults(run=describe_topics)
+
+    wa = tsub.add_parser(
+        "watch",
+        parents=[common],
+        help="records/s produced per partition, refreshed until Ctrl-C",
+        description="Refresh the topic's end offsets every --interval seconds: records/s produced "
+        "per partition (the busiest first) and in total (a live table on a terminal; a plain block "
+        "per refresh when piped; a JSON line with --json).",
+    )
+    wa.add_argument("name", metavar="TOPIC")
+    wa.add_argument(
+        "--interval",
+        type=positive_seconds,
+        metavar="SECONDS",
+        help=f"seconds between refreshes (default {DEFAULT_INTERVAL:g})",
+    )
+    wa.add_argument(
+        "--top",
+        type=positive_int,
+        metavar="N",
+        help=f"show the N partitions producing the most, beside the total (default {DEFAULT_TOP})",
+    )
+    wa.set_defaults(run=watch_topic)
 
 
 def _failure(what: str, error: BaseException | None) -> tuple[str, int]:

@@ -1,289 +1,96 @@
-"""``kafka-core groups lag GROUP --watch``: the group's lag refreshed until Ctrl-C, for people.
+"""The refresh loop of the ``--watch`` views (``groups lag --watch``, ``topics watch``), for people.
 
-Each refresh reads the group once (:mod:`kafka_core.cli.grouplag`: the same few requests however
-many partitions it has) and shows the partitions with the most lag (``--top``) beside the
-totals: lag and its trend, records/s consumed and produced (:mod:`kafka_core.cli.lagrates`),
-the state, members and rebalances seen. On a terminal the table is redrawn in place (rich's
-Live); piped, each refresh is one plain block, no escape codes; with ``--json``, one line.
-
-The first reading's errors are the command's (a group that does not exist: exit 4, as ``groups
-lag``); a later refresh that fails shows its error in place of the figures and the watch goes
-on: a coordinator moving or a broker restarting should not end it. Ctrl-C is the normal way to
-stop: exit 0.
+A view (:class:`Watched`) reads what it shows through the admin client and turns each reading
+into a frame; this loop calls it every ``--interval`` seconds and shows the frame: redrawn in
+place on a terminal (rich's Live), one plain block per refresh when piped (no escape codes), one
+JSON line with ``--json``. The first reading's errors are the command's (a group or topic that
+does not exist: exit 4); a later refresh that fails shows its error in place of the figures and
+the watch goes on, as a coordinator moving or a broker restarting should not end it. Ctrl-C is
+the normal way to stop: exit 0 (SIGTERM keeps its own code).
 """
 
 from __future__ import annotations
 
 import argparse
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Protocol
 
 from kafka_core.cli.connect import open_admin
-from kafka_core.cli.grouplag import GroupReading, read_group
-from kafka_core.cli.lagrates import (
-    Offsets,
-    PartitionRates,
-    RateWindow,
-    RebalanceCounter,
-    Totals,
-    format_rate,
-    top_by_lag,
-    totals,
-    trend_text,
-)
-from kafka_core.cli.output import EXIT_OK, CliError, Output, one_line, plain_table, plural
+from kafka_core.cli.output import EXIT_OK, CliError, Output, plural
 from kafka_core.errors import KafkaError
 
-__all__ = [
-    "DEFAULT_INTERVAL",
-    "DEFAULT_TOP",
-    "TREND_WINDOW",
-    "Frame",
-    "frame_json",
-    "frame_text",
-    "watch_lag",
-]
+__all__ = ["DEFAULT_INTERVAL", "DEFAULT_TOP", "TREND_WINDOW", "Watched", "run_watch"]
 
 DEFAULT_INTERVAL = 2.0  # seconds between refreshes
-DEFAULT_TOP = 20  # partitions shown, most lag first
+DEFAULT_TOP = 20  # partitions shown, the busiest first
 TREND_WINDOW = 5  # refreshes the rates are taken over
 
 
-@dataclass(frozen=True, slots=True)
-class Frame:
-    """What one refresh shows. ``error``: the refresh failed (the figures are absent)."""
+class Watched(Protocol):
+    """One view: how to read, what a reading shows, and how a frame is drawn three ways."""
 
-    group_id: str
-    at: datetime
-    refresh: int
-    interval: float
-    window_s: float
-    state: str | None = None
-    members: int | None = None
-    share: bool = False
-    epoch: int | None = None
-    rebalances: int = 0
-    totals: Totals | None = None
-    rows: tuple[PartitionRates, ...] = ()
-    error: str | None = None
+    refreshes: int
 
+    def read(self, admin: Any, timeout_ms: float) -> Any: ...
 
-class LagWatch:
-    """The watch's state across refreshes: the rate window and the rebalance count."""
+    def frame(self, reading: Any, at: float) -> Any: ...
 
-    def __init__(self, group_id: str, interval: float, top: int) -> None:
-        self.group_id = group_id
-        self.interval = interval
-        self.top = top
-        self.window = RateWindow(TREND_WINDOW)
-        self.rebalances = RebalanceCounter()
-        self.refreshes = 0
+    def failed(self, error: BaseException) -> Any: ...
 
-    def frame(self, reading: GroupReading, at: float) -> Frame:
-        """Take in a reading made at ``at`` (monotonic seconds) and return what to show."""
-        offsets = {tp: Offsets(p.committed, p.end, p.lag) for tp, p in reading.lag.partitions.items()}
-        rows = self.window.add(at, offsets)
-        self.rebalances.observe(reading.state, reading.epoch, reading.assignment)
-        return self._next(
-            state=reading.state,
-            members=reading.members,
-            share=reading.share,
-            epoch=reading.epoch,
-            totals=totals(rows),
-            rows=tuple(top_by_lag(rows, self.top)),
-        )
+    def text(self, frame: Any) -> str: ...
 
-    def failed(self, error: BaseException) -> Frame:
-        """A refresh that could not read the group: its error in place of the figures."""
-        return self._next(error=one_line(error))
+    def json(self, frame: Any) -> dict[str, Any]: ...
 
-    def _next(self, **shown: Any) -> Frame:
-        self.refreshes += 1
-        return Frame(
-            self.group_id,
-            datetime.now(UTC),
-            self.refreshes,
-            self.interval,
-            self.window.seconds,
-            rebalances=self.rebalances.seen,
-            **shown,
-        )
+    def rich(self, frame: Any) -> Any: ...
 
-
-# -- rendering -------------------------------------------------------------------------------------
-
-COLUMNS = ["topic", "partition", "committed", "end", "lag", "lag trend", "consumed/s", "produced/s"]
-NUMERIC = ["partition", "committed", "start", "end", "lag", "consumed/s", "produced/s"]
-
-
-def _headline(f: Frame) -> str:
-    members = plural(f.members, "member") if f.members is not None else "members unknown"
-    epoch = f", epoch {f.epoch}" if f.epoch is not None else ""
-    return (
-        f"{f.group_id}: {f.state or '-'}, {members}{epoch}; rebalances seen {f.rebalances}"
-        f"  [{f.at:%H:%M:%S} UTC, every {f.interval:g} s]"
-    )
-
-
-def _summary(f: Frame) -> str:
-    t = f.totals
-    assert t is not None
-    if t.partitions == 0:
-        return "no committed offsets, so no lag to show"
-    over = f"over the last {f.window_s:.0f} s" if f.window_s > 0 else "rates from the next refresh"
-    shown = f"top {len(f.rows)} of {t.partitions:,} partitions by lag" if len(f.rows) < t.partitions else ""
-    return "; ".join(
-        part
-        for part in (
-            f"total lag {t.lag:,} ({trend_text(t.lag_per_s)})",
-            f"consumed {format_rate(t.consumed_per_s)}/s, produced {format_rate(t.produced_per_s)}/s {over}",
-            shown,
-        )
-        if part
-    )
-
-
-def _cells(f: Frame) -> tuple[list[str], list[list[Any]]]:
-    columns = [("start" if f.share and c == "committed" else c) for c in COLUMNS]
-    rows = [
-        [
-            r.topic,
-            r.partition,
-            r.committed,
-            r.end,
-            r.lag,
-            trend_text(r.lag_per_s),
-            format_rate(r.consumed_per_s),
-            format_rate(r.produced_per_s),
-        ]
-        for r in f.rows
-    ]
-    return columns, rows
-
-
-def frame_text(f: Frame) -> str:
-    """One refresh as plain text: the headline, the totals, the table (no escape codes)."""
-    if f.error is not None:
-        return f"{_headline(f)}\nrefresh failed: {f.error}"
-    lines = [_headline(f), _summary(f)]
-    if f.rows:
-        columns, rows = _cells(f)
-        lines.append(plain_table(columns, rows, numeric=NUMERIC))
-    return "\n".join(lines)
-
-
-def frame_json(f: Frame) -> dict[str, Any]:
-    """One refresh for scripts: rates in records/s, None where not measurable yet."""
-    out: dict[str, Any] = {
-        "group_id": f.group_id,
-        "time": f.at.isoformat(timespec="seconds"),
-        "refresh": f.refresh,
-        "window_s": round(f.window_s, 3),
-        "state": f.state,
-        "members": f.members,
-        "epoch": f.epoch,
-        "rebalances": f.rebalances,
-        "error": f.error,
-    }
-    if f.totals is not None:
-        t = f.totals
-        out["partition_count"] = t.partitions
-        out["total"] = {
-            "lag": t.lag,
-            "lag_per_s": t.lag_per_s,
-            "consumed_per_s": t.consumed_per_s,
-            "produced_per_s": t.produced_per_s,
-        }
-        out["partitions"] = [
-            {
-                "topic": r.topic,
-                "partition": r.partition,
-                "committed": r.committed,
-                "end": r.end,
-                "lag": r.lag,
-                "lag_per_s": r.lag_per_s,
-                "consumed_per_s": r.consumed_per_s,
-                "produced_per_s": r.produced_per_s,
-            }
-            for r in f.rows
-        ]
-    return out
-
-
-def _rich_frame(f: Frame) -> Any:
-    from rich.console import Group
-    from rich.table import Table
-    from rich.text import Text
-
-    if f.error is not None:
-        return Group(Text(_headline(f)), Text(f"refresh failed: {f.error}", style="red"))
-    parts: list[Any] = [Text(_headline(f), style="bold"), Text(_summary(f))]
-    if f.rows:
-        columns, rows = _cells(f)
-        table = Table(header_style="bold")
-        for name in columns:
-            table.add_column(name, justify="right" if name in NUMERIC else "left", no_wrap=True)
-        for row in rows:
-            trend = str(row[5])
-            style = "red" if trend.startswith("rising") else "green" if trend.startswith("falling") else ""
-            cells = ["-" if v is None else str(v) for v in row]
-            table.add_row(*cells[:5], Text(trend, style=style), *cells[6:])
-        parts.append(table)
-    parts.append(Text("Ctrl-C to stop", style="dim"))
-    return Group(*parts)
+    def stopped(self) -> str: ...
 
 
 @contextmanager
-def _view(out: Output) -> Iterator[Any]:
-    """A function showing one frame: a line of JSON, a Live table on a terminal, else plain blocks."""
+def _view(out: Output, watched: Watched) -> Iterator[Callable[[Any], None]]:
+    """A function showing one frame: a line of JSON, a Live display on a terminal, else plain blocks."""
     if out.as_json:
-        yield lambda f: out.json(frame_json(f))
+        yield lambda f: out.json(watched.json(f))
         return
     if out.out is None or not out.out.is_terminal:
 
-        def plain(f: Frame) -> None:
-            print(frame_text(f) + "\n", flush=True)  # a blank line between refreshes
+        def plain(f: Any) -> None:
+            print(watched.text(f) + "\n", flush=True)  # a blank line between refreshes
 
         yield plain
         return
     from rich.live import Live
 
     with Live(console=out.out, auto_refresh=False, transient=False) as live:
-        yield lambda f: live.update(_rich_frame(f), refresh=True)
+        yield lambda f: live.update(watched.rich(f), refresh=True)
 
 
-# -- the command -----------------------------------------------------------------------------------
-
-
-def watch_lag(args: argparse.Namespace, out: Output) -> int:
-    """Refresh every ``--interval`` seconds until Ctrl-C (exit 0); SIGTERM as every command."""
+def run_watch(args: argparse.Namespace, out: Output, watched: Watched, prog: str) -> int:
+    """Refresh every ``args.interval`` seconds until Ctrl-C (exit 0); each request of a refresh
+    is bounded by ``--connect-timeout``."""
     interval = args.interval or DEFAULT_INTERVAL
-    watch = LagWatch(args.group_id, interval, args.top or DEFAULT_TOP)
-    timeout_ms = float(args.connect_timeout) * 1000  # each call of a refresh
+    timeout_ms = float(args.connect_timeout) * 1000
     admin = open_admin(args)
     try:
-        with _view(out) as show:
+        with _view(out, watched) as show:
             while True:
                 began = time.monotonic()
                 try:
-                    reading = read_group(admin, args.group_id, timeout_ms=timeout_ms)
+                    reading = watched.read(admin, timeout_ms)
                 except (CliError, KafkaError) as exc:
-                    if watch.refreshes == 0:
-                        raise  # the group does not exist, or may not be read: the command's error
-                    show(watch.failed(exc))
+                    if watched.refreshes == 0:
+                        raise  # it does not exist, or may not be read: the command's error
+                    show(watched.failed(exc))
                 else:
-                    show(watch.frame(reading, time.monotonic()))
+                    show(watched.frame(reading, time.monotonic()))
                 time.sleep(max(0.0, interval - (time.monotonic() - began)))
     except KeyboardInterrupt as exc:
         if type(exc) is not KeyboardInterrupt:  # SIGTERM: its own exit code, from main
             raise
         out.note(
-            f"kafka-core groups lag: stopped after {plural(watch.refreshes, 'refresh', 'refreshes')}, "
-            f"{plural(watch.rebalances.seen, 'rebalance')} seen"
+            f"{prog}: stopped after {plural(watched.refreshes, 'refresh', 'refreshes')}{watched.stopped()}"
         )
         return EXIT_OK
     finally:

@@ -4,7 +4,6 @@ JSON renderings, and the loop's exits (Ctrl-C, a group that does not exist, a fa
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any
 
@@ -12,17 +11,17 @@ import pytest
 
 from kafka_core.admin import GroupDescription, GroupLag, MemberDescription, PartitionLag, Result
 from kafka_core.cli import main, watch
+from kafka_core.cli.groupwatch import Frame, frame_json, frame_text
 from kafka_core.cli.lagrates import (
     Offsets,
     PartitionRates,
     RateWindow,
     RebalanceCounter,
     format_rate,
-    top_by_lag,
+    top_by,
     totals,
     trend_text,
 )
-from kafka_core.cli.watch import Frame, frame_json, frame_text
 from kafka_core.client.metadata import TopicPartition
 from kafka_core.errors import KafkaConnectionError
 from kafka_core.protocol.errors import ErrorCode, error_for
@@ -84,16 +83,16 @@ def test_totals_sum_the_partitions_that_have_figures() -> None:
     assert (empty.lag, empty.lag_per_s, empty.consumed_per_s) == (0, None, None)
 
 
-def test_top_by_lag_largest_first_unknown_last() -> None:
+def test_top_by_largest_first_unknown_last() -> None:
     rows = [
         PartitionRates("t", p, None, None, lag, None, None, None)
         for p, lag in enumerate([5, None, 900, 5, 40, 0])
     ]
-    order = [(r.partition, r.lag) for r in top_by_lag(rows, None)]
+    order = [(r.partition, r.lag) for r in top_by(rows, None, lambda r: r.lag)]
     assert order == [(2, 900), (4, 40), (0, 5), (3, 5), (5, 0), (1, None)]
-    assert [r.partition for r in top_by_lag(rows, 3)] == [2, 4, 0]
+    assert [r.partition for r in top_by(rows, 3, lambda r: r.lag)] == [2, 4, 0]
     many = [PartitionRates("w", p, 0, p, p, None, None, None) for p in range(5000)]
-    assert [r.lag for r in top_by_lag(many, 3)] == [4999, 4998, 4997]
+    assert [r.lag for r in top_by(many, 3, lambda r: r.lag)] == [4999, 4998, 4997]
 
 
 def test_rates_and_trends_read_as_words() -> None:
@@ -204,7 +203,10 @@ def test_plain_block_of_a_first_refresh_a_wide_group_and_a_share_group() -> None
 
 def test_a_failed_refresh_says_why() -> None:
     text = frame_text(frame(error="broker 1 unreachable", totals=None, rows=[]))
-    assert text.splitlines()[-1] == "refresh failed: broker 1 unreachable"
+    assert text.splitlines() == [
+        "billing: rebalances seen 1  [11:30:05 UTC, every 2 s]",
+        "refresh failed: broker 1 unreachable",
+    ]
 
 
 def test_json_per_refresh() -> None:
@@ -268,24 +270,6 @@ class FakeAdmin:
 
     def close(self) -> None:
         self.closed = True
-
-
-@pytest.fixture
-def clock(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[float]]:
-    """A monotonic clock the watch's sleeps move; Ctrl-C on the sleep after ``stop[0]`` refreshes."""
-    now = [1000.0]
-    stop = [3]
-    slept = [0]
-
-    def sleep(seconds: float) -> None:
-        slept[0] += 1
-        if slept[0] >= stop[0]:
-            raise KeyboardInterrupt
-        now[0] += max(seconds, 0.001)
-
-    monkeypatch.setattr(watch.time, "sleep", sleep)
-    monkeypatch.setattr(watch.time, "monotonic", lambda: now[0])
-    yield stop
 
 
 def run_watch(monkeypatch: pytest.MonkeyPatch, admin: FakeAdmin, *extra: str) -> int:
