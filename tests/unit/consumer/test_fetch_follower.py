@@ -12,7 +12,9 @@ leader still names it and the metadata shows it online), be shown offline in the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
@@ -102,16 +104,27 @@ def consumer(client: RackCluster, **kw: Any) -> KafkaConsumer:
     return KafkaConsumer(T, client=client, auto_offset_reset="earliest", fetch_max_wait_ms=20, **kw)
 
 
+@contextlib.asynccontextmanager
+async def reading(
+    per_partition: int, **kw: Any
+) -> AsyncIterator[tuple[RackCluster, KafkaConsumer, list[Any]]]:
+    """A cluster with ``per_partition`` records on each partition and a consumer (``kw``) that
+    has read them all into the list it yields; the consumer is closed on the way out."""
+    client = RackCluster()
+    fill_each(client, PARTITIONS, per_partition)
+    c = consumer(client, **kw)
+    got: list[Any] = []
+    try:
+        await read(c, per_partition * PARTITIONS, got)
+        yield client, c, got
+    finally:
+        await c.close()
+
+
 def test_a_consumer_reads_from_the_replica_in_its_rack_and_from_the_leader_without_a_rack() -> None:
     async def main(rack: str | None) -> RackCluster:
-        client = RackCluster()
-        fill_each(client, PARTITIONS, 5, 0)
-        c = consumer(client, client_rack=rack)
-        got: list[Any] = []
-        try:
-            await read(c, 5 * PARTITIONS, got)
-        finally:
-            await c.close()
+        async with reading(5, client_rack=rack) as (client, _, got):
+            pass  # read everything, then closed
         check_once_in_order(got, PARTITIONS, 5)
         assert {b.rack_id for _, b, _ in client.wire} == {rack or ""}
         return client
@@ -124,12 +137,7 @@ def test_a_consumer_reads_from_the_replica_in_its_rack_and_from_the_leader_witho
 
 def test_the_replica_killed_the_consumer_goes_on_from_the_leader_with_nothing_lost_or_read_twice() -> None:
     async def main() -> None:
-        client = RackCluster()
-        fill_each(client, PARTITIONS, 5, 0)
-        c = consumer(client, client_rack="b")
-        got: list[Any] = []
-        try:
-            await read(c, 5 * PARTITIONS, got)
+        async with reading(5, client_rack="b") as (client, c, got):
             assert served_by(client) == {2}
             client.dead.add(2)  # killed: its leader names it still, the metadata shows it online
             fill_each(client, PARTITIONS, 5, 5)
@@ -149,8 +157,6 @@ def test_the_replica_killed_the_consumer_goes_on_from_the_leader_with_nothing_lo
                 "not back to the leader on a failed Fetch"
             )
             assert client.resets == 1  # the first positions only
-        finally:
-            await c.close()
         check_once_in_order(got, PARTITIONS, 10)
 
     asyncio.run(asyncio.wait_for(main(), 40))
@@ -163,12 +169,7 @@ def test_an_error_from_the_replica_sends_the_partition_back_to_its_leader_and_re
     """OFFSET_OUT_OF_RANGE from a replica is no reset (KIP-392): the leader is asked next."""
 
     async def main() -> None:
-        client = RackCluster()
-        fill_each(client, PARTITIONS, 5, 0)
-        c = consumer(client, client_rack="b")
-        got: list[Any] = []
-        try:
-            await read(c, 5 * PARTITIONS, got)
+        async with reading(5, client_rack="b") as (client, c, got):
             client.errors[2] = [code]
             fill_each(client, PARTITIONS, 5, 5)
             mark = len(client.wire)
@@ -178,8 +179,6 @@ def test_an_error_from_the_replica_sends_the_partition_back_to_its_leader_and_re
             assert any(n == 1 for n, _, _ in after[failed:]), "the leader was not asked again"
             assert served_by(client, mark) == {2}  # and it named the replica again
             assert client.resets == 1, "a replica's out-of-range offset reset the position"
-        finally:
-            await c.close()
         check_once_in_order(got, PARTITIONS, 10)
 
     asyncio.run(asyncio.wait_for(main(), 40))
@@ -187,12 +186,7 @@ def test_an_error_from_the_replica_sends_the_partition_back_to_its_leader_and_re
 
 def test_the_replica_is_leased_for_metadata_max_age_ms_then_the_leader_is_asked_again() -> None:
     async def main() -> None:
-        client = RackCluster()
-        fill_each(client, PARTITIONS, 2, 0)
-        c = consumer(client, client_rack="b", metadata_max_age_ms=300)
-        got: list[Any] = []
-        try:
-            await read(c, 2 * PARTITIONS, got)
+        async with reading(2, client_rack="b", metadata_max_age_ms=300) as (client, c, got):
             mark = len(client.wire)
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and not any(n == 1 for n, _, _ in client.wire[mark:]):
@@ -202,8 +196,6 @@ def test_the_replica_is_leased_for_metadata_max_age_ms_then_the_leader_is_asked_
             mark = len(client.wire)
             await read(c, 2 * PARTITIONS, got)
             assert served_by(client, mark) == {2}
-        finally:
-            await c.close()
         check_once_in_order(got, PARTITIONS, 4)
 
     asyncio.run(asyncio.wait_for(main(), 40))
@@ -211,12 +203,7 @@ def test_the_replica_is_leased_for_metadata_max_age_ms_then_the_leader_is_asked_
 
 def test_a_partition_read_from_a_replica_goes_to_its_leader_when_the_metadata_shows_it_offline() -> None:
     async def main() -> None:
-        client = RackCluster()
-        fill_each(client, PARTITIONS, 2, 0)
-        c = consumer(client, client_rack="b")
-        got: list[Any] = []
-        try:
-            await read(c, 2 * PARTITIONS, got)
+        async with reading(2, client_rack="b") as (client, c, _):
             fetcher = c._fetcher
             assert all(fetcher.replicas.node(TopicPartition(T, p)) == 2 for p in range(PARTITIONS))
             client.offline.add(2)  # the metadata says so; its leader still names it
@@ -224,7 +211,5 @@ def test_a_partition_read_from_a_replica_goes_to_its_leader_when_the_metadata_sh
             while time.monotonic() < deadline and len(fetcher.replicas):
                 assert await c.poll(50) == []
             assert not len(fetcher.replicas)
-        finally:
-            await c.close()
 
     asyncio.run(asyncio.wait_for(main(), 40))
