@@ -11,7 +11,7 @@ import contextlib
 import contextvars
 import inspect
 import weakref
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -84,6 +84,26 @@ def batch_headers(headers: Any, count: int, context_headers: list[tuple[str, byt
     ]
 
 
+@contextlib.contextmanager
+def _send_span(
+    tr: Tracing,
+    servers: dict[str, Any],
+    topic: str,
+    value: Any,
+    key: Any,
+    partition: int | None,
+    headers: Any,
+) -> Iterator[Any]:
+    """A record's send span, current while it is sent (a failure recorded in it); yields the
+    record's headers with the span's context in them."""
+    with tr.tracer.start_as_current_span(
+        f"{topic} send", kind=SpanKind.PRODUCER, attributes=tr.send_attributes(topic, servers)
+    ) as span:
+        headers = inject_headers(headers)
+        tr.produce_hooked(span, (topic, value), {"key": key, "partition": partition, "headers": headers})
+        yield headers
+
+
 def traced_send(tr: Tracing, state: State, original: Callable[..., Awaitable[Any]]) -> Callable[..., Any]:
     async def send(
         self: Any,
@@ -94,13 +114,7 @@ def traced_send(tr: Tracing, state: State, original: Callable[..., Awaitable[Any
         headers: Any = None,
         timestamp_ms: int | None = None,
     ) -> Any:
-        with tr.tracer.start_as_current_span(
-            f"{topic} send",
-            kind=SpanKind.PRODUCER,
-            attributes=tr.send_attributes(topic, state.servers_of(self)),
-        ) as span:
-            headers = inject_headers(headers)
-            tr.produce_hooked(span, (topic, value), {"key": key, "partition": partition, "headers": headers})
+        with _send_span(tr, state.servers_of(self), topic, value, key, partition, headers) as headers:
             return await original(self, topic, value, key, partition, headers, timestamp_ms)
 
     return send
@@ -120,11 +134,7 @@ def traced_blocking_send(
         headers: Any = None,
         timestamp_ms: int | None = None,
     ) -> Any:
-        with tr.tracer.start_as_current_span(
-            f"{topic} send", kind=SpanKind.PRODUCER, attributes=tr.send_attributes(topic, servers)
-        ) as span:
-            headers = inject_headers(headers)
-            tr.produce_hooked(span, (topic, value), {"key": key, "partition": partition, "headers": headers})
+        with _send_span(tr, servers, topic, value, key, partition, headers) as headers:
             return fast(topic, value, key, partition, headers, timestamp_ms)
 
     send.__wrapped__ = fast  # type: ignore[attr-defined]
