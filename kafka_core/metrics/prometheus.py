@@ -163,6 +163,15 @@ class _Families:
                     api=api,
                     broker=broker,
                 )
+                if s["throttle_time_sum_ms"]:
+                    self.counter(
+                        "request_throttle_seconds",
+                        "Time the broker asked the client to hold back (KIP-219), per API and broker",
+                        base,
+                        s["throttle_time_sum_ms"] / 1000.0,
+                        api=api,
+                        broker=broker,
+                    )
         for api, by_broker in net["errors"].items():
             for broker, by_name in by_broker.items():
                 for error, n in by_name.items():

@@ -56,6 +56,7 @@ def test_exposition_of_producer_and_nested_consumer() -> None:
     producer.net.request_done(ApiKey.PRODUCE, 1, 0.003)
     producer.net.request_done(ApiKey.PRODUCE, 1, 0.2)
     producer.net.error_code(ApiKey.PRODUCE, 1, 6)
+    producer.net.throttled(ApiKey.PRODUCE, 1, 250)
     producer.prod.batch_sent("orders", 40, 4000)
     kprom.register(producer, registry)
     # A transport-like object: snapshots nested under its own keys.
@@ -77,6 +78,7 @@ def test_exposition_of_producer_and_nested_consumer() -> None:
     assert samples[("kafka_core_request_latency_seconds_bucket", tuple(sorted((*hist, ("le", "+Inf")))))] == 2
     err = tuple(sorted((*p, *api, ("error", "NOT_LEADER_OR_FOLLOWER"))))
     assert samples[("kafka_core_request_errors_total", err)] == 1
+    assert samples[("kafka_core_request_throttle_seconds_total", tuple(sorted(p + api)))] == 0.25
     topic = tuple(sorted((*p, ("topic", "orders"))))
     assert samples[("kafka_core_producer_records_sent_total", topic)] == 40
     assert samples[("kafka_core_producer_bytes_sent_total", topic)] == 4000
