@@ -61,7 +61,7 @@ def read_group(admin: Any, group_id: str, *, timeout_ms: float | None = None) ->
         desc.state if desc is not None else None,
         len(desc.members) if desc is not None else None,
         share,
-        getattr(desc, "group_epoch", None),
+        desc.group_epoch if desc is not None else None,
         assignment,
         lag,
     )

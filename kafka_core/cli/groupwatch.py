@@ -28,15 +28,7 @@ from kafka_core.cli.lagrates import (
 from kafka_core.cli.output import Output, one_line, plain_table, plural
 from kafka_core.cli.watch import DEFAULT_INTERVAL, DEFAULT_TOP, TREND_WINDOW, run_watch
 
-__all__ = [
-    "DEFAULT_INTERVAL",
-    "DEFAULT_TOP",
-    "TREND_WINDOW",
-    "Frame",
-    "frame_json",
-    "frame_text",
-    "watch_lag",
-]
+__all__ = ["Frame", "LagWatch", "frame_json", "frame_text", "watch_lag"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -238,6 +238,7 @@ class FakeAdmin:
         self.script = script
         self.reads = 0
         self.closed = False
+        self.calls: list[str] = []
 
     def _now(self) -> Any:
         step = self.script[min(self.reads, len(self.script) - 1)]
@@ -247,6 +248,7 @@ class FakeAdmin:
         return step
 
     def describe_groups(self, ids: list[str], timeout_ms: float | None = None) -> dict[str, Any]:
+        self.calls.append("describe_groups")
         step = self._now()
         if step is None:
             return {g: Result(error=error_for(ErrorCode.GROUP_ID_NOT_FOUND, g)) for g in ids}
@@ -260,6 +262,7 @@ class FakeAdmin:
         return {g: Result(error=error_for(ErrorCode.GROUP_ID_NOT_FOUND, g)) for g in ids}
 
     def consumer_group_lag(self, group_id: str, timeout_ms: float | None = None) -> GroupLag:
+        self.calls.append("consumer_group_lag")
         step = self._now()
         self.reads += 1
         offsets = step[2] if step is not None else {}
@@ -350,6 +353,22 @@ def test_a_later_refresh_that_fails_is_shown_and_the_watch_goes_on(
     assert [f["error"] for f in frames] == [None, "coordinator moved", None, None]
     assert [f.get("total", {}).get("lag") for f in frames] == [100, None, 80, 60]
     assert frames[3]["total"]["consumed_per_s"] == 40 / 3  # against the first reading, 3 s before
+
+
+def test_a_wide_group_is_one_reading_per_refresh_and_shows_the_top(
+    monkeypatch: pytest.MonkeyPatch, clock: list[float], capsys: pytest.CaptureFixture[str]
+) -> None:
+    wide = {TopicPartition("w", p): (0, p) for p in range(3000)}
+    grown = {tp: (0, end + (50 if tp.partition == 7 else 0)) for tp, (_, end) in wide.items()}
+    admin = FakeAdmin([("Stable", 3, wide), ("Stable", 3, grown)])
+    code = run_watch(monkeypatch, admin, "--json", "--top", "5")
+    frames = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert code == 0
+    assert admin.calls == ["describe_groups", "consumer_group_lag"] * 3  # the same two calls each refresh
+    assert [f["partition_count"] for f in frames] == [3000] * 3
+    assert [p["partition"] for p in frames[0]["partitions"]] == [2999, 2998, 2997, 2996, 2995]
+    assert frames[1]["total"]["produced_per_s"] == 50.0
+    assert frames[1]["total"]["lag"] == sum(range(3000)) + 50
 
 
 def test_interval_and_top_need_watch(capsys: pytest.CaptureFixture[str]) -> None:
