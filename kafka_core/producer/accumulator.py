@@ -792,6 +792,7 @@ class Accumulator:
                     for b in pending:
                         b.sequence = -1
                         b.unknown_outcome = False
+                        b.resent = False
                     q.sealed.extend(pending)
                     if pending:
                         self._file(q, ready=True)

@@ -81,6 +81,7 @@ class ProducerBatch(BatchBase):
         "partition",
         "producer_epoch",
         "producer_id",
+        "resent",
         "retry_at",
         "sequence",
         "stamps",
@@ -110,6 +111,9 @@ class ProducerBatch(BatchBase):
         self.encoded: bytearray | None = None
         self.encoded_for: tuple[int, int, int] | None = None
         self.unknown_outcome = False
+        # Sent again under the sequence numbers it was sent with before (a retry): until it is
+        # answered no new batch of its partition is numbered (see sender).
+        self.resent = False
         self.expired = False  # failed at its deadline while in flight; the request is still out
         # Past its linger and still open (waiting for its partition to be able to send): records
         # keep coming, so their time is noted as (record count, ms) points by the sender's ticks
@@ -160,6 +164,7 @@ class PartitionQueue:
         "partition",
         "retry",
         "sealed",
+        "sent_to",
         "topic",
         "unresolved",
     )
@@ -184,6 +189,9 @@ class PartitionQueue:
         # acknowledgement past it (written) or a sequence error (not written) says which, no new
         # batch is numbered; if nothing is left to tell, the epoch is bumped (see sender).
         self.unresolved = -1
+        # The slot (broker connection) the batches in flight went to: while any is out, nothing
+        # goes to another one (the leader moved), as librdkafka waits for the old leader's answers.
+        self.sent_to: Any = None
         self.last_error: BaseException | None = None  # the cause named when a record times out
         # The broker connection (the sender's slot) whose drain index holds this queue while it
         # has records not sent yet; UNFILED when it is in no index (see Accumulator.slots).

@@ -7,7 +7,16 @@ any first sequence from a producer (id and epoch) it has none for, so a later ba
 written before a first one refused with a retriable error (a new partition's NOT_LEADER), which
 could then never be written under this epoch. So until a partition has acknowledged a batch of
 the current epoch, it has one batch in flight. A retriable error parks the batch until the
-partition has nothing in flight, then the parked batches go out again first, in order. Sequence
+partition has nothing in flight, then the parked batches go out again first, in order and
+together, up to ``max_in_flight`` (as librdkafka resends once the old leader's requests have
+drained; the Java client resends one at a time): after a leader move the new leader gets them in
+one round trip, not one round trip each. No new batch is numbered until every resent one is
+answered, so the batches from the oldest unacknowledged one to the newest numbered are never
+more than ``max_in_flight`` (but for the halves of a MESSAGE_TOO_LARGE split, which was not
+written): one written without its acknowledgement reaching us is still in the
+broker's window of five, and its resend is answered as a duplicate. While batches of a partition
+are out to one broker, none goes to another (its leader moved): the old leader answers first,
+else a later batch could reach the new one before earlier ones. Sequence
 errors (OUT_OF_ORDER_SEQUENCE_NUMBER with no earlier failure, or for a batch a later one was
 acknowledged past, UNKNOWN_PRODUCER_ID, INVALID_PRODUCER_EPOCH) quiesce every partition, bump
 the epoch (KIP-360) and renumber what is unacknowledged from 0.
@@ -258,26 +267,34 @@ class Sender:
                 idem.bump_needed = True
                 return None
             if q.retry or len(q.in_flight) >= limit:
-                return None
-            if q.in_flight and q.in_flight[0].attempts > 1:
-                # A retry is out: nothing passes it until it is resolved, or a batch that was
-                # written but not acknowledged could slide out of the broker's window of five.
-                return None
+                return None  # retries are parked until every batch in flight is answered
+            if q.in_flight and q.sent_to != q.filed:
+                return None  # the leader moved: the old one answers what it holds first
             if q.muted_until > now:
                 return None  # its retry backoff: a timer makes its slot ready again
             if txn is not None and not txn.may_send(q.topic, q.partition):
                 return None
             first = head(q)
-            if first is None or (q.unresolved >= 0 and first.sequence < 0):
-                return None  # nothing, or nothing new is numbered until the hole is resolved
+            if first is None:
+                return None
+            if first.sequence < 0 and (q.unresolved >= 0 or (q.in_flight and q.in_flight[0].resent)):
+                # Nothing new is numbered until the hole is resolved, or while resent batches
+                # are out (they go together, in order; see the docstring). Resent batches go
+                # only when nothing is in flight, and new ones only behind none: the first
+                # batch in flight tells.
+                return None
             if room is not None and first.size + PARTITION_OVERHEAD > room:
                 return FULL
             b = take(q)
-            if idem is not None and b.sequence < 0:
-                b.sequence = q.next_sequence
-                q.next_sequence = (q.next_sequence + b.count) & _MAX_SEQUENCE
-                b.producer_id, b.producer_epoch = idem.producer_id, idem.producer_epoch
+            if idem is not None:
+                if b.sequence < 0:
+                    b.sequence = q.next_sequence
+                    q.next_sequence = (q.next_sequence + b.count) & _MAX_SEQUENCE
+                    b.producer_id, b.producer_epoch = idem.producer_id, idem.producer_epoch
+                else:
+                    b.resent = True
             q.in_flight.append(b)
+            q.sent_to = q.filed
             b.attempts += 1
             return b
 
