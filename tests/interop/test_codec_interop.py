@@ -387,8 +387,6 @@ def test_peer_reads_our_legacy_helper(peer, magic, compression):
     """encode_legacy_message_set writes real v0/v1 bytes: the peers' readers agree."""
     _, _, batch_cls, _, supports = _peer(peer)
     _need(supports, compression, peer)
-    if peer.startswith("aiokafka") and magic == 0 and compression == "lz4":
-        pytest.skip("aiokafka does not read magic 0 lz4 (KAFKA-3160)")
     if (
         peer == "kafka-python"
         and magic == 0
@@ -399,10 +397,15 @@ def test_peer_reads_our_legacy_helper(peer, magic, compression):
     recs = [(b"k%d" % i, b"v%d" % i, 1_600_000_000_000 + i) for i in range(5)]
     buf = legacy.encode_legacy_message_set(recs, magic=magic, compression=compression, base_offset=30)
     got = []
-    for entry in _legacy_entries(buf):
-        batch = batch_cls(entry, magic)
-        assert batch.validate_crc()
-        got += [(r.offset, r.key, r.value, r.timestamp) for r in batch]
+    try:
+        for entry in _legacy_entries(buf):
+            batch = batch_cls(entry, magic)
+            assert batch.validate_crc()
+            got += [(r.offset, r.key, r.value, r.timestamp) for r in batch]
+    except Exception as exc:  # aiokafka refuses to read magic 0 lz4 (KAFKA-3160): skipped only then
+        if compression == "lz4" and magic == 0 and type(exc).__name__ == "UnsupportedCodecError":
+            pytest.skip(f"{peer} does not read magic 0 lz4 ({exc})")
+        raise
     expected_ts = [ts if magic == 1 else None for *_, ts in recs]
     assert [g[:3] for g in got] == [(30 + i, k, v) for i, (k, v, _) in enumerate(recs)]
     assert [g[3] for g in got] == expected_ts or [g[3] for g in got] == [-1] * len(recs)
