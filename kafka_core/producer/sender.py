@@ -296,6 +296,8 @@ class Sender:
             q.in_flight.append(b)
             q.sent_to = q.filed
             b.attempts += 1
+            if b.resent:
+                log.debug("resending %r to %s: %d of its partition in flight", b, q.filed, len(q.in_flight))
             return b
 
         drained = self.acc.drain_ready(capacity, pick, self.max_request_size)
