@@ -196,7 +196,7 @@ class MetricsCollector:
             add(throttle[self.kind] + ".max", throttle_max if count else None)
         if self.kind == "producer":
             self._producer(snap.get("producer", {}), add, add_sum)
-        elif self.kind == "consumer":
+        elif self.kind == "consumer" and "consumer" in snap:  # not a share consumer's
             self._consumer(snap, add, add_sum, change)
         self._last_time = now
         return out

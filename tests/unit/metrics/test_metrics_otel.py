@@ -235,3 +235,20 @@ def test_without_opentelemetry_it_says_which_extra(monkeypatch: pytest.MonkeyPat
     monkeypatch.setattr(builtins, "__import__", no_otel)
     with pytest.raises(ImportError, match=r"kafka-core\[otel\]"):
         export_metrics(Source(PRODUCER))
+
+
+def test_a_share_consumer_is_a_consumer_without_the_group_consumers_metrics(
+    reader: tuple[MeterProvider, InMemoryMetricReader],
+) -> None:
+    provider, r = reader
+    share = {
+        "client_id": "sharer",
+        "network": {"connections": {"created": 2}, "requests": {}},
+        "share": {"group_id": "g", "assignment": ["t-0"]},
+    }
+    export_metrics(lambda: share, provider)
+    got = collected(r)
+    assert points(got["org.apache.kafka.consumer.connection.creation.total"]) == {
+        (("client_id", "sharer"),): 2
+    }
+    assert "org.apache.kafka.consumer.coordinator.assigned.partitions" not in got
