@@ -21,7 +21,7 @@ import pytest
 from fakes.consumer_client import FakeClient
 from fakes.consumer_helpers import check_once_in_order, fill_each, read
 
-from kafka_core.client.metadata import BrokerMeta, ClusterMeta, PartitionMeta, TopicMeta, TopicPartition
+from kafka_core.client.metadata import BrokerMeta, ClusterMeta, PartitionMeta, TopicMeta
 from kafka_core.consumer.consumer import KafkaConsumer
 from kafka_core.errors import KafkaConnectionError
 from kafka_core.protocol import ErrorCode
@@ -204,12 +204,17 @@ def test_the_replica_is_leased_for_metadata_max_age_ms_then_the_leader_is_asked_
 def test_a_partition_read_from_a_replica_goes_to_its_leader_when_the_metadata_shows_it_offline() -> None:
     async def main() -> None:
         async with reading(2, client_rack="b") as (client, c, _):
-            fetcher = c._fetcher
-            assert all(fetcher.replicas.node(TopicPartition(T, p)) == 2 for p in range(PARTITIONS))
+            assert served_by(client) == {2}
             client.offline.add(2)  # the metadata says so; its leader still names it
+            mark = len(client.wire)
             deadline = time.monotonic() + 10
-            while time.monotonic() < deadline and len(fetcher.replicas):
+            while time.monotonic() < deadline and not any(n == 1 for n, _, _ in client.wire[mark:]):
                 assert await c.poll(50) == []
-            assert not len(fetcher.replicas)
+            back = next((mark + i for i, (n, _, _) in enumerate(client.wire[mark:]) if n == 1), None)
+            assert back is not None, "the leader was not asked again"
+            for _ in range(10):
+                assert await c.poll(50) == []
+            # the leader names node 2 in each answer: the consumer no longer takes it
+            assert [n for n, _, _ in client.wire[back:]] == [1] * len(client.wire[back:])
 
     asyncio.run(asyncio.wait_for(main(), 40))
