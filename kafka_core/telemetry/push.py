@@ -103,7 +103,7 @@ class TelemetryPusher:
         self.enabled = True
         self.disabled_reason: str | None = None
         self._disabled_error: type[KafkaError] = KafkaError  # what client_instance_id raises then
-        self.last_error: KafkaError | None = None  # the last failed GetTelemetrySubscriptions
+        self.last_error: KafkaError | None = None  # why the last GetTelemetrySubscriptions failed
         self._answered = asyncio.Event()  # an instance id is known, or none will be
         self._closed = False
         self.pushes = 0  # pushes the broker accepted
@@ -219,6 +219,7 @@ class TelemetryPusher:
                 return False
             except KafkaError as exc:
                 log.debug("telemetry: no broker to ask yet (%s); trying later", exc)
+                self.last_error = exc
                 if not await self._sleep(RETRY_S):
                     return False
                 continue
@@ -325,9 +326,7 @@ class TelemetryPusher:
         if not getattr(self._client, "started", True):
             return f"the {self._kind} has not connected to the cluster yet"
         if self.last_error is not None:
-            return (
-                f"GetTelemetrySubscriptions failed ({self.last_error}); it is asked again every {RETRY_S:g}s"
-            )
+            return f"no answer to GetTelemetrySubscriptions yet ({self.last_error}); asked again every {RETRY_S:g}s"
         return "no broker has answered GetTelemetrySubscriptions yet"
 
     # -- one push ----------------------------------------------------------------------------
