@@ -24,12 +24,15 @@ from typing import Any
 import pytest
 from fakes.produce_broker import ProduceBroker
 from fakes.timing import aio, outcomes
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from kafka_core.client.hints import LeaderHint
 from kafka_core.client.metadata import ClusterMeta, PartitionMeta, TopicMeta
 from kafka_core.errors import KafkaConnectionError
 from kafka_core.producer import AsyncKafkaProducer
 from kafka_core.producer.futures import RecordMetadata
+from kafka_core.producer.partitioner import murmur2_partition
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import ErrorCode
 
@@ -64,6 +67,8 @@ class MovingBroker(ProduceBroker):
         self.duplicates_as_error = False  # answer DUPLICATE_SEQUENCE_NUMBER, as older brokers
         self.written_on_refusal = 0  # refused batches the old leader still wrote (replicated)
         self.lose: Counter[int] = Counter()  # sequence -> answers to lose after it is handled
+        # Called as each Produce request arrives: (its number, node, its batches).
+        self.on_arrival: Callable[[int, int, list[tuple[int, int, int]]], None] = lambda n, node, b: None
 
     def move(self, partition: int, node: int) -> None:
         self.leader[partition] = node
@@ -115,6 +120,7 @@ class MovingBroker(ProduceBroker):
             self.in_flight_p[p] += 1
             self.peak_p[p] = max(self.peak_p[p], self.in_flight_p[p])
         self.arrivals.append((node, self.in_flight[node], batches))
+        self.on_arrival(len(self.arrivals) - 1, node, batches)
         try:
             lock = self.turns.setdefault(node, asyncio.Lock())
             async with lock:  # one at a time, in arrival order (asyncio.Lock is first come first served)
@@ -378,3 +384,52 @@ async def test_no_new_batch_passes_a_resent_one_until_it_is_answered() -> None:
     assert broker.lose[first] == 0  # both answers were lost
     assert broker.init_calls == [(-1, -1)]
     _assert_once_in_order(broker, 15, results)
+
+
+# What happens as a Produce request arrives: a partition's leader moves to the other node (the
+# old one refusing it from now on, naming the new one), the same with the refused batch written
+# all the same (it reached the new leader before the old one lost its leadership), or the
+# request is handled and its answer lost (the connection dropped).
+EVENTS = st.sampled_from(["move", "move-written", "lose"])
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.dictionaries(st.integers(0, 120), st.tuples(EVENTS, st.integers(0, 2)), max_size=12))
+def test_leader_moves_and_lost_answers_never_lose_duplicate_or_reorder(
+    plan: dict[int, tuple[str, int]],
+) -> None:
+    broker = MovingBroker(partitions=3)
+
+    def arrival(n: int, node: int, batches: list[tuple[int, int, int]]) -> None:
+        event = plan.get(n)
+        if event is None:
+            return
+        kind, p = event
+        if kind == "lose":
+            for _, _, seq in batches:
+                broker.lose[seq] += 1
+            return
+        broker.move(p, 1 - broker.leader[p])
+        if kind == "move-written":
+            broker.written_on_refusal += 1
+
+    broker.on_arrival = arrival
+    n = 900
+
+    async def main() -> list[Any]:
+        futures = []
+        async with _producer(broker, batch_size=400, retry_backoff_ms=1, produce_concurrency=2) as producer:
+            for i in range(n):
+                futures.append(await producer.send(T, _value(i), key=b"k%d" % (i % 7)))
+                if i % 30 == 0:
+                    await asyncio.sleep(0.002)
+            return await outcomes(futures, 30)
+
+    results = asyncio.run(main())
+    expected: dict[int, list[bytes]] = {p: [] for p in range(3)}
+    for i in range(n):
+        expected[murmur2_partition(b"k%d" % (i % 7), 3)].append(_value(i))
+    assert broker.logs == expected  # nothing lost, nothing twice, each partition in order
+    for i, meta in enumerate(results):
+        assert isinstance(meta, RecordMetadata), (i, meta)
+        assert meta.offset < 0 or broker.logs[meta.partition][meta.offset] == _value(i)
