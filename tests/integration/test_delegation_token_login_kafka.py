@@ -212,7 +212,7 @@ def test_a_wrong_hmac_and_an_unknown_token_are_refused_naming_the_token_never_an
 def test_an_expired_token_and_one_past_its_lifetime_are_refused(
     cluster: KafkaCluster, admin: KafkaAdmin, kafka_logs: pytest.LogCaptureFixture
 ) -> None:
-    expired = new_token(admin)
+    expired = new_token(admin, renewers=["User:admin"])  # a renewer may expire it
     options = signed_in_with(cluster, "SCRAM-SHA-256", expired.token_id, expired.hmac)
     with KafkaAdmin(**options, api_timeout_ms=30_000) as as_token:
         as_token.list_topics()  # signs in while the token lives
