@@ -22,11 +22,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from fakes.share_kafka import share_setup
 from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from prerequisites import need_module, unavailable
 
-from kafka_core import KafkaAdmin, KafkaConsumer, KafkaProducer
+from kafka_core import KafkaAdmin, KafkaConsumer, KafkaProducer, KafkaShareConsumer
 from kafka_core.admin import ConfigResource, ConfigResourceType
+from kafka_core.admin.results import ClientQuotaEntity
 from kafka_core.aio import KafkaProducer as AsyncProducer
 from kafka_core.devbroker import KAFKA_VERSION, KafkaCluster, kafka_classpath
 from kafka_core.devtools.brokers.common import BrokerStartError
@@ -37,6 +39,8 @@ INTERVAL_MS = 300
 PRODUCER_ID = "kc-telemetry-producer"
 CONSUMER_ID = "kc-telemetry-consumer"
 RDKAFKA_ID = "rdkafka-telemetry-producer"
+SHARE_ID = "kc-telemetry-share"
+THROTTLED_ID = "kc-telemetry-throttled"
 UNMATCHED_ID = "kc-telemetry-unsubscribed"
 
 
@@ -132,6 +136,8 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
                 ),
                 "kc-consumer": ("org.apache.kafka.consumer.", f"client_id={CONSUMER_ID}"),
                 "rdkafka": ("*", f"client_id={RDKAFKA_ID}"),
+                "kc-share": ("org.apache.kafka.consumer.", f"client_id={SHARE_ID}"),
+                "kc-throttled": ("org.apache.kafka.producer.produce.throttle", f"client_id={THROTTLED_ID}"),
             }
             changes = {
                 ConfigResource(ConfigResourceType.CLIENT_METRICS, name): {
@@ -148,6 +154,20 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
         cluster.close()
 
 
+def poll_records(consumer: Any, n: int, timeout: float = 60.0) -> int:
+    """Poll until ``n`` records came (or ``timeout``): how many came."""
+    got = 0
+    deadline = time.monotonic() + timeout
+    while got < n and time.monotonic() < deadline:
+        got += len(consumer.poll(500))
+    return got
+
+
+def kafka_uuid(u: uuid.UUID) -> str:
+    """A client instance id as Kafka's Uuid.toString() writes it (URL-safe base64, unpadded)."""
+    return base64.urlsafe_b64encode(u.bytes).rstrip(b"=").decode()
+
+
 def value(metric: Any) -> float:
     (point,) = metric.sum.data_points if metric.WhichOneof("data") == "sum" else metric.gauge.data_points
     return point.as_int if point.WhichOneof("value") == "as_int" else point.as_double
@@ -161,11 +181,12 @@ def attribute_keys(metric: Any) -> set[str]:
 def test_producer_pushes_the_subscribed_metrics_with_its_own_values(broker: Broker) -> None:
     topic = f"telemetry-{uuid.uuid4().hex[:8]}"
 
-    async def produce() -> tuple[dict[str, Any], dict[str, Any]]:
+    async def produce() -> tuple[dict[str, Any], dict[str, Any], uuid.UUID]:
         # the asyncio face: its metrics() still answers after close, with the last push counted
         producer = AsyncProducer(broker.cluster.bootstrap, client_id=PRODUCER_ID, linger_ms=1)
         try:
             await producer.start()
+            instance = await producer.client_instance_id(30)
             for i in range(25):
                 await producer.send(topic, f"v{i}".encode())
             await producer.flush(30)
@@ -173,12 +194,13 @@ def test_producer_pushes_the_subscribed_metrics_with_its_own_values(broker: Brok
             before_close = producer.metrics()
         finally:
             await producer.close(30)
-        return before_close, producer.metrics()
+        return before_close, producer.metrics(), instance
 
-    before_close, after_close = asyncio.run(produce())
+    before_close, after_close, instance = asyncio.run(produce())
     pushes = broker.pushes(PRODUCER_ID)
     assert pushes[-1].terminating and not any(p.terminating for p in pushes[:-1])
-    assert len({p.instance_id for p in pushes}) == 1  # one client instance id, from the broker
+    # one client instance id, from the broker, the one client_instance_id() returned
+    assert {p.instance_id for p in pushes} == {kafka_uuid(instance)}
     last = pushes[-1].metrics()
     # the filter: record.send* and node.request.latency* only, the rest of what the producer has is not sent
     assert set(last) == {
@@ -223,26 +245,36 @@ def test_consumer_pushes_its_metrics(broker: Broker) -> None:
         auto_offset_reset="earliest",
     )
     try:
-        got = 0
-        deadline = time.monotonic() + 60
-        while got < 30 and time.monotonic() < deadline:
-            got += len(consumer.poll(500))
-        assert got == 30
+        assert poll_records(consumer, 30) == 30
+        consumer.commit()  # one OffsetCommit at least: coordinator.commit.latency
+        instance = consumer.client_instance_id(30)
         broker.wait_pushes(CONSUMER_ID, 1)
         snap = consumer.metrics()
     finally:
         consumer.close(30)
     pushes = broker.pushes(CONSUMER_ID)
     assert pushes[-1].terminating
+    assert {p.instance_id for p in pushes} == {kafka_uuid(instance)}
     last = pushes[-1].metrics()
     assert all(name.startswith("org.apache.kafka.consumer.") for name in last)
-    consumed = "org.apache.kafka.consumer.fetch.manager.records.consumed.total"
-    assert sum(value(p.metrics()[consumed]) for p in pushes) == 30  # deltas, as Kafka asks
-    assert snap["consumer"]["records_received"] == 30
-    assert (
-        value(last["org.apache.kafka.consumer.coordinator.assigned.partitions"])
-        == snap["consumer"]["assigned_partitions"]
-    )
+    pushed = {name for p in pushes for name in p.metrics()}
+    # KIP-714's standard consumer metrics, all of them
+    for name in (
+        "connection.creation.rate",
+        "connection.creation.total",
+        "node.request.latency.avg",
+        "node.request.latency.max",
+        "poll.idle.ratio.avg",
+        "coordinator.commit.latency.avg",
+        "coordinator.commit.latency.max",
+        "fetch.manager.fetch.latency.avg",
+        "fetch.manager.fetch.latency.max",
+    ):
+        assert "org.apache.kafka.consumer." + name in pushed, name
+    commit_max = max(s["latency_max_s"] for s in snap["network"]["requests"]["OFFSET_COMMIT"].values())
+    assert value(last["org.apache.kafka.consumer.coordinator.commit.latency.max"]) >= commit_max * 1000
+    idle = "org.apache.kafka.consumer.poll.idle.ratio.avg"
+    assert all(0 <= value(p.metrics()[idle]) <= 1 for p in pushes if idle in p.metrics())
     rebalances = "org.apache.kafka.consumer.coordinator.rebalance.total"
     assert sum(value(p.metrics()[rebalances]) for p in pushes) == snap["consumer"]["rebalances"] >= 1
     assert pushes[-1].resource() == {"group_id": f"g-{topic}"}
@@ -283,3 +315,65 @@ def test_librdkafka_pushes_the_same_shape(broker: Broker) -> None:
         # following it) "node_id", the snake_case KIP-714 makes of the Java tag "node-id"
         assert {k.replace(".", "_") for k in attribute_keys(a)} == attribute_keys(b), name
     producer.flush(1)
+
+
+def test_share_consumer_pushes_under_the_consumer_names(broker: Broker) -> None:
+    topic, group = share_setup(broker.cluster, 10, prefix="telemetry-share")
+    consumer = KafkaShareConsumer(
+        topic, bootstrap_servers=broker.cluster.bootstrap, group_id=group, client_id=SHARE_ID
+    )
+    try:
+        assert poll_records(consumer, 10) == 10
+        instance = consumer.client_instance_id(30)
+        broker.wait_pushes(SHARE_ID, 1)
+        snap = consumer.metrics()
+    finally:
+        consumer.close(30)
+    pushes = broker.pushes(SHARE_ID)
+    assert pushes[-1].terminating and {p.instance_id for p in pushes} == {kafka_uuid(instance)}
+    last = pushes[-1].metrics()
+    assert "org.apache.kafka.consumer.connection.creation.total" in last
+    assert all(name.startswith("org.apache.kafka.consumer.") for name in last)
+    assert value(last["org.apache.kafka.consumer.connection.creation.total"]) >= 0
+    assert snap["network"]["requests"]["PUSH_TELEMETRY"]
+    assert pushes[-1].resource() == {"group_id": group}
+
+
+def test_a_throttled_producer_pushes_the_throttle_time_the_broker_gave(broker: Broker) -> None:
+    """produce.throttle.time.*: each response's throttle_time_ms (KIP-219), here from a byte-rate
+    quota the producer exceeds."""
+    topic = f"telemetry-{uuid.uuid4().hex[:8]}"
+    entity = ClientQuotaEntity.of({"client-id": THROTTLED_ID})
+    with KafkaAdmin(broker.cluster.bootstrap) as admin:
+        for result in admin.alter_client_quotas({entity: {"producer_byte_rate": 1024.0}}).values():
+            result.result()
+
+    def throttled(snap: dict[str, Any]) -> int:
+        return max(s["throttle_time_max_ms"] for s in snap["network"]["requests"]["PRODUCE"].values())
+
+    producer = KafkaProducer(broker.cluster.bootstrap, client_id=THROTTLED_ID, linger_ms=1)
+    try:
+        # one Produce each, over the quota (Kafka's rate is over its ~10 s window) from the third
+        # on; the quota reaches the broker shortly after the alter: sent until a response says so
+        for _ in range(30):
+            producer.send(topic, b"x" * 4096).result(60)
+            snap = producer.metrics()
+            if throttled(snap):
+                break
+        seen = len(broker.pushes(THROTTLED_ID))
+        broker.wait_pushes(THROTTLED_ID, seen + 1)
+    finally:
+        producer.close(30)
+        with KafkaAdmin(broker.cluster.bootstrap) as admin:
+            for result in admin.alter_client_quotas({entity: {"producer_byte_rate": None}}).values():
+                result.result()
+    produce = snap["network"]["requests"]["PRODUCE"]
+    most = max(s["throttle_time_max_ms"] for s in produce.values())
+    assert most > 0 and sum(s["throttle_time_sum_ms"] for s in produce.values()) >= most
+    pushes = broker.pushes(THROTTLED_ID)
+    assert set(pushes[-1].metrics()) <= {
+        "org.apache.kafka.producer.produce.throttle.time.avg",
+        "org.apache.kafka.producer.produce.throttle.time.max",
+    }
+    maxima = [value(p.metrics()["org.apache.kafka.producer.produce.throttle.time.max"]) for p in pushes]
+    assert max(maxima) >= most  # later responses may be throttled more, never less than seen
