@@ -54,6 +54,8 @@ SHARED_FIXTURES: dict[str, frozenset[str]] = {
             "test_consumer_truncation.py",
             "test_devbroker_failover_kafka.py",
             "test_leader_moves_kafka.py",
+            "test_reassignment_cancel_kafka.py",
+            "test_rebootstrap_kafka.py",
             "test_wide_leaders_kafka.py",
         }
     ),

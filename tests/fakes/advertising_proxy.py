@@ -1,6 +1,10 @@
 """A Kafka-aware TCP proxy that changes the addresses a broker advertises: every Metadata and
 FindCoordinator answer passing through names ``advertise`` (host, port) for each broker instead
-of the broker's own, while ``advertise`` is set; None passes the answers on as they are.
+of the broker's own, while ``advertise`` is set (a dict ``{node id: (host, port)}`` names each
+node of a cluster at its own address); None passes the answers on as they are. With
+``rebootstrap_required`` set, Metadata answers (v13+) carry REBOOTSTRAP_REQUIRED instead (KIP-1102:
+what a gateway in front of a cluster says when its clients must start again from the bootstrap
+servers).
 
 With it a client bootstraps through the proxy and comes to know the brokers at an address the
 test controls (a FaultProxy it can black-hole), while the proxy's own address keeps reaching the
@@ -14,9 +18,11 @@ import asyncio
 import contextlib
 import struct
 import threading
+from collections.abc import Mapping
 from typing import Any
 
 from kafka_core.protocol import ApiKey, Response, decode_response, encode_response
+from kafka_core.protocol.errors import ErrorCode
 
 __all__ = ["AdvertisingProxy"]
 
@@ -26,7 +32,8 @@ class AdvertisingProxy:
 
     def __init__(self, upstream_host: str, upstream_port: int) -> None:
         self.upstream = (upstream_host, upstream_port)
-        self.advertise: tuple[str, int] | None = None
+        self.advertise: tuple[str, int] | Mapping[int, tuple[str, int]] | None = None
+        self.rebootstrap_required = False
         self.rewritten = 0  # answers whose addresses were changed
         self.port = 0
         self._loop = asyncio.new_event_loop()
@@ -87,8 +94,11 @@ class AdvertisingProxy:
                 frame = await up_reader.readexactly(struct.unpack(">i", head)[0])
                 (corr,) = struct.unpack_from(">i", frame)
                 api_key, version = pending.pop(corr, (-1, -1))
-                if self.advertise is not None and api_key in (ApiKey.METADATA, ApiKey.FIND_COORDINATOR):
-                    frame = self._rewrite(decode_response(api_key, version, frame), *self.advertise)
+                rebootstrap = self.rebootstrap_required and api_key == ApiKey.METADATA and version >= 13
+                if rebootstrap or (
+                    self.advertise is not None and api_key in (ApiKey.METADATA, ApiKey.FIND_COORDINATOR)
+                ):
+                    frame = self._rewrite(decode_response(api_key, version, frame), rebootstrap)
                     head = struct.pack(">i", len(frame))
                 writer.write(head + frame)
                 await writer.drain()
@@ -102,16 +112,23 @@ class AdvertisingProxy:
             up_writer.close()
             self._tasks.discard(task)
 
-    def _rewrite(self, resp: Response, host: str, port: int) -> bytes:
+    def _address(self, node_id: int) -> tuple[str, int] | None:
+        if isinstance(self.advertise, Mapping):
+            return self.advertise.get(node_id)
+        return self.advertise
+
+    def _rewrite(self, resp: Response, rebootstrap: bool) -> bytes:
         body: Any = resp.body
-        if resp.api_key == ApiKey.METADATA:
+        if rebootstrap:
+            body.error_code, body.brokers, body.topics = ErrorCode.REBOOTSTRAP_REQUIRED, [], []
+        elif resp.api_key == ApiKey.METADATA:
             for b in body.brokers:
-                b.host, b.port = host, port
+                b.host, b.port = self._address(b.node_id) or (b.host, b.port)
         else:
             if body.host:
-                body.host, body.port = host, port
+                body.host, body.port = self._address(body.node_id) or (body.host, body.port)
             for c in body.coordinators:
                 if c.host:
-                    c.host, c.port = host, port
+                    c.host, c.port = self._address(c.node_id) or (c.host, c.port)
         self.rewritten += 1
         return encode_response(resp)
