@@ -100,47 +100,92 @@ def prepare(options: SourceOptions) -> None:
         log.debug("kafka_core read warm-up: %s: %s", type(exc).__name__, exc)
 
 
+def _build_consumer(spec: dict[str, Any]) -> _HeldConsumer:
+    from kafka_core.consumer.sync import KafkaConsumer
+
+    options: SourceOptions = spec["options"]
+    consumer = KafkaConsumer(
+        client=spec["client"],
+        partitions={spec["topic"]: [spec["partition"]]},
+        group_id=None,
+        auto_offset_reset="none",
+        isolation_level=options.isolation_level,
+        **options.consumer,
+    )
+    return _HeldConsumer(spec["client"], consumer)
+
+
+class _HeldConsumer:
+    """A worker's consumer of one partition, kept between its tasks (as Spark's connector keeps
+    its consumers): a micro-batch's task then starts with no consumer to build, no fetch session
+    to open and close, and, when it starts where this worker's last task of the partition ended,
+    with the records already fetched past that end. Paused between tasks, so it fetches nothing
+    while it waits."""
+
+    def __init__(self, client: Any, consumer: Any) -> None:
+        self.client = client
+        self.consumer = consumer
+
+    def close(self) -> None:
+        self.consumer.close(timeout=1.0, commit=False)
+
+
+_CONSUMERS: WorkerCache[_HeldConsumer] = WorkerCache(_build_consumer, lambda held: held.close())
+
+
+def _topic_id(client: Any, topic: str) -> str:
+    """The topic's id from fresh metadata: a topic deleted and recreated since this worker's last
+    task gets a consumer of its own, never one that knew the old log (whose positions it would
+    reset); "?" where the broker names none (the consumer then reports what is wrong)."""
+    meta = client.metadata([topic], allow_auto_topic_creation=False).topic(topic)
+    return "?" if meta is None or meta.error_code or meta.topic_id is None else str(meta.topic_id)
+
+
 def read_range(options: SourceOptions, r: OffsetRange) -> Iterator[Any]:
     """Yield the records of ``r`` (offsets start <= o < end) as Spark-schema Arrow batches."""
     if r.size <= 0:
         return
     key = _client_key(options)
     client = _CLIENTS.get(key, options.client)
-    # A worker's client outlives tasks: what it cached of the topic may predate the plan (a topic
-    # deleted and recreated since its last task). The reader's consumer would take that old topic id
-    # for the one it reads, and reset the planned position when the new one shows up.
-    client.invalidate_metadata(r.topic)
+    spec = {"options": options, "client": client, "topic": r.topic, "partition": r.partition}
     try:
-        yield from _RangeReader(options, client, r).run()
-    except KafkaError as exc:
-        if not isinstance(exc, DataLossError):
-            _CLIENTS.discard(key, client)  # never reuse a client that just failed
+        consumer_options = json.dumps(options.consumer, sort_keys=True, default=str)
+        topic_id = _topic_id(client, r.topic)
+        held_key = f"{key}|{consumer_options}|{options.isolation_level}|{r.topic}|{topic_id}|{r.partition}"
+        held = _CONSUMERS.get(held_key, spec)
+        if held.client is not client:  # built on a client since dropped after a failure
+            _CONSUMERS.discard(held_key, held)
+            held = _CONSUMERS.get(held_key, spec)
+    except KafkaError:
+        _CLIENTS.discard(key, client)
+        raise
+    try:
+        yield from _RangeReader(options, held.consumer, r).run()
+    except BaseException as exc:
+        # A failed or abandoned read leaves its consumer mid-range: never reused. Nor is a client
+        # that just failed, but data loss is the log's doing, not the client's.
+        _CONSUMERS.discard(held_key, held)
+        if isinstance(exc, KafkaError) and not isinstance(exc, DataLossError):
+            _CLIENTS.discard(key, client)
         raise
     else:
+        _CONSUMERS.touch(held_key)
         _CLIENTS.touch(key)
 
 
 class _RangeReader:
-    def __init__(self, options: SourceOptions, client: Any, r: OffsetRange) -> None:
+    def __init__(self, options: SourceOptions, consumer: Any, r: OffsetRange) -> None:
         self.options = options
-        self.client = client
+        self.consumer = consumer
         self.r = r
         self.tp = TopicPartition(r.topic, r.partition)
 
     def run(self) -> Iterator[Any]:
-        from kafka_core.consumer.sync import KafkaConsumer
-
-        r, tp = self.r, self.tp
-        consumer = KafkaConsumer(
-            client=self.client,
-            partitions={r.topic: [r.partition]},
-            group_id=None,
-            auto_offset_reset="none",
-            isolation_level=self.options.isolation_level,
-            **self.options.consumer,
-        )
-        try:
+        r, tp, consumer = self.r, self.tp, self.consumer
+        consumer.resume([tp])
+        if consumer.position(tp) != r.start:  # else what it fetched past its last range is used
             consumer.seek(tp, r.start)
+        try:
             position = r.start
             progress_at = time.monotonic()
             checked_end = False
@@ -175,7 +220,7 @@ class _RangeReader:
                         f"the task reads offsets {r.start} to {r.end}"
                     )
         finally:
-            consumer.close(commit=False)
+            consumer.pause([tp])
 
     def _emit(self, batch: Any) -> Any:
         import pyarrow.compute as pc
