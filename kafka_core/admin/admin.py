@@ -8,6 +8,8 @@ its lifecycle, documents each call and hands it to its part. Calls over many res
 
 from __future__ import annotations
 
+import asyncio
+import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Self
 
@@ -26,6 +28,7 @@ from kafka_core.client import cluster
 from kafka_core.client.cluster import KafkaClient
 from kafka_core.config import keywords_from_config, role_keywords, takes_config
 from kafka_core.option_names import accepted_keywords, reject_unknown
+from kafka_core.telemetry import pusher_for, wait_instance_id
 
 if TYPE_CHECKING:
     from kafka_core.admin.configs import ConfigChanges
@@ -63,6 +66,14 @@ if TYPE_CHECKING:
 DEFAULT_API_TIMEOUT_MS = 60_000
 
 
+def _loop_running() -> bool:
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        return False
+    return True
+
+
 class KafkaAdmin:
     """Asyncio admin client. ``async with KafkaAdmin(bootstrap_servers=...) as admin: ...``.
 
@@ -94,6 +105,10 @@ class KafkaAdmin:
         self._replicas = ReplicaCalls(client, timeout)
         self._features = FeatureCalls(client, timeout)
         self._security = SecurityCalls(client, timeout)
+        # KIP-714, as Java's admin: pushes once the client is up (every call starts it)
+        self._telemetry = pusher_for(client, "admin", self.metrics)
+        if self._telemetry is not None and _loop_running():
+            self._telemetry.start()
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any], **overrides: Any) -> Self:
@@ -111,10 +126,20 @@ class KafkaAdmin:
     async def start(self) -> None:
         """Connect to the cluster (every call does it on first use)."""
         await self.client.start()
+        if self._telemetry is not None:
+            self._telemetry.start()  # a no-op once started
 
     async def close(self) -> None:
         """Close the connections. Idempotent."""
+        if self._telemetry is not None:  # the last push, flagged terminating
+            await self._telemetry.close()
         await self.client.close()
+
+    async def client_instance_id(self, timeout: float) -> uuid.UUID:
+        """The KIP-714 client instance id the broker assigned this admin, within ``timeout``
+        seconds (Java's ``Admin.clientInstanceId``); see :func:`kafka_core.telemetry.wait_instance_id`
+        for what it raises."""
+        return await wait_instance_id(self._telemetry, timeout)
 
     def metrics(self) -> dict[str, Any]:
         """A snapshot of the underlying client's counters (requests, errors, latency by API)."""

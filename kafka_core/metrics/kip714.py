@@ -15,9 +15,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["KINDS", "METRICS", "MetricInfo", "MetricsCollector", "Point", "selector"]
+__all__ = ["KINDS", "METRICS", "MetricInfo", "MetricsCollector", "Point", "prefix", "selector"]
 
 KINDS = ("producer", "consumer", "admin")
+_GROUP_PREFIX = {"admin": "admin.client"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +124,13 @@ METRICS: dict[str, tuple[MetricInfo, ...]] = {
 }
 
 
+def prefix(kind: str) -> str:
+    """What a ``kind`` client's metric names start with. Java names them by their group, less
+    ``-metrics``: ``producer-metrics`` makes ``org.apache.kafka.producer.``, the admin's
+    ``admin-client-metrics`` ``org.apache.kafka.admin.client.``."""
+    return f"org.apache.kafka.{_GROUP_PREFIX.get(kind, kind)}."
+
+
 def selector(requested: Iterable[str]) -> tuple[str, ...] | None:
     """The prefixes a subscription asks for; None for every metric (``["*"]``), () for none."""
     wanted = tuple(requested)
@@ -143,7 +151,7 @@ class MetricsCollector:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
         self.kind = kind
-        self.prefix = f"org.apache.kafka.{kind}."
+        self.prefix = prefix(kind)
         self._last: dict[tuple[str, tuple[tuple[str, str], ...]], float] = {}
         self._last_time: float | None = None
 

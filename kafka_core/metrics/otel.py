@@ -23,7 +23,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from kafka_core._version import __version__
-from kafka_core.metrics.kip714 import KINDS, METRICS, MetricsCollector
+from kafka_core.metrics.kip714 import KINDS, METRICS, MetricsCollector, prefix
 from kafka_core.metrics.snapshots import client_snapshots, distinct_ids, snapshot_of
 
 log = logging.getLogger("kafka_core.metrics")
@@ -122,7 +122,7 @@ class _ProviderExport:
         made: set[str] = set()
         for kind in KINDS:
             for info in METRICS[kind]:
-                name = f"org.apache.kafka.{kind}.{info.name}"
+                name = prefix(kind) + info.name
                 if name in made:
                     continue
                 made.add(name)

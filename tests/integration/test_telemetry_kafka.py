@@ -42,6 +42,7 @@ RDKAFKA_ID = "rdkafka-telemetry-producer"
 SHARE_ID = "kc-telemetry-share"
 THROTTLED_ID = "kc-telemetry-throttled"
 UNMATCHED_ID = "kc-telemetry-unsubscribed"
+ADMIN_ID = "kc-telemetry-admin"
 
 
 @dataclass
@@ -138,6 +139,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
                 "rdkafka": ("*", f"client_id={RDKAFKA_ID}"),
                 "kc-share": ("org.apache.kafka.consumer.", f"client_id={SHARE_ID}"),
                 "kc-throttled": ("org.apache.kafka.producer.produce.throttle", f"client_id={THROTTLED_ID}"),
+                "kc-admin": ("org.apache.kafka.admin.client.", f"client_id={ADMIN_ID}"),
             }
             changes = {
                 ConfigResource(ConfigResourceType.CLIENT_METRICS, name): {
@@ -337,6 +339,25 @@ def test_share_consumer_pushes_under_the_consumer_names(broker: Broker) -> None:
     assert value(last["org.apache.kafka.consumer.connection.creation.total"]) >= 0
     assert snap["network"]["requests"]["PUSH_TELEMETRY"]
     assert pushes[-1].resource() == {"group_id": group}
+
+
+def test_admin_pushes_under_the_admin_client_names(broker: Broker) -> None:
+    # Java's admin pushes too, its metrics named by their group (admin-client-metrics)
+    with KafkaAdmin(broker.cluster.bootstrap, client_id=ADMIN_ID) as admin:
+        admin.list_topics()
+        instance = admin.client_instance_id(30)
+        broker.wait_pushes(ADMIN_ID, 1)
+        snap = admin.metrics()
+    pushes = broker.pushes(ADMIN_ID)
+    assert pushes[-1].terminating and {p.instance_id for p in pushes} == {kafka_uuid(instance)}
+    last = pushes[-1].metrics()
+    assert "org.apache.kafka.admin.client.connection.creation.total" in last
+    assert all(name.startswith("org.apache.kafka.admin.client.") for name in last)
+    created = sum(
+        value(p.metrics()["org.apache.kafka.admin.client.connection.creation.total"]) for p in pushes
+    )
+    assert created >= 1  # the admin's own connection to the broker, at least
+    assert snap["network"]["requests"]["PUSH_TELEMETRY"]
 
 
 def test_a_throttled_producer_pushes_the_throttle_time_the_broker_gave(broker: Broker) -> None:

@@ -208,7 +208,9 @@ def test_a_nested_snapshot_exports_every_client_and_a_bare_client_as_admin(
     bare = {"client_id": "ops", "network": {"connections": {"created": 3}, "requests": {}}}
     export_metrics(lambda: {"producer": PRODUCER, "consumers": [CONSUMER], "admin": bare}, provider)
     got = collected(r)
-    assert points(got["org.apache.kafka.admin.connection.creation.total"]) == {(("client_id", "ops"),): 3}
+    assert points(got["org.apache.kafka.admin.client.connection.creation.total"]) == {
+        (("client_id", "ops"),): 3
+    }
     assert "org.apache.kafka.producer.record.send.total" in got
     assert "org.apache.kafka.consumer.fetch.manager.records.consumed.total" in got
 
