@@ -27,6 +27,10 @@ EXEMPT = {
         "1.3x": "the same design measurement",
         "2.3x": "the same design measurement",
     },
+    "docs/spark.md": {
+        "1.5x": "issue 41's target for the stream, not a result",
+        "1.3x": "issue 41's target for the whole job, not a result",
+    },
 }
 ANCHOR = "confluent-kafka"
 
