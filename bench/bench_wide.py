@@ -340,7 +340,8 @@ def one_run(
     """One client's produce child, then its consume child, on a fresh topic of ``partitions``:
     the phases' figures, or ``{"error": ...}``."""
     topic = unique_topic(f"wide{partitions}", client)
-    create_topic(bootstrap, topic, partitions, timeout=120.0)
+    # one node hosts new partitions at some 20-50 a second under load: minutes at 10,000
+    create_topic(bootstrap, topic, partitions, timeout=max(120.0, partitions / 10))
     try:
         args = _child_args(bootstrap, topic, partitions, records, idle_s, broker_pid)
         produced = run_child(MODULE, f"produce:{client}", args, timeout)

@@ -242,20 +242,59 @@ def unique_topic(kind: str, client: str) -> str:
     return f"bench-{kind}-{client}-{uuid.uuid4().hex[:8]}".replace("_", "-")
 
 
+MAX_PARTITIONS_PER_OP = 5_000
+
+
 def create_topic(bootstrap: str, name: str, partitions: int, timeout: float = 30.0) -> None:
-    """Create through confluent-kafka's AdminClient and wait until metadata shows every partition."""
-    from confluent_kafka.admin import AdminClient, NewTopic
+    """Create through confluent-kafka's AdminClient and wait until metadata shows every partition.
+
+    A KRaft controller refuses an operation of more than 10,000 records ("excessively large batch
+    operation"), one per partition: a wider topic is created at MAX_PARTITIONS_PER_OP and grown
+    in steps of it."""
+    from confluent_kafka.admin import AdminClient, NewPartitions, NewTopic
 
     admin = AdminClient({"bootstrap.servers": bootstrap, "log_level": 3})
-    futures = admin.create_topics([NewTopic(name, num_partitions=partitions, replication_factor=1)])
+    first = min(partitions, MAX_PARTITIONS_PER_OP)
+    futures = admin.create_topics([NewTopic(name, num_partitions=first, replication_factor=1)])
     futures[name].result(timeout)
+    for total in range(
+        first + MAX_PARTITIONS_PER_OP, partitions + MAX_PARTITIONS_PER_OP, MAX_PARTITIONS_PER_OP
+    ):
+        admin.create_partitions([NewPartitions(name, min(total, partitions))])[name].result(timeout)
     deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
+    while True:
         topic = admin.list_topics(name, timeout=5).topics.get(name)
         if topic is not None and topic.error is None and len(topic.partitions) == partitions:
-            return
+            break
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"topic {name} did not show {partitions} partitions within {timeout} s")
         time.sleep(0.1)
-    raise RuntimeError(f"topic {name} did not show {partitions} partitions within {timeout} s")
+    _wait_hosted(admin, name, partitions, deadline)
+
+
+def _wait_hosted(admin: Any, name: str, partitions: int, deadline: float) -> None:
+    """Until the leaders answer ListOffsets for every partition: a broker lists new partitions
+    in its metadata before its replica manager hosts them (minutes for thousands on one node),
+    and a Produce meanwhile is refused NOT_LEADER_OR_FOLLOWER, which a timed run would count."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import OffsetSpec
+
+    waiting = [TopicPartition(name, p) for p in range(partitions)]
+    last: BaseException | None = None
+    while waiting:
+        futures = admin.list_offsets({tp: OffsetSpec.latest() for tp in waiting}, request_timeout=30)
+        failed = []
+        for tp, future in futures.items():
+            try:
+                future.result()
+            except Exception as exc:  # the partition's error, asked again below
+                failed.append(tp)
+                last = exc
+        waiting = failed
+        if waiting and time.monotonic() > deadline:
+            raise RuntimeError(f"{len(waiting)} partitions of {name} not hosted by their leaders: {last}")
+        if waiting:
+            time.sleep(0.5)
 
 
 def delete_topic(bootstrap: str, name: str) -> None:
