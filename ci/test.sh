@@ -253,7 +253,7 @@ background spark-diff "differential suite: format kafka (Spark's connector) agai
   bash ci/spark_diff.sh -p no:cacheprovider "${PYTEST_ARGS[@]}"
 
 stage "benchmark harness self-check (correctness only, no timings)" \
-  run_pytest bench/test_harness.py bench/test_bench_avro.py bench/test_codec_bench.py --benchmark-disable
+  run_pytest bench/test_*.py --benchmark-disable
 
 stage "waiting for the background stages" wait_background
 if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
