@@ -88,6 +88,13 @@ def wide_tables(section: dict[str, Any]) -> list[str]:
         + (f", kafka_core {section['revision']}" if section.get("revision") else "")
         + f". Command: `{section.get('command', '?')}`."
     )
+    for rerun in section.get("reruns", ()):  # rows measured again by a later run, on their own
+        counts = " and ".join(f"{p:,}" for p in rerun["partitions"])
+        stamp += (
+            f" The rows for {counts} partitions are from a later run: {rerun['date']}, load average "
+            f"{rerun['load']} before, {rerun['load_after']} after, kafka_core {rerun['revision']}. "
+            f"Command: `{rerun['command']}`."
+        )
     out = [stamp]
     if section.get("failed"):
         return [*out, f"**The section failed:** `{section['failed']}`"]
