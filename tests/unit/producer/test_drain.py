@@ -212,3 +212,54 @@ def test_a_retry_goes_once_its_backoff_is_over() -> None:
     assert drain(acc, picks.at, picks=picks) == []
     picks.at = now + 0.1
     assert drain(acc, picks.at, picks=picks) == [(0, [[0]])]  # its timer made the slot ready
+
+
+def test_late_batches_share_one_tick_and_a_tick_makes_no_slot_ready() -> None:
+    """Batches past their linger that their partition cannot send yet ("late") have their
+    records' time noted at a tick: one timer for them all, and the tick files nothing ready (a
+    timer per batch, each marking its slot ready, cost O(partitions) every 10 ms)."""
+    acc = make_accumulator(linger_ms=5)
+    acc.set_partitions("t", 500)
+    for p in range(500):
+        acc.append("t", b"v", partition=p)
+    now = opened(acc, 499) + 0.005  # every batch's linger has passed
+    picks = Picks(acc, blocked=set(range(500)))  # every partition has its requests out
+    lingered = acc.due(now)
+    acc.drain_ready(lambda slot: 5, picks, 1 << 30)
+    acc.stamp_late(lingered, now)
+    assert len(acc.late) == 500
+    assert sum(1 for _, _, q, _ in acc.timers if q is None) == 1  # one tick for them all
+    assert len(acc.timers) <= 501  # and no new timer per batch (their linger timers are spent)
+    for p in range(500):
+        acc.append("t", b"w", partition=p)  # records join the open batches
+    picks.asked.clear()
+    for tick in range(1, 4):
+        at = now + tick * acc.tick
+        lingered = acc.due(at)
+        assert not acc.ready  # the tick made no slot ready: nothing is drained
+        assert acc.drain_ready(lambda slot: 5, picks, 1 << 30) == []
+        acc.stamp_late(lingered, at)
+        assert sum(1 for _, _, q, _ in acc.timers if q is None) == 1
+    assert picks.asked == []  # no drain walked the partitions
+    b = acc.topics["t"].queues[7].open  # type: ignore[index]
+    assert b is not None and b.stamps is not None and b.stamps[-1][0] == 2  # the second record's time
+    q = acc.topics["t"].queues[7]  # type: ignore[index]
+    acc.settle(q, ProducerBatch("t", 7, now, now + 60))  # its request ended: its slot is asked again
+    lingered = acc.due(now + 1.0)  # (the tick is due too)
+    sent = acc.drain_ready(lambda slot: 5, Picks(acc), 1 << 30)
+    acc.stamp_late(lingered, now + 1.0)
+    assert len(sent) == 1 and len(sent[0][1][0]) == 500  # the slot's drain takes every partition's batch
+    assert not acc.late  # sent: no longer late
+
+
+def test_a_drain_that_takes_a_batch_looks_again_if_the_next_one_has_lingered() -> None:
+    """One request takes one batch per partition; a partition whose next batch is already past
+    its linger keeps its slot ready, for the next request (no tick will ask for it)."""
+    acc = make_accumulator(linger_ms=0, batch_size=BATCH_OVERHEAD + RECORD_OVERHEAD + 1)
+    acc.set_partitions("t", 1)
+    acc.append("t", b"v", partition=0)
+    acc.append("t", b"w", partition=0)  # a batch of its own: the first is sealed
+    now = opened(acc, 0)
+    assert drain(acc, now, room=1) == [(0, [[0]])]  # room for one request: the second waits...
+    assert acc.ready  # ...with its slot still ready
+    assert drain(acc, now, room=1) == [(0, [[0]])]
