@@ -231,9 +231,19 @@ def _spark_topics(bootstrap_servers: str) -> None:
             producer.send("orders", b"order %d" % i, key=b"customer-%d" % i)
 
 
+@pytest.fixture(scope="module")
+def guide_topics(bootstrap_servers: str) -> None:
+    """The topics the guides read, "orders" with records in it, on this worker's broker: an
+    example that reads "orders" must not depend on another example having run first on the
+    same xdist worker (each worker has a broker of its own; one did not, and waited forever)."""
+    _spark_topics(bootstrap_servers)
+
+
 @pytest.mark.timeout(180)
 @pytest.mark.parametrize(("guide", "code"), _cases())
-def test_guide_example_runs(guide: str, code: str, bootstrap_servers: str, tmp_path: Path) -> None:
+def test_guide_example_runs(
+    guide: str, code: str, bootstrap_servers: str, guide_topics: None, tmp_path: Path
+) -> None:
     script = tmp_path / "example.py"
     script.write_text(code.replace(PLACEHOLDER, bootstrap_servers))
     env = {**os.environ, "KAFKA_BOOTSTRAP_SERVERS": bootstrap_servers}

@@ -15,6 +15,8 @@ import uuid
 from typing import Any
 
 from kafka_core import KafkaAdmin, KafkaConsumer, KafkaProducer, NewTopic
+from kafka_core.errors import KafkaProtocolError
+from kafka_core.protocol.errors import ErrorCode
 
 __all__ = ["KafkaSchemaLog"]
 
@@ -30,10 +32,23 @@ class KafkaSchemaLog:
         self.timeout_s = timeout_s
         with KafkaAdmin(bootstrap_servers=bootstrap_servers) as admin:
             admin.create_topics([NewTopic(topic, 1)])  # TOPIC_ALREADY_EXISTS is fine: its own Result
-            count = len(admin.describe_topics([topic])[topic].result().partitions)
+            count = self._partitions(admin)
         if count != 1:
             raise ValueError(f"{topic} has {count} partitions: the registry's log needs one, for its order")
         self._producer = KafkaProducer(bootstrap_servers, acks="all")
+
+    def _partitions(self, admin: KafkaAdmin) -> int:
+        """The topic's partition count. Apache Kafka answers CreateTopics once its controller has
+        the topic; the broker answering Metadata may learn of it a moment later and says
+        UNKNOWN_TOPIC_OR_PARTITION until then, so that answer is asked again until the timeout."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                return len(admin.describe_topics([self.topic])[self.topic].result().partitions)
+            except KafkaProtocolError as exc:
+                if exc.code != ErrorCode.UNKNOWN_TOPIC_OR_PARTITION or time.monotonic() > deadline:
+                    raise
+            time.sleep(0.1)
 
     def append(self, event: dict[str, Any]) -> None:
         """Writes ``event``; returns once the broker has it (raises if it cannot within the timeout)."""
