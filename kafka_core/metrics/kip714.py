@@ -64,6 +64,12 @@ _PRODUCER = (
     MetricInfo("byte.total", True, "By", "Bytes of record batches acknowledged"),
     MetricInfo("batch.size.avg", False, "By", "Average acknowledged batch size"),
     MetricInfo("batch.size.max", False, "By", "Largest acknowledged batch size"),
+    MetricInfo(
+        "record.queue.time.avg", False, "ms", "Average time a batch waited in the buffer before it was sent"
+    ),
+    MetricInfo(
+        "record.queue.time.max", False, "ms", "Longest time a batch waited in the buffer before it was sent"
+    ),
     MetricInfo("buffer.total.bytes", False, "By", "buffer_memory"),
     MetricInfo("buffer.available.bytes", False, "By", "buffer_memory not in use"),
     MetricInfo(
@@ -218,6 +224,9 @@ class MetricsCollector:
         batch = prod.get("batch_bytes", {})
         add("batch.size.avg", batch.get("avg"))
         add("batch.size.max", batch.get("max") if batch.get("count") else None)
+        queued = prod.get("record_queue_time_ms", {})
+        add("record.queue.time.avg", queued.get("avg"))
+        add("record.queue.time.max", queued.get("max") if queued.get("count") else None)
         if "buffer_limit_bytes" in prod:
             add("buffer.total.bytes", prod["buffer_limit_bytes"])
             add("buffer.available.bytes", prod["buffer_limit_bytes"] - prod.get("buffer_used_bytes", 0))

@@ -217,6 +217,21 @@ class _Families:
                 s["sum"],
             )
             self.gauge(f"producer_batch_{what}_max", f"Largest batch, in {what}", base, s["max"])
+        queued = prod.get("record_queue_time_ms")
+        if queued is not None:
+            self.summary(
+                "producer_record_queue_time_seconds",
+                "Time a batch waited in the buffer before it was sent (each drain)",
+                base,
+                queued["count"],
+                queued["sum"] / 1000.0,
+            )
+            self.gauge(
+                "producer_record_queue_time_max_seconds",
+                "Longest time a batch waited in the buffer",
+                base,
+                queued["max"] / 1000.0,
+            )
         self.gauge(
             "producer_buffer_used_bytes",
             "Bytes buffered (buffer_memory in use)",

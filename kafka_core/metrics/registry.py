@@ -229,11 +229,14 @@ def _code_name(code: int) -> str:
 class ProducerMetrics:
     """What a producer's sender counts, once per batch (never per record)."""
 
-    __slots__ = ("batch_bytes", "batch_records", "retries", "topics")
+    __slots__ = ("batch_bytes", "batch_records", "queue_ms", "retries", "topics")
 
     def __init__(self) -> None:
         self.batch_records = SizeStats()
         self.batch_bytes = SizeStats()
+        # Per batch drained into a request (a retry again): ms since it opened, as Java's
+        # record-queue-time (the time its first record waited in the buffer).
+        self.queue_ms = SizeStats()
         self.retries = 0
         # topic -> [records sent, bytes sent, batches sent, records failed, batches failed]
         self.topics: dict[str, list[int]] = {}
@@ -277,6 +280,7 @@ class ProducerMetrics:
             "retries": self.retries,
             "batch_records": self.batch_records.snapshot(),
             "batch_bytes": self.batch_bytes.snapshot(),
+            "record_queue_time_ms": self.queue_ms.snapshot(),
             "topics": topics,
         }
 

@@ -302,8 +302,11 @@ class Sender:
 
         drained = self.acc.drain_ready(capacity, pick, self.max_request_size)
         loop = asyncio.get_running_loop()
+        queued = self.metrics.queue_ms.add
         for slot, requests in drained:
             for items in requests:  # created (and so written to the connection) in order
+                for _, b in items:
+                    queued(max(int((now - b.created) * 1000), 0))
                 self._node_in_flight[slot] += 1  # type: ignore[index]
                 task = loop.create_task(self._produce(slot, items))  # type: ignore[arg-type]
                 self._requests.add(task)

@@ -38,6 +38,7 @@ PRODUCER: dict[str, Any] = {
         "retries": 2,
         "bytes_sent": 500,
         "batch_bytes": {"avg": 125.0, "max": 200, "count": 4},
+        "record_queue_time_ms": {"avg": 6.5, "max": 9, "count": 4, "sum": 26},
         "buffer_limit_bytes": 1000,
         "buffer_used_bytes": 100,
         "topics": {"t": {"records_sent": 10, "bytes_sent": 500, "records_failed": 1}},
@@ -122,6 +123,8 @@ def test_a_producer_snapshot_under_kip_714_names_with_its_attributes(
     assert points(got[p + "topic.record.send.total"]) == {(*me, ("topic", "t")): 10}
     assert isinstance(got[p + "batch.size.max"], Gauge) and points(got[p + "batch.size.max"]) == {me: 200}
     assert points(got[p + "buffer.available.bytes"]) == {me: 900}
+    assert points(got[p + "record.queue.time.avg"]) == {me: 6.5}
+    assert points(got[p + "record.queue.time.max"]) == {me: 9}
     assert points(got[p + "node.request.latency.max"]) == {(*me, ("node_id", "1")): pytest.approx(20.0)}
     assert points(got[p + "node.request.latency.avg"]) == {(*me, ("node_id", "1")): pytest.approx(10.0)}
     assert points(got[p + "produce.throttle.time.avg"]) == {me: pytest.approx(7.5)}

@@ -77,6 +77,7 @@ def test_producer_metrics_per_batch_and_topic() -> None:
     assert snap["records_failed"] == 5
     assert snap["batch_records"] == {"count": 3, "sum": 41, "max": 30, "avg": pytest.approx(41 / 3)}
     assert snap["batch_bytes"]["max"] == 2500
+    assert snap["record_queue_time_ms"] == {"count": 0, "sum": 0, "max": 0, "avg": None}
     assert snap["topics"]["b"] == {
         "records_sent": 1,
         "bytes_sent": 80,

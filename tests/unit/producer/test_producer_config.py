@@ -148,3 +148,18 @@ def test_client_and_admin_from_config_build_their_own_class(cls: Any, face: Any)
         result = obj.close()
         if asyncio.iscoroutine(result):
             asyncio.run(result)
+
+
+def test_record_queue_time_is_the_time_a_batch_waited_before_it_was_sent() -> None:
+    """As Java's record-queue-time: per batch drained into a request, the ms since it opened;
+    a batch lingers 50 ms here, so it waited at least that long."""
+    broker = ProduceBroker(1)
+
+    async def main() -> dict[str, Any]:
+        async with kafka_core.aio.KafkaProducer(client=broker, linger_ms=50) as p:
+            await (await p.send("t", b"v"))
+            return p.metrics()["producer"]["record_queue_time_ms"]
+
+    queued = asyncio.run(main())
+    assert queued["count"] == 1 and 50 <= queued["max"] < 5_000
+    assert queued["avg"] == queued["max"] == queued["sum"]
