@@ -282,10 +282,7 @@ class ConsumerOffsets:
     async def end_offsets(self, partitions: Iterable[Any]) -> dict[TopicPartition, int]:
         tps = [as_topic_partition(x) for x in partitions]
         got = await self._client.list_offsets({tp: LATEST for tp in tps}, isolation_level=self._isolation)
-        return {
-            tp: await self._fetcher.true_end(tp, lo.offset) if lo.offset > 0 else lo.offset
-            for tp, lo in got.items()
-        }
+        return await self._fetcher.true_ends({tp: lo.offset for tp, lo in got.items()})
 
     async def lag(self) -> dict[TopicPartition, int | None]:
         ends = await self.end_offsets(self._subs.assigned())

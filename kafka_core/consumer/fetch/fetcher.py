@@ -40,7 +40,7 @@ from kafka_core.client.waiting import wait_event
 from kafka_core.consumer.fetch.buffer import FetchBuffer
 from kafka_core.consumer.fetch.replicas import ReadReplicas, online
 from kafka_core.consumer.fetch.requests import FetchRequests, cached_topic_ids, session_topics_of, topics_of
-from kafka_core.consumer.fetch.results import PartitionFetch, leader_moved, scan_batches
+from kafka_core.consumer.fetch.results import PartitionFetch, last_offset_at, leader_moved
 from kafka_core.consumer.fetch.session import SESSION_ERRORS, FetchSession, PartitionData, SessionRequest
 from kafka_core.consumer.fetch.validation import PositionValidator
 from kafka_core.consumer.policies import IsolationLevel, OffsetReset
@@ -52,7 +52,9 @@ from kafka_core.network.backoff import Backoff
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import RETRIABLE_FETCH_CODES, ErrorCode, error_for
 
-log = logging.getLogger("kafka_core.consumer.fetcher")  # its name before the move: log filters keep working
+log = logging.getLogger("kafka_core.consumer.fetcher")
+# A latest-offset probe reads batch headers only (61 bytes in v2): a partition's share of it.
+PROBE_PARTITION_BYTES = 1024  # its name before the move: log filters keep working
 
 # The fetch loop's lanes are FETCH_LANE_BASE, FETCH_LANE_BASE + 1, ...: never lane 0, the
 # connection of the client's other requests. A broker answers one connection's requests in
@@ -326,11 +328,12 @@ class Fetcher:
             self.outage.failed_all(todo, exc)
             return
         self.outage.ok_all(todo)
+        ends = await self.true_ends(
+            {tp: listed.offset for tp, listed in found.items() if todo[tp] is OffsetReset.LATEST}
+        )
         for tp, listed in found.items():
             policy = todo[tp]
-            offset = listed.offset
-            if policy is OffsetReset.LATEST and offset > 0:
-                offset = await self.true_end(tp, offset)
+            offset = ends.get(tp, listed.offset)
             if tp in self._subs and self._subs.state(tp).reset == policy:
                 # The leader's own answer: no validation needed; its epoch is the offset's.
                 self._subs.seek_validated(
@@ -339,27 +342,50 @@ class Fetcher:
                 self.buffer.pop(tp, None)
         self._notify()
 
-    async def true_end(self, tp: TopicPartition, listed: int) -> int:
-        """The log end offset, checked against the batch holding ``listed - 1``.
+    async def true_ends(self, listed: dict[TopicPartition, int]) -> dict[TopicPartition, int]:
+        """The log end offsets, each checked against the batch holding ``listed - 1``.
 
         Some brokers (Tansu) answer ListOffsets latest with the last batch's base offset + 1;
-        the batch containing that offset tells where the log really ends.
-        """
-        try:
-            node = await self._client.leader_for(tp.topic, tp.partition, timeout_ms=10_000)
-            request, version = await self._requests.build(node, {tp: listed - 1}, max_wait=100, min_bytes=1)
-            self.fetch_version = version
-            resp = await self._client.send(node, request, version)
-        except KafkaError as exc:
-            log.debug("latest-offset probe failed for %s: %r", tp, exc)
-            return listed
-        for topic, t in topics_of(resp, request):
-            for p in t.partitions:
-                if topic == tp.topic and p.partition_index == tp.partition and not p.error_code and p.records:
-                    for b in scan_batches(p.records):
-                        if b.base_offset <= listed - 1 <= b.last_offset:
-                            return max(listed, b.last_offset + 1)
-        return listed
+        the batch containing that offset tells where the log really ends. One Fetch per leader
+        for all its partitions, reading batch headers only (PROBE_PARTITION_BYTES each), not
+        one per partition: a 3,000-partition topic's ends in a round trip per broker. A
+        partition whose probe fails keeps its listed offset."""
+        out = dict(listed)
+        by_node: dict[int, dict[TopicPartition, int]] = defaultdict(dict)
+        for tp, offset in listed.items():
+            if offset <= 0:
+                continue
+            try:
+                node = await self._client.leader_for(tp.topic, tp.partition, timeout_ms=10_000)
+            except KafkaError as exc:
+                log.debug("latest-offset probe of %s: no leader: %r", tp, exc)
+                continue
+            by_node[node][tp] = offset - 1
+
+        async def probe(node: int, wanted: dict[TopicPartition, int]) -> None:
+            try:
+                request, version = await self._requests.build(
+                    node, wanted, max_wait=100, min_bytes=1, partition_max_bytes=PROBE_PARTITION_BYTES
+                )
+                self.fetch_version = version
+                resp = await self._client.send(node, request, version)
+            except KafkaError as exc:
+                log.debug(
+                    "latest-offset probe of %d partition(s) on node %d failed: %r", len(wanted), node, exc
+                )
+                return
+            for topic, t in topics_of(resp, request):
+                for p in t.partitions:
+                    tp = TopicPartition(topic, p.partition_index)
+                    target = wanted.get(tp)
+                    if target is None or p.error_code or not p.records:
+                        continue
+                    last = last_offset_at(p.records, target)
+                    if last is not None and last + 1 > out[tp]:
+                        out[tp] = last + 1
+
+        await asyncio.gather(*(probe(node, wanted) for node, wanted in by_node.items()))
+        return out
 
     def _check_recreated(self, topics: Any) -> None:
         """A topic whose id changed was deleted and recreated: its positions mean nothing now."""

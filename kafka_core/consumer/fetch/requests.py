@@ -57,6 +57,7 @@ class FetchRequests:
         max_wait: int,
         min_bytes: int,
         epochs: Mapping[TopicPartition, tuple[int, int]] | None = None,
+        partition_max_bytes: int | None = None,
     ) -> tuple[FetchRequest, int]:
         """The request and its version: by topic id (v13+) when the broker and metadata allow.
 
@@ -77,7 +78,9 @@ class FetchRequests:
                 FetchRequest.FetchPartition(
                     partition=tp.partition,
                     fetch_offset=off,
-                    partition_max_bytes=self._part_max,
+                    partition_max_bytes=self._part_max
+                    if partition_max_bytes is None
+                    else partition_max_bytes,
                     current_leader_epoch=current,
                     last_fetched_epoch=last if version >= LAST_FETCHED_EPOCH_MIN_VERSION else -1,
                 )

@@ -77,6 +77,25 @@ def scan_batches(buf: Any) -> list[BatchHeader]:
     return out
 
 
+def last_offset_at(buf: Any, target: int) -> int | None:
+    """The last offset of the batch in ``buf`` that holds ``target``, read from batch headers
+    alone: the batch may be cut short (a Fetch's partition_max_bytes), its header is enough.
+    None when no batch there holds it (or the data is too short to tell)."""
+    mv = memoryview(buf)
+    size = len(mv)
+    pos = 0
+    while pos + 27 <= size:  # baseOffset .. lastOffsetDelta (v2); a legacy entry needs 17
+        base, length = _HDR.unpack_from(mv, pos)
+        if length < 0:
+            return None
+        magic = mv[pos + 16]
+        last = base + _V2.unpack_from(mv, pos + 16)[2] if magic >= 2 else base
+        if base <= target <= last:
+            return last
+        pos += 12 + length
+    return None
+
+
 def aborted_ranges(batches: list[BatchHeader], aborted: list[tuple[int, int]]) -> list[tuple[int, int]]:
     """Offset ranges of aborted transactional batches (read_committed), from the aborted list.
 
