@@ -604,8 +604,8 @@ class Accumulator:
                 if q is None:  # the late batches' tick: their slots are ready already
                     self._late_tick = False
                     lingered.extend(self.late.items())
-                elif b is None:  # a retry's backoff is over
-                    if q.sealed or q.retry:
+                elif b is None:  # a retry's backoff is over (it held back a lingered batch too)
+                    if q.sealed or q.retry or self._lingered(q, now):
                         self._file(q, ready=True)
                 elif q.open is b and b.count:
                     self._file(q, ready=True)
@@ -802,6 +802,7 @@ class Accumulator:
     def restart_sequences(self) -> None:
         """A new producer id or epoch: every partition numbers from 0 again, the batches not
         acknowledged yet renumbered in their order."""
+        now = time.monotonic()
         with self.lock:
             for t in self.topics.values():
                 for q in t.queues or ():
@@ -819,7 +820,7 @@ class Accumulator:
                         b.unknown_outcome = False
                         b.resent = False
                     q.sealed.extend(pending)
-                    if pending:
+                    if pending or self._lingered(q, now):  # a lingered batch waited for the bump too
                         self._file(q, ready=True)
 
     def take_in_flight(self) -> list[ProducerBatch]:

@@ -263,3 +263,43 @@ def test_a_drain_that_takes_a_batch_looks_again_if_the_next_one_has_lingered() -
     assert drain(acc, now, room=1) == [(0, [[0]])]  # room for one request: the second waits...
     assert acc.ready  # ...with its slot still ready
     assert drain(acc, now, room=1) == [(0, [[0]])]
+
+
+def test_a_retry_backoff_that_held_back_a_lingered_batch_makes_its_slot_ready_when_over() -> None:
+    """A partition in its retry backoff whose retried batch is gone (failed at its deadline) still
+    has a lingered open batch: the backoff's end looks at it again (no tick will)."""
+    acc = make_accumulator(linger_ms=0)
+    acc.set_partitions("t", 1)
+    acc.append("t", b"v", partition=0)
+    now = opened(acc, 0)
+    q = acc.topics["t"].queues[0]  # type: ignore[index]
+    retried = ProducerBatch("t", 0, now, now + 60)
+    q.in_flight.append(retried)
+    acc.park_retry(q, retried, now + 0.1)
+    q.retry.clear()  # its deadline passed meanwhile: failed, no longer waiting
+    acc.settle(q, retried)
+
+    class Muted(Picks):
+        at = now
+
+        def __call__(self, q: PartitionQueue, room: int | None) -> ProducerBatch | object | None:
+            return None if q.muted_until > self.at else super().__call__(q, room)
+
+    picks = Muted(acc)
+    picks.at = now + 0.05
+    assert drain(acc, picks.at, picks=picks) == []  # muted: the open batch waits
+    picks.at = now + 0.1
+    assert drain(acc, picks.at, picks=picks) == [(0, [[0]])]  # the backoff's timer made the slot ready
+
+
+def test_an_epoch_bump_makes_the_slot_of_a_lingered_batch_ready() -> None:
+    """A partition whose unresolved sequence asked for a new epoch keeps its lingered open batch
+    back; once sequences restart, its slot is looked at again (no tick will)."""
+    acc = make_accumulator(linger_ms=0)
+    acc.set_partitions("t", 1)
+    acc.append("t", b"v", partition=0)
+    now = opened(acc, 0)
+    picks = Picks(acc, blocked={0})  # the sender's pick: nothing new is numbered before the bump
+    assert drain(acc, now, picks=picks) == []
+    acc.restart_sequences()  # the new epoch
+    assert drain(acc, now) == [(0, [[0]])]
