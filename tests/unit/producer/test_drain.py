@@ -5,6 +5,7 @@ linger passes or a batch fills; and a drain touches only partitions that hold re
 
 from __future__ import annotations
 
+import time
 from collections.abc import Hashable
 
 from fakes.accumulator import make_accumulator
@@ -244,6 +245,8 @@ def test_late_batches_share_one_tick_and_a_tick_makes_no_slot_ready() -> None:
     b = acc.topics["t"].queues[7].open  # type: ignore[index]
     assert b is not None and b.stamps is not None and b.stamps[-1][0] == 2  # the second record's time
     q = acc.topics["t"].queues[7]  # type: ignore[index]
+    while time.monotonic() < b.created + acc.linger:  # settle reads the clock: the linger has passed
+        time.sleep(0.001)
     acc.settle(q, ProducerBatch("t", 7, now, now + 60))  # its request ended: its slot is asked again
     lingered = acc.due(now + 1.0)  # (the tick is due too)
     sent = acc.drain_ready(lambda slot: 5, Picks(acc), 1 << 30)

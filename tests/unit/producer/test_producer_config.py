@@ -161,5 +161,5 @@ def test_record_queue_time_is_the_time_a_batch_waited_before_it_was_sent() -> No
             return p.metrics()["producer"]["record_queue_time_ms"]
 
     queued = asyncio.run(main())
-    assert queued["count"] == 1 and 50 <= queued["max"] < 5_000
+    assert queued["count"] == 1 and 49 <= queued["max"] < 5_000  # (49: ms truncated)
     assert queued["avg"] == queued["max"] == queued["sum"]
