@@ -10,6 +10,11 @@ nothing to read. CPU is the child process's own user+system time (getrusage: eve
 librdkafka's included) over each phase; the broker's is its process's /proc stat over the same
 phase. Figures are medians of the rounds.
 
+Each round first waits (up to 2 minutes) for the broker to settle: its CPU under a fifth of a
+core over 2 s. A deleted topic of thousands of partitions keeps a broker busy a while (the dev
+broker removes its files after 1 s, ``file.delete.delay.ms``, not Kafka's default minute), and
+that work went into the next rounds' figures (a third round's broker at 33% of a core idle).
+
     python -m bench.bench_wide                                  # 10,100,1000,3000 partitions, 3 rounds
     python -m bench.bench_wide --quick                          # 10,100 partitions, 20,000 records, 1 round
     python -m bench.bench_wide --partitions 10,1000 --repeat 1 --save   # keep as results.json's ``wide``
@@ -87,6 +92,36 @@ def pid_cpu(pid: int | None) -> float | None:
         return None
     fields = raw[raw.rindex(")") + 2 :].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+SETTLED_SHARE = 0.2  # of a core: a broker doing no more than serving idle clients
+SETTLE_WINDOW_S = 2.0
+SETTLE_TIMEOUT_S = 120.0
+
+
+def settle_broker(
+    pid: int | None,
+    *,
+    share: float = SETTLED_SHARE,
+    window_s: float = SETTLE_WINDOW_S,
+    timeout_s: float = SETTLE_TIMEOUT_S,
+) -> float | None:
+    """Wait until process ``pid`` uses under ``share`` of a core over ``window_s``; the seconds
+    waited, None if it did not settle within ``timeout_s`` (or 0.0 when it is not measurable)."""
+    began = time.monotonic()
+    before = pid_cpu(pid)
+    if before is None:
+        return 0.0
+    while True:
+        time.sleep(window_s)
+        after = pid_cpu(pid)
+        if after is None:
+            return 0.0
+        if (after - before) / window_s < share:
+            return round(time.monotonic() - began, 1)
+        if time.monotonic() - began > timeout_s:
+            return None
+        before = after
 
 
 def listening_pid(bootstrap: str) -> int | None:
@@ -339,6 +374,7 @@ def one_run(
 ) -> dict[str, Any]:
     """One client's produce child, then its consume child, on a fresh topic of ``partitions``:
     the phases' figures, or ``{"error": ...}``."""
+    settled = settle_broker(broker_pid)  # the last round's deleted topic, gone from its disk
     topic = unique_topic(f"wide{partitions}", client)
     # one node hosts new partitions at some 20-50 a second under load: minutes at 10,000
     create_topic(bootstrap, topic, partitions, timeout=max(120.0, partitions / 10))
@@ -355,6 +391,7 @@ def one_run(
             "reads": read.extra["reads"],
             "idle": read.extra["idle"],
             "rss_mb": max(produced.rss_mb, read.rss_mb),
+            "broker_settled_s": settled,  # None: it was still busy after SETTLE_TIMEOUT_S
         }
     finally:
         delete_topic(bootstrap, topic)
@@ -463,7 +500,9 @@ def wide_broker(widest: int) -> Iterator[tuple[str, int | None, str]]:
     from kafka_core.devbroker import KAFKA_VERSION, KafkaCluster
 
     heap = 768 if widest <= 3_000 else 2_048
-    with KafkaCluster(1, heap_mb=heap) as cluster:
+    # A deleted topic's files go after 1 s, not Kafka's default minute, so that the work falls
+    # before the next round begins (settle_broker), not inside its figures.
+    with KafkaCluster(1, heap_mb=heap, overrides={"file.delete.delay.ms": "1000"}) as cluster:
         description = f"Apache Kafka {KAFKA_VERSION} (one KRaft node, {heap} MB heap), loopback"
         yield cluster.bootstrap, cluster.nodes[0].pid, description
 

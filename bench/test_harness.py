@@ -633,3 +633,26 @@ def test_wide_live_metadata_stall(bootstrap: str) -> None:
         delete_topic(bootstrap, topic)
     assert set(figures) == {"request_ms", "stall_ms", "quiet_gap_ms"}
     assert figures["request_ms"] > 0 and figures["stall_ms"] > 0
+
+
+def test_settle_broker_waits_for_a_quiet_process_and_says_how_long() -> None:
+    import os
+    import threading
+
+    from bench.bench_wide import settle_broker
+
+    assert settle_broker(None) == 0.0  # a broker not on this machine: nothing to wait for
+    assert settle_broker(os.getpid(), window_s=0.2, timeout_s=5) is not None  # this one idles
+    stop = threading.Event()
+
+    def spin() -> None:
+        while not stop.is_set():
+            pass
+
+    busy = threading.Thread(target=spin)
+    busy.start()
+    try:  # a process that keeps spinning never settles (a low bar: CI machines are loaded)
+        assert settle_broker(os.getpid(), share=0.01, window_s=0.5, timeout_s=1.0) is None
+    finally:
+        stop.set()
+        busy.join()
