@@ -111,8 +111,12 @@ class FakeClient:
         out = {}
         for tp, ts in timestamps.items():
             log = self.logs[TopicPartition(*tp)]
-            out[TopicPartition(*tp)] = ListedOffset(log.start if ts == -2 else log.end)
+            out[TopicPartition(*tp)] = ListedOffset(log.start if ts == -2 else self.listed_end(log))
         return out
+
+    def listed_end(self, log: FakeLog) -> int:
+        """What ListOffsets latest answers: the log end (a subclass: as another broker does)."""
+        return log.end
 
     async def send(self, node: int, body: Any, version: int | None = None, **kw: Any) -> Any:
         assert isinstance(body, FetchRequest)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from fakes.consumer_client import FakeClient
+from fakes.consumer_client import FakeClient, FakeLog
 from fakes.consumer_helpers import T, new, run
 
-from kafka_core.client.metadata import ListedOffset, TopicPartition
+from kafka_core.client.metadata import TopicPartition
 from kafka_core.codec import encode_record_batch
 from kafka_core.consumer.fetch.results import last_offset_at
 
@@ -21,16 +21,8 @@ class BaseOffsetBroker(FakeClient):
     each partition's Fetch data at the partition_max_bytes asked (all but the first partition,
     as Apache Kafka does)."""
 
-    async def list_offsets(
-        self, timestamps: dict, *, isolation_level: int = 0, timeout_ms: float | None = None
-    ) -> dict:
-        out = {}
-        for tp, ts in timestamps.items():
-            log = self.logs[TopicPartition(*tp)]
-            out[TopicPartition(*tp)] = ListedOffset(
-                log.start if ts == -2 else (log.batches[-1][0] + 1 if log.batches else log.end)
-            )
-        return out
+    def listed_end(self, log: FakeLog) -> int:
+        return log.batches[-1][0] + 1 if log.batches else log.end
 
     async def send(self, node: int, body: Any, version: int | None = None, **kw: Any) -> Any:
         resp = await super().send(node, body, version, **kw)

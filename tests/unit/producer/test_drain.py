@@ -40,6 +40,17 @@ class Picks:
         return self.acc.take_head(q)
 
 
+class Muted(Picks):
+    """A pick that passes over a partition in its retry backoff at ``at``, as the sender's."""
+
+    def __init__(self, acc: Accumulator, at: float) -> None:
+        super().__init__(acc)
+        self.at = at
+
+    def __call__(self, q: PartitionQueue, room: int | None) -> ProducerBatch | object | None:
+        return None if q.muted_until > self.at else super().__call__(q, room)
+
+
 def drain(
     acc: Accumulator,
     now: float,
@@ -202,14 +213,7 @@ def test_a_retry_goes_once_its_backoff_is_over() -> None:
     acc.park_retry(q, batch, now + 0.1)
     acc.settle(q, batch)  # nothing in flight: the retry is first in line, after its backoff
 
-    class Muted(Picks):
-        at = now
-
-        def __call__(self, q: PartitionQueue, room: int | None) -> ProducerBatch | object | None:
-            return None if q.muted_until > self.at else super().__call__(q, room)
-
-    picks = Muted(acc)
-    picks.at = now + 0.05
+    picks = Muted(acc, now + 0.05)
     assert drain(acc, picks.at, picks=picks) == []
     picks.at = now + 0.1
     assert drain(acc, picks.at, picks=picks) == [(0, [[0]])]  # its timer made the slot ready
@@ -282,14 +286,7 @@ def test_a_retry_backoff_that_held_back_a_lingered_batch_makes_its_slot_ready_wh
     q.retry.clear()  # its deadline passed meanwhile: failed, no longer waiting
     acc.settle(q, retried)
 
-    class Muted(Picks):
-        at = now
-
-        def __call__(self, q: PartitionQueue, room: int | None) -> ProducerBatch | object | None:
-            return None if q.muted_until > self.at else super().__call__(q, room)
-
-    picks = Muted(acc)
-    picks.at = now + 0.05
+    picks = Muted(acc, now + 0.05)
     assert drain(acc, picks.at, picks=picks) == []  # muted: the open batch waits
     picks.at = now + 0.1
     assert drain(acc, picks.at, picks=picks) == [(0, [[0]])]  # the backoff's timer made the slot ready
