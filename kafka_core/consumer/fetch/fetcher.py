@@ -52,9 +52,9 @@ from kafka_core.network.backoff import Backoff
 from kafka_core.protocol import ApiKey
 from kafka_core.protocol.errors import RETRIABLE_FETCH_CODES, ErrorCode, error_for
 
-log = logging.getLogger("kafka_core.consumer.fetcher")
+log = logging.getLogger("kafka_core.consumer.fetcher")  # its name before the move: log filters keep working
 # A latest-offset probe reads batch headers only (61 bytes in v2): a partition's share of it.
-PROBE_PARTITION_BYTES = 1024  # its name before the move: log filters keep working
+PROBE_PARTITION_BYTES = 1024
 
 # The fetch loop's lanes are FETCH_LANE_BASE, FETCH_LANE_BASE + 1, ...: never lane 0, the
 # connection of the client's other requests. A broker answers one connection's requests in
