@@ -7,6 +7,7 @@ mixin; this module owns connections and metadata, the state every call depends o
 from __future__ import annotations
 
 import asyncio
+import copy
 import inspect
 import logging
 import random
@@ -493,10 +494,18 @@ class KafkaClient(ClientOperations):
             # Reconnect before the broker cuts us off (idle reaping at connections.max.idle.ms,
             # SASL session expiry) rather than racing a request against its close.
             await conn.close("idle too long or SASL session about to expire")
+        failed = node.failed_attempts
         async with node.lock:
             conn = node.lane(lane)
             if conn is not None and conn.connected:
                 return conn
+            if node.failed_attempts != failed and node.last_failure is not None:
+                # An attempt made while this request waited failed: the request fails with it
+                # rather than connecting on its own after the backoff, so a request never
+                # reaches a broker ahead of an earlier one to it that could not (a producer's
+                # pipelined batches keep their order where the broker checks no sequences), and
+                # its caller hears of the outage at once.
+                raise copy.copy(node.last_failure)
             delay = node.next_attempt - asyncio.get_running_loop().time()
             if delay > 0:
                 await asyncio.sleep(delay)
@@ -504,7 +513,9 @@ class KafkaClient(ClientOperations):
             conn = self._new_connection(node.broker.host, node.broker.port, node_id)
             try:
                 await conn.connect()
-            except KafkaError:
+            except KafkaError as exc:
+                node.failed_attempts += 1
+                node.last_failure = exc
                 node.next_attempt = asyncio.get_running_loop().time() + node.backoff.next_s()
                 self._meta.invalidate()
                 raise

@@ -67,8 +67,12 @@ class Node:
     backoff: Backoff
     conn: BrokerConnection | None = None  # lane 0: everything by default
     lanes: dict[int, BrokerConnection] = field(default_factory=dict)
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)  # guards connecting (any lane)
     next_attempt: float = 0.0
+    # Connect attempts that failed, and the last one's error: a request that queued for the
+    # lock while an attempt was under way fails with that attempt (see ClusterClient.connection).
+    failed_attempts: int = 0
+    last_failure: BaseException | None = None
 
     def lane(self, lane: int) -> BrokerConnection | None:
         return self.conn if lane == 0 else self.lanes.get(lane)

@@ -497,6 +497,49 @@ async def test_client_retries_metadata_through_a_dropped_connection() -> None:
         assert (await client.metadata(["again"])).topics[0].name == "again"
 
 
+class RefusingOnce(FakeBroker):
+    """Hangs up on the ApiVersions of the next ``refuse`` connections (a broker coming back)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.refuse = 0
+        self.names: list[str] = []  # the topics named by each Metadata request, in turn
+
+    async def answer(self, req: Any, writer: asyncio.StreamWriter) -> bool:
+        if req.header.api_key == ApiKey.API_VERSIONS and self.refuse > 0:
+            self.refuse -= 1
+            return False
+        if req.header.api_key == ApiKey.METADATA:
+            self.names.extend(t.name for t in req.body.topics or ())
+        return await super().answer(req, writer)
+
+
+@aio
+async def test_requests_queued_behind_a_failed_connect_fail_with_it() -> None:
+    """Two requests to a broker whose connection is gone: the first one's connect attempt fails,
+    and the second, which waited for it, fails with it rather than connecting after the backoff
+    and reaching the broker ahead of the first (a producer's pipelined batches on the librdkafka
+    mock, which checks no sequences, were written out of order that way). The next request
+    connects."""
+    async with (
+        RefusingOnce() as broker,
+        KafkaClient(broker.bootstrap, reconnect_backoff_ms=20, reconnect_backoff_max_ms=20) as client,
+    ):
+        conn = await client.connection(NODE_ID)
+        await conn.close()
+        broker.refuse = 1
+        first = asyncio.ensure_future(client.send(NODE_ID, meta("first")))
+        second = asyncio.ensure_future(client.send(NODE_ID, meta("second")))
+        results = await asyncio.gather(first, second, return_exceptions=True)
+        assert all(isinstance(r, KafkaConnectionError) for r in results), results
+        assert str(results[0]) == str(results[1])
+        assert "second" not in broker.names, (
+            "the second request reached the broker on a connection of its own"
+        )
+        resp = await client.send(NODE_ID, meta("third"))
+        assert resp.topics[0].name == "third"
+
+
 @aio
 async def test_client_bootstrap_skips_dead_servers() -> None:
     async with FakeBroker() as dead:
