@@ -196,8 +196,9 @@ if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
 fi
 
 # CPython 3.12 and 3.13 (ci/pythons.sh): their venvs and the extension are set up now (nice'd:
-# mostly downloads and unpacking); then, once the integration stage has ended, the unit suite with
-# both codecs on each (CPU-bound: beside the integration stage it would starve the brokers' tests).
+# mostly downloads and unpacking); then, once the integration stage has ended, the unit suite on
+# each, the twins' suites both ways (CPU-bound: beside the integration stage it would starve the
+# brokers' tests).
 # On the newest, the compatibility subset against Tansu (in place of a Tansu subset on 3.11) runs
 # beside the integration stage instead, after the Kafka 3.9 subset (it mostly waits on the
 # broker). A missing interpreter fails both.
@@ -211,7 +212,7 @@ pythons_after_integration() {
   while [ ! -e build/logs/integration.done ]; do sleep 5; done
   KAFKA_CORE_PYTHONS_COMPAT=0 bash ci/pythons.sh "${PYTEST_ARGS[@]}"
 }
-background pythons "CPython 3.12 and 3.13: unit suite (both codecs)" pythons_after_integration
+background pythons "CPython 3.12 and 3.13: unit suite (the twins' suites both ways)" pythons_after_integration
 
 stage "ruff" lint
 stage "mypy" mypy
