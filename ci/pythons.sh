@@ -2,17 +2,20 @@
 # The other CPythons the wheels are built for (pyproject's classifiers): for each, its own venv
 # (.venv-3.12, .venv-3.13) with the package and the test extras, the Cython extension built in place
 # for it (the .so names carry the ABI tag, so builds for several Pythons coexist beside .venv's),
-# the whole unit suite with the Cython codec, then the suites of the modules that have a
-# pure-Python twin (the codec with its Avro column decoders, the producer's append path) with the
-# twins: the rest of the suite runs the same Python code whichever codec is loaded, and
-# ci/test.sh runs all of it both ways on 3.11 (on two cores the four whole runs here took 17
-# minutes of a 63-minute CI). On the newest, the compatibility
+# then the suites of the modules that have a pure-Python twin (the codec with its Avro column
+# decoders, the producer's append path) with the Cython extension and with the twins; on the
+# newest, the whole unit suite with the extension. ci/test.sh runs the whole suite both ways on
+# 3.11, the oldest: the rest of the suite runs the same Python code whichever codec is loaded, and
+# what differs between CPythons shows at the oldest or the newest (on two cores the four whole
+# runs here took 17 minutes of a 63-minute CI, after its integration stage). On the newest, the compatibility
 # subset against Tansu too (its report is build/compat/tansu.json). 3.11 is .venv's, run by
 # ci/test.sh. A missing interpreter fails the run, naming what to install: never a skip.
 #   KAFKA_CORE_PYTHONS="3.12 3.13"   the versions (default); the last one gets the Tansu subset
 #   KAFKA_CORE_PYTHONS_JOBS=2        pytest-xdist workers per unit run (default: every core)
-#   KAFKA_CORE_PYTHONS_PURE_TESTS="tests/unit"  what runs with the pure-Python twins (default: the
-#                                    suites of the modules that have one)
+#   KAFKA_CORE_PYTHONS_PURE_TESTS="tests/unit"  what runs both ways (default: the suites of the
+#                                    modules that have a pure-Python twin)
+#   KAFKA_CORE_PYTHONS_WHOLE="3.12 3.13"  where the whole unit suite runs with the extension
+#                                    (default: the newest)
 #   KAFKA_CORE_PYTHONS_COMPAT=0      leave the Tansu subset out (unit suites only)
 #   KAFKA_CORE_PYTHONS_UNIT=0        leave the unit suites out (set-up and the Tansu subset only;
 #                                    ci/test.sh runs that beside the integration stage)
@@ -73,6 +76,7 @@ fi
 
 ORDER=("${VERSIONS[@]}")
 newest=${VERSIONS[${#VERSIONS[@]} - 1]}
+WHOLE=(${KAFKA_CORE_PYTHONS_WHOLE:-$newest})
 if [ "${KAFKA_CORE_PYTHONS_SETUP_ONLY:-0}" != "0" ]; then
   # the newest first: the Tansu subset runs on it as soon as it is ready
   ORDER=("$newest")
@@ -108,9 +112,11 @@ for version in "${ORDER[@]}"; do
   [ "${KAFKA_CORE_PYTHONS_SETUP_ONLY:-0}" = "0" ] || continue
   [ "${KAFKA_CORE_PYTHONS_UNIT:-1}" != "0" ] || continue
 
-  stage "CPython $version: unit suite, Cython codec"
-  run "CPython $version unit suite, Cython codec" env KAFKA_CORE_REQUIRE_EXTENSION=1 KAFKA_CORE_PURE_PYTHON= \
-    "$py" -m pytest tests/unit -n "$JOBS" -p no:cacheprovider -q "$@"
+  tests=("${PURE_TESTS[@]}")
+  [[ " ${WHOLE[*]} " != *" $version "* ]] || tests=(tests/unit)
+  stage "CPython $version: ${tests[*]}, Cython codec"
+  run "CPython $version ${tests[*]}, Cython codec" env KAFKA_CORE_REQUIRE_EXTENSION=1 KAFKA_CORE_PURE_PYTHON= \
+    "$py" -m pytest "${tests[@]}" -n "$JOBS" -p no:cacheprovider -q "$@"
   stage "CPython $version: ${PURE_TESTS[*]}, pure-Python twins"
   run "CPython $version ${PURE_TESTS[*]}, pure-Python twins" env KAFKA_CORE_REQUIRE_EXTENSION= KAFKA_CORE_PURE_PYTHON=1 \
     "$py" -m pytest "${PURE_TESTS[@]}" -n "$JOBS" -p no:cacheprovider -q "$@"

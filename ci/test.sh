@@ -196,9 +196,9 @@ if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
 fi
 
 # CPython 3.12 and 3.13 (ci/pythons.sh): their venvs and the extension are set up now (nice'd:
-# mostly downloads and unpacking); then, once the integration stage has ended, the unit suite on
-# each, the twins' suites both ways (CPU-bound: beside the integration stage it would starve the
-# brokers' tests).
+# mostly downloads and unpacking); then, once the integration stage has ended, the twins' suites
+# both ways on each and the whole unit suite on the newest (CPU-bound: beside the integration
+# stage it would starve the brokers' tests).
 # On the newest, the compatibility subset against Tansu (in place of a Tansu subset on 3.11) runs
 # beside the integration stage instead, after the Kafka 3.9 subset (it mostly waits on the
 # broker). A missing interpreter fails both.
@@ -212,14 +212,14 @@ pythons_after_integration() {
   while [ ! -e build/logs/integration.done ]; do sleep 5; done
   KAFKA_CORE_PYTHONS_COMPAT=0 bash ci/pythons.sh "${PYTEST_ARGS[@]}"
 }
-background pythons "CPython 3.12 and 3.13: unit suite (the twins' suites both ways)" pythons_after_integration
+background pythons "CPython 3.12 and 3.13: the twins' suites both ways, the whole unit suite on 3.13" pythons_after_integration
 
 stage "ruff" lint
 stage "mypy" mypy
 stage "Apache Kafka $KAFKA_NEWEST and $KAFKA_OLDEST from Maven Central" fetch_kafka
 
 # The unit suite needs no broker: it runs on every core (pytest-xdist).
-stage "unit suite, Cython codec" run_pytest tests/unit -n auto
+stage "unit suite, Cython codec" run_pytest tests/unit -n auto --durations=20
 
 unit_pure() { KAFKA_CORE_REQUIRE_EXTENSION='' KAFKA_CORE_PURE_PYTHON=1 run_pytest tests/unit -n auto; }
 stage "unit suite, pure-Python codec" unit_pure
@@ -251,8 +251,9 @@ else
   background compat "compatibility subsets: Apache Kafka $KAFKA_OLDEST, then Tansu on the newest CPython" \
     oldest_then_tansu
   integration_on_kafka() {
+    # --durations: where the stage's time goes (what to look at to keep CI under 40 minutes)
     KAFKA_CORE_TEST_BROKER=kafka KAFKA_CORE_COMPAT_REPORT=build/compat/kafka-newest.json \
-      run_pytest tests/integration tests/interop -n "$INTEGRATION_WORKERS" --dist loadgroup
+      run_pytest tests/integration tests/interop -n "$INTEGRATION_WORKERS" --dist loadgroup --durations=60
   }
   stage "integration and interop suites against Apache Kafka $KAFKA_NEWEST ($INTEGRATION_WORKERS workers)" \
     integration_on_kafka
