@@ -3,8 +3,9 @@ filter, with the names KIP-714 gives and the values the client's own ``metrics()
 librdkafka's pushes (confluent-kafka) to the same broker have the same shape.
 
 Kafka takes PushTelemetry only with a metrics reporter that receives client telemetry: the test
-compiles tests/java/TelemetryFileReporter.java against the broker's jars (javac) and starts its
-own one-node Kafka with it (``metric.reporters``), which writes each push to a file read here.
+starts its own one-node Kafka with one (kafka_core.devtools.brokers.kafka_telemetry: a receiver
+compiled against the broker's jars with javac, loaded with ``metric.reporters``), which writes
+each push to a file read here.
 """
 
 from __future__ import annotations
@@ -12,13 +13,10 @@ from __future__ import annotations
 import asyncio
 import base64
 import itertools
-import shutil
-import subprocess
 import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -27,14 +25,13 @@ from opentelemetry.proto.metrics.v1.metrics_pb2 import MetricsData
 from prerequisites import need_module, unavailable
 
 from kafka_core import KafkaAdmin, KafkaConsumer, KafkaProducer, KafkaShareConsumer
-from kafka_core.admin import ConfigResource, ConfigResourceType
 from kafka_core.admin.results import ClientQuotaEntity
 from kafka_core.aio import KafkaProducer as AsyncProducer
-from kafka_core.devbroker import KAFKA_VERSION, KafkaCluster, kafka_classpath
+from kafka_core.devbroker import KAFKA_VERSION, KafkaCluster
 from kafka_core.devtools.brokers.common import BrokerStartError
+from kafka_core.devtools.brokers.kafka_telemetry import PushLine, TelemetryKafka
 
 DELTA = 1  # opentelemetry's AggregationTemporality
-REPORTER = Path(__file__).resolve().parents[1] / "java" / "TelemetryFileReporter.java"
 INTERVAL_MS = 300
 PRODUCER_ID = "kc-telemetry-producer"
 CONSUMER_ID = "kc-telemetry-consumer"
@@ -53,6 +50,16 @@ class Push:
     client_id: str
     data: MetricsData
 
+    @classmethod
+    def of(cls, line: PushLine) -> Push:
+        return cls(
+            line.instance_id,
+            line.terminating,
+            line.content_type,
+            line.client_id,
+            MetricsData.FromString(line.data),
+        )
+
     def metrics(self) -> dict[str, Any]:
         return {m.name: m for rm in self.data.resource_metrics for sm in rm.scope_metrics for m in sm.metrics}
 
@@ -66,70 +73,31 @@ class Push:
 
 @dataclass
 class Broker:
-    cluster: KafkaCluster
-    pushes_file: Path
+    kafka: TelemetryKafka
+
+    @property
+    def cluster(self) -> KafkaCluster:
+        assert self.kafka.cluster is not None
+        return self.kafka.cluster
 
     def pushes(self, client_id: str) -> list[Push]:
-        if not self.pushes_file.exists():
-            return []
-        out = []
-        for line in self.pushes_file.read_text().splitlines():
-            instance, terminating, content_type, cid, _interval, data = line.split(" ")
-            if cid == client_id:
-                out.append(
-                    Push(
-                        instance,
-                        terminating == "true",
-                        content_type,
-                        cid,
-                        MetricsData.FromString(base64.b64decode(data)),
-                    )
-                )
-        return out
+        return [Push.of(line) for line in self.kafka.pushes(client_id)]
 
     def wait_pushes(self, client_id: str, count: int, timeout: float = 60.0) -> list[Push]:
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            got = self.pushes(client_id)
-            if len(got) >= count:
-                return got
-            time.sleep(0.1)
-        raise AssertionError(
-            f"{count} pushes from {client_id} not received in {timeout}s: {len(self.pushes(client_id))}"
-        )
+        return [Push.of(line) for line in self.kafka.wait_pushes(client_id, count, timeout)]
 
 
 @pytest.fixture(scope="module")
-def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    javac = shutil.which("javac")
-    if javac is None:
-        unavailable("javac (a JDK 17+)", "the KIP-714 tests compile the broker's telemetry receiver")
-    work = tmp_path_factory.mktemp("telemetry")
-    classes = work / "classes"
-    classes.mkdir()
+def broker() -> Iterator[Broker]:
+    kafka = TelemetryKafka()
     try:
-        jars = kafka_classpath(KAFKA_VERSION)
+        kafka.start()
     except BrokerStartError as exc:
-        unavailable(f"Apache Kafka {KAFKA_VERSION}'s jars", exc)
-    subprocess.run([javac, "-cp", f"{jars}/*", "-d", str(classes), str(REPORTER)], check=True, timeout=300)
-    pushes_file = work / "pushes.txt"
-    cluster = KafkaCluster(
-        1,
-        version=KAFKA_VERSION,
-        overrides={
-            "metric.reporters": "TelemetryFileReporter",
-            "kafka_core.telemetry.file": str(pushes_file),
-        },
-        extra_classpath=(classes,),
-    )
+        kafka.close()
+        unavailable(f"Apache Kafka {KAFKA_VERSION} with a telemetry receiver (javac, the broker's jars)", exc)
     try:
-        cluster.start()
-    except BrokerStartError as exc:
-        cluster.close()
-        unavailable(f"Apache Kafka {KAFKA_VERSION} with a telemetry reporter", exc)
-    try:
-        with KafkaAdmin(cluster.bootstrap) as admin:
-            subscriptions = {
+        kafka.subscribe(
+            {
                 # the producer is asked for two groups of metrics only: the filter is checked
                 "kc-producer": (
                     "org.apache.kafka.producer.record.send,org.apache.kafka.producer.node.request.latency",
@@ -140,20 +108,12 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
                 "kc-share": ("org.apache.kafka.consumer.", f"client_id={SHARE_ID}"),
                 "kc-throttled": ("org.apache.kafka.producer.produce.throttle", f"client_id={THROTTLED_ID}"),
                 "kc-admin": ("org.apache.kafka.admin.client.", f"client_id={ADMIN_ID}"),
-            }
-            changes = {
-                ConfigResource(ConfigResourceType.CLIENT_METRICS, name): {
-                    "metrics": metrics,
-                    "interval.ms": str(INTERVAL_MS),
-                    "match": match,
-                }
-                for name, (metrics, match) in subscriptions.items()
-            }
-            for result in admin.incremental_alter_configs(changes).values():
-                result.result()  # raises what the broker refused
-        yield Broker(cluster, pushes_file)
+            },
+            INTERVAL_MS,
+        )
+        yield Broker(kafka)
     finally:
-        cluster.close()
+        kafka.close()
 
 
 def poll_records(consumer: Any, n: int, timeout: float = 60.0) -> int:

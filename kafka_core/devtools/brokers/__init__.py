@@ -6,6 +6,9 @@
   when given an :class:`OAuthServer`, a real OIDC provider run from its Maven Central jars).
 - :class:`SeaweedGateway`: the SeaweedFS Kafka gateway, built on first use from a Go main of ours
   (``seaweedfs_gateway/``, package data) into the user cache.
+- :class:`~kafka_core.devtools.brokers.kafka_telemetry.TelemetryKafka`: one Apache Kafka node that
+  takes KIP-714 client metrics pushes and writes them to a file (a receiver of ours,
+  ``TelemetryFileReporter.java``, package data, compiled on first use into the user cache).
 
 When ``KAFKA_BOOTSTRAP_SERVERS`` is set, :func:`broker_from_env` uses that cluster instead, so the
 same code runs against any cluster. ``python -m kafka_core.devbroker`` (the documented facade of

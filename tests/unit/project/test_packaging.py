@@ -104,6 +104,7 @@ def test_wheel_has_every_extension_stripped_with_stubs_and_licence(dist: tuple[P
             assert f"kafka_core/devtools/brokers/{data}" in names
         assert "kafka_core/devtools/brokers/kafka-server.pom.xml" in names
         assert "kafka_core/devtools/brokers/spark-connector.pom.xml" in names
+        assert "kafka_core/devtools/brokers/TelemetryFileReporter.java" in names
         # the tests' schema table lives in tools/protocol_gen, not in the package
         assert not [n for n in names if n.endswith(("/_schema.py", "/schema_table.py"))]
         dist_info = next(n.split("/")[0] for n in names if n.endswith(".dist-info/METADATA"))

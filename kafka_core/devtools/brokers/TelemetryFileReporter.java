@@ -1,5 +1,5 @@
-// A broker-side KIP-714 receiver for the tests (tests/integration/test_telemetry_kafka.py): Kafka
-// accepts PushTelemetry only when a metrics reporter takes client telemetry. Compiled at test time
+// A broker-side KIP-714 receiver for the tests and benchmarks (kafka_telemetry.py beside it): Kafka
+// accepts PushTelemetry only when a metrics reporter takes client telemetry. Compiled on first use
 // against the dev broker's jars and loaded with metric.reporters; each push it receives becomes one
 // line of the file named by the broker config kafka_core.telemetry.file:
 //   <client instance id> <terminating> <content type> <client id> <push interval ms> <base64 OTLP bytes>
