@@ -33,13 +33,33 @@ class _Acks:
 
     def __init__(self) -> None:
         self.acked: Acked = {}
+        # Delivered without an offset: librdkafka reports none for a batch the broker answered
+        # DUPLICATE_SEQUENCE_NUMBER (an earlier attempt wrote it; the answer carries no offset).
+        self.unplaced: list[tuple[int, bytes]] = []
         self.errors: list[Any] = []
 
     def done(self, err: Any, msg: Any) -> None:
         if err is not None:
             self.errors.append(err)
+        elif msg.offset() is None:
+            self.unplaced.append((msg.partition(), msg.value()))
         else:
             self.acked[(msg.partition(), msg.offset())] = msg.value()
+
+    def settled(self) -> Acked:
+        """Every delivered record at its offset: each partition's offsets run from 0 without a
+        gap (one idempotent producer, nothing else writes), so the records delivered without an
+        offset fill its holes, in send order (the values count up)."""
+        out = dict(self.acked)
+        unplaced: dict[int, list[bytes]] = {}
+        for p, value in self.unplaced:
+            unplaced.setdefault(p, []).append(value)
+        for p, values in unplaced.items():
+            known = {o for q, o in self.acked if q == p}
+            holes = sorted(set(range(len(known) + len(values))) - known)
+            assert len(holes) == len(values), f"partition {p}: offsets {sorted(known)[:10]}... leave no room"
+            out.update(((p, o), v) for o, v in zip(holes, sorted(values), strict=True))
+        return out
 
 
 def produce(bootstrap: str, topic: str, n: int, partitions: int, start: int = 0) -> Acked:
@@ -50,7 +70,7 @@ def produce(bootstrap: str, topic: str, n: int, partitions: int, start: int = 0)
         p.produce(topic, value=b"v%08d" % i, partition=i % partitions, on_delivery=acks.done)
         p.poll(0)
     assert p.flush(30) == 0 and not acks.errors, acks.errors
-    return acks.acked
+    return acks.settled()
 
 
 class Stream:
@@ -91,7 +111,7 @@ class Stream:
         self._stop.set()
         self._thread.join(30)
         assert self._producer.flush(60) == 0 and not self._acks.errors, self._acks.errors[:5]
-        return self.acked
+        return self._acks.settled()
 
 
 class Member:
@@ -130,6 +150,10 @@ class Member:
     def assignment(self) -> set[TopicPartition]:
         return set(self.consumer.assignment())
 
+    @property
+    def stopped(self) -> bool:
+        return self._stop.is_set()
+
     def stop(self) -> None:
         """Stop polling (the thread ends after its commit); raise what the loop raised."""
         self._stop.set()
@@ -164,6 +188,25 @@ def dealt(live: list[Member], everything: set[TopicPartition]) -> bool:
 
 def consumed(ms: list[Member]) -> list[Any]:
     return [msg for m in ms for msg in m.messages]
+
+
+def missing(acked: Acked, ms: list[Member], topic: str) -> str:
+    """What a wait for every acknowledged record found missing, and where each member stands on
+    those partitions (holder, position, what it read last): the evidence a failed wait names."""
+    got = {(msg.partition, msg.offset) for msg in consumed(ms)}
+    gone = sorted(set(acked) - got)
+    lines = [f"{len(got)} of {len(acked)} read; missing {len(gone)}: {gone[:10]}"]
+    for p, o in gone[:5]:
+        tp = TopicPartition(topic, p)
+        for m in ms:
+            read = [msg.offset for msg in m.messages if msg.partition == p]
+            held = tp in m.assignment() if not m.stopped else None
+            position = m.consumer.position(tp) if held else None
+            lines.append(
+                f"  {topic}[{p}]@{o}: {m.name} holds it: {held}, position {position}, "
+                f"read {len(read)} of it (last {read[-3:]})"
+            )
+    return "\n".join(lines)
 
 
 def exactly_once(acked: Acked, ms: list[Member], partitions: int) -> None:

@@ -28,6 +28,7 @@ from fakes.group_members import (
     dealt,
     ends,
     exactly_once,
+    missing,
 )
 from fakes.timing import wait_until
 
@@ -103,9 +104,7 @@ def test_a_group_over_a_thousand_partitions_reads_each_record_once_across_joins_
         assert _flowing(every), "nothing consumed after b left"
     finally:
         acked = stream.stop()
-    assert wait_until(lambda: len(consumed(every)) >= len(acked), timeout=90), (
-        f"{len(consumed(every))} of {len(acked)}"
-    )
+    assert wait_until(lambda: len(consumed(every)) >= len(acked), timeout=90), missing(acked, every, topic)
     time.sleep(0.5)  # a record read twice would show up now
     # Settled: the live members hold everything between them, no handover pending.
     assert wait_until(lambda: dealt(live, everything), timeout=60), [len(x.assignment()) for x in live]
