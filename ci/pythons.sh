@@ -1,21 +1,21 @@
 #!/usr/bin/env bash
 # The other CPythons the wheels are built for (pyproject's classifiers): for each, its own venv
-# (.venv-3.12, .venv-3.13) with the package and the test extras, the Cython extension built in place
-# for it (the .so names carry the ABI tag, so builds for several Pythons coexist beside .venv's),
-# then the suites of the modules that have a pure-Python twin (the codec with its Avro column
-# decoders, the producer's append path) with the Cython extension and with the twins; on the
-# newest, the whole unit suite with the extension. ci/test.sh runs the whole suite both ways on
-# 3.11, the oldest: the rest of the suite runs the same Python code whichever codec is loaded, and
-# what differs between CPythons shows at the oldest or the newest (on two cores the four whole
-# runs here took 17 minutes of a 63-minute CI, after its integration stage). On the newest, the compatibility
-# subset against Tansu too (its report is build/compat/tansu.json). 3.11 is .venv's, run by
-# ci/test.sh. A missing interpreter fails the run, naming what to install: never a skip.
+# (.venv-3.12, .venv-3.13) with the package and the test extras and the Cython extension built in
+# place for it (the .so names carry the ABI tag, so builds for several Pythons coexist beside
+# .venv's), then the suites of the modules that have a pure-Python twin (ci/twin_suites.sh) with
+# the extension; on the newest, the whole unit suite with the pure-Python twins. With ci/test.sh's
+# runs on 3.11 (the whole suite with the extension, the twins' suites with the twins) every test
+# runs with each codec, and the twins' suites with the extension on every CPython. What differs
+# between CPythons in the rest of the suite, the same Python code whichever codec loads, shows at
+# the oldest or the newest. On the newest, the compatibility subset against Tansu too (its report
+# is build/compat/tansu.json). 3.11 is .venv's, run by ci/test.sh. A missing interpreter fails the
+# run, naming what to install: never a skip.
 #   KAFKA_CORE_PYTHONS="3.12 3.13"   the versions (default); the last one gets the Tansu subset
 #   KAFKA_CORE_PYTHONS_JOBS=2        pytest-xdist workers per unit run (default: every core)
-#   KAFKA_CORE_PYTHONS_PURE_TESTS="tests/unit"  what runs both ways (default: the suites of the
-#                                    modules that have a pure-Python twin)
-#   KAFKA_CORE_PYTHONS_WHOLE="3.12 3.13"  where the whole unit suite runs with the extension
-#                                    (default: the newest)
+#   KAFKA_CORE_PYTHONS_WHOLE="3.12 3.13"  where the whole unit suite runs with the twins (default:
+#                                    the newest); elsewhere the twins' suites run with them only
+#                                    where KAFKA_CORE_PYTHONS_TWINS_PURE names the version
+#   KAFKA_CORE_TWIN_SUITES="tests/unit"  what the twins' suites are (ci/twin_suites.sh)
 #   KAFKA_CORE_PYTHONS_COMPAT=0      leave the Tansu subset out (unit suites only)
 #   KAFKA_CORE_PYTHONS_UNIT=0        leave the unit suites out (set-up and the Tansu subset only;
 #                                    ci/test.sh runs that beside the integration stage)
@@ -29,7 +29,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VERSIONS=(${KAFKA_CORE_PYTHONS:-3.12 3.13})
 JOBS=${KAFKA_CORE_PYTHONS_JOBS:-auto}
-PURE_TESTS=(${KAFKA_CORE_PYTHONS_PURE_TESTS:-tests/unit/codec tests/unit/producer tests/unit/schema_registry})
+# shellcheck source=ci/twin_suites.sh
+source ci/twin_suites.sh
 stage() { echo "==> $* ($(date -u +%H:%M:%S))"; }
 began=$(date +%s)
 # Every run goes on after a failed one (each is worth seeing); the script fails at the end.
@@ -77,6 +78,7 @@ fi
 ORDER=("${VERSIONS[@]}")
 newest=${VERSIONS[${#VERSIONS[@]} - 1]}
 WHOLE=(${KAFKA_CORE_PYTHONS_WHOLE:-$newest})
+TWINS_PURE=(${KAFKA_CORE_PYTHONS_TWINS_PURE:-})
 if [ "${KAFKA_CORE_PYTHONS_SETUP_ONLY:-0}" != "0" ]; then
   # the newest first: the Tansu subset runs on it as soon as it is ready
   ORDER=("$newest")
@@ -112,14 +114,19 @@ for version in "${ORDER[@]}"; do
   [ "${KAFKA_CORE_PYTHONS_SETUP_ONLY:-0}" = "0" ] || continue
   [ "${KAFKA_CORE_PYTHONS_UNIT:-1}" != "0" ] || continue
 
-  tests=("${PURE_TESTS[@]}")
-  [[ " ${WHOLE[*]} " != *" $version "* ]] || tests=(tests/unit)
-  stage "CPython $version: ${tests[*]}, Cython codec"
-  run "CPython $version ${tests[*]}, Cython codec" env KAFKA_CORE_REQUIRE_EXTENSION=1 KAFKA_CORE_PURE_PYTHON= \
-    "$py" -m pytest "${tests[@]}" -n "$JOBS" -p no:cacheprovider -q "$@"
-  stage "CPython $version: ${PURE_TESTS[*]}, pure-Python twins"
-  run "CPython $version ${PURE_TESTS[*]}, pure-Python twins" env KAFKA_CORE_REQUIRE_EXTENSION= KAFKA_CORE_PURE_PYTHON=1 \
-    "$py" -m pytest "${PURE_TESTS[@]}" -n "$JOBS" -p no:cacheprovider -q "$@"
+  stage "CPython $version: ${TWIN_SUITES[*]}, Cython codec"
+  run "CPython $version ${TWIN_SUITES[*]}, Cython codec" env KAFKA_CORE_REQUIRE_EXTENSION=1 KAFKA_CORE_PURE_PYTHON= \
+    "$py" -m pytest "${TWIN_SUITES[@]}" -n "$JOBS" -p no:cacheprovider -q "$@"
+  pure=()
+  if [[ " ${WHOLE[*]} " == *" $version "* ]]; then
+    pure=(tests/unit)
+  elif [[ " ${TWINS_PURE[*]} " == *" $version "* ]]; then
+    pure=("${TWIN_SUITES[@]}")
+  fi
+  [ "${#pure[@]}" -gt 0 ] || continue
+  stage "CPython $version: ${pure[*]}, pure-Python twins"
+  run "CPython $version ${pure[*]}, pure-Python twins" env KAFKA_CORE_REQUIRE_EXTENSION= KAFKA_CORE_PURE_PYTHON=1 \
+    "$py" -m pytest "${pure[@]}" -n "$JOBS" -p no:cacheprovider -q "$@"
 done
 
 if [ "${KAFKA_CORE_PYTHONS_SETUP_ONLY:-0}" != "0" ]; then

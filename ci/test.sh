@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The whole test suite: lint, mypy (configured in pyproject.toml), the unit suite twice (Cython
-# codec, then the pure-Python twin), the integration and interop suites against Apache Kafka (the
-# reference broker, from its Maven Central jars; the replication tests on three nodes of it), the
-# compatibility subset against the other servers we support, the differential suite beside Spark's
-# own Kafka connector, the bench self-check, and the unit suite on CPython 3.12 and 3.13 with the
-# Tansu subset on the newest (ci/pythons.sh).
+# The whole test suite: lint, mypy (configured in pyproject.toml), the unit suite with the Cython
+# codec and the suites of the modules with a pure-Python twin again with the twins, the
+# integration and interop suites against Apache Kafka (the reference broker, from its Maven
+# Central jars; the replication tests on three nodes of it), the compatibility subset against the
+# other servers we support, the differential suite beside Spark's own Kafka connector, the bench
+# self-check, and the unit suites on CPython 3.12 and 3.13 (the whole suite with the twins on
+# 3.13) with the Tansu subset on the newest (ci/pythons.sh).
 # With KAFKA_BOOTSTRAP_SERVERS set, the broker suites run against that cluster only. Extra
 # arguments go to every pytest run.
 # Stages that mostly wait on brokers run beside the others (`background`), each to its own log
@@ -196,23 +197,38 @@ if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
 fi
 
 # CPython 3.12 and 3.13 (ci/pythons.sh): their venvs and the extension are set up now (nice'd:
-# mostly downloads and unpacking); then, once the integration stage has ended, the twins' suites
-# both ways on each and the whole unit suite on the newest (CPU-bound: beside the integration
-# stage it would starve the brokers' tests).
-# On the newest, the compatibility subset against Tansu (in place of a Tansu subset on 3.11) runs
-# beside the integration stage instead, after the Kafka 3.9 subset (it mostly waits on the
-# broker). A missing interpreter fails both.
-rm -f build/logs/integration.done build/logs/pythons-setup.done build/logs/pythons-newest.ready
-pythons_after_integration() {
+# mostly downloads and unpacking); then, once the unit stages here have ended, their unit runs
+# (CPU-bound) beside the integration stage at the lowest priority (nice 19): the broker suites,
+# which mostly wait, leave about a fifth of the cores idle, and the unit runs take only that (at
+# equal priority, beside four broker workers, a Spark planner's Python worker once took longer
+# than the 10 s Spark gives it to connect back). On the newest, the compatibility subset against
+# Tansu (in place of a Tansu subset on 3.11) runs beside the integration stage too, after the
+# Kafka 3.9 subset (it mostly waits on the broker). A missing interpreter fails both.
+rm -f build/logs/integration.done build/logs/unit.done build/logs/pythons-setup.done build/logs/pythons-newest.ready
+pythons_beside_integration() {
   local status=0
   KAFKA_CORE_PYTHONS_SETUP_ONLY=1 KAFKA_CORE_PYTHONS_NEWEST_READY=build/logs/pythons-newest.ready \
     nice bash ci/pythons.sh || status=$?
   echo "$status" >build/logs/pythons-setup.done
   [ "$status" -eq 0 ] || return "$status"
-  while [ ! -e build/logs/integration.done ]; do sleep 5; done
-  KAFKA_CORE_PYTHONS_COMPAT=0 bash ci/pythons.sh "${PYTEST_ARGS[@]}"
+  while [ ! -e build/logs/unit.done ]; do sleep 5; done
+  KAFKA_CORE_PYTHONS_COMPAT=0 nice -n 19 bash ci/pythons.sh "${PYTEST_ARGS[@]}"
 }
-background pythons "CPython 3.12 and 3.13: the twins' suites both ways, the whole unit suite on 3.13" pythons_after_integration
+background pythons "CPython 3.12 and 3.13: the twins' suites, the whole unit suite with the twins on 3.13" \
+  pythons_beside_integration
+
+# Spark's own connector runs only in a venv of its pyspark version (ci/spark_diff.sh): made now
+# (nice'd: a download, pyspark built from its sdist, the connector's jars), its suite run once
+# the integration stage has ended (Spark is CPU-bound).
+spark_diff_after_integration() {
+  local began=$SECONDS
+  nice .venv/bin/python -m kafka_core.devtools.brokers.spark_connector >/dev/null
+  echo "==> the connector's venv: ready in $((SECONDS - began)) s"
+  while [ ! -e build/logs/integration.done ]; do sleep 5; done
+  bash ci/spark_diff.sh -p no:cacheprovider "${PYTEST_ARGS[@]}"
+}
+background spark-diff "differential suite: format kafka (Spark's connector) against format kafka_core" \
+  spark_diff_after_integration
 
 stage "ruff" lint
 stage "mypy" mypy
@@ -221,14 +237,17 @@ stage "Apache Kafka $KAFKA_NEWEST and $KAFKA_OLDEST from Maven Central" fetch_ka
 # The unit suite needs no broker: it runs on every core (pytest-xdist).
 stage "unit suite, Cython codec" run_pytest tests/unit -n auto --durations=20
 
-unit_pure() { KAFKA_CORE_REQUIRE_EXTENSION='' KAFKA_CORE_PURE_PYTHON=1 run_pytest tests/unit -n auto; }
-stage "unit suite, pure-Python codec" unit_pure
+# shellcheck source=ci/twin_suites.sh
+source ci/twin_suites.sh
+unit_pure() { KAFKA_CORE_REQUIRE_EXTENSION='' KAFKA_CORE_PURE_PYTHON=1 run_pytest "${TWIN_SUITES[@]}" -n auto; }
+stage "unit suites of the modules with a pure-Python twin, pure-Python codec" unit_pure
+touch build/logs/unit.done
 
 # The broker stages mostly wait (joins, timeouts, round trips): the compatibility subsets run beside
-# the integration suites. What is CPU-bound (the other CPythons' unit runs, the Spark differential
-# suite) waits for them to end: under the load of four broker workers and those, a Spark planner's
-# Python worker took longer than the 10 s Spark gives it to connect back
-# (PythonWorkerFactory.createSimpleWorker).
+# the integration suites, and the other CPythons' unit runs at nice 19. The Spark differential
+# suite waits for them to end: under the load of four broker workers and the unit runs at equal
+# priority, a Spark planner's Python worker took longer than the 10 s Spark gives it to connect
+# back (PythonWorkerFactory.createSimpleWorker).
 if [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
   stage "integration and interop suites against $KAFKA_BOOTSTRAP_SERVERS" \
     run_pytest tests/integration tests/interop -n "$INTEGRATION_WORKERS" --dist loadgroup
@@ -260,9 +279,6 @@ else
 fi
 
 touch build/logs/integration.done
-# Spark's own connector runs only on the pyspark of its version: its own venv (ci/spark_diff.sh).
-background spark-diff "differential suite: format kafka (Spark's connector) against format kafka_core" \
-  bash ci/spark_diff.sh -p no:cacheprovider "${PYTEST_ARGS[@]}"
 
 stage "benchmark harness self-check (correctness only, no timings)" \
   run_pytest bench/test_*.py --benchmark-disable
