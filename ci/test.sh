@@ -197,25 +197,27 @@ if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
 fi
 
 # CPython 3.12 and 3.13 (ci/pythons.sh): their venvs and the extension are set up now (nice'd:
-# mostly downloads and unpacking); then, once the unit stages here have ended, their unit runs
-# (CPU-bound) beside the integration stage at the lowest priority (nice 19): the broker suites,
-# which mostly wait, leave about a fifth of the cores idle, and the unit runs take only that (at
-# equal priority, beside four broker workers, a Spark planner's Python worker once took longer
-# than the 10 s Spark gives it to connect back). On the newest, the compatibility subset against
-# Tansu (in place of a Tansu subset on 3.11) runs beside the integration stage too, after the
-# Kafka 3.9 subset (it mostly waits on the broker). A missing interpreter fails both.
-rm -f build/logs/integration.done build/logs/unit.done build/logs/pythons-setup.done build/logs/pythons-newest.ready
-pythons_beside_integration() {
+# mostly downloads and unpacking); their unit runs (CPU-bound) once the integration stage has
+# ended, beside the Spark differential suite. Beside the integration stage they slowed it: at equal
+# priority a Spark planner's Python worker once took longer than the 10 s Spark gives it to connect
+# back; at nice 19 (the run of 2026-12-03 07:35) they got almost no CPU there (the stage keeps both
+# cores busy, Spark's tests in it took up to twice as long, and starved, a deadline test failed and a
+# property test hung). On the newest, the compatibility
+# subset against Tansu (in place of a Tansu subset on 3.11) runs beside the integration stage
+# instead, after the Kafka 3.9 subset (it mostly waits on the broker). A missing interpreter fails
+# both.
+rm -f build/logs/integration.done build/logs/pythons-setup.done build/logs/pythons-newest.ready
+pythons_after_integration() {
   local status=0
   KAFKA_CORE_PYTHONS_SETUP_ONLY=1 KAFKA_CORE_PYTHONS_NEWEST_READY=build/logs/pythons-newest.ready \
     nice bash ci/pythons.sh || status=$?
   echo "$status" >build/logs/pythons-setup.done
   [ "$status" -eq 0 ] || return "$status"
-  while [ ! -e build/logs/unit.done ]; do sleep 5; done
-  KAFKA_CORE_PYTHONS_COMPAT=0 nice -n 19 bash ci/pythons.sh "${PYTEST_ARGS[@]}"
+  while [ ! -e build/logs/integration.done ]; do sleep 5; done
+  KAFKA_CORE_PYTHONS_COMPAT=0 bash ci/pythons.sh "${PYTEST_ARGS[@]}"
 }
 background pythons "CPython 3.12 and 3.13: the twins' suites, the whole unit suite with the twins on 3.13" \
-  pythons_beside_integration
+  pythons_after_integration
 
 # Spark's own connector runs only in a venv of its pyspark version (ci/spark_diff.sh): made now
 # (nice'd: a download, pyspark built from its sdist, the connector's jars), its suite run once
@@ -241,13 +243,12 @@ stage "unit suite, Cython codec" run_pytest tests/unit -n auto --durations=20
 source ci/twin_suites.sh
 unit_pure() { KAFKA_CORE_REQUIRE_EXTENSION='' KAFKA_CORE_PURE_PYTHON=1 run_pytest "${TWIN_SUITES[@]}" -n auto; }
 stage "unit suites of the modules with a pure-Python twin, pure-Python codec" unit_pure
-touch build/logs/unit.done
 
 # The broker stages mostly wait (joins, timeouts, round trips): the compatibility subsets run beside
-# the integration suites, and the other CPythons' unit runs at nice 19. The Spark differential
-# suite waits for them to end: under the load of four broker workers and the unit runs at equal
-# priority, a Spark planner's Python worker took longer than the 10 s Spark gives it to connect
-# back (PythonWorkerFactory.createSimpleWorker).
+# the integration suites. What is CPU-bound (the other CPythons' unit runs, the Spark differential
+# suite) waits for them to end: under the load of four broker workers and those, a Spark planner's
+# Python worker took longer than the 10 s Spark gives it to connect back
+# (PythonWorkerFactory.createSimpleWorker).
 if [ -n "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
   stage "integration and interop suites against $KAFKA_BOOTSTRAP_SERVERS" \
     run_pytest tests/integration tests/interop -n "$INTEGRATION_WORKERS" --dist loadgroup
