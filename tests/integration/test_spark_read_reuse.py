@@ -16,6 +16,7 @@ need_module("pyarrow")
 
 from kafka_core import KafkaClient, KafkaProducer  # noqa: E402
 from kafka_core.admin.sync import KafkaAdmin  # noqa: E402
+from kafka_core.client.metadata import TopicPartition  # noqa: E402
 from kafka_core.devbroker import KafkaCluster  # noqa: E402
 from kafka_core.devtools.brokers.common import admin_create_topic  # noqa: E402
 from kafka_core.spark.options import parse_source  # noqa: E402
@@ -95,3 +96,31 @@ def test_a_topic_created_again_is_read_from_its_new_log(real_kafka: KafkaCluster
     new = [f"new{i}".encode() for i in range(30)]
     produce(bootstrap, topic, new)
     assert rows(bootstrap, topic, 0, 30) == expected(new, 0, 30)
+
+
+def test_records_deleted_between_tasks_are_not_served_from_what_the_last_task_fetched(
+    real_kafka: KafkaCluster,
+) -> None:
+    """The kept consumer's Fetch still in flight when a task ends takes the records produced
+    next; deleted before the next task starts, they are found missing (failOnDataLoss=false:
+    skipped), as Spark's connector finds them, not served from that answer."""
+    bootstrap = real_kafka.bootstrap
+    topic = f"reuse-{uuid.uuid4().hex[:10]}"
+    admin_create_topic(bootstrap, topic, 1, 1)
+    first = [b"a%d" % i for i in range(10)]
+    produce(bootstrap, topic, first)
+    assert rows(bootstrap, topic, 0, 10) == expected(first, 0, 10)
+    produce(bootstrap, topic, [b"b%d" % i for i in range(10)])  # offsets 10-19
+    time.sleep(1.0)  # a Fetch in flight at the task's end has answered by now
+    tp = TopicPartition(topic, 0)
+    with KafkaAdmin(bootstrap_servers=bootstrap) as admin:
+        admin.delete_records({tp: 15})[tp].result()
+    options = parse_source(
+        {"kafka.bootstrap.servers": bootstrap, "subscribe": topic, "failOnDataLoss": "false"}, streaming=True
+    )
+    offsets = [
+        o
+        for batch in read_range(options, OffsetRange(topic, 0, 10, 20))
+        for o in batch.column("offset").to_pylist()
+    ]
+    assert offsets == list(range(15, 20))
