@@ -53,7 +53,7 @@ from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import Any
 
-from bench.common import OK, RunResult, child_main, run_child
+from bench.common import OK, RunResult, child_main, fill_topic, run_child
 
 CLIENT_PREFIX = "kc-bench-telemetry"  # the subscription matches the bench's clients by this id
 KINDS = ("producer", "consumer")
@@ -207,16 +207,6 @@ def child_run(
 # --------------------------------------------------------------------------- parent side
 
 
-def fill_topic(bootstrap: str, topic: str, n: int) -> None:
-    """``n`` records for the consumer runs (each reads the topic from its start)."""
-    from kafka_core import KafkaProducer
-
-    with KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5, enable_metrics_push=False) as producer:
-        for _ in range(n):
-            producer.send(topic, VALUE)
-        producer.flush(120)
-
-
 def run_telemetry_push(
     kafka: Any,
     *,
@@ -238,7 +228,7 @@ def run_telemetry_push(
     with KafkaAdmin(kafka.bootstrap) as admin:
         for result in admin.create_topics([NewTopic(t, 1, 1) for t in topics.values()]).values():
             result.result()
-    fill_topic(kafka.bootstrap, topics["consumer"], math.ceil(rate * (warmup_s + seconds + 60)))
+    fill_topic(kafka.bootstrap, topics["consumer"], [VALUE] * math.ceil(rate * (warmup_s + seconds + 60)))
     runs: list[dict[str, Any]] = []
     for round_no in range(rounds):
         order = (False, True) if round_no % 2 == 0 else (True, False)
