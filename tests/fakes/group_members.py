@@ -39,8 +39,6 @@ class _Acks:
         # Delivered without an offset (librdkafka's "possibly persisted": a batch whose first
         # answer was lost, answered DUPLICATE_SEQUENCE_NUMBER or the like on its retry).
         self.unplaced: list[tuple[int, bytes]] = []
-        # Of those, what the broker's log does not hold (see settled).
-        self.unwritten: list[tuple[int, bytes]] = []
         self.errors: list[Any] = []
 
     def done(self, err: Any, msg: Any) -> None:
@@ -54,23 +52,24 @@ class _Acks:
     def settled(self, bootstrap: str, topic: str) -> Acked:
         """Every delivered record at its offset. A record delivered without an offset is looked
         up by its value in its partition's log, read by confluent-kafka (not by the consumer
-        under test); one the log does not hold is kept in ``unwritten`` and said in a warning:
-        the peer producer's report, not a record our consumer could read."""
+        under test); one the log does not hold is said in a warning: the peer producer's report,
+        not a record our consumer could read."""
         out = dict(self.acked)
         if not self.unplaced:
             return out
         logs = log_values(bootstrap, topic, {p for p, _ in self.unplaced})
         where = {(p, value): offset for p, held in logs.items() for offset, value in held.items()}
+        unwritten = []
         for p, value in self.unplaced:
             offset = where.get((p, value))
             if offset is None:
-                self.unwritten.append((p, value))
+                unwritten.append((p, value))
             else:
                 out[(p, offset)] = value
-        if self.unwritten:
+        if unwritten:
             warnings.warn(
-                f"librdkafka reported {len(self.unwritten)} record(s) delivered without an offset that "
-                f"the broker's log does not hold: {self.unwritten[:10]}",
+                f"librdkafka reported {len(unwritten)} record(s) delivered without an offset that "
+                f"the broker's log does not hold: {unwritten[:10]}",
                 stacklevel=2,
             )
         return out
