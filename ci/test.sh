@@ -1,11 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: lint, mypy (configured in pyproject.toml), the unit suite with the Cython
-# codec and the suites of the modules with a pure-Python twin again with the twins, the
-# integration and interop suites against Apache Kafka (the reference broker, from its Maven
+# codec, the integration and interop suites against Apache Kafka (the reference broker, from its Maven
 # Central jars; the replication tests on three nodes of it), the compatibility subset against the
 # other servers we support, the differential suite beside Spark's own Kafka connector, the bench
-# self-check, and the unit suites on CPython 3.12 and 3.13 (the whole suite with the twins on
-# 3.13) with the Tansu subset on the newest (ci/pythons.sh).
+# self-check, and on CPython 3.13 the twins' suites with the extension, the whole unit suite with
+# the pure-Python twins and the Tansu subset (ci/pythons.sh).
 # With KAFKA_BOOTSTRAP_SERVERS set, the broker suites run against that cluster only. Extra
 # arguments go to every pytest run.
 # Stages that mostly wait on brokers run beside the others (`background`), each to its own log
@@ -196,7 +195,7 @@ if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
   background seaweedfs "SeaweedFS Kafka gateway: its build, then the compatibility subset" seaweedfs_subset
 fi
 
-# CPython 3.12 and 3.13 (ci/pythons.sh): their venvs and the extension are set up now (nice'd:
+# CPython 3.13 (ci/pythons.sh): its venv and the extension are set up now (nice'd:
 # mostly downloads and unpacking); their unit runs (CPU-bound) once the integration stage has
 # ended, beside the Spark differential suite. Beside the integration stage they slowed it: at equal
 # priority a Spark planner's Python worker once took longer than the 10 s Spark gives it to connect
@@ -216,7 +215,7 @@ pythons_after_integration() {
   while [ ! -e build/logs/integration.done ]; do sleep 5; done
   KAFKA_CORE_PYTHONS_COMPAT=0 bash ci/pythons.sh "${PYTEST_ARGS[@]}"
 }
-background pythons "CPython 3.12 and 3.13: the twins' suites, the whole unit suite with the twins on 3.13" \
+background pythons "CPython 3.13: the twins' suites, the whole unit suite with the twins" \
   pythons_after_integration
 
 # Spark's own connector runs only in a venv of its pyspark version (ci/spark_diff.sh): made now
@@ -239,10 +238,8 @@ stage "Apache Kafka $KAFKA_NEWEST and $KAFKA_OLDEST from Maven Central" fetch_ka
 # The unit suite needs no broker: it runs on every core (pytest-xdist).
 stage "unit suite, Cython codec" run_pytest tests/unit -n auto --durations=20
 
-# shellcheck source=ci/twin_suites.sh
-source ci/twin_suites.sh
-unit_pure() { KAFKA_CORE_REQUIRE_EXTENSION='' KAFKA_CORE_PURE_PYTHON=1 run_pytest "${TWIN_SUITES[@]}" -n auto; }
-stage "unit suites of the modules with a pure-Python twin, pure-Python codec" unit_pure
+# The pure-Python twins: the whole unit suite on the newest CPython (ci/pythons.sh, after the
+# integration stage), not again here.
 
 # The broker stages mostly wait (joins, timeouts, round trips): the compatibility subsets run beside
 # the integration suites. What is CPU-bound (the other CPythons' unit runs, the Spark differential

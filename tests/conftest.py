@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, NoReturn
 
 import pytest
+import quick_jvm
 import xdist_scheduling
 from fakes.patience import shortened
 from fakes.topics import wait_writable
@@ -40,6 +41,8 @@ from kafka_core.devbroker import (
 )
 from kafka_core.devtools.kerberos import KerberosRealm, kerberos_available
 from kafka_core.devtools.mockcluster import MockCluster, MockClusterError
+
+quick_jvm.use_quick_jvms()  # before any broker or Spark starts, in this process and what it spawns
 
 # No per-example deadline: it is a timing assertion, and on a loaded 2-core CI machine an example of
 # a few milliseconds can take 200 (a test never asserts a timing). A test's own @settings keep the rest.

@@ -30,6 +30,8 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from quick_jvm import write_spark_defaults
+
 from kafka_core.devtools.brokers import free_ports
 
 __all__ = [
@@ -148,7 +150,9 @@ class SparkStandaloneCluster:
         memory: str = "2g",
         python: str = sys.executable,
         daemon_memory: str = "512m",
-        start_timeout: float = 90.0,
+        # Two JVMs starting on a loaded machine: in the CI run of 2026-12-03 09:17 the worker, spawned
+        # 55 s after the master (whose web UI took that long), had not registered 35 s later.
+        start_timeout: float = 180.0,
         keep_dir: bool = False,
     ) -> None:
         self.cores = cores
@@ -184,10 +188,10 @@ class SparkStandaloneCluster:
         for name in ("SPARK_MASTER_HOST", "SPARK_MASTER_PORT", "SPARK_WORKER_DIR", "PYSPARK_DRIVER_PYTHON"):
             env.pop(name, None)
         conf_dir = self.dir / "conf"
-        conf_dir.mkdir(exist_ok=True)
+        write_spark_defaults(conf_dir)  # the suite's JVM options only (tests/quick_jvm.py)
         env.update(
             SPARK_HOME=str(self.home),
-            SPARK_CONF_DIR=str(conf_dir),  # empty: no spark-env.sh or spark-defaults.conf from elsewhere
+            SPARK_CONF_DIR=str(conf_dir),  # no spark-env.sh or spark-defaults.conf from elsewhere
             SPARK_LOCAL_IP=HOST,
             SPARK_PUBLIC_DNS=HOST,
             SPARK_LOCAL_DIRS=str(self.dir / "local"),

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from quick_jvm import write_spark_defaults
 from spark_cluster import HOST, SparkClusterError, log_tail, spark_home, warm_spark_workers
 
 from kafka_core.devtools.brokers import free_port
@@ -73,7 +74,7 @@ class SparkConnectServer:
         warm_spark_workers()  # the server's Python workers run here, with this user's cache
         home = spark_home()
         conf_dir = self.dir / "conf"
-        conf_dir.mkdir()
+        write_spark_defaults(conf_dir)  # the suite's JVM options only (tests/quick_jvm.py)
         env = {
             **os.environ,
             "SPARK_HOME": str(home),

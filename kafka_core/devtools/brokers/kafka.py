@@ -60,6 +60,16 @@ LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL")
 # The leaders' choice of a replica for a consumer to read from, given racks (follower fetching).
 RACK_AWARE_SELECTOR = "org.apache.kafka.common.replica.RackAwareReplicaSelector"
 _READY = b"Kafka Server started"
+# The JVM options of each KafkaCluster(jit=...) profile.
+_JVM_PROFILES: dict[str, tuple[str, ...]] = {
+    "server": (
+        "-XX:+UseG1GC",
+        "-XX:MaxGCPauseMillis=20",
+        "-XX:InitiatingHeapOccupancyPercent=35",
+        "-XX:+ExplicitGCInvokesConcurrent",
+    ),
+    "quick": ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"),
+}
 _LOG4J = """\
 status = warn
 appender.out.type = Console
@@ -131,6 +141,7 @@ class KafkaCluster(EmbeddedBroker):
         oauth: OAuthServer | None = None,
         extra_classpath: tuple[Path | str, ...] = (),
         racks: Sequence[str] | None = None,
+        jit: str | None = None,
     ) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
@@ -142,6 +153,13 @@ class KafkaCluster(EmbeddedBroker):
         self.version = version
         self.host = host
         self.heap_mb = heap_mb or (768 if nodes == 1 else 448)
+        # "server": G1 and the full JIT (the default; the bench measures clients against it).
+        # "quick": the serial collector and C1 only. A test suite starts brokers by the dozen and
+        # sends them little: there a node's start, 14 s of CPU with C2 compiling the start-up path,
+        # takes 8 (measured on 2 cores, one node: start, 50k records, stop).
+        self.jit = jit or os.environ.get("KAFKA_CORE_DEV_JVM") or "server"
+        if self.jit not in _JVM_PROFILES:
+            raise ValueError(f"jit: one of {sorted(_JVM_PROFILES)}, not {self.jit!r} (KAFKA_CORE_DEV_JVM)")
         self.overrides = dict(overrides or {})
         # Folders or jars after Kafka's own (a plugin the tests compile, e.g. a metrics reporter).
         self.extra_classpath = tuple(str(p) for p in extra_classpath)
@@ -402,7 +420,7 @@ class KafkaCluster(EmbeddedBroker):
         for node in self.nodes:
             node.properties_file.write_text(self._properties(node))
 
-    def _java(self, main: str, *args: str, heap_mb: int) -> list[str]:
+    def _java(self, main: str, *args: str, heap_mb: int, jit: str | None = None) -> list[str]:
         assert self._classpath is not None
         java = shutil.which("java")
         if java is None:  # the jars may be cached from a machine state that had it
@@ -414,10 +432,7 @@ class KafkaCluster(EmbeddedBroker):
             java,
             f"-Xmx{heap_mb}m",
             f"-Xms{min(heap_mb, 256)}m",
-            "-XX:+UseG1GC",
-            "-XX:MaxGCPauseMillis=20",
-            "-XX:InitiatingHeapOccupancyPercent=35",
-            "-XX:+ExplicitGCInvokesConcurrent",
+            *_JVM_PROFILES[jit or self.jit],
             "-Djava.awt.headless=true",
             *(self.kerberos.jvm_options() if self.kerberos is not None else ()),
             f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
@@ -444,6 +459,7 @@ class KafkaCluster(EmbeddedBroker):
                         str(node.properties_file),
                         *scram,
                         heap_mb=256,
+                        jit="quick",  # a tool that runs for a second: C2 would only cost CPU
                     ),
                     stdout=subprocess.PIPE,
                     stderr=subprocess.STDOUT,

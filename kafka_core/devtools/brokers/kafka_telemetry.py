@@ -78,7 +78,17 @@ def reporter_classes(version: str = KAFKA_VERSION, *, timeout: float = 300.0) ->
         classes = Path(staging) / "classes"
         classes.mkdir()
         proc = subprocess.run(
-            [javac, "-cp", f"{jars}/*", "-d", str(classes), str(java)],
+            # C1 and the serial collector: a compiler run of seconds, where C2's threads cost CPU only
+            [
+                javac,
+                "-J-XX:TieredStopAtLevel=1",
+                "-J-XX:+UseSerialGC",
+                "-cp",
+                f"{jars}/*",
+                "-d",
+                str(classes),
+                str(java),
+            ],
             capture_output=True,
             text=True,
             timeout=timeout,

@@ -82,6 +82,24 @@ def test_kafka_without_java_is_a_broker_start_error_naming_java(monkeypatch: pyt
         cluster.close()
 
 
+def test_kafka_jit_profile_comes_from_the_argument_then_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def jit(**kwargs: str) -> str:
+        cluster = KafkaCluster(1, **kwargs)
+        cluster.close()
+        return cluster.jit
+
+    monkeypatch.delenv("KAFKA_CORE_DEV_JVM", raising=False)
+    assert jit() == "server"  # the bench's broker: G1 and the full JIT
+    monkeypatch.setenv("KAFKA_CORE_DEV_JVM", "quick")
+    assert jit() == "quick"
+    assert jit(jit="server") == "server"
+    monkeypatch.setenv("KAFKA_CORE_DEV_JVM", "fast")
+    with pytest.raises(ValueError, match=r"KAFKA_CORE_DEV_JVM.*'fast'|'fast'.*KAFKA_CORE_DEV_JVM"):
+        KafkaCluster(1)
+
+
 def test_free_ports_are_distinct_and_free() -> None:
     ports = free_ports(64)
     assert len(set(ports)) == 64
