@@ -81,15 +81,25 @@ class Tracing:
         self.produce_hook = produce_hook
         self.consume_hook = consume_hook
         self.link_limit = link_limit  # the SDK's default span link limit: more are dropped anyway
+        # (topic, server address, port) -> a send span's attributes
+        self._send_attributes: dict[tuple[str, Any, Any], dict[str, Any]] = {}
 
-    def send_attributes(self, topic: str, servers: Mapping[str, Any]) -> dict[str, Any]:
-        return {
-            MESSAGING_SYSTEM: "kafka",
-            MESSAGING_DESTINATION: topic,
-            MESSAGING_DESTINATION_KIND: "queue",
-            MESSAGING_OPERATION: "publish",
-            **servers,
-        }
+    def send_attributes(self, topic: str, servers: Mapping[str, Any]) -> Mapping[str, Any]:
+        """A send span's attributes, made once per topic and servers (read only: the SDK copies
+        them into the span)."""
+        cache_key = (topic, servers.get(SERVER_ADDRESS), servers.get(SERVER_PORT))
+        found = self._send_attributes.get(cache_key)
+        if found is None:
+            if len(self._send_attributes) >= 1024:  # a client of ever new topic names
+                self._send_attributes.clear()
+            found = self._send_attributes[cache_key] = {
+                MESSAGING_SYSTEM: "kafka",
+                MESSAGING_DESTINATION: topic,
+                MESSAGING_DESTINATION_KIND: "queue",
+                MESSAGING_OPERATION: "publish",
+                **servers,
+            }
+        return found
 
     def produce_hooked(self, span: Span, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
         hook = self.produce_hook

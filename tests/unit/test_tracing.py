@@ -22,6 +22,7 @@ from opentelemetry.trace import SpanKind
 import kafka_core.aio as aio
 from kafka_core import KafkaConsumer, KafkaProducer
 from kafka_core.devtools.mockcluster import MockCluster
+from kafka_core.errors import KafkaCodecError
 from kafka_core.tracing import KafkaCoreInstrumentor, extract_context, inject_headers, row_contexts
 
 pytestmark = pytest.mark.timeout(120)
@@ -372,3 +373,38 @@ def test_run_handlers_get_a_span_each_and_a_failure_is_recorded_on_it(
     assert ok.status.status_code is StatusCode.UNSET
     assert failed.status.status_code is StatusCode.ERROR
     assert [e.name for e in failed.events] == ["exception"]
+
+
+def test_a_failed_send_is_recorded_on_its_span_and_the_callers_context_restored(
+    instrumented: KafkaCoreInstrumentor,
+    provider: TracerProvider,
+    exporter: InMemorySpanExporter,
+    mock_cluster: MockCluster,
+    topic: str,
+) -> None:
+    tracer = provider.get_tracer("app")
+
+    async def send_async() -> None:
+        async with aio.KafkaProducer(bootstrap_servers=mock_cluster.bootstrap) as producer:
+            with tracer.start_as_current_span("outer-async") as outer:
+                with pytest.raises(KafkaCodecError):
+                    await producer.send(topic, 123)  # type: ignore[arg-type]
+                assert trace.get_current_span() is outer
+
+    with (
+        KafkaProducer(bootstrap_servers=mock_cluster.bootstrap) as producer,
+        tracer.start_as_current_span("outer") as outer,
+    ):
+        with pytest.raises(KafkaCodecError):
+            producer.send(topic, 123)  # type: ignore[arg-type]
+        assert trace.get_current_span() is outer
+    asyncio.run(send_async())
+    sends = spans_named(exporter, f"{topic} send")
+    assert len(sends) == 2
+    for send, parent in zip(sends, ("outer", "outer-async"), strict=True):
+        [outer_span] = spans_named(exporter, parent)
+        assert send.parent is not None and send.parent.span_id == outer_span.context.span_id
+        assert send.status.status_code is trace.StatusCode.ERROR
+        assert send.status.description is not None and send.status.description.startswith("KafkaCodecError: ")
+        assert [e.name for e in send.events] == ["exception"]
+    assert trace.get_current_span() is trace.INVALID_SPAN
