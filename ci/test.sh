@@ -196,7 +196,7 @@ if [ -z "${KAFKA_BOOTSTRAP_SERVERS:-}" ]; then
 fi
 
 # CPython 3.13 (ci/pythons.sh): its venv and the extension are set up now (nice'd:
-# mostly downloads and unpacking); their unit runs (CPU-bound) once the integration stage has
+# mostly downloads and unpacking); its unit runs (CPU-bound) once the integration stage has
 # ended, beside the Spark differential suite. Beside the integration stage they slowed it: at equal
 # priority a Spark planner's Python worker once took longer than the 10 s Spark gives it to connect
 # back; at nice 19 (the run of 2026-12-03 07:35) they got almost no CPU there (the stage keeps both

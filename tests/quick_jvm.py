@@ -17,7 +17,9 @@ import os
 import tempfile
 from pathlib import Path
 
-OPTIONS = "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+from kafka_core.devtools.brokers.common import QUICK_JVM_OPTIONS
+
+OPTIONS = " ".join(QUICK_JVM_OPTIONS)
 
 
 def write_spark_defaults(conf_dir: Path) -> None:

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Self
 
 __all__ = [
+    "QUICK_JVM_OPTIONS",
     "BrokerStartError",
     "EmbeddedBroker",
     "NodeExit",
@@ -29,6 +30,11 @@ __all__ = [
     "require_free_port",
     "stop_process",
 ]
+
+
+# A short-lived or lightly used JVM (a tool, a test's broker, the OIDC provider): C1 only and the
+# serial collector. C2's compiler threads would spend most of its CPU on its start-up path.
+QUICK_JVM_OPTIONS = ("-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 
 
 class BrokerStartError(RuntimeError):

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from kafka_core.devtools.brokers.common import (
+    QUICK_JVM_OPTIONS,
     BrokerStartError,
     EmbeddedBroker,
     NodeExit,
@@ -68,7 +69,7 @@ _JVM_PROFILES: dict[str, tuple[str, ...]] = {
         "-XX:InitiatingHeapOccupancyPercent=35",
         "-XX:+ExplicitGCInvokesConcurrent",
     ),
-    "quick": ("-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1"),
+    "quick": QUICK_JVM_OPTIONS,
 }
 _LOG4J = """\
 status = warn

@@ -26,7 +26,7 @@ from typing import Self
 
 from kafka_core import KafkaAdmin
 from kafka_core.admin import ConfigResource, ConfigResourceType
-from kafka_core.devtools.brokers.common import BrokerStartError
+from kafka_core.devtools.brokers.common import QUICK_JVM_OPTIONS, BrokerStartError
 from kafka_core.devtools.brokers.kafka import KafkaCluster
 from kafka_core.devtools.brokers.kafka_jars import KAFKA_VERSION, cache_root, kafka_classpath
 
@@ -78,11 +78,10 @@ def reporter_classes(version: str = KAFKA_VERSION, *, timeout: float = 300.0) ->
         classes = Path(staging) / "classes"
         classes.mkdir()
         proc = subprocess.run(
-            # C1 and the serial collector: a compiler run of seconds, where C2's threads cost CPU only
+            # a compiler run of seconds: QUICK_JVM_OPTIONS, given to javac's own JVM
             [
                 javac,
-                "-J-XX:TieredStopAtLevel=1",
-                "-J-XX:+UseSerialGC",
+                *(f"-J{option}" for option in QUICK_JVM_OPTIONS),
                 "-cp",
                 f"{jars}/*",
                 "-d",

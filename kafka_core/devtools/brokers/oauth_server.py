@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from kafka_core.devtools.brokers.common import (
+    QUICK_JVM_OPTIONS,
     BrokerStartError,
     die_with_parent,
     free_port,
@@ -153,8 +154,7 @@ class OAuthServer:
                 [
                     java,
                     "-Xmx128m",
-                    "-XX:+UseSerialGC",
-                    "-XX:TieredStopAtLevel=1",
+                    *QUICK_JVM_OPTIONS,
                     "-cp",
                     f"{classpath}/*",
                     _MAIN,
