@@ -32,6 +32,7 @@ Fixtures for every test module here (batch, stream, sink):
 from __future__ import annotations
 
 import os
+import sys
 import time
 import uuid
 from collections import Counter
@@ -58,6 +59,14 @@ if not PINNED:
     # The main suites' runs (`pytest tests/...` in .venv, pyspark 4.3) walk into this folder:
     # nothing here can run there, so nothing is collected.
     collect_ignore_glob = ["test_*.py"]
+else:
+    # The main suites' JVM options (tests/quick_jvm.py: C1 only, the serial collector) for this
+    # suite's Kafka node and Spark JVMs too: this folder is its own pytest root, so tests/conftest.py,
+    # which sets them there, is not loaded. Nothing compared here depends on the JIT.
+    sys.path.insert(0, str(HERE.parent))
+    import quick_jvm
+
+    quick_jvm.use_quick_jvms()
 
 CONNECTOR = "kafka"  # Spark's own connector, from the jar
 OURS = "kafka_core"
@@ -172,7 +181,9 @@ def produce(bootstrap: str) -> Callable[[str, Sequence[Rec]], None]:
     from kafka_core import KafkaProducer
 
     def write(topic: str, records: Sequence[Rec]) -> None:
-        with KafkaProducer(bootstrap_servers=bootstrap, linger_ms=5) as producer:
+        # a linger longer than the sends take: what one call writes to a partition is one batch
+        # (flush sends it at once), so a reader sees all of it or none
+        with KafkaProducer(bootstrap_servers=bootstrap, linger_ms=1000) as producer:
             futures = [
                 producer.send(
                     topic,

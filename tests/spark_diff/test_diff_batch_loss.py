@@ -115,9 +115,11 @@ def _visible(bootstrap: str, topic: str, isolation: str = "read_uncommitted") ->
 
 
 @pytest.fixture(scope="module")
-def compacted(make_topic: Callable[..., str], bootstrap: str) -> str:
-    """A compacted topic whose log has gaps (records of repeated keys removed by the cleaner)."""
+def compacted(make_topic: Callable[..., str], bootstrap: str, admin: Any) -> str:
+    """A compacted topic whose log has gaps (records of repeated keys removed by the cleaner), then
+    left alone: the cleaner must not remove more between one format's read and the other's."""
     from kafka_core import KafkaProducer
+    from kafka_core.admin import ConfigResource
 
     topic = make_topic(
         1,
@@ -144,9 +146,26 @@ def compacted(make_topic: Callable[..., str], bootstrap: str) -> str:
             producer.send(topic, b"r", key=b"roll", partition=0).get(30)
             seen = _visible(bootstrap, topic)
             if seen and seen[0] > 0:  # offset 0 (a dup) is gone: compacted
-                return topic
+                break
             if time.monotonic() > deadline:
                 pytest.fail(f"the log cleaner left {topic} without gaps: {seen}")
+    # Each pass of the loop wrote a "roll" record, and the cleaner would go on removing all but the
+    # last: with the policy "delete" and no retention limit it stops, once a pass under way ends
+    # (the log reads the same twice, a second apart).
+    resource = ConfigResource.topic(topic)
+    admin.incremental_alter_configs({resource: {"cleanup.policy": "delete", "retention.ms": "-1"}})[
+        resource
+    ].result()
+    before = _visible(bootstrap, topic)
+    deadline = time.monotonic() + 60
+    while True:
+        time.sleep(1.0)
+        now = _visible(bootstrap, topic)
+        if now == before:
+            return topic
+        if time.monotonic() > deadline:
+            pytest.fail(f"the log cleaner went on cleaning {topic} after its policy became delete")
+        before = now
 
 
 def test_compacted_topic_with_gaps(differ: Differ, compacted: str) -> None:

@@ -234,10 +234,12 @@ def test_min_offsets_per_trigger_waits_for_enough_records(
     )
     run = running(options)
     run.started()
-    produce(topic, _records(0, 4) + _records(1, 3))  # 7 < 10: no micro-batch may read them
+    produce(topic, _records(0, 3) + _records(1, 3))  # 6 < 10: no micro-batch may read them
     time.sleep(5)  # many triggers (one per 300 ms) for either query to read them too early
     assert {fmt: run.seen[fmt].count() for fmt in FORMATS} == {"kafka": 0, OURS: 0}
-    produce(topic, _records(0, 3, start=4) + _records(1, 2, start=3))  # 12 >= 10: one batch, all
+    # 12 >= 10: one batch, all. Each partition's three land as one batch, but the two partitions'
+    # may land a trigger apart: either alone makes 9, still too few, so no batch can take part.
+    produce(topic, _records(0, 3, start=3) + _records(1, 3, start=3))
     run.wait_rows(12)
     rows = _same_rows(run.seen)
     assert sum(rows.values()) == 12
