@@ -22,12 +22,16 @@ PYTEST_ARGS=("$@")
 # (three runs of 2026-12-02: Spark's Python workers missing Spark's fixed 10 s to connect back,
 # broker restarts outlasting a 120 s delivery timeout). There, three and one.
 CORES=$(nproc 2>/dev/null || echo 2)
+# The unit suite waits too (its outage and deadline tests sleep through timeouts): on two cores,
+# two workers kept them 60% busy (297 s), four 89% (232 s).
 if [ "$CORES" -le 2 ]; then
   INTEGRATION_WORKERS=${KAFKA_CORE_INTEGRATION_WORKERS:-3}
   COMPAT_WORKERS=${KAFKA_CORE_COMPAT_WORKERS:-1}
+  UNIT_WORKERS=${KAFKA_CORE_UNIT_WORKERS:-4}
 else
   INTEGRATION_WORKERS=${KAFKA_CORE_INTEGRATION_WORKERS:-4}
   COMPAT_WORKERS=${KAFKA_CORE_COMPAT_WORKERS:-2}
+  UNIT_WORKERS=${KAFKA_CORE_UNIT_WORKERS:-auto}
 fi
 mkdir -p build/logs
 SUMMARY=()     # "stage|seconds|status|busy", in the order the stages ended
@@ -235,8 +239,8 @@ stage "ruff" lint
 stage "mypy" mypy
 stage "Apache Kafka $KAFKA_NEWEST and $KAFKA_OLDEST from Maven Central" fetch_kafka
 
-# The unit suite needs no broker: it runs on every core (pytest-xdist).
-stage "unit suite, Cython codec" run_pytest tests/unit -n auto --durations=20
+# The unit suite needs no broker: it runs on every core (pytest-xdist), more workers than cores on two.
+stage "unit suite, Cython codec" run_pytest tests/unit -n "$UNIT_WORKERS" --durations=20
 
 # The pure-Python twins: the whole unit suite on the newest CPython (ci/pythons.sh, after the
 # integration stage), not again here.

@@ -36,6 +36,7 @@ from kafka_core.devtools.brokers.common import (
     read_tail,
     stop_process,
 )
+from kafka_core.devtools.brokers.jvm_archive import ClassArchive
 from kafka_core.devtools.brokers.kafka_jars import KAFKA_VERSION, kafka_classpath
 from kafka_core.devtools.brokers.kafka_kerberos import KerberosListener
 from kafka_core.devtools.brokers.kafka_security import (
@@ -189,6 +190,8 @@ class KafkaCluster(EmbeddedBroker):
             for i in range(1, nodes + 1)
         ]
         self._classpath: Path | None = None
+        # per JIT profile: the class-data-sharing archive of Kafka's classpath (jvm_archive.py)
+        self._archives: dict[str, ClassArchive] = {}
         self.start_seconds: float | None = None  # the last start, from the first java to all ready
 
     # -- addresses ------------------------------------------------------------------------------
@@ -421,8 +424,23 @@ class KafkaCluster(EmbeddedBroker):
         for node in self.nodes:
             node.properties_file.write_text(self._properties(node))
 
-    def _java(self, main: str, *args: str, heap_mb: int, jit: str | None = None) -> list[str]:
+    def _archive(self, jit: str) -> ClassArchive:
         assert self._classpath is not None
+        if jit not in self._archives:
+            classpath = os.pathsep.join((f"{self._classpath}/*", *self.extra_classpath))
+            self._archives[jit] = ClassArchive(classpath, _JVM_PROFILES[jit])
+        return self._archives[jit]
+
+    def _java(
+        self, main: str, *args: str, heap_mb: int, jit: str | None = None, archive: list[str] | None = None
+    ) -> list[str]:
+        """The command line of a JVM running ``main``; ``archive``: its class-sharing options,
+        else the archive's when it exists (a tool never makes it: it loads too few classes)."""
+        assert self._classpath is not None
+        jit = jit or self.jit
+        if archive is None:
+            path = self._archive(jit).path
+            archive = [f"-XX:SharedArchiveFile={path}"] if path.exists() else []
         java = shutil.which("java")
         if java is None:  # the jars may be cached from a machine state that had it
             raise BrokerStartError(
@@ -433,7 +451,8 @@ class KafkaCluster(EmbeddedBroker):
             java,
             f"-Xmx{heap_mb}m",
             f"-Xms{min(heap_mb, 256)}m",
-            *_JVM_PROFILES[jit or self.jit],
+            *_JVM_PROFILES[jit],
+            *archive,
             "-Djava.awt.headless=true",
             *(self.kerberos.jvm_options() if self.kerberos is not None else ()),
             f"-Dlog4j2.configurationFile={self.workdir / 'log4j2.properties'}",
@@ -491,13 +510,22 @@ class KafkaCluster(EmbeddedBroker):
             log.write(f"--- kafka_core devbroker: starting node {node.node_id} ---\n".encode())
             log.flush()
             node.ready_from = log.tell()
-            node.proc = subprocess.Popen(
-                self._java("kafka.Kafka", str(node.properties_file), heap_mb=self.heap_mb),
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                env=env,
-                preexec_fn=die_with_parent if sys.platform == "linux" else None,
-            )
+            archive = self._archive(self.jit)
+            sharing = archive.options()
+            try:
+                node.proc = subprocess.Popen(
+                    self._java(
+                        "kafka.Kafka", str(node.properties_file), heap_mb=self.heap_mb, archive=sharing
+                    ),
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    env=env,
+                    preexec_fn=die_with_parent if sys.platform == "linux" else None,
+                )
+            except BaseException:
+                archive.abandoned(sharing)
+                raise
+            archive.started(sharing, node.proc)
 
     def _wait_ready(self, nodes: list[KafkaNode], timeout: float | None = None) -> None:
         deadline = time.monotonic() + (timeout or self.startup_timeout)
@@ -534,12 +562,14 @@ class KafkaCluster(EmbeddedBroker):
         node = self.node(node_id)
         proc, node.proc = node.proc, None
         stop_process(proc, timeout)
+        self._settle_archives()
 
     def kill_node(self, node_id: int) -> None:
         """A crash (SIGKILL): nothing is handed over, nothing flushed."""
         node = self.node(node_id)
         proc, node.proc = node.proc, None
         kill_process(proc)
+        self._settle_archives()
 
     def start_node(self, node_id: int, timeout: float | None = None) -> None:
         node = self.node(node_id)
@@ -585,6 +615,11 @@ class KafkaCluster(EmbeddedBroker):
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait(30)
+        self._settle_archives()
+
+    def _settle_archives(self) -> None:
+        for archive in self._archives.values():
+            archive.settle()
 
     def kill(self) -> None:
         """Crash every node (SIGKILL)."""

@@ -7,7 +7,9 @@ information, their .pyi stubs, py.typed and the licence files, and its codec mus
 
 from __future__ import annotations
 
+import fcntl
 import os
+import shutil
 import struct
 import subprocess
 import sys
@@ -37,17 +39,28 @@ def dist(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     """(sdist, wheel): `python -m build` makes the sdist, then the wheel from the unpacked sdist."""
     import build  # noqa: F401  (a test dependency: missing, this fails rather than skips)
 
-    out = tmp_path_factory.mktemp("dist")
-    env = {k: v for k, v in os.environ.items() if k != "KAFKA_CORE_PURE_PYTHON"}
-    env["KAFKA_CORE_REQUIRE_EXTENSION"] = "1"  # a failed compile fails here, not a pure wheel
-    result = subprocess.run(
-        [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(REPO)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=280,  # a hang guard, inside pytest's 300 s: the compile took over 110 s on 2 loaded cores
-    )
-    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    # One build for the run: under pytest-xdist the module's tests may land on several workers,
+    # and two builds at once in the checkout trip over each other's sdist staging folder. The
+    # first worker builds into the run's shared folder, under a lock; the others wait and reuse it.
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    out = shared / "dist"
+    with (shared / "dist.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (out / "built").exists():
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir()
+            env = {k: v for k, v in os.environ.items() if k != "KAFKA_CORE_PURE_PYTHON"}
+            env["KAFKA_CORE_REQUIRE_EXTENSION"] = "1"  # a failed compile fails here, not a pure wheel
+            result = subprocess.run(
+                [sys.executable, "-m", "build", "--no-isolation", "--outdir", str(out), str(REPO)],
+                env=env,
+                capture_output=True,
+                text=True,
+                timeout=280,  # a hang guard, inside pytest's 300 s: the compile took over 110 s on 2 loaded cores
+            )
+            assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+            (out / "built").touch()
     (sdist,) = out.glob("*.tar.gz")
     (wheel,) = out.glob("*.whl")
     return sdist, wheel
