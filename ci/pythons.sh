@@ -105,7 +105,7 @@ for version in "${ORDER[@]}"; do
     echo "$PWD" >"$site/kafka_core_checkout.pth"  # Spark finds pyspark_kafka_core on sys.path
     echo "$want" >"$stamp"
   fi
-  KAFKA_CORE_REQUIRE_EXTENSION=1 "$py" setup.py -q build_ext --inplace 2>&1 \
+  KAFKA_CORE_REQUIRE_EXTENSION=1 "$py" setup.py -q build_ext --inplace -j "$(nproc 2>/dev/null || echo 2)" 2>&1 \
     | grep -v -E '^(running|copying|creating)' || true
   KAFKA_CORE_REQUIRE_EXTENSION=1 "$py" -c 'import kafka_core.codec as c, sys; print(f"    codec: {c.IMPLEMENTATION} on {sys.version.split()[0]}")'
   echo "    set-up: $(($(date +%s) - setup_began)) s"

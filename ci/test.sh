@@ -217,7 +217,8 @@ pythons_after_integration() {
   echo "$status" >build/logs/pythons-setup.done
   [ "$status" -eq 0 ] || return "$status"
   while [ ! -e build/logs/integration.done ]; do sleep 5; done
-  KAFKA_CORE_PYTHONS_COMPAT=0 bash ci/pythons.sh "${PYTEST_ARGS[@]}"
+  KAFKA_CORE_PYTHONS_JOBS=${KAFKA_CORE_PYTHONS_JOBS:-$UNIT_WORKERS} KAFKA_CORE_PYTHONS_COMPAT=0 \
+    bash ci/pythons.sh "${PYTEST_ARGS[@]}"
 }
 background pythons "CPython 3.13: the twins' suites, the whole unit suite with the twins" \
   pythons_after_integration
