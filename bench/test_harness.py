@@ -656,3 +656,15 @@ def test_settle_broker_waits_for_a_quiet_process_and_says_how_long() -> None:
     finally:
         stop.set()
         busy.join()
+
+
+@pytest.mark.broker
+def test_tracing_off_smoke(bootstrap: str) -> None:
+    """bench_tracing_off: every case in both modes, each in its own process; the 'never' process
+    imports no tracing (its child raises if it did)."""
+    from bench.bench_tracing_off import CASES, MODES, run_tracing_off
+
+    figures = run_tracing_off(bootstrap, records=2000, size=50, rounds=1)  # above a poll (500)
+    assert [row["case"] for row in figures["rows"]] == list(CASES)
+    assert {(r["case"], r["mode"]) for r in figures["rates"]} == {(c, m) for c in CASES for m in MODES}
+    assert all(len(r["rates"]) == 1 and r["rates"][0] > 0 for r in figures["rates"])
