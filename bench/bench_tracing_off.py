@@ -16,7 +16,6 @@ records a poll) and ``per-record`` (iteration), on records without headers.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import statistics
@@ -24,8 +23,6 @@ import subprocess
 import sys
 import uuid
 from typing import Any
-
-from bench.brokers import bench_broker, broker_description
 
 CASES = ("send", "poll", "per-record")
 MODES = ("never", "off")
@@ -124,24 +121,17 @@ def main(argv: list[str] | None = None) -> int:
         case, mode, bootstrap, topic, records, size = argv[1:7]
         print(_child(case, mode, bootstrap, topic, int(records), int(size)))
         return 0
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--records", type=int, default=200_000)
-    parser.add_argument("--size", type=int, default=100)
-    parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--json", help="write the figures here too")
-    args = parser.parse_args(argv)
-    load_before = os.getloadavg()
-    with bench_broker() as bootstrap:
-        figures = run_tracing_off(bootstrap, records=args.records, size=args.size, rounds=args.rounds)
-    load_after = os.getloadavg()
-    print(f"\n{args.records:,} records of {args.size} B, {args.rounds} rounds, {broker_description()}")
-    print(f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f} ({os.cpu_count()} cores)\n")
+    from bench.bench_tracing import run_from_command_line
+
+    args, figures = run_from_command_line(
+        __doc__.splitlines()[0], run_tracing_off, argv, records=200_000, rounds=5
+    )
     print(f"{'case':10} {'never rec/s':>12} {'off rec/s':>12} {'off/never':>10}")
     for row in figures["rows"]:
         print(f"{row['case']:10} {row['never']:>12,.0f} {row['off']:>12,.0f} {row['off_over_never']:>10.3f}")
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({**figures, "load": [load_before, load_after]}, f, indent=2)
+            json.dump(figures, f, indent=2)
     return 0
 
 
