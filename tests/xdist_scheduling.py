@@ -5,7 +5,8 @@ worker is free, but for two kinds of module: the tests of a module in :data:`WHO
 one worker, in order, so that what its module-scoped fixture starts (a broker, a Spark session, a
 TLS set-up) starts once; and the modules that use the three-node Apache Kafka (``kafka_three``, a
 session fixture) all run on the same worker, so that a run starts one such cluster, not one per
-worker. Those units, the largest first, go out before the single tests, which fill in around them.
+worker; and the modules that start Spark (:data:`SPARK_MODULES`) run on one worker too, one after
+the other. Those units, the largest first, go out before the single tests, which fill in around them.
 
 pytest-xdist's own ``loadgroup`` groups by an ``xdist_group`` mark through a suffix it writes into
 the node id, which pytest 9.2's structured node ids no longer take (pytest-dev/pytest-xdist#1386):
@@ -60,13 +61,35 @@ SHARED_FIXTURES: dict[str, frozenset[str]] = {
         }
     ),
 }
+# The modules whose tests start Spark (a local session, a standalone cluster, Spark Connect, the main
+# job): one at a time. Three Spark sessions at once on two cores (each local[2], with its Python
+# workers) starved a new Python worker past the 10 s Spark gives it to connect back, fixed in
+# PythonWorkerFactory.createSimpleWorker (stop 47's red: a streaming source's runner, at the end of
+# a 1,600 s stage). Serially they take about 770 s on a quiet machine, under half the stage.
+SPARK_MODULES = frozenset(
+    {
+        "test_main_job.py",
+        "test_spark_cluster.py",
+        "test_spark_connect.py",
+        "test_spark_data_loss.py",
+        "test_spark_group_commit.py",
+        "test_spark_launcher.py",
+        "test_spark_pushdown.py",
+        "test_spark_read_reuse.py",
+        "test_spark_registry.py",
+        "test_spark_source.py",
+        "test_spark_transactional.py",
+        "test_spark_worker_python.py",
+    }
+)
 _GROUP_OF_MODULE = {module: fixture for fixture, modules in SHARED_FIXTURES.items() for module in modules}
+_GROUP_OF_MODULE.update({module: "spark" for module in SPARK_MODULES})
 
 
 class ModuleGroupScheduling(LoadGroupScheduling):
     """xdist's scope scheduling with a test as the unit of work, but a module of
     :data:`WHOLE_MODULES` as one unit, and the modules that share a session fixture
-    (:data:`SHARED_FIXTURES`) as one unit together."""
+    (:data:`SHARED_FIXTURES`) or start Spark (:data:`SPARK_MODULES`) as one unit together."""
 
     def _split_scope(self, nodeid: str) -> str:
         if nodeid.rfind("@") > nodeid.rfind("]"):  # an xdist_group suffix, where xdist can write it
@@ -86,7 +109,8 @@ def make_scheduler(config: pytest.Config, log: Any) -> ModuleGroupScheduling | N
 
 
 def check_groups(items: list[pytest.Item]) -> None:
-    """Fail the collection when a test uses a shared fixture from a module not in its group."""
+    """Fail the collection when a test uses a shared fixture from a module not in its group, or a
+    broker suite's module named for Spark is not in :data:`SPARK_MODULES`."""
     strays = sorted(
         f"{item.nodeid} uses {fixture}"
         for item in items
@@ -97,4 +121,18 @@ def check_groups(items: list[pytest.Item]) -> None:
         raise pytest.UsageError(
             "tests/xdist_scheduling.py: add these tests' modules to SHARED_FIXTURES, so that "
             "every test of a shared cluster runs on one xdist worker:\n  " + "\n  ".join(strays)
+        )
+    spark_strays = sorted(
+        {
+            item.path.name
+            for item in items
+            if item.path.name.startswith("test_spark")
+            and item.path.parent.name in {"integration", "interop"}
+            and item.path.name not in SPARK_MODULES
+        }
+    )
+    if spark_strays:
+        raise pytest.UsageError(
+            "tests/xdist_scheduling.py: add these modules to SPARK_MODULES, so that no two Spark "
+            "sessions run at once: " + ", ".join(spark_strays)
         )

@@ -49,7 +49,7 @@ class Watched(Protocol):
 
 
 @contextmanager
-def _view(out: Output, watched: Watched) -> Iterator[Callable[[Any], None]]:
+def live_view(out: Output, watched: Watched) -> Iterator[Callable[[Any], None]]:
     """A function showing one frame: a line of JSON, a Live display on a terminal, else plain blocks."""
     if out.as_json:
         yield lambda f: out.json(watched.json(f))
@@ -74,7 +74,7 @@ def run_watch(args: argparse.Namespace, out: Output, watched: Watched, prog: str
     timeout_ms = float(args.connect_timeout) * 1000
     admin = open_admin(args)
     try:
-        with _view(out, watched) as show:
+        with live_view(out, watched) as show:
             while True:
                 began = time.monotonic()
                 try:
