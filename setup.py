@@ -5,6 +5,8 @@ codec and warns, unless KAFKA_CORE_REQUIRE_EXTENSION=1 is set (CI sets it). The 
 Cython-generated C next to the .pyx, so building from it needs only a C compiler when Cython is
 absent. Extensions are built without debug information (and stripped on Linux) so that wheels
 are a fraction of the size; KAFKA_CORE_DEBUG_SYMBOLS=1 keeps them for a debugger or profiler.
+KAFKA_CORE_UNOPTIMISED_BUILD=1 compiles without optimisation (-O0: 20 s of CPU for the codec, not
+84): for builds that check packaging, not speed (tests/unit/project/test_packaging.py).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ def env_flag(name: str) -> bool:
 REQUIRE = env_flag("KAFKA_CORE_REQUIRE_EXTENSION")
 PURE = env_flag("KAFKA_CORE_PURE_PYTHON")
 DEBUG_SYMBOLS = env_flag("KAFKA_CORE_DEBUG_SYMBOLS")
+UNOPTIMISED = env_flag("KAFKA_CORE_UNOPTIMISED_BUILD")
 
 
 # Every Cython source lives in _codec/ and builds into the module of the same name in a ``_cython``
@@ -43,9 +46,10 @@ def build_flags() -> tuple[list[str], list[str]]:
     after Python's own -g, so it wins; -s strips the symbol table at link time on Linux)."""
     if sys.platform == "win32":
         return ["/O2"], []
+    level = "-O0" if UNOPTIMISED else "-O3"
     if DEBUG_SYMBOLS:
-        return ["-O3"], []
-    return ["-O3", "-g0"], (["-s"] if sys.platform.startswith("linux") else [])
+        return [level], []
+    return [level, "-g0"], (["-s"] if sys.platform.startswith("linux") else [])
 
 
 def extensions() -> list[Extension]:

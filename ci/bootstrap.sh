@@ -73,7 +73,9 @@ if [ "$installed" = 0 ]; then
   # The editable wheel without the extensions (KAFKA_CORE_PURE_PYTHON at build time): the in-place
   # build below makes the ones that import, and building them in the wheel too compiled the codec
   # twice (some minutes of a fresh set-up).
-  KAFKA_CORE_PURE_PYTHON=1 quietly python -m pip install --disable-pip-version-check -e ".[$extras]"
+  # --no-compile: pip byte-compiles every module of every package it installs (pyspark's
+  # thousands among them), a third of the install's time; Python compiles what is imported.
+  KAFKA_CORE_PURE_PYTHON=1 quietly python -m pip install --disable-pip-version-check --no-compile -e ".[$extras]"
   # Spark finds data sources by listing top-level pyspark_* modules on sys.path, which an
   # editable install's import hook does not show: put the checkout itself on sys.path.
   site=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')

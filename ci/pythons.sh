@@ -17,6 +17,9 @@
 #                                    the newest); elsewhere the twins' suites run with them only
 #                                    where KAFKA_CORE_PYTHONS_TWINS_PURE names the version
 #   KAFKA_CORE_TWIN_SUITES="tests/unit"  what the twins' suites are (ci/twin_suites.sh)
+#   KAFKA_CORE_PYTHONS_WHOLE_CODEC=cython  where the whole unit suite runs, run it with the extension
+#                                    instead (no twins' suites there): for a caller that runs the
+#                                    whole suite with the twins itself (ci/test.sh, on 3.11)
 #   KAFKA_CORE_PYTHONS_COMPAT=0      leave the Tansu subset out (unit suites only)
 #   KAFKA_CORE_PYTHONS_UNIT=0        leave the unit suites out (set-up and the Tansu subset only;
 #                                    ci/test.sh runs that beside the integration stage)
@@ -100,7 +103,8 @@ for version in "${ORDER[@]}"; do
   if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
     "$py" -m pip install -q --disable-pip-version-check -U pip
     "$py" -m pip install -q --disable-pip-version-check "Cython>=3.0.10" "setuptools>=77" wheel build
-    "$py" -m pip install -q --disable-pip-version-check -e ".[test,spark,cli,broker,schema-registry]"
+    # --no-compile: as ci/bootstrap.sh, Python compiles what is imported
+    "$py" -m pip install -q --disable-pip-version-check --no-compile -e ".[test,spark,cli,broker,schema-registry]"
     site=$("$py" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
     echo "$PWD" >"$site/kafka_core_checkout.pth"  # Spark finds pyspark_kafka_core on sys.path
     echo "$want" >"$stamp"
@@ -115,6 +119,12 @@ for version in "${ORDER[@]}"; do
   [ "${KAFKA_CORE_PYTHONS_SETUP_ONLY:-0}" = "0" ] || continue
   [ "${KAFKA_CORE_PYTHONS_UNIT:-1}" != "0" ] || continue
 
+  if [ "${KAFKA_CORE_PYTHONS_WHOLE_CODEC:-pure}" = cython ] && [[ " ${WHOLE[*]} " == *" $version "* ]]; then
+    stage "CPython $version: tests/unit, Cython codec"
+    run "CPython $version tests/unit, Cython codec" env KAFKA_CORE_REQUIRE_EXTENSION=1 KAFKA_CORE_PURE_PYTHON= \
+      "$py" -m pytest tests/unit -n "$JOBS" -p no:cacheprovider -q "$@"
+    continue
+  fi
   stage "CPython $version: ${TWIN_SUITES[*]}, Cython codec"
   run "CPython $version ${TWIN_SUITES[*]}, Cython codec" env KAFKA_CORE_REQUIRE_EXTENSION=1 KAFKA_CORE_PURE_PYTHON= \
     "$py" -m pytest "${TWIN_SUITES[@]}" -n "$JOBS" -p no:cacheprovider -q "$@"

@@ -300,6 +300,11 @@ class KafkaCluster(EmbeddedBroker):
             "num.network.threads": "2",
             "num.io.threads": "4",
             "controlled.shutdown.enable": "true",
+            # The active controller writes a no-op record to the metadata log when it has written
+            # nothing for this long (KIP-835; Kafka's default is 500 ms), and every node applies it:
+            # a node nobody uses took 3.8% of a core, 2.4% at 5 s (quick JVM, 2 cores). A test run
+            # keeps a dozen nodes up for most of its length.
+            "metadata.max.idle.interval.ms": "5000",
         }
         for listener in ("sasl_plaintext", "sasl_ssl"):
             for mechanism in MECHANISMS:

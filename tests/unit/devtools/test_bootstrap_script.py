@@ -17,8 +17,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 # The editable install builds no extension ("pure"): the in-place build after it does, once.
-DEMO_INSTALL = "-m pip install --disable-pip-version-check -e .[spark,cli,broker] (pure)"
-FULL_INSTALL = "-m pip install --disable-pip-version-check -e .[test,bench,spark,cli,broker,schema-registry,gssapi] (pure)"
+DEMO_INSTALL = "-m pip install --disable-pip-version-check --no-compile -e .[spark,cli,broker] (pure)"
+FULL_INSTALL = "-m pip install --disable-pip-version-check --no-compile -e .[test,bench,spark,cli,broker,schema-registry,gssapi] (pure)"
 
 # The venv's python: records its arguments; `-c` answers the site-packages path, `-` (the codec
 # check) the line the real one prints; FAIL_ON makes the call containing it fail, noisily.
