@@ -141,6 +141,16 @@ def run(
     responses = response_seeds(rng, records, per_version=3)
     decoders = record_decoders()
     stats = Stats()
+    # A process's first decodes import what the decoders load on first use (pyarrow, the compression
+    # libraries, the protocol's message modules): done here, untimed and before tracemalloc, so that
+    # an import never counts as a slow decode (stop 48: the first pure-Python columnar decode of a
+    # fresh venv took 11.9 s under load, byte-compiling pyarrow's modules under tracemalloc). The
+    # seeds are valid: a decoder that fails on one fails the run.
+    for data in records:
+        for fn in decoders.values():
+            fn(data, True)
+    for key, version, data in responses:
+        decode_response(key, version, data)
     if trace:
         tracemalloc.start()
     t0 = time.perf_counter()

@@ -73,9 +73,13 @@ if [ "$installed" = 0 ]; then
   # The editable wheel without the extensions (KAFKA_CORE_PURE_PYTHON at build time): the in-place
   # build below makes the ones that import, and building them in the wheel too compiled the codec
   # twice (some minutes of a fresh set-up).
-  # --no-compile: pip byte-compiles every module of every package it installs (pyspark's
-  # thousands among them), a third of the install's time; Python compiles what is imported.
+  # --no-compile, then compileall on every core: pip byte-compiles what it installs on one core
+  # (pyspark's thousands of modules among them), a third of the install's time. Left to first
+  # imports, the compiling lands in the tests: a decode timed under tracemalloc, a Spark worker
+  # that must connect back within 10 s. A file that does not compile is the package's (pip's own
+  # compile skips it too), not the set-up's failure.
   KAFKA_CORE_PURE_PYTHON=1 quietly python -m pip install --disable-pip-version-check --no-compile -e ".[$extras]"
+  python -m compileall -q -j 0 "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >>"$LOG" 2>&1 || true
   # Spark finds data sources by listing top-level pyspark_* modules on sys.path, which an
   # editable install's import hook does not show: put the checkout itself on sys.path.
   site=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
