@@ -65,7 +65,7 @@ SHARED_FIXTURES: dict[str, frozenset[str]] = {
 # job): one at a time. Three Spark sessions at once on two cores (each local[2], with its Python
 # workers) starved a new Python worker past the 10 s Spark gives it to connect back, fixed in
 # PythonWorkerFactory.createSimpleWorker (stop 47's red: a streaming source's runner, at the end of
-# a 1,600 s stage). Serially they take about 770 s on a quiet machine, under half the stage.
+# a 1,600 s stage). Serially they take about 710 s on a quiet machine, under half the stage.
 SPARK_MODULES = frozenset(
     {
         "test_main_job.py",
