@@ -259,10 +259,10 @@ def summarize(per_round: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def run_from_command_line(
     description: str, run: Callable[..., dict[str, Any]], argv: list[str] | None, *, records: int, rounds: int
-) -> tuple[argparse.Namespace, dict[str, Any]]:
+) -> dict[str, Any]:
     """A tracing bench's command line (``--records --size --rounds --json``): ``run`` on the bench
-    broker, what it ran on and the load printed; returns the arguments and the figures, with the
-    load average before and after under ``"load"``."""
+    broker, what it ran on and the load printed, the figures written to ``--json``; returns the
+    figures, with the load average before and after under ``"load"``."""
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--records", type=int, default=records)
     parser.add_argument("--size", type=int, default=100)
@@ -275,13 +275,15 @@ def run_from_command_line(
     load_after = os.getloadavg()
     print(f"\n{args.records:,} records of {args.size} B, {args.rounds} rounds, {broker_description()}")
     print(f"load average before {load_before[0]:.1f}, after {load_after[0]:.1f} ({os.cpu_count()} cores)\n")
-    return args, {**figures, "load": [load_before, load_after]}
+    figures = {**figures, "load": [load_before, load_after]}
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(figures, f, indent=2)
+    return figures
 
 
 def main(argv: list[str] | None = None) -> int:
-    args, figures = run_from_command_line(
-        __doc__.splitlines()[0], run_tracing, argv, records=50_000, rounds=3
-    )
+    figures = run_from_command_line(__doc__.splitlines()[0], run_tracing, argv, records=50_000, rounds=3)
     print(f"{'client':16} {'case':10} {'off rec/s':>12} {'on rec/s':>12} {'on/off':>7}")
     for row in figures["rows"]:
         if "on_over_off" in row:
@@ -290,9 +292,6 @@ def main(argv: list[str] | None = None) -> int:
     for row in figures["rows"]:
         if "on_over_off" not in row:
             print(f"  {row['case']:10} tracing on {row['on']:.2f}x, off {row['off']:.2f}x")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(figures, f, indent=2)
     return 0
 
 

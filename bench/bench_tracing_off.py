@@ -16,7 +16,6 @@ records a poll) and ``per-record`` (iteration), on records without headers.
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import subprocess
@@ -123,15 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from bench.bench_tracing import run_from_command_line
 
-    args, figures = run_from_command_line(
-        __doc__.splitlines()[0], run_tracing_off, argv, records=200_000, rounds=5
-    )
+    figures = run_from_command_line(__doc__.splitlines()[0], run_tracing_off, argv, records=200_000, rounds=5)
     print(f"{'case':10} {'never rec/s':>12} {'off rec/s':>12} {'off/never':>10}")
     for row in figures["rows"]:
         print(f"{row['case']:10} {row['never']:>12,.0f} {row['off']:>12,.0f} {row['off_over_never']:>10.3f}")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(figures, f, indent=2)
     return 0
 
 

@@ -79,10 +79,10 @@ if [ "$installed" = 0 ]; then
   # that must connect back within 10 s. A file that does not compile is the package's (pip's own
   # compile skips it too), not the set-up's failure.
   KAFKA_CORE_PURE_PYTHON=1 quietly python -m pip install --disable-pip-version-check --no-compile -e ".[$extras]"
-  python -m compileall -q -j 0 "$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >>"$LOG" 2>&1 || true
+  site=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+  python -m compileall -q -j 0 "$site" >>"$LOG" 2>&1 || true
   # Spark finds data sources by listing top-level pyspark_* modules on sys.path, which an
   # editable install's import hook does not show: put the checkout itself on sys.path.
-  site=$(python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
   echo "$PWD" > "$site/kafka_core_checkout.pth"
   printf '%s\n%s\n' "$want" "$extras" > "$stamp"
 fi

@@ -120,15 +120,16 @@ for version in "${ORDER[@]}"; do
   [ "${KAFKA_CORE_PYTHONS_SETUP_ONLY:-0}" = "0" ] || continue
   [ "${KAFKA_CORE_PYTHONS_UNIT:-1}" != "0" ] || continue
 
+  whole_cython=0
   if [ "${KAFKA_CORE_PYTHONS_WHOLE_CODEC:-pure}" = cython ] && [[ " ${WHOLE[*]} " == *" $version "* ]]; then
-    stage "CPython $version: tests/unit, Cython codec"
-    run "CPython $version tests/unit, Cython codec" env KAFKA_CORE_REQUIRE_EXTENSION=1 KAFKA_CORE_PURE_PYTHON= \
-      "$py" -m pytest tests/unit -n "$JOBS" -p no:cacheprovider -q "$@"
-    continue
+    whole_cython=1
   fi
-  stage "CPython $version: ${TWIN_SUITES[*]}, Cython codec"
-  run "CPython $version ${TWIN_SUITES[*]}, Cython codec" env KAFKA_CORE_REQUIRE_EXTENSION=1 KAFKA_CORE_PURE_PYTHON= \
-    "$py" -m pytest "${TWIN_SUITES[@]}" -n "$JOBS" -p no:cacheprovider -q "$@"
+  cython=("${TWIN_SUITES[@]}")
+  [ "$whole_cython" = 0 ] || cython=(tests/unit)
+  stage "CPython $version: ${cython[*]}, Cython codec"
+  run "CPython $version ${cython[*]}, Cython codec" env KAFKA_CORE_REQUIRE_EXTENSION=1 KAFKA_CORE_PURE_PYTHON= \
+    "$py" -m pytest "${cython[@]}" -n "$JOBS" -p no:cacheprovider -q "$@"
+  [ "$whole_cython" = 0 ] || continue
   pure=()
   if [[ " ${WHOLE[*]} " == *" $version "* ]]; then
     pure=(tests/unit)

@@ -23,8 +23,9 @@ import pytest
 from xdist.scheduler import LoadGroupScheduling
 
 # Modules whose tests share a module-scoped fixture that starts something costly: a broker of their
-# own (persistent_tansu and the like), a Spark session or cluster, a TLS or SASL set-up. A module
-# left out still passes, but each worker that runs one of its tests starts its own.
+# own (persistent_tansu and the like), a TLS or SASL set-up. A module left out still passes, but
+# each worker that runs one of its tests starts its own. (The Spark modules are one unit together:
+# SPARK_MODULES.)
 WHOLE_MODULES = frozenset(
     {
         "test_chaos.py",
@@ -34,13 +35,6 @@ WHOLE_MODULES = frozenset(
         "test_oauth_kafka.py",
         "test_protocol_capture.py",
         "test_sasl.py",
-        "test_spark_cluster.py",
-        "test_spark_connect.py",
-        "test_spark_data_loss.py",
-        "test_spark_group_commit.py",
-        "test_spark_registry.py",
-        "test_spark_source.py",
-        "test_spark_transactional.py",
         "test_stall_bounds.py",
         "test_telemetry_kafka.py",
         "test_tls.py",

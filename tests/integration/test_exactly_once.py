@@ -16,7 +16,6 @@ the two brokers except those that need aborted records hidden, which need Apache
 
 from __future__ import annotations
 
-import importlib.util
 import sys
 import time
 import uuid
@@ -26,6 +25,7 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+from file_modules import load_file_module
 from test_transactions import (
     ABORTED_DELIVERED,
     by_partition,
@@ -47,15 +47,7 @@ PARTITIONS = 3
 
 
 def load_example() -> ModuleType:
-    name = "exactly_once_example"
-    if name in sys.modules:
-        return sys.modules[name]
-    spec = importlib.util.spec_from_file_location(name, ROOT / "examples" / "exactly_once.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_file_module("exactly_once_example", ROOT / "examples" / "exactly_once.py")
 
 
 def fill_input(bootstrap: str, topic: str) -> dict[int, list[bytes]]:

@@ -4,13 +4,11 @@ own terminal view: what the picture shows, and that the committed one is what th
 from __future__ import annotations
 
 import html
-import importlib.util
 import re
-import sys
 from pathlib import Path
-from types import ModuleType
 
 import pytest
+from file_modules import load_file_module
 from rich.terminal_theme import SVG_EXPORT_THEME
 
 REPO = Path(__file__).resolve().parents[3]
@@ -20,16 +18,7 @@ TOOL = REPO / "tools" / "render_watch_svg.py"
 HEADERS = ["topic", "partition", "committed", "end", "lag", "lag trend", "consumed/s", "produced/s"]
 
 
-def load_tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("render_watch_svg", TOOL)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("render_watch_svg", mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-tool = load_tool()
+tool = load_file_module("render_watch_svg", TOOL)
 
 
 @pytest.fixture(scope="module")

@@ -11,13 +11,12 @@ names a folder of definitions to use instead.
 
 from __future__ import annotations
 
-import importlib.util
 import os
-import sys
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from file_modules import load_file_module
 from hypothesis import strategies as st
 from prerequisites import unavailable
 
@@ -27,16 +26,7 @@ REPO = Path(__file__).resolve().parents[3]
 GEN_PATH = REPO / "tools" / "gen_protocol.py"
 
 
-def load_gen() -> Any:
-    spec = importlib.util.spec_from_file_location("gen_protocol", GEN_PATH)
-    assert spec is not None and spec.loader is not None
-    mod = importlib.util.module_from_spec(spec)
-    sys.modules.setdefault("gen_protocol", mod)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-gen = load_gen()
+gen = load_file_module("gen_protocol", GEN_PATH)
 
 from protocol_gen.schema_table import SCHEMA  # noqa: E402  (on sys.path once gen_protocol is loaded)
 
