@@ -76,9 +76,20 @@ class Flow:
 
 def longest_gap(times: list[float], start: float, end: float) -> float:
     """The longest time without an event inside [start, end] (its edges count as events)."""
+    return gap_and_start(times, start, end)[0]
+
+
+def gap_and_start(times: list[float], start: float, end: float) -> tuple[float, float]:
+    """The longest gap inside [start, end] and the monotonic time it began."""
     inside = sorted(t for t in times if start <= t <= end)
     points = [start, *inside, end]
-    return max(b - a for a, b in itertools.pairwise(points))
+    return max((b - a, a) for a, b in itertools.pairwise(points))
+
+
+def _wall(monotonic_at: float) -> str:
+    """A monotonic instant as the DEBUG log's clock (HH:MM:SS.mmm), to find a gap in it."""
+    at = time.time() - (time.monotonic() - monotonic_at)
+    return time.strftime("%H:%M:%S", time.localtime(at)) + f".{int(at % 1 * 1000):03d}"
 
 
 # -- the two clients -----------------------------------------------------------------------------
@@ -262,14 +273,23 @@ def run(rate: float, rounds: int, faults: tuple[str, ...] = FAULTS) -> dict[str,
             row: dict[str, Any] = {"fault": name, "seconds": round(end - start, 2), "detail": detail}
             for c, flow in flows.items():
                 with flow.lock:
-                    row[c] = {
-                        "produce_stall_s": round(longest_gap(flow.acks, start, end + SETTLE_S), 3),
-                        "consume_stall_s": round(longest_gap(flow.received, start, end + SETTLE_S), 3),
-                    }
+                    produce, produce_at = gap_and_start(flow.acks, start, end + SETTLE_S)
+                    consume, consume_at = gap_and_start(flow.received, start, end + SETTLE_S)
+                row[c] = {
+                    "produce_stall_s": round(produce, 3),
+                    "consume_stall_s": round(consume, 3),
+                    "produce_stall_from": _wall(produce_at),
+                    "consume_stall_from": _wall(consume_at),
+                }
             out["faults"].append(row)
             print(json.dumps(row), flush=True)
 
         for _ in range(rounds):
+            if "preferred-election" in faults and _leader(bootstrap, topics[0]) != 1:
+                # node 1 (the preferred replica) leads before the shutdown, so that the election
+                # after it moves the leadership back: otherwise a round's election moves nothing
+                _elect_preferred(bootstrap, topics)
+                time.sleep(2)
             victim = _leader(bootstrap, topics[0])
 
             def shutdown(victim: int = victim) -> str:
