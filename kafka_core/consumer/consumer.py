@@ -527,6 +527,14 @@ class KafkaConsumer:
     def paused(self) -> set[TopicPartition]:
         return self._subs.paused()
 
+    def fetch_until(self, partition: Any, offset: int | None) -> None:
+        """Fetch ``partition`` only below ``offset`` (None: no bound). For a reader of a known
+        offset range: nothing past its end is fetched ahead, and no Fetch is left waiting at the
+        broker once the range is buffered, to hold up the next one. Records already buffered
+        past it are still handed over; a seek drops them."""
+        self._subs.fetch_until(as_topic_partition(partition), offset)
+        self._fetcher.wake()
+
     def set_callback_runner(self, runner: CallbackRunner | None) -> None:
         """Have ``runner(callback, partitions)`` run the rebalance callbacks (the sync face runs
         them in the application's thread, inside its poll); None: on the event loop."""

@@ -46,6 +46,9 @@ class PartitionState:
     # The position must be checked against the leader's log (OffsetForLeaderEpoch) before it is
     # fetched from: the leader changed, or the position came with an epoch from a commit or seek.
     awaiting_validation: bool = False
+    # Offsets at or past this are not fetched (None: no bound): a reader of a known offset range
+    # (a Spark task) neither fetches past its range nor leaves a fetch waiting at the log's end.
+    fetch_until: int | None = None
     # The subscription that holds this state, and its partition (set by assign): told of changes.
     owner: SubscriptionState | None = field(default=None, repr=False, compare=False)
     tp: TopicPartition | None = field(default=None, repr=False, compare=False)
@@ -198,6 +201,9 @@ class SubscriptionState:
 
     def paused(self) -> set[TopicPartition]:
         return set(self._paused)
+
+    def fetch_until(self, tp: TopicPartition, offset: int | None) -> None:
+        self.state(TopicPartition(*tp)).fetch_until = offset
 
     def awaiting_validation(self) -> list[TopicPartition]:
         return list(self._awaiting)

@@ -524,9 +524,17 @@ _SINK_TXN_REFUSED = {
 }
 
 
+# The sink compresses unless told otherwise (``kafka.compression.type``), as franz-go's producer
+# does by default: a bulk write is mostly the broker's work, and lz4 batches cost it less than half
+# the CPU of plain ones (the job's 1M JSON rows on one node: 0.6-1.3 s of broker CPU against
+# 1.7-3.2 s) for about the same client CPU; lz4 is in every Kafka client since 0.8.2.
+SINK_DEFAULT_COMPRESSION = "lz4"
+
+
 def parse_sink(options: Mapping[str, Any]) -> SinkOptions:
     opts = _lower_keys(options)
     producer = _kafka_params(opts, "producer", {**_SINK_REFUSED, **_SINK_TXN_REFUSED}, set())
+    producer.setdefault("compression", SINK_DEFAULT_COMPRESSION)
     topic = opts.get("topic")
     if topic is not None and not topic.strip():
         raise KafkaConfigError("option 'topic' is empty")

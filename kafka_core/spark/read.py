@@ -182,6 +182,10 @@ class _RangeReader:
 
     def run(self) -> Iterator[Any]:
         r, tp, consumer = self.r, self.tp, self.consumer
+        # Nothing past the range is fetched: no prefetch thrown away at the end, and no Fetch
+        # left waiting at the log's end to hold up this worker's next task (measured: a
+        # micro-batch's task of 3 records took 100 ms more, the reader's fetch_max_wait_ms).
+        consumer.fetch_until(tp, r.end)
         consumer.resume([tp])
         if consumer.position(tp) != r.start:
             consumer.seek(tp, r.start)

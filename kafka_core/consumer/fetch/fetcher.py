@@ -476,13 +476,19 @@ class Fetcher:
 
     def _wanted(self, tp: TopicPartition, now: float) -> bool:
         """Whether ``tp`` is to be fetched now (it is assigned)."""
-        if not self._subs.state(tp).fetchable or tp in self.partition_errors:
+        st = self._subs.state(tp)
+        if not st.fetchable or tp in self.partition_errors:
             return False
         held = self._held.get(tp)
         if held is not None and held[0] > now:
             return False
         q = self.buffer.get(tp)
-        return not (q and len(q) >= self._depth)
+        if q and len(q) >= self._depth:
+            return False
+        if st.fetch_until is not None:
+            offset = q[-1].next_offset if q else st.position
+            return offset is not None and offset < st.fetch_until
+        return True
 
     def _unplace(self, tp: TopicPartition) -> None:
         """Stop fetching ``tp`` (its session forgets it with the next request)."""

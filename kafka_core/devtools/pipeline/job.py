@@ -148,6 +148,14 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help=f"with --compare: rounds of both formats, alternating which goes first (default {COMPARE_ROUNDS})",
     )
     p.add_argument(
+        "--connector-spark",
+        choices=("running", "matching"),
+        default="running",
+        help="when Maven Central has no connector for the running pyspark: run its newest release on "
+        "the running Spark (running, the default: both formats on the same engine, every answer checked), "
+        "or run the whole job again under the pyspark that release was built for (matching)",
+    )
+    p.add_argument(
         "--event-log",
         metavar="DIR",
         type=Path,
@@ -187,11 +195,12 @@ class Connector:
         return f"spark-sql-kafka-0-10 {self.version} ({self.why})"
 
 
-def connector(argv: Sequence[str]) -> Connector:
+def connector(argv: Sequence[str], spark: str = "running") -> Connector:
     """Spark's connector for this run: its jars for the running pyspark when Maven Central has
-    them. When it has none, the job is run again (exec, this process ends) under the newest
-    release's pyspark, from a venv made once in the user cache. :class:`SetupError` with the
-    cause when Maven, Java or PyPI are not there."""
+    them. When it has none, its newest release: on the running Spark (``spark`` "running"; the
+    job's checks compare every answer of both formats), or (``spark`` "matching") with the job run
+    again (exec, this process ends) under that release's pyspark, from a venv made once in the user
+    cache. :class:`SetupError` with the cause when Maven, Java or PyPI are not there."""
     import pyspark
 
     from kafka_core.devtools.brokers.common import BrokerStartError
@@ -210,6 +219,9 @@ def connector(argv: Sequence[str]) -> Connector:
                 raise SetupError(f"re-run for Spark's connector {version} found pyspark {running}")
         else:
             version, why = connector_version_for(running)
+        if version != running and spark == "running":
+            why = f"{why}; built for Spark {version}, run on pyspark {running}"
+            return Connector(version, why, connector_jars(version))
         if version != running:
             python = connector_python(version)
             print(
@@ -822,7 +834,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise SetupError(f"bad --topic {topic!r}: use 1 to 249 of the characters A-Z a-z 0-9 . _ -")
         check_master(args.master)
         check_environment()
-        spark_connector = connector(argv) if CONNECTOR in args.formats else None
+        spark_connector = connector(argv, args.connector_spark) if CONNECTOR in args.formats else None
         bootstrap = label = args.bootstrap_servers
         if bootstrap:
             parse_bootstrap(bootstrap)

@@ -274,3 +274,44 @@ def test_caught_up_partitions_wait_on_one_lane_and_spread_again_with_data() -> N
         assert not client.sessions
 
     asyncio.run(asyncio.wait_for(main(), 50))
+
+
+def test_a_bounded_partition_is_fetched_up_to_its_bound_and_no_further() -> None:
+    """fetch_until (a Spark task's offset range): no Fetch asks for an offset at or past the
+    bound, none is left out once the range is buffered (a long poll there would hold up the
+    next range's first Fetch), and a new bound starts fetching again at once."""
+
+    async def main() -> None:
+        client = SessionBroker({T: 1})
+        client.batches_per_answer = 1
+        log = client.log(T, 0)
+        for b in range(8):
+            log.append([(None, b"0-%d" % i, []) for i in range(10 * b, 10 * b + 10)])
+        tp = TopicPartition(T, 0)
+        c = KafkaConsumer(
+            client=client, partitions={T: [0]}, auto_offset_reset="earliest", fetch_max_wait_ms=20
+        )
+        try:
+            c.fetch_until(tp, 25)
+            got: list[Any] = []
+            while len(got) < 25:
+                got += await c.poll(50)
+            mark = len(client.wire)
+            for _ in range(5):
+                got += await c.poll(30)
+            asked = [p.fetch_offset for _, b, _ in client.wire for t in b.topics for p in t.partitions]
+            assert asked and max(asked) < 25, asked
+            assert all(not named(b) for _, b, _ in client.wire[mark:]), "fetched past the bound"
+            assert [r.offset for r in got] == list(range(30))  # the batch holding 24 came whole
+            c.fetch_until(tp, 50)
+            while len(got) < 50:
+                got += await c.poll(50)
+            assert [r.offset for r in got][:50] == list(range(50))
+            c.fetch_until(tp, None)
+            while len(got) < 80:
+                got += await c.poll(50)
+            assert [r.offset for r in got] == list(range(80))
+        finally:
+            await c.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))

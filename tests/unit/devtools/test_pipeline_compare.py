@@ -119,3 +119,42 @@ def test_broker_goes_without_bootstrap_servers(capsys: pytest.CaptureFixture[str
     with pytest.raises(SystemExit):
         parse_args(["--broker", "kafka", "--bootstrap-servers", "127.0.0.1:9092"])
     assert "leave it out with --bootstrap-servers" in capsys.readouterr().err
+
+
+def test_without_a_release_for_the_running_pyspark_the_newest_runs_on_it_or_the_job_moves(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import pyspark
+
+    from kafka_core.devtools.brokers import spark_connector
+    from kafka_core.devtools.pipeline import job
+
+    monkeypatch.delenv("KAFKA_CORE_PIPELINE_CONNECTOR", raising=False)
+    monkeypatch.setattr(pyspark, "__version__", "9.9.0")
+    monkeypatch.setattr(spark_connector, "connector_version_for", lambda running: ("4.2.0", "the newest"))
+    monkeypatch.setattr(spark_connector, "connector_jars", lambda version: [f"kafka-{version}.jar"])
+    assert parse_args(["--compare"]).connector_spark == "running"
+    on_running = job.connector(["--compare"], "running")
+    assert on_running.version == "4.2.0" and on_running.jars == ["kafka-4.2.0.jar"]
+    assert "built for Spark 4.2.0, run on pyspark 9.9.0" in on_running.describe()
+
+    moved: list[list[str]] = []
+
+    def execve(python: object, argv: list[str], env: dict[str, str]) -> None:
+        moved.append(argv)
+        raise SystemExit(0)
+
+    monkeypatch.setattr(spark_connector, "connector_python", lambda version: f"/venv-{version}/python")
+    monkeypatch.setattr(job.os, "execve", execve)
+    with pytest.raises(SystemExit):
+        job.connector(["--compare", "--connector-spark", "matching"], "matching")
+    assert moved == [
+        [
+            "/venv-4.2.0/python",
+            "-m",
+            "kafka_core.devtools.pipeline",
+            "--compare",
+            "--connector-spark",
+            "matching",
+        ]
+    ]

@@ -150,7 +150,14 @@ def test_assign_parsed() -> None:
 def test_sink_options() -> None:
     sink = parse_sink({**BOOT, "topic": "out", "kafka.linger.ms": "20", "kafka.acks": "1"})
     assert sink.topic == "out"
-    assert sink.producer == {"bootstrap_servers": "127.0.0.1:9092", "linger_ms": 20.0, "acks": 1}
+    assert sink.producer == {
+        "bootstrap_servers": "127.0.0.1:9092",
+        "linger_ms": 20.0,
+        "acks": 1,
+        "compression": "lz4",  # the sink's default
+    }
+    plain = parse_sink({**BOOT, "topic": "out", "kafka.compression.type": "none"})
+    assert plain.producer["compression"] == "none"
     with pytest.raises(KafkaConfigError, match=r"'kafka\.value\.serializer' is not supported"):
         parse_sink({**BOOT, "kafka.value.serializer": "x"})
     with pytest.raises(KafkaConfigError, match=r"unknown producer option 'kafka\.fetch\.min\.bytes'"):
