@@ -60,9 +60,10 @@ def test_pipeline_passes_end_to_end(bootstrap_servers: str) -> None:
 
 @pytest.mark.timeout(1500)
 def test_compare_runs_both_formats_side_by_side_on_apache_kafka(real_kafka: Any) -> None:
-    """--compare (issue 41): kafka_core and Spark's own connector (its jar from Maven Central, under
-    the pyspark of its version) on the same broker and generated data, each leg checked against the
-    generated records and against the other, then the phases side by side with ratios."""
+    """--compare (issue 41): kafka_core and Spark's own connector (its jar from Maven Central; its
+    newest release on the running Spark when there is none for it) on the same broker and generated
+    data, each leg checked against the generated records and against the other, then the phases
+    side by side with ratios."""
     _need_spark()
     proc = subprocess.run(
         [
