@@ -74,13 +74,9 @@ class Flow:
             self.values.append(seq)
 
 
-def longest_gap(times: list[float], start: float, end: float) -> float:
-    """The longest time without an event inside [start, end] (its edges count as events)."""
-    return gap_and_start(times, start, end)[0]
-
-
 def gap_and_start(times: list[float], start: float, end: float) -> tuple[float, float]:
-    """The longest gap inside [start, end] and the monotonic time it began."""
+    """The longest time without an event inside [start, end] (its edges count as events), and
+    the monotonic time it began."""
     inside = sorted(t for t in times if start <= t <= end)
     points = [start, *inside, end]
     return max((b - a, a) for a, b in itertools.pairwise(points))

@@ -44,7 +44,7 @@ from kafka_core.consumer.fetch.results import PartitionFetch, last_offset_at, le
 from kafka_core.consumer.fetch.session import SESSION_ERRORS, FetchSession, PartitionData, SessionRequest
 from kafka_core.consumer.fetch.validation import PositionValidator
 from kafka_core.consumer.policies import IsolationLevel, OffsetReset
-from kafka_core.consumer.subscription import SubscriptionState
+from kafka_core.consumer.subscription import PartitionState, SubscriptionState
 from kafka_core.consumer_base.outage import OutageTracker
 from kafka_core.errors import KafkaClosedError, KafkaConnectionError, KafkaError, KafkaTimeoutError
 from kafka_core.metrics.registry import ConsumerMetrics
@@ -80,6 +80,11 @@ class FetchOutcome(enum.Enum):
     GOT = enum.auto()  # records (or an error) buffered for poll: wake it
     RETRY = enum.auto()  # leader moved, topic not ready...: metadata refreshed, retry after a pause
     MOVED = enum.auto()  # the answer named the new leader (KIP-951): fetched from it at once
+
+
+def next_fetch_offset(st: PartitionState, q: deque[PartitionFetch] | None) -> int | None:
+    """Where the next Fetch of a partition starts: after its buffered data, or at its position."""
+    return q[-1].next_offset if q else st.position
 
 
 class Fetcher:
@@ -486,7 +491,7 @@ class Fetcher:
         if q and len(q) >= self._depth:
             return False
         if st.fetch_until is not None:
-            offset = q[-1].next_offset if q else st.position
+            offset = next_fetch_offset(st, q)
             return offset is not None and offset < st.fetch_until
         return True
 
@@ -571,8 +576,7 @@ class Fetcher:
     def _partition_data(self, tp: TopicPartition) -> PartitionData:
         """What the next Fetch of ``tp`` asks: from after its buffered data, or its position."""
         st = self._subs.state(tp)
-        q = self.buffer.get(tp)
-        offset = q[-1].next_offset if q else st.position
+        offset = next_fetch_offset(st, self.buffer.get(tp))
         assert offset is not None
         current, last = self._fetch_epochs(tp)
         return PartitionData(offset, current, last, self._requests.partition_max_bytes, st.epoch)
@@ -738,7 +742,7 @@ class Fetcher:
         fetch_offset, epoch = sent
         st = self._subs.state(tp)
         q = self.buffer.get(tp)
-        expected = q[-1].next_offset if q else st.position
+        expected = next_fetch_offset(st, q)
         if st.epoch != epoch or st.reset is not None or expected != fetch_offset:
             return FetchOutcome.NOTHING  # a seek or reset happened meanwhile: this data is stale
         code = p.error_code

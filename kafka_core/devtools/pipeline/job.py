@@ -221,8 +221,7 @@ def connector(argv: Sequence[str], spark: str = "running") -> Connector:
             version, why = connector_version_for(running)
         if version != running and spark == "running":
             why = f"{why}; built for Spark {version}, run on pyspark {running}"
-            return Connector(version, why, connector_jars(version))
-        if version != running:
+        elif version != running:
             python = connector_python(version)
             print(
                 f"Spark's connector: spark-sql-kafka-0-10 {version} ({why}); the job runs under "
