@@ -303,35 +303,23 @@ def test_buffer_full_blocks_then_raises(mock_cluster: MockCluster) -> None:
         mock_cluster.clear_request_errors(ApiKey.PRODUCE)
 
 
-def _partitions_seen(bootstrap: str) -> str:
-    """Topic "restart" as confluent-kafka sees it: each partition's leader and watermarks."""
-    from confluent_kafka import Consumer, TopicPartition
-
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"verify-{uuid.uuid4().hex[:8]}"})
-    try:
-        topic = consumer.list_topics("restart", timeout=10).topics["restart"]
-        if topic.error is not None:
-            return f"metadata error {topic.error}"
-        return ", ".join(
-            f"p{p}: leader {meta.leader}, watermarks {consumer.get_watermark_offsets(TopicPartition('restart', p), 10)}"
-            for p, meta in sorted(topic.partitions.items())
-        )
-    except Exception as exc:  # evidence for a failure message: never a second failure
-        return f"not known ({exc!r})"
-    finally:
-        consumer.close()
-
-
 def test_broker_restart_mid_stream() -> None:
-    """The broker goes away and comes back: the producer reconnects and delivers what it buffered."""
-    broker = TansuBroker().start()
+    """The broker goes away and comes back: the producer reconnects and delivers what it buffered,
+    each record once.
+
+    The broker keeps its log across the restart (S3 storage), as Kafka does. On memory storage the
+    restarted Tansu knew no topics and still acknowledged a Produce to one it did not know, so
+    whether the records could be read back depended on whether a Metadata request (which creates
+    the topic there) reached it before the first Produce: twice in CI none could be.
+    """
+    broker = TansuBroker.persistent().start()
     try:
         broker.create_topic("restart", 3)
         with KafkaProducer(
             broker.bootstrap, linger_ms=5, delivery_timeout_ms=60_000, retry_backoff_ms=50
         ) as p:
             first = [p.send("restart", b"before-%d" % i) for i in range(500)]
-            p.flush(30)
+            p.flush(60)
             assert all(f.exception(0) is None for f in first)
             broker.stop()
             during = [p.send("restart", b"during-%d" % i) for i in range(500)]
@@ -341,17 +329,20 @@ def test_broker_restart_mid_stream() -> None:
             p.flush(60)
             errors = [f.exception(0) for f in during + after]
             assert errors == [None] * 1000
-        # Memory storage came back empty: what we see is exactly what was sent since the restart.
-        got = consume(broker.bootstrap, "restart", 4, 1000, timeout=30)
-        want = Counter([b"during-%d" % i for i in range(500)] + [b"after-%d" % i for i in range(500)])
-        if Counter(m.value() for m in got) != want:
-            # Once in CI (2026-12-03, 3 workers on 2 cores) every record was acknowledged and none
-            # read back: say where the acknowledgements put them and what the broker shows now.
-            acked = Counter((f.result(0).partition, f.result(0).offset // 100) for f in during + after)
-            pytest.fail(
-                f"read back {len(got)} of 1000 acknowledged records; acknowledged at (partition, "
-                f"offset // 100): {sorted(acked.items())}; the broker now: {_partitions_seen(broker.bootstrap)}"
+        got = consume(broker.bootstrap, "restart", 3, 1500)
+        assert Counter(m.value() for m in got) == Counter(
+            [b"%s-%d" % (phase, i) for phase in (b"before", b"during", b"after") for i in range(500)]
+        )
+        # Each acknowledgement names where its record is.
+        placed = {m.value(): (m.partition(), m.offset()) for m in got}
+        assert all(
+            placed[v] == (f.result(0).partition, f.result(0).offset)
+            for v, f in zip(
+                [b"%s-%d" % (phase, i) for phase in (b"before", b"during", b"after") for i in range(500)],
+                first + during + after,
+                strict=True,
             )
+        )
     finally:
         broker.close()
 
