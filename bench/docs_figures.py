@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from bench.common import REPO_DIR, RunResult, fmt_num, fmt_rate, fmt_ratio
+from bench.main_job_report import main_job_block
 from bench.report import CodecFigures, broker_entries, broker_name, spark_table
 
 DOC_FILES = ("README.md", "docs/*.md")
@@ -304,8 +305,14 @@ def wide(data: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def main_job(data: dict[str, Any]) -> str:
+    """README's and docs/spark.md's table of the main job beside Spark's connector."""
+    return main_job_block(data["sections"].get("main_job")).strip("\n")
+
+
 BLOCKS: dict[str, Callable[[dict[str, Any]], str]] = {
     "wide": wide,
+    "main-job": main_job,
     "avro-rows": avro_rows,
     "readme-e2e": readme_e2e,
     "readme-spark": readme_spark,

@@ -30,6 +30,7 @@ from bench.common import (
     markdown_table,
     status_cell,
 )
+from bench.main_job_report import MAIN_JOB_TITLE, main_job_lines
 from bench.spark_report import SECTION_TEXT as SPARK_SECTION_TEXT
 from bench.spark_report import spark_headline, spark_table
 from bench.tracing_report import TRACING_TITLE, tracing_lines
@@ -564,6 +565,9 @@ def render(data: dict[str, Any], notes: str = "") -> str:
     if "tracing" in sections:
         out += ["", f"## {TRACING_TITLE}", *tracing_lines(sections["tracing"])]
         out += _note(by_title, TRACING_TITLE)
+    if "main_job" in sections:
+        out += ["", f"## {MAIN_JOB_TITLE}", *main_job_lines(sections["main_job"])]
+        out += _note(by_title, MAIN_JOB_TITLE)
     out += [
         "",
         "## Notes",
@@ -616,6 +620,8 @@ RENDERED_TITLES = {
     "Schema Registry: Avro as Arrow columns (issue 34)",
     "Spark and Schema Registry Avro (issue 34)",
     WIDE_TITLE,
+    TRACING_TITLE,
+    MAIN_JOB_TITLE,
 }
 
 

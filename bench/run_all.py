@@ -5,6 +5,7 @@
     python -m bench.run_all --no-spark       # skip the (slow) Spark section
     python -m bench.run_all --only wide      # wide topics: 10 to 3,000 partitions, groups, metadata
     python -m bench.run_all --only tracing   # send and poll with OpenTelemetry tracing off and on
+    python -m bench.run_all --only main_job  # the Spark main job beside Spark's connector (about 8 minutes)
     python -m bench.run_all --only codec     # re-run some sections, keep the others' last figures
     python -m bench.run_all --render-only    # rewrite RESULTS.md from results.json
     KAFKA_CORE_BENCH_BROKER=kafka python -m bench.run_all --only producer,consumer,transactions
@@ -43,7 +44,7 @@ from bench.common import (
     version_of,
 )
 
-SECTIONS = ("codec", "producer", "consumer", "transactions", "spark", "wide", "tracing")
+SECTIONS = ("codec", "producer", "consumer", "transactions", "spark", "wide", "tracing", "main_job")
 # Sections whose figures depend on the broker: kept per broker, shown side by side.
 BROKER_SECTIONS = ("producer", "consumer", "transactions", "spark")
 RESULTS_MD = report.RESULTS_MD
@@ -67,6 +68,8 @@ class Mode:
     wide_records: int = 600_000
     wide_idle_s: float = 15.0  # polling with nothing to read
     tracing_records: int = 50_000  # per case and round, tracing off and on (bench.bench_tracing)
+    main_job_events: int = 1_000_000  # the main job beside Spark's connector (bench.bench_main_job)
+    main_job_rounds: int = 3
 
 
 FULL = Mode("full", 0.5, 5, True, 300_000, 3, 2_000_000, codec_processes=3)
@@ -83,6 +86,8 @@ QUICK = Mode(
     wide_records=20_000,
     wide_idle_s=2.0,
     tracing_records=5_000,
+    main_job_events=50_000,
+    main_job_rounds=1,
 )
 
 
@@ -292,6 +297,16 @@ def run_tracing_section(mode: Mode) -> dict[str, Any]:
     return section
 
 
+def run_main_job_section(mode: Mode) -> dict[str, Any]:
+    """bench.bench_main_job: the pipeline on both formats, ``main_job_rounds`` rounds alternating."""
+    from bench.bench_main_job import section
+
+    result = section(mode.main_job_events, mode.main_job_rounds, log=log)
+    result["command"] = command_line()
+    log(f"  main job {'failed: ' + result['failed'] if result.get('failed') else 'done'}")
+    return result
+
+
 def merge_sections(previous: dict[str, Any], fresh: dict[str, Any]) -> dict[str, Any]:
     """``fresh`` over ``previous``; a broker section replaces only the brokers it ran on, so a
     run on Apache Kafka keeps the last Tansu figures beside it (and the other way round)."""
@@ -340,7 +355,7 @@ def environment() -> dict[str, Any]:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="smoke run: fewer records, short timings")
-    parser.add_argument("--no-spark", action="store_true", help="skip the Spark section")
+    parser.add_argument("--no-spark", action="store_true", help="skip the Spark sections (spark, main_job)")
     parser.add_argument("--only", help=f"comma list of sections to re-run ({','.join(SECTIONS)})")
     parser.add_argument("--output", type=Path, default=RESULTS_MD)
     parser.add_argument("--raw", type=Path, default=RESULTS_JSON, help="raw figures (JSON)")
@@ -384,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown sections: {', '.join(sorted(unknown))}")
     if args.no_spark:
-        sections = [s for s in sections if s != "spark"]
+        sections = [s for s in sections if s not in ("spark", "main_job")]
 
     started = time.monotonic()
     env = environment()
@@ -392,13 +407,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "codec" in sections:
         stamp = section_stamp(mode)
         fresh["codec"] = {**run_codec(mode), **stamp}
-    e2e = [s for s in sections if s not in ("codec", "wide", "tracing")]
+    e2e = [s for s in sections if s not in ("codec", "wide", "tracing", "main_job")]
     if e2e:
         fresh.update(run_e2e(mode, e2e))
     if "wide" in sections:
         fresh["wide"] = run_wide_section(mode)
     if "tracing" in sections:
         fresh["tracing"] = run_tracing_section(mode)
+    if "main_job" in sections:
+        fresh["main_job"] = run_main_job_section(mode)
 
     # Read at the end, not the start: another section may have been re-run meanwhile.
     # A run covers one broker: the broker sections keep the other brokers' last figures.

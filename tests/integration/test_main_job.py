@@ -4,6 +4,7 @@ the small produce/consume demo (examples/demo.py) and the quick-start code."""
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -59,7 +60,7 @@ def test_pipeline_passes_end_to_end(bootstrap_servers: str) -> None:
 
 
 @pytest.mark.timeout(1500)
-def test_compare_runs_both_formats_side_by_side_on_apache_kafka(real_kafka: Any) -> None:
+def test_compare_runs_both_formats_side_by_side_on_apache_kafka(real_kafka: Any, tmp_path: Path) -> None:
     """--compare (issue 41): kafka_core and Spark's own connector (its jar from Maven Central; its
     newest release on the running Spark when there is none for it) on the same broker and generated
     data, each leg checked against the generated records and against the other, then the phases
@@ -75,6 +76,8 @@ def test_compare_runs_both_formats_side_by_side_on_apache_kafka(real_kafka: Any)
             "20000",
             "--bootstrap-servers",
             real_kafka.bootstrap,
+            "--json",
+            str(tmp_path / "job.json"),
         ],
         capture_output=True,
         text=True,
@@ -92,6 +95,14 @@ def test_compare_runs_both_formats_side_by_side_on_apache_kafka(real_kafka: Any)
     assert "both formats, every round: same records and same figures" in out, out
     for phase in ("write", "batch read + fingerprint", "streaming micro-batches", "whole job"):
         assert re.search(rf"^  {re.escape(phase)} +[\d.,]+k +[\d.,]+k +\d+\.\d\dx$", out, re.M), out
+    # --json: what bench.bench_main_job keeps in results.json
+    figures = json.loads((tmp_path / "job.json").read_text())
+    assert figures["passed"] is True and figures["events"] == 20000 and figures["rounds"] == 1
+    assert figures["connector"].startswith("spark-sql-kafka-0-10 ")
+    for fmt in ("kafka_core", "kafka"):
+        assert all(len(times) == 1 and times[0] > 0 for times in figures["seconds"][fmt].values()), figures
+    printed = float(re.search(r"^  whole job .* (\d+\.\d\d)x$", out, re.M).group(1))  # type: ignore[union-attr]
+    assert round(figures["ratios"]["whole job"], 2) == printed
 
 
 @pytest.mark.parametrize(

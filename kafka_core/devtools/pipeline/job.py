@@ -162,6 +162,13 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
         help="keep Spark's event log (every task's run, CPU, GC and serialisation times) in DIR, for "
         "python -m kafka_core.devtools.pipeline.profile",
     )
+    p.add_argument(
+        "--json",
+        metavar="FILE",
+        type=Path,
+        help="also write the phases' times per format and round, the ratios and the checks to FILE "
+        "(bench.bench_main_job keeps them in bench/results.json)",
+    )
     args = p.parse_args(argv)
     if args.compare and args.format:
         p.error("--compare runs both formats: leave out --format")
@@ -413,6 +420,7 @@ class Run:
     checks: list[tuple[str, bool]] = field(default_factory=list)
     fmt: str = FORMAT
     connector: Connector | None = None
+    legs: list[Leg] = field(default_factory=list)
 
     def check(self, name: str, ok: bool, detail: str) -> None:
         self.checks.append((name, ok))
@@ -683,6 +691,7 @@ def execute(run: Run, tmp: Path) -> None:
         out.line(f"    generated: {source.describe()}")
         if not args.compare:
             leg = run_leg(run, spark, records, source, tmp, limit)
+            run.legs.append(leg)
             summary(run, source, leg, limit)
             return
         legs: list[Leg] = []
@@ -690,6 +699,7 @@ def execute(run: Run, tmp: Path) -> None:
             # alternate which format goes first: a round's second run has a warmer JVM and page cache
             order = args.formats if round_no % 2 else args.formats[::-1]
             legs.extend(compare_leg(run, spark, records, source, tmp, limit, f, round_no) for f in order)
+        run.legs = legs
         records.unpersist()
         first = legs[0]
 
@@ -777,6 +787,37 @@ def comparison(run: Run, legs: Sequence[Leg], rows: int) -> None:
         )
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     out.line(f"  load average at the end: {load} ({os.cpu_count()} CPUs)")
+
+
+def figures(run: Run, rows: int) -> dict[str, Any]:
+    """What --json writes: the run's set-up, each format's phase times by round (seconds), the
+    rates and ratios the comparison prints, and the checks."""
+    import pyspark
+
+    from kafka_core.codec import IMPLEMENTATION
+
+    seconds = {
+        fmt: {key: [leg.timings[key] for leg in run.legs if leg.fmt == fmt] for key, _ in PHASES}
+        for fmt in run.args.formats
+    }
+    out: dict[str, Any] = {
+        "events": rows,
+        "partitions": run.partitions,
+        "rounds": run.args.rounds,
+        "master": run.args.master,
+        "broker": run.broker_label,
+        "pyspark": pyspark.__version__,
+        "codec": IMPLEMENTATION,
+        "connector": run.connector.describe() if run.connector else None,
+        "phases": [{"key": key, "title": title} for key, title in PHASES],
+        "seconds": seconds,
+        "startup_s": {key: run.timings[key] for key in ("spark", "source") if key in run.timings},
+        "checks": [{"name": name, "ok": ok} for name, ok in run.checks],
+        "passed": all(ok for _, ok in run.checks) and bool(run.legs),
+    }
+    if run.args.compare and run.legs:
+        out["ratios"] = {title: ratio for title, _, _, ratio in compare_rows(run.legs, rows)}
+    return out
 
 
 def summary(run: Run, src: Fingerprint, leg: Leg, limit: int) -> None:
@@ -886,6 +927,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             embedded.close()
         elif created and not args.topic and not args.compare:  # --compare's legs delete theirs
             out.line(f"{out.stamp()} topic {topic} {delete_topic(bootstrap, topic)}", "dim")
+    if args.json:
+        import json
+
+        args.json.write_text(json.dumps(figures(run, args.events), indent=1) + "\n")
     failed = [name for name, ok in run.checks if not ok]
     if failed:
         out.line(f"FAIL: {', '.join(failed)}", "bold red")

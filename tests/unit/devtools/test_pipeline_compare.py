@@ -158,3 +158,33 @@ def test_without_a_release_for_the_running_pyspark_the_newest_runs_on_it_or_the_
             "matching",
         ]
     ]
+
+
+def test_json_figures_keep_each_rounds_seconds_and_the_checks() -> None:
+    from kafka_core.devtools.pipeline.job import Console, Run, figures
+
+    args = parse_args(["--compare", "--rounds", "2", "--events", "1000", "--bootstrap-servers", "h:1"])
+    run = Run(args, "h:1", "h:1", "orders", 4, "abc", Console(), timings={"spark": 3.0, "source": 2.0})
+    run.legs = [
+        _leg("kafka_core", 1, 1.0),
+        _leg("kafka", 1, 2.0),
+        _leg("kafka", 2, 4.0),
+        _leg("kafka_core", 2, 3.0),
+    ]
+    run.checks = [("batch read == generated", True), ("stream == batch read", False)]
+    out = figures(run, 1000)
+    assert out["seconds"]["kafka_core"]["write"] == [1.0, 3.0] and out["seconds"]["kafka"]["stream"] == [
+        2.0,
+        4.0,
+    ]
+    assert out["ratios"]["write"] == pytest.approx(((1000 + 1000 / 3) / 2) / ((500 + 250) / 2))
+    assert (out["events"], out["rounds"], out["partitions"], out["startup_s"]) == (
+        1000,
+        2,
+        4,
+        {"spark": 3.0, "source": 2.0},
+    )
+    assert out["passed"] is False and {"name": "stream == batch read", "ok": False} in out["checks"]
+    import json
+
+    json.dumps(out)  # what --json writes
