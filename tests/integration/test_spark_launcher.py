@@ -36,13 +36,19 @@ JOB = textwrap.dedent(
         return loaded_through_cache(pyspark)
 
 
+    def preloaded():  # what the worker had from the daemon it was forked from, before any task import
+        import sys
+
+        return all(m in sys.modules for m in ("pyarrow", "kafka_core.spark.write", "kafka_core.spark.read"))
+
+
     class Probe(DataSource):
         @classmethod
         def name(cls):
             return "launcher_probe"
 
         def schema(self):  # runs in a planner worker: its answer shows in the column's name
-            return f"planner_{int(through_cache())} boolean"
+            return f"planner_{int(through_cache())} boolean, preloaded boolean"
 
         def reader(self, schema):
             return Reader()
@@ -50,7 +56,7 @@ JOB = textwrap.dedent(
 
     class Reader(DataSourceReader):
         def read(self, partition):
-            yield (through_cache(),)
+            yield (through_cache(), preloaded())
 
 
     spark = (
@@ -64,10 +70,11 @@ JOB = textwrap.dedent(
     with worker_launcher(spark, None) as used:
         spark.dataSource.register(Probe)
     df = spark.read.format("launcher_probe").load()
-    task = df.collect()[0][0]
-    plain = spark.sparkContext.parallelize([0], 1).map(lambda _: through_cache()).collect()[0]
+    task, task_preloaded = df.collect()[0]
+    plain, plain_preloaded = spark.sparkContext.parallelize([0], 1).map(lambda _: (through_cache(), preloaded())).collect()[0]
     print("RESULT " + json.dumps({
         "used": used, "columns": df.columns, "task": task, "plain": plain,
+        "task_preloaded": task_preloaded, "plain_preloaded": plain_preloaded,
         "restored": spark.sparkContext.pythonExec == python,
     }))
     spark.stop()
@@ -101,9 +108,14 @@ def test_the_data_sources_workers_start_through_the_launcher(tmp_path: Path) -> 
     (line,) = [x for x in done.stdout.splitlines() if x.startswith("RESULT ")]
     result = json.loads(line.removeprefix("RESULT "))
     assert result["used"] and result["used"].startswith(str(tmp_path / "cache"))
-    assert result["columns"] == ["planner_1"], "the planner worker did not import PySpark through the cache"
+    assert result["columns"] == ["planner_1", "preloaded"], (
+        "the planner did not import PySpark through the cache"
+    )
     assert result["task"] is True, "the task's worker did not import PySpark through the cache"
+    # the daemon imported what the data source's tasks need before forking the task's worker
+    assert result["task_preloaded"] is True, "the task's worker did not inherit the task modules"
     assert result["plain"] is False, "a plain function of the session got the launcher too"
+    assert result["plain_preloaded"] is False, "a plain function's workers got the preload too"
     assert result["restored"]
     cached = list((tmp_path / "cache" / "kafka_core" / "zip-bytecode").glob("pyspark.*.bin"))
     assert len(cached) > 50, cached

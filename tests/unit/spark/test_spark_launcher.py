@@ -163,3 +163,13 @@ def test_a_worker_imports_none_of_the_drivers_helpers() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
     )
     assert out.stdout.strip() == "[]"
+
+
+def test_a_task_module_that_does_not_import_leaves_the_daemon_running(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from kafka_core.spark import launcher
+
+    monkeypatch.setattr(launcher, "TASK_MODULES", ("json", "kafka_core_no_such_module", "csv"))
+    launcher.preload()  # the task imports it again and fails there, with the real cause
+    assert "not preloaded: kafka_core_no_such_module (ModuleNotFoundError" in capsys.readouterr().err
