@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> None:
 # What the data source's tasks import (kafka_core.spark.write and .read import most of it
 # lazily, at their first task): imported once in the daemon, before it forks the workers.
 TASK_MODULES = (
+    "pyspark.worker",  # a forked worker imports it (and the data source API) before its task
+    "pyspark.sql.datasource",
     "pyarrow",
     "pyarrow.compute",
     "kafka_core.spark.write",
