@@ -4,6 +4,7 @@ quote."""
 
 from __future__ import annotations
 
+import re
 import statistics
 from typing import Any
 
@@ -91,9 +92,18 @@ def _stamp(section: dict[str, Any]) -> str:
     )
 
 
+def _broker(label: str) -> str:
+    """``127.0.0.1:23555 (embedded Apache Kafka)`` -> ``embedded Apache Kafka``: a port of the
+    run's own says nothing to a reader."""
+    match = re.fullmatch(r"\S+ \((embedded .*)\)", label)
+    return match.group(1) if match else label
+
+
 def _text(section: dict[str, Any]) -> str:
-    keys = ("events", "connector", "rounds", "pyspark", "master", "broker")
-    return MAIN_JOB_TEXT.format(**{k: section.get(k, "?") for k in keys})
+    keys = ("events", "connector", "rounds", "pyspark", "master")
+    return MAIN_JOB_TEXT.format(
+        **{k: section.get(k, "?") for k in keys}, broker=_broker(str(section.get("broker", "?")))
+    )
 
 
 def main_job_lines(section: dict[str, Any]) -> list[str]:

@@ -55,6 +55,7 @@ def test_results_md_has_the_table_with_rounds_and_targets() -> None:
     assert "| write | 1.0k (0.2k, 1.0k, 2.0k) | 0.5k (0.5k, 0.5k, 0.5k) | 2.00x | 2.0x met |" in text
     assert "| batch aggregates | 1.0k (1.0k, 1.0k, 1.0k) | 0.5k (0.5k, 0.5k, 0.5k) | 2.00x | - |" in text
     assert "every check passed: yes" in text and "spark-sql-kafka-0-10 4.2.0" in text
+    assert "broker embedded Apache Kafka." in text and "9092" not in text
 
 
 def test_a_target_missed_says_so() -> None:
