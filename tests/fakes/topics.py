@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 
 def wait_writable(bootstrap: str, topic: str, partitions: int, timeout: float = 30.0) -> None:
@@ -33,3 +34,16 @@ def wait_writable(bootstrap: str, topic: str, partitions: int, timeout: float = 
                 time.sleep(0.05)
     finally:
         consumer.close()
+
+
+def listing_with(admin: Any, names: list[str], timeout: float = 30.0) -> list[str]:
+    """``admin.list_topics()`` once it has ``names``: Apache Kafka answers CreateTopics once the
+    controller has created them, and a broker's metadata has them a moment later (Java's admin is
+    as eventually consistent; seen in CI, a listing right after the answer was still empty). Read
+    until they come (``timeout``: a hang guard); the last listing either way."""
+    deadline = time.monotonic() + timeout
+    listed = admin.list_topics()
+    while not set(names) <= set(listed) and time.monotonic() < deadline:
+        time.sleep(0.1)
+        listed = admin.list_topics()
+    return list(listed)

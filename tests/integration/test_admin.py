@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 
 import pytest
 from fakes.stamps import RECENT_MS
+from fakes.topics import listing_with
 
 from kafka_core import KafkaAdmin, KafkaConsumer, KafkaProducer, NewTopic, TopicPartition
 from kafka_core.admin import (
@@ -121,18 +122,6 @@ def described(admin: KafkaAdmin, topic: str, partitions: int = 1) -> TopicDescri
         time.sleep(0.1)
         result = admin.describe_topics([topic])[topic]
     return result.result()
-
-
-def listing_with(admin: KafkaAdmin, names: list[str]) -> list[str]:
-    """The topic listing once it has ``names``: Apache Kafka answers CreateTopics once the
-    controller has created them and the broker's metadata has them a moment later (seen under
-    load), so the listing is read until they come (30 s hang guard)."""
-    deadline = time.monotonic() + 30
-    listed = admin.list_topics()
-    while not set(names) <= set(listed) and time.monotonic() < deadline:
-        time.sleep(0.1)
-        listed = admin.list_topics()
-    return listed
 
 
 @pytest.mark.seaweed_deviation("CreateTopics accepts a topic that already exists (no TOPIC_ALREADY_EXISTS)")
