@@ -100,9 +100,11 @@ def _broker(label: str) -> str:
 
 
 def _text(section: dict[str, Any]) -> str:
-    keys = ("events", "connector", "rounds", "pyspark", "master")
+    keys = ("connector", "rounds", "pyspark", "master")
     return MAIN_JOB_TEXT.format(
-        **{k: section.get(k, "?") for k in keys}, broker=_broker(str(section.get("broker", "?")))
+        **{k: section.get(k, "?") for k in keys},
+        events=section.get("events", 0),
+        broker=_broker(str(section.get("broker", "?"))),
     )
 
 
@@ -111,6 +113,8 @@ def main_job_lines(section: dict[str, Any]) -> list[str]:
     out = ["", _stamp(section), ""]
     if section.get("failed"):
         return [*out, f"Failed: {section['failed']}"]
+    if not phase_rates(section):
+        return [*out, "No figures."]
     return [*out, _text(section), "", main_job_table(section)]
 
 
@@ -120,4 +124,6 @@ def main_job_block(section: dict[str, Any] | None) -> str:
         return "\n_No figures yet: `python -m bench.bench_main_job --save`._\n"
     if section.get("failed"):
         return f"\n_The last run ({section.get('date', '?')}) failed: see bench/RESULTS.md._\n"
+    if not phase_rates(section):
+        return "\n_No figures in the last run: see bench/RESULTS.md._\n"
     return "\n".join(["", _text(section), "", main_job_table(section), "", _stamp(section), ""])

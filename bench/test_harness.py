@@ -495,6 +495,7 @@ def test_a_run_keeps_the_sections_it_did_not_measure(tmp_path: Any, monkeypatch:
         "spark": {"brokers": {"kafka": {"date": "then", "results": []}}},
         "share": {"date": "then", "medians": {}},
         "codec": {"date": "old", "entries": []},
+        "main_job": {"date": "then", "seconds": {}},
     }
     raw.write_text(json.dumps({"sections": kept}))
     monkeypatch.setattr(run_all, "environment", lambda: {})
@@ -506,10 +507,16 @@ def test_a_run_keeps_the_sections_it_did_not_measure(tmp_path: Any, monkeypatch:
         assert run_all.main([*argv, "--raw", str(raw), "--output", str(out)]) == 0
         sections = json.loads(raw.read_text())["sections"]
         assert sections["spark"] == kept["spark"] and sections["share"] == kept["share"]
+        assert sections["main_job"] == kept["main_job"]  # --no-spark leaves the main job out too
         assert sections["codec"]["date"] != "old"
         assert sections["codec"]["command"].startswith("python -m ")
         assert sections["codec"]["machine"]["nproc"]
         assert "## Share groups (issue 24)" in out.read_text()
+    job = {"date": "now", "events": 10, "seconds": {}, "passed": True}
+    monkeypatch.setattr(run_all, "run_main_job_section", lambda mode: job)
+    assert run_all.main(["--only", "main_job", "--raw", str(raw), "--output", str(out)]) == 0
+    assert json.loads(raw.read_text())["sections"]["main_job"] == job
+    assert "## The main job beside Spark's connector (issue 41)" in out.read_text()
 
 
 # --------------------------------------------------------------------------- the wide bench (issue 40)

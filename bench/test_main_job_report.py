@@ -75,6 +75,9 @@ def test_a_failed_run_is_said_and_the_guides_point_at_results() -> None:
     )
     assert "failed: see bench/RESULTS.md" in main_job_block(failed)
     assert "No figures yet" in main_job_block(None)
+    empty = {"date": "then", "seconds": {}}  # a section of an older shape, or a run with no legs
+    assert "No figures." in report.render({"sections": {"main_job": empty}})
+    assert "No figures in the last run" in main_job_block(empty)
 
 
 def test_the_guides_block_renders_from_the_section() -> None:
