@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -29,10 +28,6 @@ from bench.common import REPO_DIR, machine_summary
 
 # What issue 41 asks of each phase (kafka_core's rows/s over the connector's, medians of rounds).
 TARGETS = {"write": 2.0, "read": 2.0, "stream": 1.5, "whole": 1.3}
-
-
-def _load() -> str:
-    return ", ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 def run_main_job(
@@ -54,7 +49,9 @@ def run_main_job(
             "--json",
             str(out),
         ]
-        log(f"main job: {events:,} events, {rounds} rounds of both formats (load average {_load()})")
+        log(
+            f"main job: {events:,} events, {rounds} rounds of both formats (load average {machine_summary()['load']})"
+        )
         try:
             proc = subprocess.run(
                 cmd, cwd=REPO_DIR, capture_output=True, text=True, timeout=timeout, check=False
@@ -66,7 +63,6 @@ def run_main_job(
             tail = "\n".join([*lines[-12:], *proc.stderr.strip().splitlines()[-8:]])
             return {"failed": f"the job exited {proc.returncode}: {tail}"}
         figures: dict[str, Any] = json.loads(out.read_text())
-    figures["table"] = [line for line in lines if line.startswith("  ")][-8:]  # the printed comparison
     return figures
 
 
@@ -74,12 +70,12 @@ def section(events: int, rounds: int, log: Callable[[str], None] = print) -> dic
     """The ``main_job`` section: the job's figures with when, where and under what load."""
     stamp = {
         "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
-        "load": _load(),
+        "load": machine_summary()["load"],
         "machine": {k: v for k, v in machine_summary().items() if k != "load"},
         "command": f"python -m bench.bench_main_job --events {events} --rounds {rounds}",
     }
     figures = run_main_job(events, rounds, log=log)
-    return {**figures, **stamp, "load_after": _load(), "targets": TARGETS}
+    return {**figures, **stamp, "load_after": machine_summary()["load"], "targets": TARGETS}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -307,7 +307,7 @@ def wide(data: dict[str, Any]) -> str:
 
 def main_job(data: dict[str, Any]) -> str:
     """README's and docs/spark.md's table of the main job beside Spark's connector."""
-    return main_job_block(data["sections"].get("main_job")).strip("\n")
+    return main_job_block(data["sections"].get("main_job"))
 
 
 BLOCKS: dict[str, Callable[[dict[str, Any]], str]] = {

@@ -121,9 +121,9 @@ def main_job_lines(section: dict[str, Any]) -> list[str]:
 def main_job_block(section: dict[str, Any] | None) -> str:
     """The block the guides quote: the table and where it came from."""
     if not section:
-        return "\n_No figures yet: `python -m bench.bench_main_job --save`._\n"
+        return "_No figures yet: `python -m bench.bench_main_job --save`._"
     if section.get("failed"):
-        return f"\n_The last run ({section.get('date', '?')}) failed: see bench/RESULTS.md._\n"
+        return f"_The last run ({section.get('date', '?')}) failed: see bench/RESULTS.md._"
     if not phase_rates(section):
-        return "\n_No figures in the last run: see bench/RESULTS.md._\n"
-    return "\n".join(["", _text(section), "", main_job_table(section), "", _stamp(section), ""])
+        return "_No figures in the last run: see bench/RESULTS.md._"
+    return "\n".join([_text(section), "", main_job_table(section), "", _stamp(section)])

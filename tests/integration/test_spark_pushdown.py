@@ -12,6 +12,7 @@ from prerequisites import need_module
 
 pyspark = need_module("pyspark")
 
+from fakes.pushdown import at, out_of_order_stamp, scanned  # noqa: E402
 from fakes.stamps import RECENT_MS  # noqa: E402
 from pyspark.sql import SparkSession  # noqa: E402
 from spark_cluster import local_session  # noqa: E402
@@ -61,15 +62,7 @@ def topic(bootstrap_servers: str, new_topic: Any) -> str:
 
 
 def stamp(offset: int) -> int:
-    return BASE_MS + 10 * offset - (25 if offset % 5 == 4 else 0) + (13 if offset % 7 == 3 else 0)
-
-
-def at(ms: int) -> str:
-    """A SQL timestamp literal (UTC session) for ``ms``."""
-    import datetime as dt
-
-    t = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
-    return "timestamp'" + t.strftime("%Y-%m-%d %H:%M:%S.%f") + "'"
+    return out_of_order_stamp(BASE_MS, 10, offset)
 
 
 def read(spark: SparkSession, bootstrap: str, topic: str, **options: str) -> Any:
@@ -77,21 +70,6 @@ def read(spark: SparkSession, bootstrap: str, topic: str, **options: str) -> Any
     for k, v in options.items():
         r = r.option(k, v)
     return r
-
-
-def scanned(df: Any) -> tuple[list[Any], int]:
-    """The rows of ``df`` and how many rows its scan handed Spark (the scan node's
-    ``numOutputRows``, before any filter Spark applies)."""
-    rows = df.collect()
-    plan = df._jdf.queryExecution().executedPlan()
-    leaves = plan.collectLeaves()
-    total = 0
-    for i in range(leaves.size()):
-        leaf = leaves.apply(i)
-        metric = leaf.metrics().get("numOutputRows")
-        if metric.isDefined():
-            total += int(metric.get().value())
-    return rows, total
 
 
 def predicates(topic: str) -> list[str]:

@@ -9,13 +9,13 @@ or an unfiltered read.
 
 from __future__ import annotations
 
-import datetime as dt
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import pytest
 from conftest import CONNECTOR, OURS, T0, Rec, multiset, reader
+from fakes.pushdown import at, out_of_order_stamp, scanned
 
 PUSHDOWN = "spark.sql.python.filterPushdown.enabled"
 N = 60  # records per partition
@@ -23,15 +23,8 @@ PARTITIONS = 3
 
 
 def stamp(offset: int) -> int:
-    """Record timestamps: 1 s apart, with every fifth 2.5 s back (a producer's CreateTime out of
-    order) and every seventh 1.3 s ahead."""
-    return T0 + 1000 * offset - (2500 if offset % 5 == 4 else 0) + (1300 if offset % 7 == 3 else 0)
-
-
-def at(ms: int) -> str:
-    """A SQL timestamp literal for ``ms`` (the session is UTC)."""
-    t = dt.datetime.fromtimestamp(ms / 1000, tz=dt.UTC)
-    return "timestamp'" + t.strftime("%Y-%m-%d %H:%M:%S.%f") + "'"
+    """Record timestamps 1 s apart, some out of order."""
+    return out_of_order_stamp(T0, 1000, offset)
 
 
 @pytest.fixture(scope="module")
@@ -172,23 +165,11 @@ def test_a_subset_schema_with_a_pushed_filter(spark: Any, bootstrap: str, topic:
     assert 0 < sum(theirs.values()) < N and ours == theirs
 
 
-def scanned(df: Any) -> int:
-    """How many rows the read's scan handed Spark (its ``numOutputRows``), before Spark's filter."""
-    df.collect()
-    leaves = df._jdf.queryExecution().executedPlan().collectLeaves()
-    total = 0
-    for i in range(leaves.size()):
-        metric = leaves.apply(i).metrics().get("numOutputRows")
-        if metric.isDefined():
-            total += int(metric.get().value())
-    return total
-
-
 @pytest.mark.usefixtures("pushdown")
 def test_pushed_filters_are_not_read_at_all(spark: Any, bootstrap: str, topic: str) -> None:
     """What makes pushdown worth having: kafka_core's scan hands Spark only the records of the
     offsets the filter leaves, where the connector's scans every record."""
     where = "partition = 1 and offset >= 50"
     options = {"kafka.bootstrap.servers": bootstrap, "subscribe": topic}
-    assert scanned(reader(spark, OURS, options).load().where(where)) == 10
-    assert scanned(reader(spark, CONNECTOR, options).load().where(where)) == PARTITIONS * N
+    assert scanned(reader(spark, OURS, options).load().where(where))[1] == 10
+    assert scanned(reader(spark, CONNECTOR, options).load().where(where))[1] == PARTITIONS * N
