@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from bench.bench_spark_micro_batches import micro_batches_block
 from bench.common import REPO_DIR, RunResult, fmt_num, fmt_rate, fmt_ratio
 from bench.main_job_report import main_job_block
 from bench.report import CodecFigures, broker_entries, broker_name, spark_table
@@ -310,9 +311,15 @@ def main_job(data: dict[str, Any]) -> str:
     return main_job_block(data["sections"].get("main_job"))
 
 
+def micro_batches(data: dict[str, Any]) -> str:
+    """docs/spark.md's table of small micro-batches beside Spark's connector."""
+    return micro_batches_block(data["sections"].get("micro_batches"))
+
+
 BLOCKS: dict[str, Callable[[dict[str, Any]], str]] = {
     "wide": wide,
     "main-job": main_job,
+    "micro-batches": micro_batches,
     "avro-rows": avro_rows,
     "readme-e2e": readme_e2e,
     "readme-spark": readme_spark,

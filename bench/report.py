@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from bench.bench_spark_micro_batches import MICRO_BATCHES_TITLE, micro_batches_lines
 from bench.bench_wide_report import WIDE_TITLE, wide_tables
 from bench.common import (
     BENCH_DIR,
@@ -568,6 +569,9 @@ def render(data: dict[str, Any], notes: str = "") -> str:
     if "main_job" in sections:
         out += ["", f"## {MAIN_JOB_TITLE}", *main_job_lines(sections["main_job"])]
         out += _note(by_title, MAIN_JOB_TITLE)
+    if "micro_batches" in sections:
+        out += ["", f"## {MICRO_BATCHES_TITLE}", *micro_batches_lines(sections["micro_batches"])]
+        out += _note(by_title, MICRO_BATCHES_TITLE)
     out += [
         "",
         "## Notes",

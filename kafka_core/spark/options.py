@@ -83,6 +83,7 @@ _SOURCE_OPTIONS = (
     "failOnDataLoss",
     "minPartitions",
     "maxRecordsPerPartition",
+    "minRecordsPerPartition",
     "maxOffsetsPerTrigger",
     "minOffsetsPerTrigger",
     "maxTriggerDelay",
@@ -251,6 +252,8 @@ class SourceOptions:
     fail_on_data_loss: bool = True
     min_partitions: int | None = None
     max_records_per_partition: int | None = None
+    # ranges smaller than this share a task (see planning.pack_ranges); None: one task per range
+    min_records_per_partition: int | None = None
     max_offsets_per_trigger: int | None = None
     min_offsets_per_trigger: int | None = None
     max_trigger_delay_ms: int = 15 * 60_000
@@ -422,6 +425,7 @@ def parse_source(options: Mapping[str, Any], *, streaming: bool) -> SourceOption
         fail_on_data_loss=_bool(opts, "failOnDataLoss", True),
         min_partitions=_int(opts, "minPartitions"),
         max_records_per_partition=_int(opts, "maxRecordsPerPartition"),
+        min_records_per_partition=_min_records(opts, streaming),
         max_offsets_per_trigger=max_off,
         min_offsets_per_trigger=min_off,
         max_trigger_delay_ms=_duration_ms(opts, "maxTriggerDelay", 15 * 60_000),
@@ -434,6 +438,20 @@ def parse_source(options: Mapping[str, Any], *, streaming: bool) -> SourceOption
         key_format=key_format,
         value_format=value_format,
     )
+
+
+# A Python task costs Spark tens of milliseconds around its rows (a JVM task a few): a
+# micro-batch's small ranges are read together rather than one task each.
+STREAM_MIN_RECORDS_PER_PARTITION = 10_000
+
+
+def _min_records(opts: Mapping[str, str], streaming: bool) -> int | None:
+    """``minRecordsPerPartition``: given, as given (1: one task per range); otherwise on for
+    streaming, off for a batch read, whose tasks stay one per partition as Spark's connector plans them."""
+    given = _int(opts, "minRecordsPerPartition")
+    if given is not None:
+        return given
+    return STREAM_MIN_RECORDS_PER_PARTITION if streaming else None
 
 
 def _commit_group(opts: Mapping[str, str], streaming: bool) -> str | None:

@@ -21,6 +21,7 @@ __all__ = [
     "OffsetRange",
     "check_specs",
     "from_json",
+    "pack_ranges",
     "rate_limit",
     "resolve",
     "split_ranges",
@@ -227,6 +228,34 @@ def split_ranges(
             if piece.size > 0
         ]
     return divided
+
+
+def pack_ranges(
+    ranges: Iterable[OffsetRange], min_records: int | None, max_records: int | None = None
+) -> list[tuple[OffsetRange, ...]]:
+    """Ranges grouped into tasks: a range of at least ``min_records`` records is a task alone;
+    smaller ones, in the order given, share a task that closes once it holds ``min_records``
+    (or before it would pass ``max_records``). None or 1: one task per range."""
+    if min_records is None or min_records <= 1:
+        return [(r,) for r in ranges]
+    tasks: list[tuple[OffsetRange, ...]] = []
+    group: list[OffsetRange] = []
+    held = 0
+    for r in ranges:
+        if r.size >= min_records:
+            tasks.append((r,))
+            continue
+        if group and max_records is not None and held + r.size > max_records:
+            tasks.append(tuple(group))
+            group, held = [], 0
+        group.append(r)
+        held += r.size
+        if held >= min_records:
+            tasks.append(tuple(group))
+            group, held = [], 0
+    if group:
+        tasks.append(tuple(group))
+    return tasks
 
 
 def rate_limit(

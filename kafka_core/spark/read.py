@@ -1,4 +1,4 @@
-"""Executor side of a read: exactly one offset range of one partition, as Arrow batches.
+"""Executor side of a read: a task's offset ranges (each of one partition), as Arrow batches.
 
 Each task reads its range with the consumer's columnar path and yields ``pyarrow.RecordBatch``es
 already in the schema Spark checks, so no Python object is made per record. Gaps in offsets
@@ -12,7 +12,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from functools import cache
 from typing import Any
 
@@ -25,7 +25,7 @@ from kafka_core.spark.planning import DataLossError, OffsetRange
 
 log = logging.getLogger("kafka_core.spark")
 
-__all__ = ["arrow_read_schema", "prepare", "read_range"]
+__all__ = ["arrow_read_schema", "prepare", "read_range", "read_ranges"]
 
 OFFSET_OUT_OF_RANGE = 1
 # Without progress for this long, ask where the log ends: data that is not there is not waited for.
@@ -141,8 +141,19 @@ def _topic_id(client: Any, topic: str) -> str:
     return "?" if meta is None or meta.error_code or meta.topic_id is None else str(meta.topic_id)
 
 
-def read_range(options: SourceOptions, r: OffsetRange) -> Iterator[Any]:
-    """Yield the records of ``r`` (offsets start <= o < end) as Spark-schema Arrow batches."""
+def read_ranges(options: SourceOptions, ranges: Sequence[OffsetRange]) -> Iterator[Any]:
+    """Yield the records of each range in turn (a task's ranges), the topics' ids looked up
+    once for the task."""
+    topic_ids: dict[str, str] = {}
+    for r in ranges:
+        yield from read_range(options, r, topic_ids)
+
+
+def read_range(
+    options: SourceOptions, r: OffsetRange, topic_ids: dict[str, str] | None = None
+) -> Iterator[Any]:
+    """Yield the records of ``r`` (offsets start <= o < end) as Spark-schema Arrow batches.
+    ``topic_ids``: the ids this task has looked up already, filled in here."""
     if r.size <= 0:
         return
     key = _client_key(options)
@@ -150,7 +161,11 @@ def read_range(options: SourceOptions, r: OffsetRange) -> Iterator[Any]:
     spec = {"options": options, "client": client, "topic": r.topic, "partition": r.partition}
     try:
         consumer_options = json.dumps(options.consumer, sort_keys=True, default=str)
-        topic_id = _topic_id(client, r.topic)
+        topic_id = None if topic_ids is None else topic_ids.get(r.topic)
+        if topic_id is None:
+            topic_id = _topic_id(client, r.topic)
+            if topic_ids is not None:
+                topic_ids[r.topic] = topic_id
         held_key = f"{key}|{consumer_options}|{options.isolation_level}|{r.topic}|{topic_id}|{r.partition}"
         held = _CONSUMERS.get(held_key, spec)
         if held.client is not client:  # built on a client since dropped after a failure

@@ -43,8 +43,8 @@ from kafka_core.spark.registry import (
 )
 from kafka_core.spark.tasks import (
     KafkaCommitMessage,
-    RangePartition,
     commit_message,
+    range_tasks,
     read_partition,
     start_warm_up,
 )
@@ -117,7 +117,7 @@ class KafkaBatchReader(DataSourceReader):
         tasks = split_ranges(
             ranges, opts.min_partitions, opts.max_records_per_partition, keep_empty=self.pushdown.empty
         )
-        return [RangePartition(opts, r) for r in tasks]
+        return range_tasks(opts, tasks)
 
     def read(self, partition: InputPartition) -> Iterator[Any]:
         return read_partition(partition)

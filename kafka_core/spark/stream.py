@@ -29,7 +29,7 @@ from kafka_core.spark.planning import (
     split_ranges,
     to_json,
 )
-from kafka_core.spark.tasks import RangePartition, read_partition
+from kafka_core.spark.tasks import range_tasks, read_partition
 
 try:  # 4.2+: admission control and Trigger.AvailableNow
     from pyspark.sql.streaming.datasource import (
@@ -219,7 +219,7 @@ class KafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             begin, stop, fail_on_data_loss=self.options.fail_on_data_loss, on_loss=log.warning
         )
         tasks = split_ranges(ranges, self.options.min_partitions, self.options.max_records_per_partition)
-        return [RangePartition(self.options, r) for r in tasks]
+        return range_tasks(self.options, tasks)
 
     def commit(self, end: dict[str, Any]) -> None:
         """Spark is done with offsets before ``end``: commit them to the group, if asked.

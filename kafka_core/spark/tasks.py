@@ -8,7 +8,7 @@ the classes are pickled between driver and executors under this module's name.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -22,16 +22,37 @@ if TYPE_CHECKING:
     from kafka_core.spark.planning import OffsetRange
     from kafka_core.spark.write import TaskResult
 
-__all__ = ["KafkaCommitMessage", "RangePartition", "commit_message", "read_partition", "start_warm_up"]
+__all__ = [
+    "KafkaCommitMessage",
+    "RangePartition",
+    "commit_message",
+    "range_tasks",
+    "read_partition",
+    "start_warm_up",
+]
 
 
 class RangePartition(InputPartition):
-    """One task: an offset range and the options to read it with (pickled to the executor)."""
+    """One task: its offset ranges (one, or several small ones read one after another) and the
+    options to read them with (pickled to the executor)."""
 
-    def __init__(self, options: SourceOptions, offsets: OffsetRange) -> None:
-        super().__init__((offsets.topic, offsets.partition, offsets.start, offsets.end))
+    def __init__(self, options: SourceOptions, ranges: Sequence[OffsetRange]) -> None:
+        super().__init__(tuple((r.topic, r.partition, r.start, r.end) for r in ranges))
         self.options = options
-        self.range = offsets
+        self.ranges = tuple(ranges)
+
+
+def range_tasks(options: SourceOptions, ranges: Sequence[OffsetRange]) -> list[RangePartition]:
+    """The planned ranges as tasks: small ones together per ``minRecordsPerPartition``, unless
+    ``minPartitions`` asks for a number of tasks (then one per range, as Spark's connector)."""
+    from kafka_core.spark.planning import pack_ranges
+
+    groups: list[tuple[OffsetRange, ...]]
+    if options.min_partitions is not None:
+        groups = [(r,) for r in ranges]
+    else:
+        groups = pack_ranges(ranges, options.min_records_per_partition, options.max_records_per_partition)
+    return [RangePartition(options, group) for group in groups]
 
 
 @dataclass
@@ -85,9 +106,9 @@ def read_partition(partition: InputPartition) -> Iterator[Any]:
     """An executor's task. Spark reads one plain ``InputPartition`` when the plan has none."""
     if not isinstance(partition, RangePartition):
         return iter(())
-    from kafka_core.spark.read import read_range
+    from kafka_core.spark.read import read_ranges
 
-    batches = read_range(partition.options, partition.range)
+    batches = read_ranges(partition.options, partition.ranges)
     if partition.options.include_headers:
         batches = (_null_empty_headers(b) for b in batches)
     return profiled_iter("read", batches)

@@ -275,7 +275,7 @@ def test_missing_topic_reads_empty_with_a_warning_on_the_driver(
     with caplog.at_level(logging.WARNING, "kafka_core.spark"):
         tasks = KafkaDataSource(options).reader(read_schema()).partitions()
     assert all(isinstance(t, RangePartition) for t in tasks)
-    assert {t.range.topic for t in tasks if isinstance(t, RangePartition)} == {topic}
+    assert {r.topic for t in tasks if isinstance(t, RangePartition) for r in t.ranges} == {topic}
     warnings = [r.getMessage() for r in caplog.records if r.name == "kafka_core.spark"]
     assert len(warnings) == 1 and repr(missing) in warnings[0] and repr(topic) not in warnings[0]
     assert _reader(spark, bootstrap_servers, subscribe=missing).load().count() == 0
@@ -372,6 +372,54 @@ def test_streaming_available_now_with_admission_control(
         batches.clear()
         _available_now(stream, collect, checkpoint)
         assert sum(batches) == 60
+
+
+def test_small_micro_batches_read_their_partitions_in_one_task(
+    spark: SparkSession, bootstrap_servers: str, new_topic: Any
+) -> None:
+    """A micro-batch of a few records from each of 6 partitions is one task (a Python task costs
+    Spark tens of milliseconds); every record is read once, each partition in offset order.
+    ``minRecordsPerPartition`` 1 plans a task per partition, as Spark's connector."""
+    topic = new_topic(partitions=6)
+    _produce(bootstrap_servers, topic, 240)
+    for option, most in (({}, 1), ({"minRecordsPerPartition": "1"}, 6)):
+        seen: list[tuple[int, int]] = []
+        tasks: list[int] = []
+
+        def collect(
+            df: Any, batch_id: int, seen: list[tuple[int, int]] = seen, tasks: list[int] = tasks
+        ) -> None:
+            rows = df.select(F.spark_partition_id().alias("task"), "partition", "offset").collect()
+            if rows:
+                tasks.append(df.rdd.getNumPartitions())
+                by_task: dict[int, list[tuple[int, int]]] = {}
+                for r in rows:
+                    by_task.setdefault(r.task, []).append((r.partition, r.offset))
+                for got in by_task.values():  # a task reads its ranges in turn, each in order
+                    assert got == sorted(got)
+                seen.extend(p for got in by_task.values() for p in got)
+
+        with tempfile.TemporaryDirectory() as checkpoint:
+            stream = _stream(spark, bootstrap_servers, subscribe=topic, maxOffsetsPerTrigger="60", **option)
+            _available_now(stream, collect, checkpoint)
+        assert len(seen) == 240 and len(set(seen)) == 240, option
+        assert len(tasks) >= 4 and max(tasks) == most, (option, tasks)
+
+
+def test_batch_read_packs_small_partitions_when_asked(
+    spark: SparkSession, bootstrap_servers: str, new_topic: Any
+) -> None:
+    """A batch read plans a task per partition (as the connector) unless ``minRecordsPerPartition``
+    is given: then partitions of fewer records share tasks of at least that many."""
+    topic = new_topic(partitions=8)
+    _produce(bootstrap_servers, topic, 400)
+    plain = _reader(spark, bootstrap_servers, subscribe=topic).load()
+    packed = _reader(spark, bootstrap_servers, subscribe=topic, minRecordsPerPartition="100").load()
+    assert plain.rdd.getNumPartitions() == 8
+    assert 2 <= packed.rdd.getNumPartitions() <= 4
+    key = ["partition", "offset", "key", "value"]
+    assert sorted(packed.select(*key).collect()) == sorted(plain.select(*key).collect())
+    assert packed.count() == 400
 
 
 def test_streaming_write(spark: SparkSession, bootstrap_servers: str, new_topic: Any) -> None:

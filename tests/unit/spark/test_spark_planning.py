@@ -19,6 +19,7 @@ from kafka_core.spark.planning import (
     check_ranges,
     check_specs,
     from_json,
+    pack_ranges,
     rate_limit,
     resolve,
     split_ranges,
@@ -43,6 +44,10 @@ def test_defaults_match_spark() -> None:
     stream = parse_source({**BOOT, "subscribe": "a"}, streaming=True)
     assert stream.starting == OffsetSpec("latest") and stream.ending is None
     assert stream.max_trigger_delay_ms == 15 * 60_000
+    # small ranges share a task in streaming; a batch read plans a task per partition, as Spark's
+    assert stream.min_records_per_partition == 10_000 and batch.min_records_per_partition is None
+    given = parse_source({**BOOT, "subscribe": "a", "minRecordsPerPartition": "5"}, streaming=False)
+    assert given.min_records_per_partition == 5
 
 
 @pytest.mark.parametrize(
@@ -66,6 +71,10 @@ def test_defaults_match_spark() -> None:
         ({**BOOT, "subscribe": "a", "startingTimestamp": "yesterday"}, "startingTimestamp"),
         ({**BOOT, "subscribe": "a", "failOnDataLoss": "maybe"}, "'failOnDataLoss' must be true or false"),
         ({**BOOT, "subscribe": "a", "minPartitions": "0"}, "'minPartitions' must be at least 1"),
+        (
+            {**BOOT, "subscribe": "a", "minRecordsPerPartition": "0"},
+            "'minRecordsPerPartition' must be at least 1",
+        ),
         (
             {**BOOT, "subscribe": "a", "maxRecordsPerPartition": "x"},
             "'maxRecordsPerPartition' must be an integer",
@@ -328,6 +337,34 @@ def test_split_covers_every_offset_once(
         assert all(x.size > 0 for x in pieces)
         if max_recs is not None and (min_parts is None or len(got) >= min_parts):
             assert all(x.size <= max_recs for x in pieces)
+
+
+def test_pack_small_ranges() -> None:
+    r = [OffsetRange("t", p, 0, n) for p, n in enumerate((3, 4, 20, 5, 0, 6, 1))]
+    assert pack_ranges(r, None) == [(x,) for x in r]
+    assert pack_ranges(r, 1) == [(x,) for x in r]
+    # 3+4 reach 7; 20 alone; 5+0+6 reach 7; 1 left over
+    assert pack_ranges(r, 7) == [(r[0], r[1]), (r[2],), (r[3], r[4], r[5]), (r[6],)]
+    # never past maxRecordsPerPartition: 5 + 6 would be 11
+    assert pack_ranges(r, 100, 10) == [(r[0], r[1]), (r[2],), (r[3], r[4]), (r[5], r[6])]
+
+
+@given(ranges_strategy, st.none() | st.integers(1, 20_000), st.none() | st.integers(1, 6_000))
+def test_pack_keeps_every_range_once_in_order(
+    ranges: list[OffsetRange], min_recs: int | None, max_recs: int | None
+) -> None:
+    tasks = pack_ranges(ranges, min_recs, max_recs)
+    assert sorted((r for t in tasks for r in t), key=lambda r: r.partition) == sorted(
+        ranges, key=lambda r: r.partition
+    )
+    small = [r for t in tasks for r in t if min_recs is None or r.size < min_recs]
+    assert small == [r for r in ranges if min_recs is None or r.size < min_recs]  # order kept
+    for t in tasks:
+        if len(t) > 1:
+            assert min_recs is not None and all(r.size < min_recs for r in t)
+            assert sum(r.size for r in t[:-1]) < min_recs  # closed once it held enough
+            if max_recs is not None:
+                assert sum(r.size for r in t) <= max(max_recs, t[0].size)
 
 
 # -- admission control --------------------------------------------------------------------------

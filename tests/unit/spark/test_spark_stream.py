@@ -132,7 +132,7 @@ def test_new_partitions_start_at_earliest() -> None:
     end = r.latestOffset(start, ReadAllAvailable())
     assert end["u"] == {"0": 25}
     parts = r.partitions(start, end)
-    assert [(p.range.topic, p.range.start, p.range.end) for p in parts] == [("u", 5, 25)]
+    assert [(r.topic, r.start, r.end) for p in parts for r in p.ranges] == [("u", 5, 25)]
 
 
 def test_added_partition_not_starting_at_zero_is_data_loss() -> None:
@@ -159,7 +159,7 @@ def test_recreated_topic_is_data_loss_per_option() -> None:
         strict.latestOffset(starts[0], ReadAllAvailable())
     end = lenient.latestOffset(starts[1], ReadAllAvailable())
     parts = lenient.partitions({"t": {"0": 100, "1": 300}}, end)
-    assert sorted((p.range.partition, p.range.start, p.range.end) for p in parts) == [(0, 0, 7), (1, 0, 9)]
+    assert [[(r.partition, r.start, r.end) for r in p.ranges] for p in parts] == [[(0, 0, 7), (1, 0, 9)]]
 
 
 def test_offsets_going_backwards_in_a_plan() -> None:
@@ -169,7 +169,25 @@ def test_offsets_going_backwards_in_a_plan() -> None:
         strict.partitions({"t": {"0": 100}}, {"t": {"0": 10}})
     lenient = reader(kafka, failOnDataLoss="false")
     [part] = lenient.partitions({"t": {"0": 100}}, {"t": {"0": 10}})
-    assert (part.range.start, part.range.end) == (0, 10)
+    assert [(r.start, r.end) for r in part.ranges] == [(0, 10)]
+
+
+def test_small_ranges_share_a_task() -> None:
+    """A micro-batch's ranges under ``minRecordsPerPartition`` (10,000 unless given) are one
+    task's, in partition order; 1 plans a task per range, as does ``minPartitions``."""
+    kafka = FakeKafka()
+    start, end = {"t": {"0": 0, "1": 0}}, {"t": {"0": 7, "1": 9}}
+
+    def plan(**options: str) -> list[list[tuple[int, int, int]]]:
+        parts = reader(kafka, **options).partitions(start, end)
+        return [[(r.partition, r.start, r.end) for r in p.ranges] for p in parts]
+
+    assert plan() == [[(0, 0, 7), (1, 0, 9)]]
+    assert plan(minRecordsPerPartition="8") == [[(1, 0, 9)], [(0, 0, 7)]]  # 9 is a task alone
+    assert plan(minRecordsPerPartition="7") == [[(0, 0, 7)], [(1, 0, 9)]]
+    assert plan(minRecordsPerPartition="1") == [[(0, 0, 7)], [(1, 0, 9)]]
+    assert plan(minPartitions="2") == [[(0, 0, 7)], [(1, 0, 9)]]
+    assert plan(maxRecordsPerPartition="10") == [[(0, 0, 7)], [(1, 0, 9)]]
 
 
 def test_vanished_partition() -> None:
