@@ -68,10 +68,11 @@ def run_main_job(
 
 def section(events: int, rounds: int, log: Callable[[str], None] = print) -> dict[str, Any]:
     """The ``main_job`` section: the job's figures with when, where and under what load."""
+    machine = machine_summary()
     stamp = {
         "date": f"{datetime.now(UTC):%Y-%m-%d %H:%M} UTC",
-        "load": machine_summary()["load"],
-        "machine": {k: v for k, v in machine_summary().items() if k != "load"},
+        "load": machine.pop("load"),
+        "machine": machine,
         "command": f"python -m bench.bench_main_job --events {events} --rounds {rounds}",
     }
     figures = run_main_job(events, rounds, log=log)

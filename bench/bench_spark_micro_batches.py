@@ -30,31 +30,19 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-METHODS = ("kafka_core", "kafka_core-per-partition", "kafka")
-CONNECTOR_VERSION = "4.2.0"
-MICRO_BATCHES_TITLE = "Small micro-batches beside Spark's connector"
-
-
-@dataclass
-class Run:
-    method: str
-    round: int
-    partitions: int
-    records: int
-    batches: int
-    first_s: float
-    median_s: float  # the micro-batches after the first
-    whole_s: float
+from bench.common import machine_summary
+from bench.micro_batches_report import CONNECTOR_VERSION, METHODS, Run, table
 
 
 def _options(method: str) -> tuple[str, dict[str, str]]:
@@ -63,7 +51,9 @@ def _options(method: str) -> tuple[str, dict[str, str]]:
     return method, {}
 
 
-def run_stream(spark: Any, bootstrap: str, topic: str, method: str, limit: int, tmp: Path) -> Run:
+def run_stream(
+    spark: Any, bootstrap: str, topic: str, method: str, limit: int, tmp: Path, *, size: int, round_no: int
+) -> Run:
     fmt, extra = _options(method)
     times: list[float] = []
     counts: list[int] = []
@@ -92,8 +82,8 @@ def run_stream(spark: Any, bootstrap: str, topic: str, method: str, limit: int, 
     data = [t for t, n in zip(times, counts, strict=True) if n]
     return Run(
         method=method,
-        round=0,
-        partitions=0,
+        round=round_no,
+        partitions=size,
         records=sum(counts),
         batches=len(data),
         first_s=data[0] if data else 0.0,
@@ -111,80 +101,6 @@ def fill(bootstrap: str, topic: str, partitions: int, per_partition: int) -> Non
         producer.flush()
 
 
-def table(runs: Sequence[Run]) -> str:
-    from bench.common import markdown_table
-
-    return markdown_table(
-        (
-            "partitions",
-            "round",
-            "method",
-            "micro-batches",
-            "first (s)",
-            "each after (median, s)",
-            "whole (s)",
-        ),
-        [
-            (
-                f"{r.partitions:,}",
-                str(r.round),
-                r.method,
-                str(r.batches),
-                f"{r.first_s:.2f}",
-                f"{r.median_s:.3f}",
-                f"{r.whole_s:.1f}",
-            )
-            for r in runs
-        ],
-    )
-
-
-def micro_batches_block(section: dict[str, Any] | None) -> str:
-    """docs/spark.md's table: per topic size, each method's last round, and the connector's time
-    per micro-batch over kafka_core's (above 1: kafka_core's micro-batches are faster)."""
-    from bench.common import fmt_ratio, markdown_table
-
-    if not section or not section.get("runs"):
-        return "No figures: run `python -m bench.bench_spark_micro_batches --save`."
-    runs = [Run(**r) for r in section["runs"]]
-    last: dict[tuple[int, str], Run] = {}
-    for r in runs:
-        if r.round >= last.get((r.partitions, r.method), r).round:
-            last[(r.partitions, r.method)] = r
-    rows = []
-    for size in sorted({r.partitions for r in runs}):
-        theirs = last.get((size, "kafka"))
-        for method in METHODS:
-            r = last.get((size, method))
-            if r is None:
-                continue
-            ratio = "-" if theirs is None or method == "kafka" else fmt_ratio(theirs.median_s, r.median_s)
-            cells = (f"{size:,}", method, f"{r.first_s:.2f}", f"{r.median_s:.3f}", f"{r.whole_s:.1f}", ratio)
-            rows.append(cells)
-    head = (
-        f"`python -m bench.bench_spark_micro_batches`: topics of {', '.join(f'{p:,}' for p in sorted({r.partitions for r in runs}))} "
-        "partitions, each micro-batch a few records of every partition (10 each on a narrow topic, 3 on a wide "
-        f"one), `Trigger.AvailableNow`, a count per micro-batch; pyspark {section.get('pyspark', '?')}, "
-        f"Spark's connector {CONNECTOR_VERSION}, local[2], broker {section.get('broker', '?')}. Seconds; the ratio "
-        "is the connector's time per micro-batch over the method's (the last round of each)."
-    )
-    table_text = markdown_table(
-        ("partitions", "method", "first micro-batch", "each after (median)", "whole query", "vs connector"),
-        rows,
-    )
-    foot = (
-        f"_Measured {section.get('date', '?')} on {section.get('machine', {}).get('nproc', '?')} cores, load average "
-        f"{section.get('load', '?')} before, {section.get('load_after', '?')} after._"
-    )
-    return "\n\n".join((head, table_text, foot))
-
-
-def micro_batches_lines(section: dict[str, Any]) -> list[str]:
-    """RESULTS.md's section: the docs' table, then every round."""
-    runs = [Run(**r) for r in section.get("runs", [])]
-    return ["", micro_batches_block(section), *(["", table(runs)] if runs else [])]
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--partitions", default="4,1000", help="comma list of topic sizes")
@@ -192,11 +108,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--batches", type=int, default=0, help="micro-batches per query")
     p.add_argument("--methods", default=",".join(METHODS))
     p.add_argument("--rounds", type=int, default=2, help="rounds on a narrow topic (a wide one gets one)")
-    p.add_argument("--broker", default="kafka", choices=("kafka", "tansu"))
+    p.add_argument(
+        "--broker",
+        default="kafka",
+        choices=("kafka", "tansu"),
+        help="the embedded broker, unless KAFKA_BOOTSTRAP_SERVERS names one (KAFKA_CORE_BENCH_BROKER)",
+    )
     p.add_argument("--json", type=Path, help="write the runs here")
     p.add_argument("--save", action="store_true", help="keep the figures in bench/results.json")
     args = p.parse_args(argv)
 
+    from bench.brokers import bench_broker, broker_description
     from kafka_core.devtools.brokers.spark_connector import connector_jars
     from kafka_core.devtools.pipeline.job import prepare_topic, start_spark
 
@@ -205,10 +127,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         p.error(f"unknown methods {unknown}; known: {', '.join(METHODS)}")
     runs: list[Run] = []
-    from bench.common import machine_summary
-
+    os.environ["KAFKA_CORE_BENCH_BROKER"] = args.broker
     load = machine_summary()["load"]
-    with tempfile.TemporaryDirectory() as name, _broker(args.broker) as bootstrap:
+    with tempfile.TemporaryDirectory() as name, bench_broker() as bootstrap:
         tmp = Path(name)
         jars = connector_jars(CONNECTOR_VERSION) if "kafka" in methods else []
         spark = start_spark("local[2]", tmp, jars)
@@ -223,8 +144,16 @@ def main(argv: Sequence[str] | None = None) -> int:
                 for round_no in range(1, rounds + 1):
                     for method in methods if round_no % 2 else methods[::-1]:
                         where = tmp / topic / f"r{round_no}"
-                        run = run_stream(spark, bootstrap, topic, method, size * per_batch, where)
-                        run.partitions, run.round = size, round_no
+                        run = run_stream(
+                            spark,
+                            bootstrap,
+                            topic,
+                            method,
+                            size * per_batch,
+                            where,
+                            size=size,
+                            round_no=round_no,
+                        )
                         runs.append(run)
                         print(
                             f"{size:>6} partitions  round {round_no}  {method:<26} {run.batches} micro-batches  "
@@ -254,7 +183,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "load": load,
                 "load_after": machine.pop("load"),
                 "machine": machine,
-                "broker": {"kafka": "embedded Apache Kafka", "tansu": "embedded Tansu"}[args.broker],
+                "broker": broker_description(),
                 "pyspark": pyspark.__version__,
                 "command": "python -m bench.bench_spark_micro_batches " + " ".join(argv or sys.argv[1:]),
                 "runs": [asdict(r) for r in runs],
@@ -262,29 +191,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         print("saved as bench/results.json's micro_batches section")
     return 0
-
-
-class _broker:
-    """The broker the bench reads: embedded Apache Kafka (the default) or Tansu, on a port of its own."""
-
-    def __init__(self, kind: str) -> None:
-        self.kind = kind
-        self.server: Any = None
-
-    def __enter__(self) -> str:
-        if self.kind == "kafka":
-            from kafka_core.devbroker import KafkaCluster
-
-            self.server = KafkaCluster(1)
-        else:
-            from kafka_core.devbroker import TansuBroker
-
-            self.server = TansuBroker()
-        self.server.start()
-        return str(self.server.bootstrap)
-
-    def __exit__(self, *exc: object) -> None:
-        self.server.close()
 
 
 if __name__ == "__main__":

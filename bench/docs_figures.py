@@ -12,9 +12,9 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from bench.bench_spark_micro_batches import micro_batches_block
 from bench.common import REPO_DIR, RunResult, fmt_num, fmt_rate, fmt_ratio
 from bench.main_job_report import main_job_block
+from bench.micro_batches_report import micro_batches_block
 from bench.report import CodecFigures, broker_entries, broker_name, spark_table
 
 DOC_FILES = ("README.md", "docs/*.md")

@@ -18,7 +18,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from bench.bench_spark_micro_batches import MICRO_BATCHES_TITLE, micro_batches_lines
 from bench.bench_wide_report import WIDE_TITLE, wide_tables
 from bench.common import (
     BENCH_DIR,
@@ -32,6 +31,7 @@ from bench.common import (
     status_cell,
 )
 from bench.main_job_report import MAIN_JOB_TITLE, main_job_lines
+from bench.micro_batches_report import MICRO_BATCHES_TITLE, micro_batches_lines
 from bench.spark_report import SECTION_TEXT as SPARK_SECTION_TEXT
 from bench.spark_report import spark_headline, spark_table
 from bench.tracing_report import TRACING_TITLE, tracing_lines

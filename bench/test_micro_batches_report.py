@@ -10,7 +10,7 @@ from dataclasses import asdict
 from typing import Any
 
 from bench import docs_figures, report
-from bench.bench_spark_micro_batches import MICRO_BATCHES_TITLE, Run, micro_batches_block
+from bench.micro_batches_report import MICRO_BATCHES_TITLE, Run, micro_batches_block
 
 
 def section() -> dict[str, Any]:

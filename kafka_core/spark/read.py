@@ -161,11 +161,10 @@ def read_range(
     spec = {"options": options, "client": client, "topic": r.topic, "partition": r.partition}
     try:
         consumer_options = json.dumps(options.consumer, sort_keys=True, default=str)
-        topic_id = None if topic_ids is None else topic_ids.get(r.topic)
-        if topic_id is None:
-            topic_id = _topic_id(client, r.topic)
-            if topic_ids is not None:
-                topic_ids[r.topic] = topic_id
+        ids = {} if topic_ids is None else topic_ids
+        if r.topic not in ids:
+            ids[r.topic] = _topic_id(client, r.topic)
+        topic_id = ids[r.topic]
         held_key = f"{key}|{consumer_options}|{options.isolation_level}|{r.topic}|{topic_id}|{r.partition}"
         held = _CONSUMERS.get(held_key, spec)
         if held.client is not client:  # built on a client since dropped after a failure
